@@ -1,0 +1,26 @@
+"""Hash ranges on the 16-bit rings, PIP-486 entry buckets, and one-pass routing of keys to
+(segment id, bucket index)."""
+
+from keyshared._core import (
+    HashRange,
+    RoutingTable,
+    bucket_index,
+    bucket_indices,
+    bucket_ranges,
+    buckets_for_budget,
+    canonical_bucket_hash,
+    entry_bucket,
+    equal_width_splits,
+)
+
+__all__ = [
+    "HashRange",
+    "RoutingTable",
+    "bucket_index",
+    "bucket_indices",
+    "bucket_ranges",
+    "buckets_for_budget",
+    "canonical_bucket_hash",
+    "entry_bucket",
+    "equal_width_splits",
+]

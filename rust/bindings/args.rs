@@ -1,0 +1,87 @@
+//! Argument conversions shared by the bindings, each failing with a message naming the
+//! argument.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyInt, PyString};
+
+use crate::kernels::buckets::{ring_hash, validate_splits};
+use crate::kernels::error::InvalidInput;
+use crate::kernels::parallel::default_threads;
+
+impl From<InvalidInput> for PyErr {
+    fn from(err: InvalidInput) -> Self {
+        PyValueError::new_err(err.0)
+    }
+}
+
+/// The bytes of a `str` (UTF-8) or `bytes` key.
+pub fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a [u8]> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        s.to_str()
+            .map(str::as_bytes)
+            .map_err(|e| PyValueError::new_err(format!("{what} is not valid text: {e}")))
+    } else if let Ok(b) = obj.cast::<PyBytes>() {
+        Ok(b.as_bytes())
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "{what} must be str or bytes, got {}",
+            type_name(obj)
+        )))
+    }
+}
+
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+}
+
+/// An integer argument as i64; a non-int is a TypeError, a huge int a ValueError.
+pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+    if !obj.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be an int, got {}",
+            type_name(obj)
+        )));
+    }
+    obj.extract::<i64>()
+        .map_err(|_| PyValueError::new_err(format!("{what} = {obj} is out of range")))
+}
+
+/// A 16-bit ring hash argument.
+pub fn hash_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u16> {
+    Ok(ring_hash(int_arg(obj, what)?, what)?)
+}
+
+/// Ascending bucket split points from any sequence of ints.
+pub fn splits_arg(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u16>> {
+    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err(
+            "splits must be a sequence of ints, got str",
+        ));
+    }
+    let items = obj.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "splits must be a sequence of ints, got {}",
+            type_name(obj)
+        ))
+    })?;
+    let values = items
+        .enumerate()
+        .map(|(i, item)| int_arg(&item?, &format!("splits[{i}]")))
+        .collect::<PyResult<Vec<i64>>>()?;
+    Ok(validate_splits(&values)?)
+}
+
+/// The thread count of a batch call; None means the process-wide default.
+pub fn threads_arg(threads: Option<i64>) -> PyResult<usize> {
+    match threads {
+        None => Ok(default_threads()),
+        Some(n) if n >= 1 => usize::try_from(n)
+            .map_err(|_| PyValueError::new_err(format!("threads = {n} is out of range"))),
+        Some(n) => Err(PyValueError::new_err(format!(
+            "threads must be at least 1, got {n}"
+        ))),
+    }
+}

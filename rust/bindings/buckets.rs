@@ -1,0 +1,227 @@
+use numpy::{
+    PyArray1, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1, PyUntypedArray,
+    PyUntypedArrayMethods,
+};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+
+use super::args::{hash_arg, int_arg, splits_arg, threads_arg, type_name};
+use crate::kernels::buckets::{self, HashRange};
+use crate::kernels::parallel::for_each_chunk;
+
+/// A range of 16-bit hashes, both ends inclusive: `0 <= start <= end <= 0xFFFF`.
+#[pyclass(
+    name = "HashRange",
+    module = "keyshared._core",
+    frozen,
+    eq,
+    ord,
+    hash,
+    from_py_object
+)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PyHashRange(pub HashRange);
+
+#[pymethods]
+impl PyHashRange {
+    #[new]
+    fn new(start: &Bound<'_, PyAny>, end: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let start = int_arg(start, "start")?;
+        let end = int_arg(end, "end")?;
+        Ok(Self(HashRange::new(start, end)?))
+    }
+
+    /// The whole ring, `[0x0000, 0xFFFF]`.
+    #[staticmethod]
+    fn full() -> Self {
+        Self(HashRange::full())
+    }
+
+    /// Parses the hex form `"0a0b-f0f0"`.
+    #[staticmethod]
+    fn from_hex(text: &str) -> PyResult<Self> {
+        Ok(Self(HashRange::parse_hex(text)?))
+    }
+
+    #[getter]
+    fn start(&self) -> u16 {
+        self.0.start()
+    }
+
+    #[getter]
+    fn end(&self) -> u16 {
+        self.0.end()
+    }
+
+    /// How many hashes the range holds: `end - start + 1`.
+    #[getter]
+    fn size(&self) -> u32 {
+        self.0.size()
+    }
+
+    /// Whether a hash (an int in `[0, 0xFFFF]`) or a whole HashRange lies inside.
+    fn contains(&self, item: &Bound<'_, PyAny>) -> PyResult<bool> {
+        if let Ok(other) = item.cast::<PyHashRange>() {
+            return Ok(self.0.contains_range(other.get().0));
+        }
+        Ok(self.0.contains_hash(hash_arg(item, "hash")?))
+    }
+
+    fn __contains__(&self, item: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.contains(item)
+    }
+
+    /// True when the ranges touch end to start (either order) without overlapping.
+    fn is_adjacent_to(&self, other: PyHashRange) -> bool {
+        self.0.is_adjacent_to(other.0)
+    }
+
+    /// `[start, mid]` and `[mid + 1, end]` with `mid = start + (end - start) // 2`.
+    fn split(&self) -> PyResult<(Self, Self)> {
+        let (low, high) = self.0.split()?;
+        Ok((Self(low), Self(high)))
+    }
+
+    /// The union of two adjacent ranges.
+    fn merge(&self, other: PyHashRange) -> PyResult<Self> {
+        Ok(Self(self.0.merge(other.0)?))
+    }
+
+    /// The hex form, `"0a0b-f0f0"`.
+    fn to_hex(&self) -> String {
+        self.0.to_string()
+    }
+
+    fn __str__(&self) -> String {
+        self.0.to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("HashRange({:#06x}, {:#06x})", self.0.start(), self.0.end())
+    }
+
+    fn __getnewargs__(&self) -> (u16, u16) {
+        (self.0.start(), self.0.end())
+    }
+}
+
+/// `[floor(i * 65536 / n) for i in 1..n-1]`; `[]` for n of 0 or 1.
+#[pyfunction]
+fn equal_width_splits(n: &Bound<'_, PyAny>) -> PyResult<Vec<u16>> {
+    Ok(buckets::equal_width_splits(int_arg(n, "n")?)?)
+}
+
+/// The buckets described by ascending split points, as HashRanges tiling the ring.
+#[pyfunction]
+fn bucket_ranges(splits: &Bound<'_, PyAny>) -> PyResult<Vec<PyHashRange>> {
+    let splits = splits_arg(splits)?;
+    Ok(buckets::bucket_ranges(&splits)
+        .into_iter()
+        .map(PyHashRange)
+        .collect())
+}
+
+/// The index of the bucket holding `hash_b`: how many splits are `<= hash_b`.
+#[pyfunction]
+fn bucket_index(hash_b: &Bound<'_, PyAny>, splits: &Bound<'_, PyAny>) -> PyResult<u32> {
+    let hash_b = hash_arg(hash_b, "hash_b")?;
+    Ok(buckets::bucket_index(hash_b, &splits_arg(splits)?))
+}
+
+/// The one bucket holding every hashB of an entry; ValueError if the entry straddles a
+/// boundary.
+#[pyfunction]
+fn entry_bucket(
+    entry_hash_min: &Bound<'_, PyAny>,
+    entry_hash_max: &Bound<'_, PyAny>,
+    splits: &Bound<'_, PyAny>,
+) -> PyResult<u32> {
+    let min = hash_arg(entry_hash_min, "entry_hash_min")?;
+    let max = hash_arg(entry_hash_max, "entry_hash_max")?;
+    Ok(buckets::entry_bucket(min, max, &splits_arg(splits)?)?)
+}
+
+/// `max(start of bucket index, 1)`: the hash standing for a whole bucket.
+#[pyfunction]
+fn canonical_bucket_hash(index: &Bound<'_, PyAny>, splits: &Bound<'_, PyAny>) -> PyResult<u16> {
+    let index = int_arg(index, "index")?;
+    Ok(buckets::canonical_bucket_hash(index, &splits_arg(splits)?)?)
+}
+
+/// `max(1, budget // segments)`.
+#[pyfunction]
+fn buckets_for_budget(budget: &Bound<'_, PyAny>, segments: &Bound<'_, PyAny>) -> PyResult<i64> {
+    let budget = int_arg(budget, "budget")?;
+    Ok(buckets::buckets_for_budget(
+        budget,
+        int_arg(segments, "segments")?,
+    )?)
+}
+
+/// hashB values of any one-dimensional NumPy integer array, checked to lie in `[0, 0xFFFF]`.
+pub fn hash_b_array(values: &Bound<'_, PyAny>) -> PyResult<Vec<u16>> {
+    let not_ints = || {
+        PyTypeError::new_err(format!(
+            "hash_b must be a one-dimensional NumPy integer array, got {}",
+            describe_array(values)
+        ))
+    };
+    let array = values.cast::<PyUntypedArray>().map_err(|_| not_ints())?;
+    let dtype = array.dtype();
+    if array.ndim() != 1 || !matches!(dtype.kind(), b'i' | b'u') {
+        return Err(not_ints());
+    }
+    if let Ok(a) = array.cast::<PyArray1<u16>>() {
+        return Ok(a.to_vec()?);
+    }
+    let wide = array.call_method1("astype", ("int64",))?;
+    let wide: PyReadonlyArray1<'_, i64> = wide.extract()?;
+    wide.as_array()
+        .iter()
+        .enumerate()
+        .map(|(i, &h)| Ok(buckets::ring_hash(h, &format!("hash_b[{i}]"))?))
+        .collect()
+}
+
+fn describe_array(values: &Bound<'_, PyAny>) -> String {
+    match values.cast::<PyUntypedArray>() {
+        Ok(a) => format!("dtype {} with {} dimensions", a.dtype(), a.ndim()),
+        Err(_) => type_name(values),
+    }
+}
+
+/// `bucket_index` of every hashB of a NumPy integer array, as an int32 array.
+#[pyfunction]
+#[pyo3(signature = (hash_b, splits, *, threads=None))]
+fn bucket_indices<'py>(
+    hash_b: &Bound<'py, PyAny>,
+    splits: &Bound<'py, PyAny>,
+    threads: Option<i64>,
+) -> PyResult<Bound<'py, PyArray1<i32>>> {
+    let threads = threads_arg(threads)?;
+    let splits = splits_arg(splits)?;
+    let hashes = hash_b_array(hash_b)?;
+    let out = hash_b.py().detach(move || {
+        let mut out = vec![0i32; hashes.len()];
+        let mut unit = vec![(); hashes.len()];
+        for_each_chunk(&mut out, &mut unit, threads, |start, out, _| {
+            for (slot, &h) in out.iter_mut().zip(&hashes[start..]) {
+                *slot = buckets::bucket_index(h, &splits) as i32;
+            }
+        });
+        out
+    });
+    Ok(PyArray1::from_vec(hash_b.py(), out))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyHashRange>()?;
+    m.add_function(wrap_pyfunction!(equal_width_splits, m)?)?;
+    m.add_function(wrap_pyfunction!(bucket_ranges, m)?)?;
+    m.add_function(wrap_pyfunction!(bucket_index, m)?)?;
+    m.add_function(wrap_pyfunction!(bucket_indices, m)?)?;
+    m.add_function(wrap_pyfunction!(entry_bucket, m)?)?;
+    m.add_function(wrap_pyfunction!(canonical_bucket_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(buckets_for_budget, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,112 @@
+use numpy::PyArray1;
+use pyo3::prelude::*;
+
+use super::args::{key_bytes, threads_arg};
+use super::keys::key_batch;
+use crate::kernels::hashing::{self, bucket_hash, segment_hash, HASH_VERSION};
+use crate::kernels::parallel::set_default_threads;
+
+/// MurmurHash3_x86_32 (seed 0) of a key, as an unsigned 32-bit int.
+#[pyfunction]
+fn key_hash(key: &Bound<'_, PyAny>) -> PyResult<u32> {
+    Ok(hashing::key_hash(key_bytes(key, "key")?))
+}
+
+/// `key_hash(key) >> 16`: the key's place on the 16-bit segment ring.
+#[pyfunction(name = "segment_hash")]
+fn py_segment_hash(key: &Bound<'_, PyAny>) -> PyResult<u16> {
+    Ok(segment_hash(key_hash(key)?))
+}
+
+/// `key_hash(key) & 0xFFFF`: PIP-486's hashB, the key's place on a segment's bucket ring.
+#[pyfunction(name = "bucket_hash")]
+fn py_bucket_hash(key: &Bound<'_, PyAny>) -> PyResult<u16> {
+    Ok(bucket_hash(key_hash(key)?))
+}
+
+/// The classic Key_Shared hash: `key_hash(key) & 0xFFFF`, 0 mapped to 1.
+#[pyfunction]
+fn sticky_key_hash(key: &Bound<'_, PyAny>) -> PyResult<u16> {
+    Ok(hashing::sticky_key_hash(key_bytes(key, "key")?))
+}
+
+/// Hashes every key of a batch with the GIL released, writing `f(hash)` to two outputs.
+pub(super) fn hash_keys<A, B, F>(
+    keys: &Bound<'_, PyAny>,
+    null_key: Option<&Bound<'_, PyAny>>,
+    threads: Option<i64>,
+    f: F,
+) -> PyResult<(Vec<A>, Vec<B>)>
+where
+    A: Send + Copy + Default,
+    B: Send + Copy + Default,
+    F: Fn(u32) -> (A, B) + Sync + Send,
+{
+    let threads = threads_arg(threads)?;
+    let batch = key_batch(keys, null_key)?;
+    Ok(keys.py().detach(move || {
+        let n = batch.len();
+        let (mut a, mut b) = (vec![A::default(); n], vec![B::default(); n]);
+        batch.map_hashes(threads, &mut a, &mut b, f);
+        (a, b)
+    }))
+}
+
+/// `key_hash` of every key, as a uint32 array.
+#[pyfunction]
+#[pyo3(signature = (keys, *, null_key=None, threads=None))]
+fn key_hashes<'py>(
+    keys: &Bound<'py, PyAny>,
+    null_key: Option<&Bound<'py, PyAny>>,
+    threads: Option<i64>,
+) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    let (hashes, _) = hash_keys(keys, null_key, threads, |h| (h, ()))?;
+    Ok(PyArray1::from_vec(keys.py(), hashes))
+}
+
+/// (segment_hash, bucket_hash) of every key, as two uint16 arrays.
+#[pyfunction]
+#[pyo3(signature = (keys, *, null_key=None, threads=None))]
+#[allow(clippy::type_complexity)]
+fn split_hashes<'py>(
+    keys: &Bound<'py, PyAny>,
+    null_key: Option<&Bound<'py, PyAny>>,
+    threads: Option<i64>,
+) -> PyResult<(Bound<'py, PyArray1<u16>>, Bound<'py, PyArray1<u16>>)> {
+    let (seg, bucket) = hash_keys(keys, null_key, threads, |h| {
+        (segment_hash(h), bucket_hash(h))
+    })?;
+    let py = keys.py();
+    Ok((PyArray1::from_vec(py, seg), PyArray1::from_vec(py, bucket)))
+}
+
+/// Sets how many threads batch calls use by default; 0 means one per available core.
+#[pyfunction]
+fn set_num_threads(threads: i64) -> PyResult<()> {
+    let n = usize::try_from(threads).map_err(|_| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "threads must be 0 (one per core) or more, got {threads}"
+        ))
+    })?;
+    set_default_threads(n);
+    Ok(())
+}
+
+/// How many threads batch calls use when they are not told.
+#[pyfunction]
+fn get_num_threads() -> usize {
+    crate::kernels::parallel::default_threads()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("HASH_VERSION", HASH_VERSION)?;
+    m.add_function(wrap_pyfunction!(key_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(py_segment_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(py_bucket_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(sticky_key_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(key_hashes, m)?)?;
+    m.add_function(wrap_pyfunction!(split_hashes, m)?)?;
+    m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,172 @@
+//! Python key batches -> `KeyBatch`: lists and tuples, NumPy arrays, Arrow arrays.
+
+use std::borrow::Cow;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{ArrayRef, BinaryArray, LargeBinaryArray};
+use arrow_schema::DataType;
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3_arrow::{PyArray, PyChunkedArray};
+
+use super::args::{key_bytes, type_name};
+use crate::kernels::keys::{KeyBatch, KeyChunk, PackedKeys};
+
+/// Reads `keys` as a batch; `null_key` (str or bytes) stands in for null keys.
+pub fn key_batch(
+    keys: &Bound<'_, PyAny>,
+    null_key: Option<&Bound<'_, PyAny>>,
+) -> PyResult<KeyBatch> {
+    let null_key = null_key
+        .filter(|k| !k.is_none())
+        .map(|k| key_bytes(k, "null_key").map(<[u8]>::to_vec))
+        .transpose()?;
+    let chunks = key_chunks(keys, null_key.as_deref())?;
+    Ok(KeyBatch::new(chunks, null_key)?)
+}
+
+fn key_chunks(keys: &Bound<'_, PyAny>, null_key: Option<&[u8]>) -> PyResult<Vec<KeyChunk>> {
+    let py = keys.py();
+    if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err(
+            "keys must be a batch of keys, not a single str or bytes; use key_hash for one key",
+        ));
+    }
+    if keys.hasattr(intern!(py, "__arrow_c_array__"))? {
+        let (array, _) = keys.extract::<PyArray>()?.into_inner();
+        return Ok(vec![arrow_chunk(array)?]);
+    }
+    if keys.hasattr(intern!(py, "__arrow_c_stream__"))? {
+        let (arrays, _) = keys.extract::<PyChunkedArray>()?.into_inner();
+        return arrays.into_iter().map(arrow_chunk).collect();
+    }
+    if let Ok(array) = keys.cast::<PyUntypedArray>() {
+        return Ok(vec![KeyChunk::Packed(pack_numpy(array, null_key)?)]);
+    }
+    if let Ok(list) = keys.cast::<PyList>() {
+        return Ok(vec![KeyChunk::Packed(pack_objects(
+            list.iter().map(Ok),
+            list.len(),
+            null_key,
+        )?)]);
+    }
+    if let Ok(tuple) = keys.cast::<PyTuple>() {
+        return Ok(vec![KeyChunk::Packed(pack_objects(
+            tuple.iter().map(Ok),
+            tuple.len(),
+            null_key,
+        )?)]);
+    }
+    Err(PyTypeError::new_err(format!(
+        "keys must be a list or tuple of str/bytes, a NumPy array or an Arrow array, got {}",
+        type_name(keys)
+    )))
+}
+
+fn arrow_chunk(array: ArrayRef) -> PyResult<KeyChunk> {
+    Ok(match array.data_type() {
+        DataType::Utf8 => KeyChunk::Binary(BinaryArray::from(array.as_string::<i32>().clone())),
+        DataType::LargeUtf8 => {
+            KeyChunk::LargeBinary(LargeBinaryArray::from(array.as_string::<i64>().clone()))
+        }
+        DataType::Binary => KeyChunk::Binary(array.as_binary::<i32>().clone()),
+        DataType::LargeBinary => KeyChunk::LargeBinary(array.as_binary::<i64>().clone()),
+        DataType::Utf8View => KeyChunk::BinaryView(array.as_string_view().clone().to_binary_view()),
+        DataType::BinaryView => KeyChunk::BinaryView(array.as_binary_view().clone()),
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "keys: Arrow type {other} is not supported; use string, large_string, \
+                 binary or large_binary"
+            )))
+        }
+    })
+}
+
+fn pack_objects<'py>(
+    items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>,
+    len: usize,
+    null_key: Option<&[u8]>,
+) -> PyResult<PackedKeys> {
+    let mut packed = PackedKeys::with_capacity(len, len * 24);
+    for (i, item) in items.enumerate() {
+        let item = item?;
+        if item.is_none() {
+            packed.push(null_key.ok_or_else(|| null_error(i))?);
+        } else {
+            packed.push(key_bytes(&item, &format!("keys[{i}]"))?);
+        }
+    }
+    Ok(packed)
+}
+
+fn null_error(i: usize) -> PyErr {
+    PyValueError::new_err(format!(
+        "keys[{i}] is None; pass null_key= to hash nulls as given bytes"
+    ))
+}
+
+fn pack_numpy(array: &Bound<'_, PyUntypedArray>, null_key: Option<&[u8]>) -> PyResult<PackedKeys> {
+    if array.ndim() != 1 {
+        return Err(PyValueError::new_err(format!(
+            "keys must be a one-dimensional array, got {} dimensions",
+            array.ndim()
+        )));
+    }
+    let dtype = array.dtype();
+    match dtype.kind() {
+        b'O' => pack_objects(array.try_iter()?, array.len(), null_key),
+        b'S' => pack_fixed(array, dtype.itemsize(), |raw, _| {
+            Ok(Cow::Borrowed(trim_nuls(raw, 1)))
+        }),
+        b'U' => pack_fixed(array, dtype.itemsize(), ucs4_to_utf8),
+        _ => Err(PyTypeError::new_err(format!(
+            "keys: NumPy dtype {dtype} holds neither text nor bytes; use str, bytes or object"
+        ))),
+    }
+}
+
+/// NumPy pads fixed-width items with trailing zeros, which are not part of the value.
+fn trim_nuls(raw: &[u8], unit: usize) -> &[u8] {
+    let mut end = raw.len();
+    while end >= unit && raw[end - unit..end].iter().all(|&b| b == 0) {
+        end -= unit;
+    }
+    &raw[..end]
+}
+
+fn ucs4_to_utf8(raw: &[u8], i: usize) -> PyResult<Cow<'_, [u8]>> {
+    let raw = trim_nuls(raw, 4);
+    let mut out = String::with_capacity(raw.len() / 4);
+    for unit in raw.chunks_exact(4) {
+        let code = u32::from_ne_bytes([unit[0], unit[1], unit[2], unit[3]]);
+        let c = char::from_u32(code).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "keys[{i}] holds {code:#x}, which is not a Unicode scalar value"
+            ))
+        })?;
+        out.push(c);
+    }
+    Ok(Cow::Owned(out.into_bytes()))
+}
+
+/// Packs the items of a one-dimensional fixed-width array, following its stride.
+fn pack_fixed(
+    array: &Bound<'_, PyUntypedArray>,
+    itemsize: usize,
+    convert: impl for<'a> Fn(&'a [u8], usize) -> PyResult<Cow<'a, [u8]>>,
+) -> PyResult<PackedKeys> {
+    let len = array.len();
+    let stride = array.strides()[0];
+    let mut packed = PackedKeys::with_capacity(len, len * itemsize);
+    // SAFETY: the array is alive and borrowed for this whole call, which holds the GIL; the
+    // item at index i starts `i * stride` bytes from the data pointer and spans itemsize bytes.
+    let base = unsafe { (*array.as_array_ptr()).data as *const u8 };
+    for i in 0..len {
+        let raw = unsafe { std::slice::from_raw_parts(base.offset(i as isize * stride), itemsize) };
+        packed.push(&convert(raw, i)?);
+    }
+    Ok(packed)
+}

@@ -1,0 +1,148 @@
+use numpy::{PyArray1, PyArrayMethods, PyUntypedArray};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+use super::args::{int_arg, key_bytes, splits_arg, threads_arg, type_name};
+use super::buckets::PyHashRange;
+use super::hashing::hash_keys;
+use crate::kernels::hashing::key_hash;
+use crate::kernels::parallel::for_each_chunk;
+use crate::kernels::routing::{RoutingTable as Table, SegmentRoute};
+
+/// The active segments of a layout, ready to route keys to (segment id, bucket index) in one
+/// pass. Built from `(segment_id, hash_range, bucket_splits)` triples that tile
+/// `[0x0000, 0xFFFF]` exactly.
+#[pyclass(name = "RoutingTable", module = "keyshared._core", frozen)]
+pub struct PyRoutingTable(Table);
+
+#[pymethods]
+impl PyRoutingTable {
+    #[new]
+    fn new(segments: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let mut routes = Vec::new();
+        for (i, item) in segments.try_iter()?.enumerate() {
+            routes.push(segment_route(&item?, i)?);
+        }
+        Ok(Self(Table::new(routes)?))
+    }
+
+    /// The `(segment_id, hash_range, bucket_splits)` triples, in range order.
+    #[getter]
+    fn segments(&self) -> Vec<(u64, PyHashRange, Vec<u16>)> {
+        self.0
+            .segments()
+            .iter()
+            .map(|s| (s.segment_id, PyHashRange(s.range), s.splits.clone()))
+            .collect()
+    }
+
+    fn __len__(&self) -> usize {
+        self.0.segments().len()
+    }
+
+    /// `(segment_id, bucket_index)` of one key (str or bytes).
+    fn route(&self, key: &Bound<'_, PyAny>) -> PyResult<(u64, u32)> {
+        Ok(self.0.route(key_hash(key_bytes(key, "key")?)))
+    }
+
+    /// `(segment_id, bucket_index)` of one 32-bit key hash.
+    fn route_hash(&self, key_hash: &Bound<'_, PyAny>) -> PyResult<(u64, u32)> {
+        let h = int_arg(key_hash, "key_hash")?;
+        let h = u32::try_from(h).map_err(|_| {
+            PyValueError::new_err(format!("key_hash must be in [0, 0xffffffff], got {h}"))
+        })?;
+        Ok(self.0.route(h))
+    }
+
+    /// Segment ids (int64) and bucket indices (int32) of a batch of keys, in one pass.
+    #[pyo3(signature = (keys, *, null_key=None, threads=None))]
+    #[allow(clippy::type_complexity)]
+    fn route_keys<'py>(
+        &self,
+        keys: &Bound<'py, PyAny>,
+        null_key: Option<&Bound<'py, PyAny>>,
+        threads: Option<i64>,
+    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i32>>)> {
+        let (ids, buckets) = hash_keys(keys, null_key, threads, |h| route_out(&self.0, h))?;
+        let py = keys.py();
+        Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, buckets)))
+    }
+
+    /// Segment ids (int64) and bucket indices (int32) of a uint32 array of key hashes.
+    #[pyo3(signature = (key_hashes, *, threads=None))]
+    #[allow(clippy::type_complexity)]
+    fn route_hashes<'py>(
+        &self,
+        key_hashes: &Bound<'py, PyAny>,
+        threads: Option<i64>,
+    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i32>>)> {
+        let threads = threads_arg(threads)?;
+        let hashes = key_hashes
+            .cast::<PyArray1<u32>>()
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "key_hashes must be a one-dimensional uint32 NumPy array, got {}",
+                    describe(key_hashes)
+                ))
+            })?
+            .to_vec()?;
+        let py = key_hashes.py();
+        let (ids, buckets) = py.detach(|| {
+            let n = hashes.len();
+            let (mut ids, mut buckets) = (vec![0i64; n], vec![0i32; n]);
+            for_each_chunk(&mut ids, &mut buckets, threads, |start, ids, buckets| {
+                for (j, (id, bucket)) in ids.iter_mut().zip(buckets.iter_mut()).enumerate() {
+                    (*id, *bucket) = route_out(&self.0, hashes[start + j]);
+                }
+            });
+            (ids, buckets)
+        });
+        Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, buckets)))
+    }
+}
+
+/// Segment ids are checked to fit int64 when the table is built.
+#[inline]
+fn route_out(table: &Table, hash: u32) -> (i64, i32) {
+    let (id, bucket) = table.route(hash);
+    (id as i64, bucket as i32)
+}
+
+fn describe(obj: &Bound<'_, PyAny>) -> String {
+    match obj.cast::<PyUntypedArray>() {
+        Ok(a) => {
+            use numpy::PyUntypedArrayMethods;
+            format!("dtype {} with {} dimensions", a.dtype(), a.ndim())
+        }
+        Err(_) => type_name(obj),
+    }
+}
+
+fn segment_route(item: &Bound<'_, PyAny>, i: usize) -> PyResult<SegmentRoute> {
+    let bad = || {
+        PyTypeError::new_err(format!(
+            "segments[{i}] must be a (segment_id, HashRange, splits) triple, got {}",
+            type_name(item)
+        ))
+    };
+    let (id, range, splits): (Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>) =
+        item.extract().map_err(|_| bad())?;
+    let id = int_arg(&id, &format!("segments[{i}] segment_id"))?;
+    let segment_id = u64::try_from(id).map_err(|_| {
+        PyValueError::new_err(format!(
+            "segments[{i}] segment_id must not be negative, got {id}"
+        ))
+    })?;
+    let range = range.cast::<PyHashRange>().map_err(|_| bad())?.get().0;
+    let splits = splits_arg(&splits)
+        .map_err(|e| PyValueError::new_err(format!("segments[{i}] bucket splits: {e}")))?;
+    Ok(SegmentRoute {
+        segment_id,
+        range,
+        splits,
+    })
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyRoutingTable>()
+}

@@ -1,0 +1,218 @@
+//! Batches of keys as byte strings: packed from Python objects, or Arrow arrays read in place.
+
+use arrow_array::{Array, BinaryViewArray, GenericBinaryArray, OffsetSizeTrait};
+
+use super::error::{InvalidInput, KernelResult};
+use super::hashing::key_hash;
+use super::parallel::for_each_chunk;
+
+/// Keys copied end to end into one buffer, Arrow style; never null (nulls are resolved while
+/// packing, since that is where the Python objects are seen).
+#[derive(Debug, Default, Clone)]
+pub struct PackedKeys {
+    data: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl PackedKeys {
+    pub fn with_capacity(keys: usize, bytes: usize) -> Self {
+        Self {
+            data: Vec::with_capacity(bytes),
+            ends: Vec::with_capacity(keys),
+        }
+    }
+
+    pub fn push(&mut self, key: &[u8]) {
+        self.data.extend_from_slice(key);
+        self.ends.push(self.data.len());
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.data[start..self.ends[i]]
+    }
+}
+
+/// One contiguous piece of a key batch. Arrow strings arrive as their binary twins
+/// (a zero-copy re-labelling), so only byte layouts differ here.
+#[derive(Debug, Clone)]
+pub enum KeyChunk {
+    Packed(PackedKeys),
+    Binary(GenericBinaryArray<i32>),
+    LargeBinary(GenericBinaryArray<i64>),
+    BinaryView(BinaryViewArray),
+}
+
+impl KeyChunk {
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Packed(k) => k.len(),
+            Self::Binary(a) => a.len(),
+            Self::LargeBinary(a) => a.len(),
+            Self::BinaryView(a) => a.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn first_null(&self) -> Option<usize> {
+        let nulls = match self {
+            Self::Packed(_) => None,
+            Self::Binary(a) => a.nulls(),
+            Self::LargeBinary(a) => a.nulls(),
+            Self::BinaryView(a) => a.nulls(),
+        }?;
+        nulls.iter().position(|valid| !valid)
+    }
+}
+
+/// A whole batch of keys, with the bytes that stand in for a null key, if any.
+#[derive(Debug, Clone, Default)]
+pub struct KeyBatch {
+    chunks: Vec<KeyChunk>,
+    null_key: Option<Vec<u8>>,
+}
+
+impl KeyBatch {
+    /// Fails with the position of the first null key when no stand-in is given.
+    pub fn new(chunks: Vec<KeyChunk>, null_key: Option<Vec<u8>>) -> KernelResult<Self> {
+        if null_key.is_none() {
+            let mut offset = 0;
+            for chunk in &chunks {
+                if let Some(i) = chunk.first_null() {
+                    return Err(InvalidInput(format!(
+                        "keys[{}] is null; pass null_key= to hash nulls as given bytes",
+                        offset + i
+                    )));
+                }
+                offset += chunk.len();
+            }
+        }
+        Ok(Self { chunks, null_key })
+    }
+
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(KeyChunk::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes `f(key_hash(key))` for every key into the two equally long outputs, on up to
+    /// `threads` threads.
+    pub fn map_hashes<A, B, F>(&self, threads: usize, a: &mut [A], b: &mut [B], f: F)
+    where
+        A: Send,
+        B: Send,
+        F: Fn(u32) -> (A, B) + Sync,
+    {
+        let null_key = self.null_key.as_deref().unwrap_or_default();
+        let mut offset = 0;
+        for chunk in &self.chunks {
+            let end = offset + chunk.len();
+            let (a, b) = (&mut a[offset..end], &mut b[offset..end]);
+            match chunk {
+                KeyChunk::Packed(k) => map_column(|i| Some(k.get(i)), threads, a, b, &f, null_key),
+                KeyChunk::Binary(arr) => map_column(binary_key(arr), threads, a, b, &f, null_key),
+                KeyChunk::LargeBinary(arr) => {
+                    map_column(binary_key(arr), threads, a, b, &f, null_key)
+                }
+                KeyChunk::BinaryView(arr) => map_column(
+                    |i| arr.is_valid(i).then(|| arr.value(i)),
+                    threads,
+                    a,
+                    b,
+                    &f,
+                    null_key,
+                ),
+            }
+            offset = end;
+        }
+    }
+}
+
+fn binary_key<'a, O: OffsetSizeTrait>(
+    arr: &'a GenericBinaryArray<O>,
+) -> impl Fn(usize) -> Option<&'a [u8]> + Sync + 'a {
+    let offsets = arr.value_offsets();
+    let data = arr.value_data();
+    move |i| {
+        arr.is_valid(i)
+            .then(|| &data[offsets[i].as_usize()..offsets[i + 1].as_usize()])
+    }
+}
+
+fn map_column<'k, K, A, B, F>(key: K, threads: usize, a: &mut [A], b: &mut [B], f: &F, null: &[u8])
+where
+    K: Fn(usize) -> Option<&'k [u8]> + Sync,
+    A: Send,
+    B: Send,
+    F: Fn(u32) -> (A, B) + Sync,
+{
+    for_each_chunk(a, b, threads, |start, a, b| {
+        for (j, (a, b)) in a.iter_mut().zip(b.iter_mut()).enumerate() {
+            (*a, *b) = f(key_hash(key(start + j).unwrap_or(null)));
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{BinaryArray, LargeBinaryArray};
+
+    fn hashes(batch: &KeyBatch, threads: usize) -> Vec<u32> {
+        let n = batch.len();
+        let (mut a, mut b) = (vec![0u32; n], vec![(); n]);
+        batch.map_hashes(threads, &mut a, &mut b, |h| (h, ()));
+        a
+    }
+
+    #[test]
+    fn every_layout_hashes_the_same() {
+        let keys: Vec<Vec<u8>> = (0..100_000)
+            .map(|i| format!("key-{i}").into_bytes())
+            .collect();
+        let expected: Vec<u32> = keys.iter().map(|k| key_hash(k)).collect();
+        let mut packed = PackedKeys::default();
+        keys.iter().for_each(|k| packed.push(k));
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let chunks = vec![
+            KeyChunk::Packed(packed),
+            KeyChunk::Binary(BinaryArray::from_vec(refs.clone())),
+            KeyChunk::LargeBinary(LargeBinaryArray::from_vec(refs.clone())),
+            KeyChunk::BinaryView(BinaryViewArray::from_iter_values(refs.iter().copied())),
+        ];
+        for chunk in chunks {
+            let batch = KeyBatch::new(vec![chunk], None).unwrap();
+            assert_eq!(hashes(&batch, 1), expected);
+            assert_eq!(hashes(&batch, 3), expected);
+        }
+    }
+
+    #[test]
+    fn nulls_need_a_stand_in() {
+        let arr = BinaryArray::from_opt_vec(vec![Some(&b"a"[..]), None]);
+        let first = KeyChunk::Binary(BinaryArray::from_vec(vec![&b"x"[..]]));
+        let chunks = vec![first, KeyChunk::Binary(arr)];
+        let err = KeyBatch::new(chunks.clone(), None).unwrap_err();
+        assert!(err.0.starts_with("keys[2] is null"), "{err}");
+        let batch = KeyBatch::new(chunks, Some(b"hello".to_vec())).unwrap();
+        assert_eq!(
+            hashes(&batch, 1),
+            vec![key_hash(b"x"), key_hash(b"a"), 0x248B_FA47]
+        );
+    }
+}

@@ -1,0 +1,137 @@
+//! One-pass routing of key hashes to (segment id, bucket index) under a set of active
+//! segments: the hot path of bulk bucketing.
+
+use super::buckets::{bucket_index, HashRange, RING_SIZE};
+use super::error::{InvalidInput, KernelResult};
+use super::hashing::{bucket_hash, segment_hash};
+
+/// An active segment as routing sees it: its id, its range of segment hashes and its
+/// ascending bucket split points over hashB.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentRoute {
+    pub segment_id: u64,
+    pub range: HashRange,
+    pub splits: Vec<u16>,
+}
+
+/// Active segments that tile the whole segment ring, with a direct lookup from segment hash
+/// to segment so that routing a key costs one table read and one short binary search.
+#[derive(Debug, Clone)]
+pub struct RoutingTable {
+    segments: Vec<SegmentRoute>,
+    slot_by_segment_hash: Box<[u16]>,
+}
+
+impl RoutingTable {
+    pub fn new(mut segments: Vec<SegmentRoute>) -> KernelResult<Self> {
+        segments.sort_by_key(|s| s.range);
+        check_tiling(&segments)?;
+        check_unique_ids(&segments)?;
+        let mut slots = vec![0u16; RING_SIZE as usize].into_boxed_slice();
+        for (slot, seg) in segments.iter().enumerate() {
+            let (start, end) = (seg.range.start() as usize, seg.range.end() as usize);
+            // At most 65,536 segments tile the ring, so a slot always fits in u16.
+            slots[start..=end].fill(slot as u16);
+        }
+        Ok(Self {
+            segments,
+            slot_by_segment_hash: slots,
+        })
+    }
+
+    /// The segments in range order.
+    pub fn segments(&self) -> &[SegmentRoute] {
+        &self.segments
+    }
+
+    /// (segment id, bucket index) of a 32-bit key hash.
+    #[inline]
+    pub fn route(&self, hash: u32) -> (u64, u32) {
+        let slot = self.slot_by_segment_hash[segment_hash(hash) as usize];
+        let seg = &self.segments[slot as usize];
+        (seg.segment_id, bucket_index(bucket_hash(hash), &seg.splits))
+    }
+}
+
+fn check_tiling(segments: &[SegmentRoute]) -> KernelResult<()> {
+    let mut next_start = 0u32;
+    for seg in segments {
+        let (start, end) = (u32::from(seg.range.start()), u32::from(seg.range.end()));
+        if start != next_start {
+            let problem = if start < next_start {
+                "overlaps the one before it"
+            } else {
+                "leaves a gap before it"
+            };
+            return Err(InvalidInput(format!(
+                "segments must tile 0000-ffff: segment {} ({}) {problem}",
+                seg.segment_id, seg.range
+            )));
+        }
+        next_start = end + 1;
+    }
+    if next_start != RING_SIZE {
+        return Err(InvalidInput(format!(
+            "segments must tile 0000-ffff, but they end at {:04x}",
+            next_start.wrapping_sub(1) & 0xFFFF
+        )));
+    }
+    Ok(())
+}
+
+fn check_unique_ids(segments: &[SegmentRoute]) -> KernelResult<()> {
+    let mut ids: Vec<u64> = segments.iter().map(|s| s.segment_id).collect();
+    ids.sort_unstable();
+    match ids.windows(2).find(|w| w[0] == w[1]) {
+        Some(w) => Err(InvalidInput(format!(
+            "segment id {} appears more than once",
+            w[0]
+        ))),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(id: u64, start: i64, end: i64, splits: &[u16]) -> SegmentRoute {
+        SegmentRoute {
+            segment_id: id,
+            range: HashRange::new(start, end).unwrap(),
+            splits: splits.to_vec(),
+        }
+    }
+
+    #[test]
+    fn routes_by_high_then_low_half() {
+        let table = RoutingTable::new(vec![
+            seg(7, 0x8000, 0xFFFF, &[0x8000]),
+            seg(3, 0, 0x7FFF, &[]),
+        ])
+        .unwrap();
+        assert_eq!(table.route(0x0000_FFFF), (3, 0));
+        assert_eq!(table.route(0x7FFF_FFFF), (3, 0));
+        assert_eq!(table.route(0x8000_7FFF), (7, 0));
+        assert_eq!(table.route(0xFFFF_8000), (7, 1));
+        assert_eq!(table.segments()[0].segment_id, 3);
+    }
+
+    #[test]
+    fn rejects_gaps_overlaps_short_tilings_and_duplicate_ids() {
+        let gap = vec![seg(0, 0, 10, &[]), seg(1, 12, 0xFFFF, &[])];
+        assert!(RoutingTable::new(gap).unwrap_err().0.contains("gap"));
+        let overlap = vec![seg(0, 0, 10, &[]), seg(1, 10, 0xFFFF, &[])];
+        assert!(RoutingTable::new(overlap)
+            .unwrap_err()
+            .0
+            .contains("overlaps"));
+        assert!(RoutingTable::new(vec![seg(0, 0, 10, &[])]).is_err());
+        assert!(RoutingTable::new(vec![]).is_err());
+        let dup = vec![seg(0, 0, 10, &[]), seg(0, 11, 0xFFFF, &[])];
+        assert!(RoutingTable::new(dup)
+            .unwrap_err()
+            .0
+            .contains("more than once"));
+    }
+}

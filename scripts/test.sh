@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite as CI runs it: setup, Rust lints and tests, Python lints, stub check
+# and pytest. Fails on the first failing step; pytest finding no tests is a failure too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH" PYO3_PYTHON="$PWD/.venv/bin/python"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "cargo fmt";    cargo fmt --check
+step "cargo clippy"; cargo clippy --all-targets -q -- -D warnings
+step "cargo test";   cargo test -q
+step "ruff";         ruff check . && ruff format --check .
+step "mypy";         mypy python/keyshared spark_udfs
+step "stubtest";     python -m mypy.stubtest keyshared._core
+step "pytest";       python -m pytest -q "$@"
