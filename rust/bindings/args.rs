@@ -1,9 +1,9 @@
 //! Argument conversions shared by the bindings, each failing with a message naming the
 //! argument.
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyInt, PyString};
+use pyo3::types::{PyBytes, PyString};
 
 use crate::kernels::buckets::{ring_hash, validate_splits};
 use crate::kernels::error::InvalidInput;
@@ -37,16 +37,16 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .map_or_else(|_| "?".to_owned(), |n| n.to_string())
 }
 
-/// An integer argument as i64; a non-int is a TypeError, a huge int a ValueError.
+/// An integer argument (anything with `__index__`) as i64; a non-integer is a TypeError, an
+/// integer beyond i64 a ValueError.
 pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
-    if !obj.is_instance_of::<PyInt>() {
-        return Err(PyTypeError::new_err(format!(
-            "{what} must be an int, got {}",
-            type_name(obj)
-        )));
-    }
-    obj.extract::<i64>()
-        .map_err(|_| PyValueError::new_err(format!("{what} = {obj} is out of range")))
+    obj.extract::<i64>().map_err(|err| {
+        if err.is_instance_of::<PyOverflowError>(obj.py()) {
+            PyValueError::new_err(format!("{what} = {obj} is out of range"))
+        } else {
+            PyTypeError::new_err(format!("{what} must be an int, got {}", type_name(obj)))
+        }
+    })
 }
 
 /// A 16-bit ring hash argument.
