@@ -17,15 +17,29 @@ impl From<InvalidInput> for PyErr {
 
 /// The bytes of a `str` (UTF-8) or `bytes` key.
 pub fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a [u8]> {
+    key_bytes_named(obj, || what.to_owned())
+}
+
+/// `key_bytes` for item `index` of a batch; the name is only built for an error message,
+/// since this runs once per key.
+pub fn key_bytes_at<'a>(obj: &'a Bound<'_, PyAny>, index: usize) -> PyResult<&'a [u8]> {
+    key_bytes_named(obj, || format!("keys[{index}]"))
+}
+
+fn key_bytes_named<'a>(
+    obj: &'a Bound<'_, PyAny>,
+    what: impl FnOnce() -> String,
+) -> PyResult<&'a [u8]> {
     if let Ok(s) = obj.cast::<PyString>() {
         s.to_str()
             .map(str::as_bytes)
-            .map_err(|e| PyValueError::new_err(format!("{what} is not valid text: {e}")))
+            .map_err(|e| PyValueError::new_err(format!("{} is not valid text: {e}", what())))
     } else if let Ok(b) = obj.cast::<PyBytes>() {
         Ok(b.as_bytes())
     } else {
         Err(PyTypeError::new_err(format!(
-            "{what} must be str or bytes, got {}",
+            "{} must be str or bytes, got {}",
+            what(),
             type_name(obj)
         )))
     }

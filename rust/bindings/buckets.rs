@@ -190,6 +190,15 @@ fn describe_array(values: &Bound<'_, PyAny>) -> String {
     }
 }
 
+/// From this many hashes on, building the 65,536-entry lookup table pays for itself.
+const TABLE_MIN_BATCH: usize = 16 * 1024;
+
+fn fill(out: &mut [i32], hashes: &[u16], index: impl Fn(u16) -> u32) {
+    for (slot, &h) in out.iter_mut().zip(hashes) {
+        *slot = index(h) as i32;
+    }
+}
+
 /// `bucket_index` of every hashB of a NumPy integer array, as an int32 array.
 #[pyfunction]
 #[pyo3(signature = (hash_b, splits, *, threads=None))]
@@ -204,9 +213,12 @@ fn bucket_indices<'py>(
     let out = hash_b.py().detach(move || {
         let mut out = vec![0i32; hashes.len()];
         let mut unit = vec![(); hashes.len()];
+        let table = (hashes.len() >= TABLE_MIN_BATCH).then(|| buckets::bucket_table(&splits));
         for_each_chunk(&mut out, &mut unit, threads, |start, out, _| {
-            for (slot, &h) in out.iter_mut().zip(&hashes[start..]) {
-                *slot = buckets::bucket_index(h, &splits) as i32;
+            let hashes = &hashes[start..start + out.len()];
+            match &table {
+                Some(t) => fill(out, hashes, |h| t[h as usize]),
+                None => fill(out, hashes, |h| buckets::bucket_index(h, &splits)),
             }
         });
         out

@@ -7,12 +7,12 @@ use arrow_array::{ArrayRef, BinaryArray, LargeBinaryArray};
 use arrow_schema::DataType;
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::{ffi, intern};
 use pyo3_arrow::{PyArray, PyChunkedArray};
 
-use super::args::{key_bytes, type_name};
+use super::args::{key_bytes, key_bytes_at, type_name};
 use crate::kernels::keys::{KeyBatch, KeyChunk, PackedKeys};
 
 /// Reads `keys` as a batch; `null_key` (str or bytes) stands in for null keys.
@@ -47,18 +47,17 @@ fn key_chunks(keys: &Bound<'_, PyAny>, null_key: Option<&[u8]>) -> PyResult<Vec<
         return Ok(vec![KeyChunk::Packed(pack_numpy(array, null_key)?)]);
     }
     if let Ok(list) = keys.cast::<PyList>() {
-        return Ok(vec![KeyChunk::Packed(pack_objects(
-            list.iter().map(Ok),
-            list.len(),
-            null_key,
-        )?)]);
+        return Ok(vec![KeyChunk::Packed(pack_list(list, null_key)?)]);
     }
     if let Ok(tuple) = keys.cast::<PyTuple>() {
-        return Ok(vec![KeyChunk::Packed(pack_objects(
-            tuple.iter().map(Ok),
-            tuple.len(),
-            null_key,
-        )?)]);
+        // SAFETY: as for lists (pack_list); a tuple's items are inline after its header.
+        let packed = unsafe {
+            let items = (*(tuple.as_ptr() as *mut ffi::PyTupleObject))
+                .ob_item
+                .as_ptr();
+            pack_objects(py, std::slice::from_raw_parts(items, tuple.len()), null_key)?
+        };
+        return Ok(vec![KeyChunk::Packed(packed)]);
     }
     Err(PyTypeError::new_err(format!(
         "keys must be a list or tuple of str/bytes, a NumPy array or an Arrow array, got {}",
@@ -85,21 +84,84 @@ fn arrow_chunk(array: ArrayRef) -> PyResult<KeyChunk> {
     })
 }
 
-fn pack_objects<'py>(
-    items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>,
-    len: usize,
+fn pack_list(list: &Bound<'_, PyList>, null_key: Option<&[u8]>) -> PyResult<PackedKeys> {
+    // SAFETY: a list's item array holds its len() live objects; the list is borrowed for
+    // this call and does not change while packing (see pack_objects).
+    unsafe {
+        let items = (*(list.as_ptr() as *mut ffi::PyListObject)).ob_item;
+        pack_objects(
+            list.py(),
+            std::slice::from_raw_parts(items, list.len()),
+            null_key,
+        )
+    }
+}
+
+/// Packs the keys of a list, tuple or object array, given as borrowed object pointers.
+///
+/// SAFETY (for callers): `items` must be live objects owned by a container that the caller
+/// holds, with the GIL held. Nothing here runs Python code or releases the GIL, so the
+/// container cannot change while it is read.
+unsafe fn pack_objects(
+    py: Python<'_>,
+    items: &[*mut ffi::PyObject],
     null_key: Option<&[u8]>,
 ) -> PyResult<PackedKeys> {
-    let mut packed = PackedKeys::with_capacity(len, len * 24);
-    for (i, item) in items.enumerate() {
-        let item = item?;
-        if item.is_none() {
+    let mut packed = PackedKeys::with_capacity(items.len(), items.len() * 32);
+    for (i, &item) in items.iter().enumerate() {
+        if let Some(ahead) = items.get(i + PREFETCH_AHEAD) {
+            prefetch(*ahead);
+        }
+        if let Some(bytes) = exact_key(item) {
+            packed.push(bytes);
+        } else if item == ffi::Py_None() {
             packed.push(null_key.ok_or_else(|| null_error(i))?);
         } else {
-            packed.push(key_bytes(&item, &format!("keys[{i}]"))?);
+            // Subclasses, wrong types and undecodable text: the checked path with messages.
+            let item = Bound::from_borrowed_ptr(py, item);
+            packed.push(key_bytes_at(&item, i)?);
         }
     }
     Ok(packed)
+}
+
+/// Objects are scattered over the heap; asking for them early hides the cache misses.
+const PREFETCH_AHEAD: usize = 8;
+
+#[inline]
+fn prefetch(obj: *mut ffi::PyObject) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint and never faults, whatever the address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(obj as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>((obj as *const i8).wrapping_add(64));
+    }
+}
+
+/// The bytes of an exact `str` or `bytes`, or None for anything else (or text that does not
+/// encode, with the error cleared so that the checked path can report it).
+///
+/// SAFETY: `obj` is live for `'a` and the GIL is held.
+#[inline]
+unsafe fn exact_key<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
+    if ffi::PyUnicode_CheckExact(obj) != 0 {
+        let mut size: ffi::Py_ssize_t = 0;
+        let data = ffi::PyUnicode_AsUTF8AndSize(obj, &mut size);
+        if data.is_null() {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        return Some(std::slice::from_raw_parts(data as *const u8, size as usize));
+    }
+    if ffi::PyBytes_CheckExact(obj) != 0 {
+        let data = ffi::PyBytes_AS_STRING(obj) as *const u8;
+        return Some(std::slice::from_raw_parts(
+            data,
+            ffi::PyBytes_Size(obj) as usize,
+        ));
+    }
+    None
 }
 
 fn null_error(i: usize) -> PyErr {
@@ -117,7 +179,12 @@ fn pack_numpy(array: &Bound<'_, PyUntypedArray>, null_key: Option<&[u8]>) -> PyR
     }
     let dtype = array.dtype();
     match dtype.kind() {
-        b'O' => pack_objects(array.try_iter()?, array.len(), null_key),
+        b'O' => {
+            // Object arrays are copied to a contiguous list of pointers first, whatever
+            // their strides; the copy holds the array's own references.
+            let list = array.call_method0("tolist")?;
+            pack_list(list.cast::<PyList>()?, null_key)
+        }
         b'S' => pack_fixed(array, dtype.itemsize(), |raw, _| {
             Ok(Cow::Borrowed(trim_nuls(raw, 1)))
         }),

@@ -4,41 +4,44 @@ use arrow_array::{Array, BinaryViewArray, GenericBinaryArray, OffsetSizeTrait};
 
 use super::error::{InvalidInput, KernelResult};
 use super::hashing::key_hash;
+use super::murmur::{hash_offsets, Offset};
 use super::parallel::for_each_chunk;
 
 /// Keys copied end to end into one buffer, Arrow style; never null (nulls are resolved while
 /// packing, since that is where the Python objects are seen).
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct PackedKeys {
     data: Vec<u8>,
-    ends: Vec<usize>,
+    offsets: Vec<usize>,
 }
 
 impl PackedKeys {
     pub fn with_capacity(keys: usize, bytes: usize) -> Self {
+        let mut offsets = Vec::with_capacity(keys + 1);
+        offsets.push(0);
         Self {
             data: Vec::with_capacity(bytes),
-            ends: Vec::with_capacity(keys),
+            offsets,
         }
     }
 
     pub fn push(&mut self, key: &[u8]) {
         self.data.extend_from_slice(key);
-        self.ends.push(self.data.len());
+        self.offsets.push(self.data.len());
     }
 
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.offsets.len() - 1
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.len() == 0
     }
+}
 
-    #[inline]
-    fn get(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.data[start..self.ends[i]]
+impl Default for PackedKeys {
+    fn default() -> Self {
+        Self::with_capacity(0, 0)
     }
 }
 
@@ -118,24 +121,38 @@ impl KeyBatch {
         B: Send,
         F: Fn(u32) -> (A, B) + Sync,
     {
-        let null_key = self.null_key.as_deref().unwrap_or_default();
+        let null_hash = key_hash(self.null_key.as_deref().unwrap_or_default());
         let mut offset = 0;
         for chunk in &self.chunks {
             let end = offset + chunk.len();
             let (a, b) = (&mut a[offset..end], &mut b[offset..end]);
             match chunk {
-                KeyChunk::Packed(k) => map_column(|i| Some(k.get(i)), threads, a, b, &f, null_key),
-                KeyChunk::Binary(arr) => map_column(binary_key(arr), threads, a, b, &f, null_key),
-                KeyChunk::LargeBinary(arr) => {
-                    map_column(binary_key(arr), threads, a, b, &f, null_key)
-                }
-                KeyChunk::BinaryView(arr) => map_column(
-                    |i| arr.is_valid(i).then(|| arr.value(i)),
+                KeyChunk::Packed(k) => map_blocks(
+                    |s, out| hash_offsets(&k.data, &k.offsets[s..=s + out.len()], out),
                     threads,
                     a,
                     b,
                     &f,
-                    null_key,
+                ),
+                KeyChunk::Binary(arr) => {
+                    map_blocks(binary_hasher(arr, null_hash), threads, a, b, &f)
+                }
+                KeyChunk::LargeBinary(arr) => {
+                    map_blocks(binary_hasher(arr, null_hash), threads, a, b, &f)
+                }
+                KeyChunk::BinaryView(arr) => map_blocks(
+                    |s, out| {
+                        for (j, slot) in out.iter_mut().enumerate() {
+                            *slot = match arr.is_valid(s + j) {
+                                true => key_hash(arr.value(s + j)),
+                                false => null_hash,
+                            };
+                        }
+                    },
+                    threads,
+                    a,
+                    b,
+                    &f,
                 ),
             }
             offset = end;
@@ -143,27 +160,46 @@ impl KeyBatch {
     }
 }
 
-fn binary_key<'a, O: OffsetSizeTrait>(
-    arr: &'a GenericBinaryArray<O>,
-) -> impl Fn(usize) -> Option<&'a [u8]> + Sync + 'a {
-    let offsets = arr.value_offsets();
-    let data = arr.value_data();
-    move |i| {
-        arr.is_valid(i)
-            .then(|| &data[offsets[i].as_usize()..offsets[i + 1].as_usize()])
+/// Hashes keys `s..s + out.len()` of an Arrow binary array, nulls as `null_hash`.
+fn binary_hasher<O: OffsetSizeTrait + Offset>(
+    arr: &GenericBinaryArray<O>,
+    null_hash: u32,
+) -> impl Fn(usize, &mut [u32]) + Sync + '_ {
+    move |s, out| {
+        hash_offsets(
+            arr.value_data(),
+            &arr.value_offsets()[s..=s + out.len()],
+            out,
+        );
+        if arr.null_count() > 0 {
+            for (j, slot) in out.iter_mut().enumerate() {
+                if arr.is_null(s + j) {
+                    *slot = null_hash;
+                }
+            }
+        }
     }
 }
 
-fn map_column<'k, K, A, B, F>(key: K, threads: usize, a: &mut [A], b: &mut [B], f: &F, null: &[u8])
+/// Keys are hashed a block at a time into a small buffer, so the lane-parallel hash runs
+/// over many keys at once and `f` then sees each hash while it is still in cache.
+const BLOCK: usize = 1024;
+
+fn map_blocks<H, A, B, F>(hash_block: H, threads: usize, a: &mut [A], b: &mut [B], f: &F)
 where
-    K: Fn(usize) -> Option<&'k [u8]> + Sync,
+    H: Fn(usize, &mut [u32]) + Sync,
     A: Send,
     B: Send,
     F: Fn(u32) -> (A, B) + Sync,
 {
     for_each_chunk(a, b, threads, |start, a, b| {
-        for (j, (a, b)) in a.iter_mut().zip(b.iter_mut()).enumerate() {
-            (*a, *b) = f(key_hash(key(start + j).unwrap_or(null)));
+        let mut buf = [0u32; BLOCK];
+        for (k, (a, b)) in a.chunks_mut(BLOCK).zip(b.chunks_mut(BLOCK)).enumerate() {
+            let hashes = &mut buf[..a.len()];
+            hash_block(start + k * BLOCK, hashes);
+            for ((a, b), &h) in a.iter_mut().zip(b.iter_mut()).zip(hashes.iter()) {
+                (*a, *b) = f(h);
+            }
         }
     });
 }

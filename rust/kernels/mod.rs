@@ -4,5 +4,6 @@ pub mod buckets;
 pub mod error;
 pub mod hashing;
 pub mod keys;
+pub mod murmur;
 pub mod parallel;
 pub mod routing;
