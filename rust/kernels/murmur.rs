@@ -54,89 +54,118 @@ mod avx2 {
     use super::{hash_scalar, Offset};
 
     const LANES: usize = 8;
+    /// Groups of eight keys hashed side by side: one group's hash chain alone leaves the
+    /// vector units idle while each step waits for the one before.
+    const GROUPS: usize = 2;
     /// Bytes each lane loads at once: eight 4-byte blocks.
     const WINDOW: usize = 32;
     /// Longer keys are rare and would overflow the i32 lane arithmetic sooner or later.
     const MAX_LANE_KEY: usize = 1 << 20;
 
-    #[target_feature(enable = "avx2")]
-    pub unsafe fn hash_offsets<O: Offset>(data: &[u8], offsets: &[O], out: &mut [u32]) {
-        let groups = out.len() / LANES;
-        for g in 0..groups {
-            let i = g * LANES;
-            let mut starts = [0usize; LANES];
-            let mut lens = [0usize; LANES];
-            for l in 0..LANES {
-                starts[l] = offsets[i + l].to_usize();
-                lens[l] = offsets[i + l + 1].to_usize() - starts[l];
-            }
-            let longest = lens.iter().copied().max().unwrap_or(0);
-            let reach = longest.div_ceil(WINDOW) * WINDOW;
-            // Each lane reads whole windows, past its own key; stay inside the buffer.
-            let in_bounds = starts.iter().all(|&s| s + reach <= data.len());
-            let group_out = &mut out[i..i + LANES];
-            if in_bounds && longest <= MAX_LANE_KEY {
-                let hashes = hash_group(data.as_ptr(), &starts, &lens);
-                _mm256_storeu_si256(group_out.as_mut_ptr() as *mut __m256i, hashes);
-            } else {
-                hash_scalar(data, &offsets[i..=i + LANES], group_out);
-            }
-        }
-        let done = groups * LANES;
-        hash_scalar(data, &offsets[done..], &mut out[done..]);
+    /// Where the keys of one group start and how long they are.
+    #[derive(Clone, Copy, Default)]
+    struct Group {
+        starts: [usize; LANES],
+        lens: [usize; LANES],
     }
 
-    /// The hashes of eight keys; every lane's windows up to the longest key lie inside the
-    /// buffer.
+    impl Group {
+        fn read<O: Offset>(offsets: &[O]) -> Self {
+            let mut g = Self::default();
+            for l in 0..LANES {
+                g.starts[l] = offsets[l].to_usize();
+                g.lens[l] = offsets[l + 1].to_usize() - g.starts[l];
+            }
+            g
+        }
+
+        /// Each lane reads whole windows, past its own key: they must stay inside the buffer.
+        fn fits(&self, data_len: usize) -> bool {
+            let longest = self.lens.iter().copied().max().unwrap_or(0);
+            let reach = longest.div_ceil(WINDOW) * WINDOW;
+            longest <= MAX_LANE_KEY && self.starts.iter().all(|&s| s + reach <= data_len)
+        }
+    }
+
     #[target_feature(enable = "avx2")]
-    unsafe fn hash_group(
-        base: *const u8,
-        starts: &[usize; LANES],
-        lens: &[usize; LANES],
-    ) -> __m256i {
-        let longest = lens.iter().copied().max().unwrap_or(0);
-        let shortest = lens.iter().copied().min().unwrap_or(0);
-        let len_v = _mm256_setr_epi32(
-            lens[0] as i32,
-            lens[1] as i32,
-            lens[2] as i32,
-            lens[3] as i32,
-            lens[4] as i32,
-            lens[5] as i32,
-            lens[6] as i32,
-            lens[7] as i32,
-        );
-        let full_blocks = _mm256_srli_epi32::<2>(len_v);
+    pub unsafe fn hash_offsets<O: Offset>(data: &[u8], offsets: &[O], out: &mut [u32]) {
+        let step = LANES * GROUPS;
+        let mut i = 0;
+        while i + step <= out.len() {
+            let groups: [Group; GROUPS] =
+                std::array::from_fn(|g| Group::read(&offsets[i + g * LANES..]));
+            let chunk = &mut out[i..i + step];
+            if groups.iter().all(|g| g.fits(data.len())) {
+                let hashes = hash_groups(data.as_ptr(), &groups);
+                for (g, h) in hashes.iter().enumerate() {
+                    _mm256_storeu_si256(chunk.as_mut_ptr().add(g * LANES) as *mut __m256i, *h);
+                }
+            } else {
+                hash_scalar(data, &offsets[i..=i + step], chunk);
+            }
+            i += step;
+        }
+        hash_scalar(data, &offsets[i..], &mut out[i..]);
+    }
+
+    /// The hashes of `GROUPS` groups of eight keys whose windows all fit the buffer.
+    #[target_feature(enable = "avx2")]
+    unsafe fn hash_groups(base: *const u8, groups: &[Group; GROUPS]) -> [__m256i; GROUPS] {
+        let lens = groups.iter().flat_map(|g| g.lens);
+        let longest = lens.clone().max().unwrap_or(0);
+        let whole_words = lens.min().unwrap_or(0) / 4;
         let words = longest.div_ceil(4);
-        let mut h = _mm256_setzero_si256();
-        let mut tail = _mm256_setzero_si256();
+        let len_v: [__m256i; GROUPS] = std::array::from_fn(|g| lanes_of(&groups[g].lens));
+        let full_blocks = len_v.map(|v| _mm256_srli_epi32::<2>(v));
+        let mut h = [_mm256_setzero_si256(); GROUPS];
+        let mut tail = h;
         for window in 0..words.div_ceil(LANES) {
-            let rows: [__m256i; LANES] = std::array::from_fn(|l| {
-                _mm256_loadu_si256(base.add(starts[l] + window * WINDOW) as *const __m256i)
+            let columns: [[__m256i; LANES]; GROUPS] = std::array::from_fn(|g| {
+                transpose(std::array::from_fn(|l| {
+                    let at = base.add(groups[g].starts[l] + window * WINDOW);
+                    _mm256_loadu_si256(at as *const __m256i)
+                }))
             });
-            let columns = transpose(rows);
-            for (j, &word) in columns.iter().enumerate() {
+            for j in 0..LANES {
                 let b = window * LANES + j;
                 if b >= words {
                     break;
                 }
-                if b < shortest / 4 {
+                if b < whole_words {
                     // A whole block in every lane: nothing to mask.
-                    h = step(h, word);
+                    for g in 0..GROUPS {
+                        h[g] = step(h[g], columns[g][j]);
+                    }
                     continue;
                 }
                 let bv = _mm256_set1_epi32(b as i32);
-                let active = _mm256_cmpgt_epi32(full_blocks, bv);
-                h = _mm256_blendv_epi8(h, step(h, word), active);
-                tail = _mm256_blendv_epi8(tail, word, _mm256_cmpeq_epi32(full_blocks, bv));
+                for g in 0..GROUPS {
+                    let active = _mm256_cmpgt_epi32(full_blocks[g], bv);
+                    h[g] = _mm256_blendv_epi8(h[g], step(h[g], columns[g][j]), active);
+                    let is_tail = _mm256_cmpeq_epi32(full_blocks[g], bv);
+                    tail[g] = _mm256_blendv_epi8(tail[g], columns[g][j], is_tail);
+                }
             }
         }
-        // Keep only the 0..3 tail bytes of each lane's partial word; a shift by 32 gives 0.
+        std::array::from_fn(|g| finish(h[g], tail[g], len_v[g]))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn lanes_of(v: &[usize; LANES]) -> __m256i {
+        let v = v.map(|x| x as i32);
+        _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
+    }
+
+    /// Mixes in the 0..3 tail bytes of each lane's partial word and the length, then fmix.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn finish(h: __m256i, tail: __m256i, len_v: __m256i) -> __m256i {
+        // A shift by 32 (no tail bytes) clears the whole word.
         let tail_bytes = _mm256_and_si256(len_v, _mm256_set1_epi32(3));
         let shift = _mm256_slli_epi32::<3>(_mm256_sub_epi32(_mm256_set1_epi32(4), tail_bytes));
         let tail = _mm256_and_si256(tail, _mm256_srlv_epi32(_mm256_set1_epi32(-1), shift));
-        h = _mm256_xor_si256(h, mix_k(tail));
-        fmix(_mm256_xor_si256(h, len_v))
+        fmix(_mm256_xor_si256(_mm256_xor_si256(h, mix_k(tail)), len_v))
     }
 
     #[inline]

@@ -37,11 +37,15 @@ where
         return;
     }
     let chunk = len.div_ceil(threads);
+    let (first_a, rest_a) = a.split_at_mut(chunk);
+    let (first_b, rest_b) = b.split_at_mut(chunk);
     thread::scope(|scope| {
         let work = &work;
-        for (i, (a, b)) in a.chunks_mut(chunk).zip(b.chunks_mut(chunk)).enumerate() {
-            scope.spawn(move || work(i * chunk, a, b));
+        for (i, (a, b)) in rest_a.chunks_mut(chunk).zip(rest_b.chunks_mut(chunk)).enumerate() {
+            scope.spawn(move || work((i + 1) * chunk, a, b));
         }
+        // The calling thread takes a share too instead of only waiting.
+        work(0, first_a, first_b);
     });
 }
 

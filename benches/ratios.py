@@ -1,0 +1,69 @@
+"""Prints, per benchmark group, how each peer compares with keyshared, and checks the floors.
+
+Usage: python benches/ratios.py RESULTS.json  (pytest-benchmark's --benchmark-json output).
+Exits 1 when a ratio that ran is below its floor.
+"""
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+OURS = "keyshared"
+
+
+@dataclass(frozen=True)
+class Floor:
+    """median(peer) / median(keyshared) must be at least `at_least` in `group`."""
+
+    group: str
+    peer: str
+    at_least: float
+
+
+FLOORS = [
+    Floor("hash-split-arrow", "mmh3-loop", 6.0),
+    Floor("hash-split-arrow", "polars", 1.0),
+    Floor("hash-list", "mmh3-loop", 3.0),
+    Floor("bucket-index", "bisect-loop", 20.0),
+]
+
+
+def medians(results: dict) -> dict[str, dict[str, float]]:
+    by_group: dict[str, dict[str, float]] = {}
+    for bench in results["benchmarks"]:
+        lib = bench.get("param") or bench["name"]
+        by_group.setdefault(bench["group"], {})[lib] = bench["stats"]["median"]
+    return by_group
+
+
+def report(by_group: dict[str, dict[str, float]]) -> list[str]:
+    """Prints one table per group; returns the floors that failed."""
+    failed = []
+    for group, libs in sorted(by_group.items()):
+        ours = libs.get(OURS)
+        print(f"\n{group}")
+        for lib, median in sorted(libs.items(), key=lambda kv: kv[1]):
+            ratio = "" if ours is None else f"{median / ours:8.2f}x keyshared's time"
+            print(f"  {lib:<22} {median * 1e3:12.3f} ms  {ratio}")
+        for floor in (f for f in FLOORS if f.group == group):
+            if ours is None or floor.peer not in libs:
+                failed.append(f"{group}: {floor.peer} or {OURS} missing")
+                continue
+            ratio = libs[floor.peer] / ours
+            ok = ratio >= floor.at_least
+            print(f"  floor vs {floor.peer}: {ratio:.2f} >= {floor.at_least:g}  {'ok' if ok else 'FAIL'}")
+            if not ok:
+                failed.append(f"{group}: {ratio:.2f}x vs {floor.peer}, floor {floor.at_least:g}")
+    return failed
+
+
+def main(path: str) -> int:
+    failed = report(medians(json.loads(Path(path).read_text())))
+    for line in failed:
+        print(f"FLOOR FAILED: {line}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

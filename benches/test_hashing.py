@@ -1,0 +1,80 @@
+"""Hashing and bucketing kernels against the peers a user would otherwise pick."""
+
+import bisect
+from collections.abc import Callable
+from typing import Any
+
+import mmh3
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+
+import keyshared as ks
+
+SPLITS = sorted({(i * 7919 * 7) % 0xFFFF + 1 for i in range(63)})  # unequal, 63 splits
+
+
+def mmh3_split(keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    hashes = np.fromiter((mmh3.hash(k, signed=False) for k in keys), np.uint32, len(keys))
+    return (hashes >> 16).astype(np.uint16), (hashes & 0xFFFF).astype(np.uint16)
+
+
+@pytest.mark.benchmark(group="hash-split-arrow")
+@pytest.mark.parametrize("lib", ["keyshared", "mmh3-loop", "polars"])
+def test_hash_split_arrow(benchmark: Any, lib: str, key_arrow: pa.Array, key_list: list) -> None:
+    series = pl.Series(key_arrow)
+    run: Callable[[], object] = {
+        "keyshared": lambda: ks.split_hashes(key_arrow),
+        "mmh3-loop": lambda: mmh3_split(key_list),
+        "polars": series.hash,
+    }[lib]
+    benchmark(run)
+
+
+@pytest.mark.benchmark(group="hash-list")
+@pytest.mark.parametrize("lib", ["keyshared", "mmh3-loop"])
+def test_hash_python_list(benchmark: Any, lib: str, key_list: list[str]) -> None:
+    run: Callable[[], object] = {
+        "keyshared": lambda: ks.key_hashes(key_list),
+        "mmh3-loop": lambda: np.fromiter(
+            (mmh3.hash(k, signed=False) for k in key_list), np.uint32, len(key_list)
+        ),
+    }[lib]
+    benchmark(run)
+
+
+@pytest.mark.benchmark(group="bucket-index")
+@pytest.mark.parametrize("lib", ["keyshared", "bisect-loop", "numpy-searchsorted"])
+def test_bucket_index(benchmark: Any, lib: str) -> None:
+    hash_b = np.random.default_rng(3).integers(0, 0x10000, 1_000_000, dtype=np.uint16)
+    as_list = hash_b.tolist()
+    splits = np.array(SPLITS)
+    run: Callable[[], object] = {
+        "keyshared": lambda: ks.bucket_indices(hash_b, SPLITS),
+        "bisect-loop": lambda: [bisect.bisect_right(SPLITS, h) for h in as_list],
+        "numpy-searchsorted": lambda: np.searchsorted(splits, hash_b, side="right"),
+    }[lib]
+    benchmark(run)
+
+
+@pytest.mark.benchmark(group="route-arrow")
+@pytest.mark.parametrize("lib", ["keyshared", "mmh3-bisect-loop"])
+def test_route_arrow(benchmark: Any, lib: str, key_arrow: pa.Array, key_list: list) -> None:
+    segments = [(i, ks.HashRange(i << 12, (i << 12) | 0xFFF), SPLITS[:3]) for i in range(16)]
+    table = ks.RoutingTable(segments)
+    starts = [r.start for _, r, _ in segments]
+
+    def loop() -> list[tuple[int, int]]:
+        out = []
+        for k in key_list:
+            h = mmh3.hash(k, signed=False)
+            seg = bisect.bisect_right(starts, h >> 16) - 1
+            out.append((seg, bisect.bisect_right(SPLITS[:3], h & 0xFFFF)))
+        return out
+
+    run: Callable[[], object] = {
+        "keyshared": lambda: table.route_keys(key_arrow),
+        "mmh3-bisect-loop": loop,
+    }[lib]
+    benchmark(run)
