@@ -41,7 +41,11 @@ where
     let (first_b, rest_b) = b.split_at_mut(chunk);
     thread::scope(|scope| {
         let work = &work;
-        for (i, (a, b)) in rest_a.chunks_mut(chunk).zip(rest_b.chunks_mut(chunk)).enumerate() {
+        for (i, (a, b)) in rest_a
+            .chunks_mut(chunk)
+            .zip(rest_b.chunks_mut(chunk))
+            .enumerate()
+        {
             scope.spawn(move || work((i + 1) * chunk, a, b));
         }
         // The calling thread takes a share too instead of only waiting.
