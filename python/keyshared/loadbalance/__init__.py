@@ -1,0 +1,75 @@
+"""Apache Pulsar's load-balancer policies as pure functions (SPEC section 9).
+
+Bundle split algorithms over the 32-bit bundle ring (:mod:`.bundles`), and the shedding
+strategies of the modular load manager (:mod:`.shedders`) and of the extensible one
+(:mod:`.transfer_shedder`), each reading a :class:`LoadData` snapshot plus the state its
+previous call returned. Names are the snake_case of Pulsar's, and so are the defaults.
+"""
+
+from keyshared.loadbalance.bundles import (
+    FULL_LOWER_BOUND,
+    FULL_UPPER_BOUND,
+    NamespaceBundle,
+    can_split_bundle,
+    flow_or_qps_equally_divide,
+    range_equally_divide,
+    specified_positions_divide,
+    split_bundles,
+    topic_count_equally_divide,
+    topic_hash,
+)
+from keyshared.loadbalance.model import (
+    MB,
+    BrokerLoad,
+    LoadData,
+    MessageRates,
+    ResourceUsage,
+    ResourceWeights,
+    SheddingResult,
+    Unload,
+)
+from keyshared.loadbalance.shedders import (
+    AvgShedder,
+    AvgShedderState,
+    OverloadShedder,
+    ThresholdShedder,
+    ThresholdShedderState,
+    UniformLoadShedder,
+)
+from keyshared.loadbalance.transfer_shedder import (
+    BrokerLoadEma,
+    TransferShedder,
+    TransferShedderState,
+    TransferSheddingResult,
+)
+
+__all__ = [
+    "FULL_LOWER_BOUND",
+    "FULL_UPPER_BOUND",
+    "MB",
+    "AvgShedder",
+    "AvgShedderState",
+    "BrokerLoad",
+    "BrokerLoadEma",
+    "LoadData",
+    "MessageRates",
+    "NamespaceBundle",
+    "OverloadShedder",
+    "ResourceUsage",
+    "ResourceWeights",
+    "SheddingResult",
+    "ThresholdShedder",
+    "ThresholdShedderState",
+    "TransferShedder",
+    "TransferShedderState",
+    "TransferSheddingResult",
+    "UniformLoadShedder",
+    "Unload",
+    "can_split_bundle",
+    "flow_or_qps_equally_divide",
+    "range_equally_divide",
+    "specified_positions_divide",
+    "split_bundles",
+    "topic_count_equally_divide",
+    "topic_hash",
+]

@@ -1,0 +1,90 @@
+"""Argument checks shared by the load-balancer types, and Java number semantics.
+
+Every check names the offending field, so that a bad snapshot says what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+_JAVA_INT_MIN = -(2**31)
+_JAVA_INT_MAX = 2**31 - 1
+
+
+def check_int(
+    name: str, value: object, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """Return ``value`` if it is an ``int`` (not a ``bool``) within the bounds, else raise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def check_real(name: str, value: object, *, minimum: float | None = 0.0) -> float:
+    """Return ``value`` as a finite float, at least ``minimum`` (no bound when ``None``).
+
+    ``-0.0`` comes back as ``0.0``: Java's ``Double.compare`` orders the two zeros apart,
+    and a negative zero would otherwise sort differently from Pulsar.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {number}")
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {number}")
+    return number + 0.0
+
+
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value`` if it is a ``bool``, else raise ``TypeError``."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def check_name(name: str, value: object) -> str:
+    """Return ``value`` if it is a non-empty ``str``, else raise."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    return value
+
+
+def check_names(name: str, values: object) -> frozenset[str]:
+    """Return a collection of non-empty names as a frozenset (a lone ``str`` is refused)."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise TypeError(f"{name} must be a collection of str, got {type(values).__name__}")
+    return frozenset(check_name(f"{name} item", item) for item in values)
+
+
+def java_int(value: float) -> int:
+    """Java's ``(int) value``: truncation toward zero, saturating at the 32-bit range."""
+    if math.isnan(value):
+        return 0
+    if value >= _JAVA_INT_MAX:
+        return _JAVA_INT_MAX
+    if value <= _JAVA_INT_MIN:
+        return _JAVA_INT_MIN
+    return math.trunc(value)
+
+
+def java_div(numerator: float, denominator: float) -> float:
+    """Java's double division: a zero denominator gives an infinity or NaN, not an error."""
+    if denominator != 0.0:
+        return numerator / denominator
+    if numerator == 0.0 or math.isnan(numerator):
+        return math.nan
+    negative = (numerator < 0) != (math.copysign(1.0, denominator) < 0)
+    return -math.inf if negative else math.inf
+
+
+def java_sqrt(value: float) -> float:
+    """Java's ``Math.sqrt``: NaN for a negative argument (rounding can make a variance < 0)."""
+    return math.sqrt(value) if value >= 0 else math.nan

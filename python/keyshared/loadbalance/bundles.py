@@ -1,0 +1,294 @@
+"""Pulsar's namespace bundles on the 32-bit hash ring, and the four bundle split algorithms.
+
+A namespace's topics are spread over bundles by the unsigned CRC32 of the topic's full
+name (``persistent://tenant/ns/topic``). A bundle is the half-open hash range
+``[lower, upper)``, except that the last bundle of the ring also holds ``0xFFFFFFFF``.
+
+Each split algorithm returns the ascending split boundaries, every one strictly inside
+the bundle, or ``None`` when the bundle should not split. Pulsar's ``splitBundles``
+refuses a boundary on or outside the bundle's edges, so where an algorithm's formula
+lands there, the answer here is ``None`` as well.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from itertools import pairwise
+
+from keyshared.loadbalance._validation import check_int, check_name
+from keyshared.loadbalance.model import MB, MessageRates
+
+#: First hash of the bundle ring.
+FULL_LOWER_BOUND = 0x00000000
+#: Last hash of the bundle ring; the bundle ending here includes it.
+FULL_UPPER_BOUND = 0xFFFFFFFF
+
+#: A topic-name hash function, as Pulsar's ``NamespaceBundleFactory`` is configured with.
+HashFunction = Callable[[str], int]
+
+
+def topic_hash(name: str) -> int:
+    """The bundle-ring hash of a topic: unsigned CRC32 of its UTF-8 name (Pulsar's default)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    return zlib.crc32(name.encode("utf-8"))
+
+
+@dataclass(frozen=True, order=True)
+class NamespaceBundle:
+    """A bundle's hash range: ``[lower_endpoint, upper_endpoint)``, upper included at the end.
+
+    Invariant: ``0 <= lower_endpoint < upper_endpoint <= 0xFFFFFFFF``.
+    """
+
+    lower_endpoint: int
+    upper_endpoint: int
+
+    def __post_init__(self) -> None:
+        check_int("lower_endpoint", self.lower_endpoint, minimum=FULL_LOWER_BOUND)
+        check_int("upper_endpoint", self.upper_endpoint, maximum=FULL_UPPER_BOUND)
+        if self.lower_endpoint >= self.upper_endpoint:
+            raise ValueError(
+                f"lower_endpoint must be < upper_endpoint, got "
+                f"0x{self.lower_endpoint:08x} >= 0x{self.upper_endpoint:08x}"
+            )
+
+    @classmethod
+    def full(cls) -> NamespaceBundle:
+        """The whole ring, ``[0x00000000, 0xFFFFFFFF]``."""
+        return cls(FULL_LOWER_BOUND, FULL_UPPER_BOUND)
+
+    @classmethod
+    def from_bundle_range(cls, bundle_range: str) -> NamespaceBundle:
+        """Parse Pulsar's ``"0x00000000_0x40000000"`` form."""
+        check_name("bundle_range", bundle_range)
+        lower, sep, upper = bundle_range.partition("_")
+        if not sep:
+            raise ValueError(f"bundle_range must be 'lower_upper', got {bundle_range!r}")
+        try:
+            return cls(int(lower, 0), int(upper, 0))
+        except ValueError as error:
+            raise ValueError(f"bundle_range {bundle_range!r}: {error}") from None
+
+    @property
+    def bundle_range(self) -> str:
+        """Pulsar's name for the range, ``"0x%08x_0x%08x"``."""
+        return f"0x{self.lower_endpoint:08x}_0x{self.upper_endpoint:08x}"
+
+    def includes_hash(self, hash_value: int) -> bool:
+        """Whether a ring hash falls in this bundle."""
+        check_int("hash_value", hash_value, minimum=FULL_LOWER_BOUND, maximum=FULL_UPPER_BOUND)
+        if self.upper_endpoint == FULL_UPPER_BOUND:
+            return self.lower_endpoint <= hash_value
+        return self.lower_endpoint <= hash_value < self.upper_endpoint
+
+    def includes(self, topic_name: str, hash_function: HashFunction = topic_hash) -> bool:
+        """Whether a topic (by its full name) falls in this bundle."""
+        return self.includes_hash(hash_function(topic_name))
+
+
+def can_split_bundle(bundle: NamespaceBundle) -> bool:
+    """Pulsar's ``canSplitBundle``: the range must span more than one hash step."""
+    return bundle.upper_endpoint - bundle.lower_endpoint > 1
+
+
+def split_bundles(
+    target_bundle: NamespaceBundle,
+    num_bundles: int = 2,
+    split_boundaries: Iterable[int] | None = None,
+) -> tuple[NamespaceBundle, ...]:
+    """Split a bundle, as Pulsar's ``NamespaceBundleFactory.splitBundles`` does.
+
+    With ``split_boundaries`` (any order), the bundle splits at each of them and
+    ``num_bundles`` is ignored; every boundary must lie strictly inside the bundle. Without
+    them, it splits into ``num_bundles`` parts of ``(upper - lower) // num_bundles`` hashes,
+    the last part taking the remainder. Raises ``ValueError`` when no such split exists.
+    """
+    if not can_split_bundle(target_bundle):
+        raise ValueError(f"bundle {target_bundle.bundle_range} can't be split further")
+    lower, upper = target_bundle.lower_endpoint, target_bundle.upper_endpoint
+    if split_boundaries is None:
+        check_int("num_bundles", num_bundles, minimum=2, maximum=upper - lower)
+        seg_size = (upper - lower) // num_bundles
+        points = [lower + seg_size * i for i in range(num_bundles)] + [upper]
+    else:
+        inner = sorted(check_int("split_boundaries item", b) for b in split_boundaries)
+        if not inner:
+            raise ValueError("split_boundaries must not be empty")
+        if inner[0] <= lower or inner[-1] >= upper:
+            raise ValueError(
+                f"split_boundaries must lie strictly inside bundle {target_bundle.bundle_range}"
+            )
+        if len(set(inner)) != len(inner):
+            raise ValueError("split_boundaries must not repeat a boundary")
+        points = [lower, *inner, upper]
+    return tuple(NamespaceBundle(a, b) for a, b in pairwise(points))
+
+
+def range_equally_divide(bundle: NamespaceBundle) -> tuple[int, ...] | None:
+    """Split into two halves of the hash range: ``lower + (upper - lower) // 2``.
+
+    ``None`` for a bundle that cannot split (a range of one hash step).
+    """
+    middle = bundle.lower_endpoint + (bundle.upper_endpoint - bundle.lower_endpoint) // 2
+    return _inside_or_none(bundle, [middle])
+
+
+def topic_count_equally_divide(
+    bundle: NamespaceBundle,
+    topics: Iterable[str],
+    hash_function: HashFunction = topic_hash,
+) -> tuple[int, ...] | None:
+    """Split so that each side holds half of the topics.
+
+    With the topic hashes sorted, the boundary is the midpoint of ``h[n // 2 - 1]`` and
+    ``h[n // 2]`` (``a + (b - a) // 2``); for an odd count the middle topic goes right.
+    ``None`` for fewer than two topics. Every topic must fall in the bundle.
+    """
+    hashes = sorted(_topic_hashes(bundle, topics, hash_function).values())
+    if len(hashes) <= 1:
+        return None
+    split_start = hashes[max(len(hashes) // 2 - 1, 0)]
+    split_end = hashes[len(hashes) // 2]
+    return _inside_or_none(bundle, [split_start + (split_end - split_start) // 2])
+
+
+def specified_positions_divide(
+    bundle: NamespaceBundle,
+    topics: Iterable[str],
+    positions: Iterable[int],
+    hash_function: HashFunction = topic_hash,
+) -> tuple[int, ...] | None:
+    """Split at the given hash positions that lie strictly inside the bundle.
+
+    As in Pulsar, a bundle with fewer than two topics does not split, and positions on or
+    outside its edges are dropped (``None`` if none is left). A position given twice counts
+    once. ``positions`` must not be empty.
+    """
+    wanted = sorted(
+        {
+            check_int("positions item", p, minimum=FULL_LOWER_BOUND, maximum=FULL_UPPER_BOUND)
+            for p in positions
+        }
+    )
+    if not wanted:
+        raise ValueError("positions must not be empty")
+    if len(_topic_hashes(bundle, topics, hash_function)) <= 1:
+        return None
+    inside = [p for p in wanted if bundle.lower_endpoint < p < bundle.upper_endpoint]
+    return tuple(inside) or None
+
+
+def flow_or_qps_equally_divide(
+    bundle: NamespaceBundle,
+    topic_stats: Mapping[str, MessageRates],
+    *,
+    load_balancer_namespace_bundle_max_msg_rate: int = 30000,
+    load_balancer_namespace_bundle_max_bandwidth_mbytes: int = 100,
+    flow_or_qps_difference_threshold_percentage: int = 10,
+    hash_function: HashFunction = topic_hash,
+) -> tuple[int, ...] | None:
+    """Split so that no part passes the message-rate (msg/s) or bandwidth (MB/s) limit.
+
+    A topic's rate and throughput are its in plus out; topics with neither are left out. The
+    bundle does not split with fewer than two loaded topics, or when its total rate and
+    total throughput are both below their limit times ``1 + threshold / 100``. Otherwise
+    the topics are walked in hash order, and where adding the next one would pass either
+    limit (strictly above it) a boundary goes between the two:
+    ``h[i-1] + (h[i] - h[i-1]) // 2 + 1``; the new part starts with that topic's load.
+
+    Pulsar keys topic loads by hash, so when two names collide one of them is counted twice
+    on the walk; here they are walked as one topic carrying both loads.
+    """
+    max_msg_rate = check_int(
+        "load_balancer_namespace_bundle_max_msg_rate",
+        load_balancer_namespace_bundle_max_msg_rate,
+        minimum=0,
+    )
+    max_bandwidth = MB * check_int(
+        "load_balancer_namespace_bundle_max_bandwidth_mbytes",
+        load_balancer_namespace_bundle_max_bandwidth_mbytes,
+        minimum=0,
+    )
+    diff_threshold = (
+        check_int(
+            "flow_or_qps_difference_threshold_percentage",
+            flow_or_qps_difference_threshold_percentage,
+            minimum=0,
+        )
+        / 100.0
+    )
+    loads = _loads_by_hash(bundle, topic_stats, hash_function)
+    total_rate = sum(rate for rate, _ in loads.values())
+    total_throughput = sum(throughput for _, throughput in loads.values())
+    if len(loads) < 2 or (
+        total_rate < max_msg_rate * (1 + diff_threshold)
+        and total_throughput < max_bandwidth * (1 + diff_threshold)
+    ):
+        return None
+    hashes = sorted(loads)
+    boundaries = []
+    part_rate, part_throughput = loads[hashes[0]]
+    for previous, current in pairwise(hashes):
+        rate, throughput = loads[current]
+        if part_rate + rate > max_msg_rate or part_throughput + throughput > max_bandwidth:
+            boundaries.append(previous + (current - previous) // 2 + 1)
+            part_rate, part_throughput = rate, throughput
+        else:
+            part_rate += rate
+            part_throughput += throughput
+    return _inside_or_none(bundle, boundaries)
+
+
+def _topic_hashes(
+    bundle: NamespaceBundle, topics: Iterable[str], hash_function: HashFunction
+) -> dict[str, int]:
+    if isinstance(topics, str | bytes):
+        raise TypeError("topics must be a collection of topic names, not a single str")
+    hashes: dict[str, int] = {}
+    for topic in topics:
+        check_name("topics item", topic)
+        if topic in hashes:
+            raise ValueError(f"topics: {topic!r} is listed twice")
+        hashes[topic] = _hash_in_bundle(bundle, topic, hash_function)
+    return hashes
+
+
+def _hash_in_bundle(bundle: NamespaceBundle, topic: str, hash_function: HashFunction) -> int:
+    hash_value = check_int(
+        f"hash of topic {topic!r}",
+        hash_function(topic),
+        minimum=FULL_LOWER_BOUND,
+        maximum=FULL_UPPER_BOUND,
+    )
+    if not bundle.includes_hash(hash_value):
+        raise ValueError(
+            f"topic {topic!r} (hash 0x{hash_value:08x}) is outside bundle {bundle.bundle_range}"
+        )
+    return hash_value
+
+
+def _loads_by_hash(
+    bundle: NamespaceBundle, topic_stats: Mapping[str, MessageRates], hash_function: HashFunction
+) -> dict[int, tuple[float, float]]:
+    if not isinstance(topic_stats, Mapping):
+        raise TypeError(f"topic_stats must be a mapping, got {type(topic_stats).__name__}")
+    loads: dict[int, tuple[float, float]] = {}
+    for topic, stats in topic_stats.items():
+        check_name("topic_stats key", topic)
+        if not isinstance(stats, MessageRates):
+            raise TypeError(f"topic_stats[{topic!r}] must be a MessageRates")
+        hash_value = _hash_in_bundle(bundle, topic, hash_function)
+        # An idle topic carries nothing to balance, so it neither counts nor moves a boundary.
+        if stats.msg_rate <= 0 and stats.msg_throughput <= 0:
+            continue
+        rate, throughput = loads.get(hash_value, (0.0, 0.0))
+        loads[hash_value] = (rate + stats.msg_rate, throughput + stats.msg_throughput)
+    return loads
+
+
+def _inside_or_none(bundle: NamespaceBundle, boundaries: list[int]) -> tuple[int, ...] | None:
+    inside = all(bundle.lower_endpoint < b < bundle.upper_endpoint for b in boundaries)
+    return tuple(boundaries) if boundaries and inside else None

@@ -1,0 +1,222 @@
+"""The load snapshot the shedders read, and the decisions they return.
+
+The shapes follow Pulsar's modular load manager: ``LoadData`` holds one ``LocalBrokerData``
+per broker (here :class:`BrokerLoad`), the short-term data of every bundle that may be shed,
+and the bundles unloaded within the grace period. Units: message rates in messages per
+second, throughputs in bytes per second, resource usage in percent (100.0 is a resource
+used to its limit; misconfigured limits can report more).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Generic, TypeVar
+
+from keyshared.loadbalance._validation import (
+    check_int,
+    check_name,
+    check_names,
+    check_real,
+)
+
+#: One megabyte as Pulsar's load balancer counts it (``1024 * 1024`` bytes).
+MB = 1024 * 1024
+
+StateT = TypeVar("StateT", covariant=True)
+
+
+@dataclass(frozen=True)
+class MessageRates:
+    """Message rates (msg/s) and throughputs (bytes/s) of a topic, bundle or broker.
+
+    Pulsar's ``TimeAverageMessageData`` / ``NamespaceBundleStats`` fields; all finite, >= 0.
+    """
+
+    msg_rate_in: float = 0.0
+    msg_rate_out: float = 0.0
+    msg_throughput_in: float = 0.0
+    msg_throughput_out: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out"):
+            object.__setattr__(self, name, check_real(name, getattr(self, name)))
+
+    @property
+    def msg_rate(self) -> float:
+        """Messages per second, in plus out."""
+        return self.msg_rate_in + self.msg_rate_out
+
+    @property
+    def msg_throughput(self) -> float:
+        """Bytes per second, in plus out."""
+        return self.msg_throughput_in + self.msg_throughput_out
+
+
+@dataclass(frozen=True)
+class ResourceWeights:
+    """Weights of each resource in a broker's load (Pulsar's ``loadBalancer*ResourceWeight``).
+
+    Defaults are Pulsar's: CPU and both bandwidths count fully, direct memory not at all.
+    JVM heap memory is no load signal: Pulsar deprecated its weight in 3.0 (default 0).
+    """
+
+    load_balancer_cpu_resource_weight: float = 1.0
+    load_balancer_direct_memory_resource_weight: float = 0.0
+    load_balancer_bandwidth_in_resource_weight: float = 1.0
+    load_balancer_bandwidth_out_resource_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in (
+            "load_balancer_cpu_resource_weight",
+            "load_balancer_direct_memory_resource_weight",
+            "load_balancer_bandwidth_in_resource_weight",
+            "load_balancer_bandwidth_out_resource_weight",
+        ):
+            object.__setattr__(self, name, check_real(name, getattr(self, name)))
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    """A broker's resource usage in percent of each limit (finite, >= 0, may exceed 100)."""
+
+    cpu: float = 0.0
+    direct_memory: float = 0.0
+    bandwidth_in: float = 0.0
+    bandwidth_out: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("cpu", "direct_memory", "bandwidth_in", "bandwidth_out"):
+            object.__setattr__(self, name, check_real(name, getattr(self, name)))
+
+    def _weighted(self, weights: ResourceWeights) -> tuple[float, float, float, float]:
+        return (
+            self.cpu * weights.load_balancer_cpu_resource_weight,
+            self.direct_memory * weights.load_balancer_direct_memory_resource_weight,
+            self.bandwidth_in * weights.load_balancer_bandwidth_in_resource_weight,
+            self.bandwidth_out * weights.load_balancer_bandwidth_out_resource_weight,
+        )
+
+    def max_resource_usage_with_weight(self, weights: ResourceWeights) -> float:
+        """The largest weighted usage as a fraction (1.0 is 100 %)."""
+        return max(self._weighted(weights)) / 100
+
+    def max_resource_usage_with_weight_within_limit(self, weights: ResourceWeights) -> float:
+        """As above, ignoring weighted signals above 100 % (0.0 when all are)."""
+        within = [usage for usage in self._weighted(weights) if usage <= 100.0]
+        return max(within, default=0.0) / 100
+
+
+@dataclass(frozen=True)
+class BrokerLoad:
+    """One broker's load report (Pulsar's ``LocalBrokerData`` / ``BrokerLoadData``).
+
+    ``bundles`` names every bundle the broker owns, including ones absent from
+    :attr:`LoadData.bundle_data` (they count towards "more than one bundle" but are never
+    shed). ``rates`` are the broker's totals. ``updated_at_ms`` (epoch ms) is only read by
+    :class:`~keyshared.loadbalance.TransferShedder`, to skip stale reports.
+    """
+
+    usage: ResourceUsage = field(default_factory=ResourceUsage)
+    rates: MessageRates = field(default_factory=MessageRates)
+    bundles: frozenset[str] = frozenset()
+    updated_at_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.usage, ResourceUsage):
+            raise TypeError(f"usage must be a ResourceUsage, got {type(self.usage).__name__}")
+        if not isinstance(self.rates, MessageRates):
+            raise TypeError(f"rates must be a MessageRates, got {type(self.rates).__name__}")
+        object.__setattr__(self, "bundles", check_names("bundles", self.bundles))
+        check_int("updated_at_ms", self.updated_at_ms, minimum=0)
+
+
+@dataclass(frozen=True)
+class LoadData:
+    """The snapshot a modular-load-manager shedder reads (Pulsar's ``LoadData``).
+
+    ``broker_data`` maps broker name to its report; ``bundle_data`` maps bundle name to its
+    short-term rates, for the bundles that may be shed; ``recently_unloaded_bundles`` are
+    those unloaded within the grace period, which no shedder picks again. Invariant: every
+    bundle in ``bundle_data`` is owned by exactly one broker, and no bundle by two.
+    """
+
+    broker_data: Mapping[str, BrokerLoad]
+    bundle_data: Mapping[str, MessageRates] = field(default_factory=dict)
+    recently_unloaded_bundles: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        brokers = _checked_mapping("broker_data", self.broker_data, BrokerLoad)
+        bundles = _checked_mapping("bundle_data", self.bundle_data, MessageRates)
+        owner: dict[str, str] = {}
+        for broker in sorted(brokers):
+            for bundle in sorted(brokers[broker].bundles):
+                if bundle in owner:
+                    raise ValueError(
+                        f"broker_data: bundle {bundle!r} is owned by both "
+                        f"{owner[bundle]!r} and {broker!r}"
+                    )
+                owner[bundle] = broker
+        for bundle in bundles:
+            if bundle not in owner:
+                raise ValueError(f"bundle_data: bundle {bundle!r} is owned by no broker")
+        recent = check_names("recently_unloaded_bundles", self.recently_unloaded_bundles)
+        object.__setattr__(self, "broker_data", MappingProxyType(brokers))
+        object.__setattr__(self, "bundle_data", MappingProxyType(bundles))
+        object.__setattr__(self, "recently_unloaded_bundles", recent)
+
+    def brokers(self) -> list[str]:
+        """Broker names in the order every shedder visits them (by name)."""
+        return sorted(self.broker_data)
+
+    def sheddable_bundles(self, broker: str) -> list[tuple[str, MessageRates]]:
+        """The broker's bundles that have data and were not unloaded recently, by name."""
+        owned = self.broker_data[broker].bundles
+        return [
+            (bundle, self.bundle_data[bundle])
+            for bundle in sorted(owned)
+            if bundle in self.bundle_data and bundle not in self.recently_unloaded_bundles
+        ]
+
+
+@dataclass(frozen=True)
+class Unload:
+    """Unload ``service_unit`` (a bundle) from ``source_broker``; Pulsar's ``Unload``.
+
+    ``dest_broker`` is set when the strategy picks where the bundle goes.
+    """
+
+    source_broker: str
+    service_unit: str
+    dest_broker: str | None = None
+
+
+@dataclass(frozen=True)
+class SheddingResult(Generic[StateT]):
+    """What a shedder decided, why, and the state to pass to its next call.
+
+    ``unloads`` are in decision order; ``reasons`` explain, line by line, why each broker
+    was or was not shed (and why nothing was, when nothing was).
+    """
+
+    unloads: tuple[Unload, ...]
+    reasons: tuple[str, ...]
+    state: StateT
+
+
+_V = TypeVar("_V", BrokerLoad, MessageRates)
+
+
+def _checked_mapping(name: str, value: object, value_type: type[_V]) -> dict[str, _V]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a mapping, got {type(value).__name__}")
+    checked: dict[str, _V] = {}
+    for key, item in value.items():
+        check_name(f"{name} key", key)
+        if not isinstance(item, value_type):
+            raise TypeError(
+                f"{name}[{key!r}] must be a {value_type.__name__}, got {type(item).__name__}"
+            )
+        checked[key] = item
+    return checked

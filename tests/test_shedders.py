@@ -1,0 +1,912 @@
+"""Shedders: Pulsar's rules at their edges, Pulsar's own test scenarios, and properties."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from keyshared.loadbalance import (
+    MB,
+    AvgShedder,
+    AvgShedderState,
+    BrokerLoad,
+    LoadData,
+    MessageRates,
+    OverloadShedder,
+    ResourceUsage,
+    SheddingResult,
+    ThresholdShedder,
+    ThresholdShedderState,
+    TransferShedder,
+    TransferShedderState,
+    UniformLoadShedder,
+    Unload,
+)
+
+NOW = 1_700_000_000_000
+
+
+def broker(
+    cpu: float = 0.0,
+    bundles: Iterable[str] = (),
+    *,
+    rate: float = 0.0,
+    throughput: float = 0.0,
+    updated_at_ms: int = NOW,
+    **usage: float,
+) -> BrokerLoad:
+    """A broker report; ``rate`` and ``throughput`` are its totals (all counted as "in")."""
+    return BrokerLoad(
+        usage=ResourceUsage(cpu=cpu, **usage),
+        rates=MessageRates(msg_rate_in=rate, msg_throughput_in=throughput),
+        bundles=frozenset(bundles),
+        updated_at_ms=updated_at_ms,
+    )
+
+
+def load(throughput: float = 0.0, rate: float = 0.0) -> MessageRates:
+    return MessageRates(msg_rate_in=rate, msg_throughput_in=throughput)
+
+
+def snapshot(
+    brokers: Mapping[str, BrokerLoad],
+    bundles: Mapping[str, MessageRates] | None = None,
+    recent: Iterable[str] = (),
+) -> LoadData:
+    return LoadData(brokers, bundles or {}, frozenset(recent))
+
+
+def unloaded(result: SheddingResult[object]) -> list[tuple[str, str]]:
+    return [(u.source_broker, u.service_unit) for u in result.unloads]
+
+
+def reason_for(result: SheddingResult[object], broker_name: str) -> str:
+    return next(r for r in result.reasons if r.startswith(f"{broker_name}:"))
+
+
+# --- OverloadShedder ---------------------------------------------------------------------
+
+
+class TestOverloadShedder:
+    SHEDDER = OverloadShedder()
+
+    def hot(self, cpu: float = 90.0, recent: Iterable[str] = ()) -> LoadData:
+        sizes = {"b1": 6, "b2": 5, "b3": 4, "b4": 1}
+        return snapshot(
+            {"hot": broker(cpu, sizes, throughput=100 * MB), "cold": broker(10.0, ["c1", "c2"])},
+            {name: load(size * MB) for name, size in sizes.items()}
+            | {"c1": load(MB), "c2": load(MB)},
+            recent,
+        )
+
+    def test_sheds_largest_bundles_until_the_minimum_is_reached(self) -> None:
+        # 90 % - 85 % + 5 % of 100 MB/s: at least 10 MB/s, so 6 + 5 MB/s.
+        result = self.SHEDDER.find_bundles_for_unloading(self.hot())
+        assert unloaded(result) == [("hot", "b1"), ("hot", "b2")]
+        assert "not overloaded" in reason_for(result, "cold")
+        assert result.state is None
+
+    def test_threshold_is_reached_at_exactly_85_percent(self) -> None:
+        assert self.SHEDDER.find_bundles_for_unloading(self.hot(cpu=85.0)).unloads
+        assert not self.SHEDDER.find_bundles_for_unloading(self.hot(cpu=84.99)).unloads
+
+    def test_skips_recently_unloaded_bundles(self) -> None:
+        result = self.SHEDDER.find_bundles_for_unloading(self.hot(recent=["b1"]))
+        assert unloaded(result) == [("hot", "b2"), ("hot", "b3"), ("hot", "b4")]
+
+    def test_all_recent_means_nothing_to_unload(self) -> None:
+        result = self.SHEDDER.find_bundles_for_unloading(self.hot(recent=["b1", "b2", "b3", "b4"]))
+        assert not result.unloads
+        assert "no bundle with load data is free" in reason_for(result, "hot")
+
+    def test_a_broker_with_one_bundle_is_not_shed(self) -> None:
+        data = snapshot({"hot": broker(99.0, ["only"], throughput=MB)}, {"only": load(MB)})
+        result = self.SHEDDER.find_bundles_for_unloading(data)
+        assert not result.unloads
+        assert "sole bundle only" in reason_for(result, "hot")
+
+    def test_a_broker_without_bundles_is_not_shed(self) -> None:
+        result = self.SHEDDER.find_bundles_for_unloading(snapshot({"hot": broker(99.0)}))
+        assert not result.unloads
+        assert "no bundles" in reason_for(result, "hot")
+
+    def test_zero_traffic_still_sheds_one_bundle(self) -> None:
+        data = snapshot({"hot": broker(95.0, ["x", "y"])}, {"x": load(), "y": load()})
+        assert unloaded(self.SHEDDER.find_bundles_for_unloading(data)) == [("hot", "x")]
+
+    def test_bundles_without_data_count_but_are_never_shed(self) -> None:
+        data = snapshot({"hot": broker(95.0, ["system", "user"])}, {"user": load(MB)})
+        assert unloaded(self.SHEDDER.find_bundles_for_unloading(data)) == [("hot", "user")]
+
+    def test_resource_weights_decide_what_counts(self) -> None:
+        direct = snapshot({"a": broker(0.0, ["x", "y"], direct_memory=99.0)})
+        assert not self.SHEDDER.find_bundles_for_unloading(direct).unloads
+        network = snapshot({"a": broker(0.0, ["x", "y"], bandwidth_out=99.0)}, {"x": load(1)})
+        assert unloaded(self.SHEDDER.find_bundles_for_unloading(network)) == [("a", "x")]
+
+    def test_equal_bundles_go_by_name(self) -> None:
+        data = snapshot({"hot": broker(95.0, ["z", "a", "m"])}, {n: load(MB) for n in "zam"})
+        assert unloaded(self.SHEDDER.find_bundles_for_unloading(data)) == [("hot", "a")]
+
+
+# --- ThresholdShedder --------------------------------------------------------------------
+
+
+def threshold_cluster(usages: Mapping[str, float], throughput: float = 100 * MB) -> LoadData:
+    brokers = {
+        name: broker(cpu, [f"{name}-1", f"{name}-2", f"{name}-3"], throughput=throughput)
+        for name, cpu in usages.items()
+    }
+    bundles = {
+        f"{name}-{i}": load(size * MB) for name in usages for i, size in ((1, 10), (2, 8), (3, 5))
+    }
+    return snapshot(brokers, bundles)
+
+
+class TestThresholdShedder:
+    def test_seed_example_sheds_only_the_broker_above_average_plus_threshold(self) -> None:
+        # Seed 004: 40 %, 10 %, 10 %: average 20 %, threshold 10 %: only broker1 (40 % > 30 %).
+        result = ThresholdShedder().find_bundles_for_unloading(
+            threshold_cluster({"broker1": 40, "broker2": 10, "broker3": 10})
+        )
+        # 40 - 20 - 10 + 5 = 15 % of 100 MB/s: 10 + 8 MB/s.
+        assert unloaded(result) == [("broker1", "broker1-1"), ("broker1", "broker1-2")]
+        assert "not overloaded" in reason_for(result, "broker2")
+        assert result.state.broker_avg_resource_usage == {
+            "broker1": 0.4,
+            "broker2": 0.1,
+            "broker3": 0.1,
+        }
+
+    def test_usage_equal_to_average_plus_threshold_is_shed(self) -> None:
+        shedder = ThresholdShedder(load_balancer_broker_threshold_shedder_percentage=25)
+        data = threshold_cluster({"a": 50, "b": 0, "c": 25}, throughput=300 * MB)
+        # Average 25 % + threshold 25 % == 50 %: "usage < avg + threshold" fails, so it sheds.
+        assert unloaded(shedder.find_bundles_for_unloading(data))[0] == ("a", "a-1")
+
+    def test_too_little_traffic_to_offload_is_skipped(self) -> None:
+        data = threshold_cluster({"broker1": 40, "broker2": 10, "broker3": 10}, throughput=60 * MB)
+        result = ThresholdShedder().find_bundles_for_unloading(data)
+        assert not result.unloads
+        assert "below the minimum" in reason_for(result, "broker1")
+
+    def test_history_smooths_usage_across_calls(self) -> None:
+        shedder = ThresholdShedder()
+        first = shedder.find_bundles_for_unloading(threshold_cluster({"a": 40, "b": 10, "c": 10}))
+        second = shedder.find_bundles_for_unloading(
+            threshold_cluster({"a": 10, "b": 10, "c": 10}), first.state
+        )
+        assert second.state.broker_avg_resource_usage["a"] == pytest.approx(0.4 * 0.9 + 0.1 * 0.1)
+        # 0.37 is still above the 0.19 average + 0.10: smoothing keeps shedding.
+        assert unloaded(second)[0] == ("a", "a-1")
+
+    def test_zero_average_usage_sheds_nothing(self) -> None:
+        result = ThresholdShedder().find_bundles_for_unloading(threshold_cluster({"a": 0, "b": 0}))
+        assert not result.unloads
+        assert result.reasons[-1] == "average max resource usage is 0; nothing to shed"
+
+    def test_signals_above_100_percent_are_ignored(self) -> None:
+        data = snapshot({"a": broker(150.0, bandwidth_in=20.0), "b": broker(20.0)})
+        result = ThresholdShedder().find_bundles_for_unloading(data)
+        assert result.state.broker_avg_resource_usage["a"] == pytest.approx(0.2)
+        assert any("above 100% ignored" in r for r in result.reasons)
+
+    def test_lower_boundary_shedding_moves_load_to_an_idle_broker(self) -> None:
+        # Average 18.75 %: nobody reaches 28.75 %, but d is below 8.75 %.
+        data = threshold_cluster({"a": 25, "b": 25, "c": 25, "d": 0}, throughput=400 * MB)
+        assert not ThresholdShedder().find_bundles_for_unloading(data).unloads
+        shedder = ThresholdShedder(lower_boundary_shedding_enabled=True)
+        result = shedder.find_bundles_for_unloading(data)
+        # Equal usage: the first broker by name; 400 MB/s * 10 % / 2 = 20 MB/s to offload.
+        assert unloaded(result) == [("a", "a-1"), ("a", "a-2"), ("a", "a-3")]
+        assert "lower boundary" in result.reasons[-1]
+
+    def test_lower_boundary_pass_smooths_history_a_second_time(self) -> None:
+        shedder = ThresholdShedder(lower_boundary_shedding_enabled=True)
+        previous = ThresholdShedderState({"a": 0.3, "b": 0.25, "c": 0.25, "d": 0.0})
+        data = threshold_cluster({"a": 25, "b": 25, "c": 25, "d": 0}, throughput=400 * MB)
+        result = shedder.find_bundles_for_unloading(data, previous)
+        once = 0.3 * 0.9 + 0.1 * 0.25
+        assert result.state.broker_avg_resource_usage["a"] == pytest.approx(once * 0.9 + 0.025)
+        assert unloaded(result)[0] == ("a", "a-1")
+
+    def test_lower_boundary_needs_a_broker_below_the_bound(self) -> None:
+        shedder = ThresholdShedder(lower_boundary_shedding_enabled=True)
+        result = shedder.find_bundles_for_unloading(threshold_cluster({"a": 24, "b": 25}))
+        assert not result.unloads
+        assert result.reasons[-1].startswith("lower boundary: no broker is below")
+
+
+# --- UniformLoadShedder ------------------------------------------------------------------
+
+
+class TestUniformLoadShedder:
+    def test_pulsar_max_unload_bundle_num_per_shedding(self) -> None:
+        # UniformLoadShedderTest.testMaxUnloadBundleNumPerShedding.
+        names = [f"bundle-{i}" for i in range(1, 21)]
+        data = snapshot(
+            {"broker-1": broker(bundles=names, throughput=40 * MB), "broker2": broker()},
+            {n: MessageRates(msg_throughput_in=MB, msg_throughput_out=MB) for n in names},
+        )
+        shedder = UniformLoadShedder(max_unload_bundle_num_per_shedding=2)
+        assert len(shedder.find_bundles_for_unloading(data).unloads) == 2
+
+    def test_pulsar_broker_with_multiple_bundles(self) -> None:
+        # UniformLoadShedderTest.testBrokerWithMultipleBundles: 2i MB/s per bundle.
+        names = [f"bundle-{i}" for i in range(1, 11)]
+        data = snapshot(
+            {"broker-1": broker(bundles=names, throughput=110 * MB), "broker2": broker()},
+            {f"bundle-{i}": load(2 * i * MB) for i in range(1, 11)},
+        )
+        result = UniformLoadShedder().find_bundles_for_unloading(data)
+        # (110 MB/s - 1) * 0.2 as an int is just under 22 MB/s: only the 20 MB/s bundle fits.
+        assert unloaded(result) == [("broker-1", "bundle-10")]
+
+    def rate_cluster(self, busy_rate: float) -> LoadData:
+        return snapshot(
+            {
+                "busy": broker(bundles=["x", "y", "z"], rate=busy_rate),
+                "idle": broker(rate=100.0),
+            },
+            {"x": load(rate=10.0), "y": load(rate=10.5), "z": load(rate=0.0)},
+        )
+
+    def test_rate_difference_must_be_strictly_above_the_threshold(self) -> None:
+        shedder = UniformLoadShedder(min_unload_message=0)
+        assert not shedder.find_bundles_for_unloading(self.rate_cluster(150.0)).unloads
+        result = shedder.find_bundles_for_unloading(self.rate_cluster(151.0))
+        # 51 % > 50 %: (151 - 100) * 0.2 = 10.2 truncates to 10 msg/s. The 10.5 msg/s bundle
+        # does not fit; 10 does; and, as in Pulsar, the idle bundle fits too.
+        assert unloaded(result) == [("busy", "x"), ("busy", "z")]
+
+    def test_required_load_below_the_minimum_sheds_nothing(self) -> None:
+        result = UniformLoadShedder().find_bundles_for_unloading(self.rate_cluster(151.0))
+        assert not result.unloads
+        assert "below the minimum 1000" in result.reasons[0]
+
+    def test_a_busiest_broker_with_one_bundle_is_not_shed(self) -> None:
+        data = snapshot({"busy": broker(bundles=["x"], rate=1e6), "idle": broker()}, {"x": load()})
+        result = UniformLoadShedder().find_bundles_for_unloading(data)
+        assert not result.unloads
+        assert "at most one bundle" in result.reasons[0]
+
+    def test_a_zero_threshold_disables_the_test(self) -> None:
+        shedder = UniformLoadShedder(
+            min_unload_message=0,
+            load_balancer_msg_rate_difference_shedder_threshold=0,
+            load_balancer_msg_throughput_multiplier_difference_shedder_threshold=0,
+        )
+        result = shedder.find_bundles_for_unloading(self.rate_cluster(1e6))
+        assert not result.unloads
+        assert result.reasons[0].startswith("balanced")
+
+    def test_recently_unloaded_bundles_are_skipped(self) -> None:
+        shedder = UniformLoadShedder(min_unload_message=0)
+        data = self.rate_cluster(151.0)
+        data = snapshot(data.broker_data, data.bundle_data, ["x"])
+        assert unloaded(shedder.find_bundles_for_unloading(data)) == [("busy", "z")]
+
+    def test_no_brokers(self) -> None:
+        assert not UniformLoadShedder().find_bundles_for_unloading(snapshot({})).unloads
+
+
+# --- AvgShedder --------------------------------------------------------------------------
+
+
+def avg_cluster(
+    cpus: Mapping[str, float], rates: Mapping[str, float], shed: Iterable[str]
+) -> LoadData:
+    """Pulsar's AvgShedderTest set-up: each shedding broker holds 11 bundles of 900 msg/s."""
+    brokers: dict[str, BrokerLoad] = {}
+    bundles: dict[str, MessageRates] = {}
+    shedding = set(shed)
+    for name, cpu in cpus.items():
+        names = [f"{name}-bundle-{i}" for i in range(11)] if name in shedding else []
+        brokers[name] = broker(cpu, names, rate=rates[name])
+        bundles |= {n: load(rate=900.0) for n in names}
+    return snapshot(brokers, bundles)
+
+
+class TestAvgShedder:
+    def test_pulsar_hit_high_threshold(self) -> None:
+        data = avg_cluster(
+            {"broker1": 80, "broker2": 30, "broker3": 50},
+            {"broker1": 20000, "broker2": 2000, "broker3": 10000},
+            ["broker1"],
+        )
+        shedder = AvgShedder(max_unload_percentage=0.5)
+        first = shedder.find_bundles_for_unloading(data)
+        assert not first.unloads
+        second = shedder.find_bundles_for_unloading(data, first.state)
+        # (20000 - 2000) / 2 = 9000 msg/s: ten of the 900 msg/s bundles, all to broker2.
+        assert len(second.unloads) == 10
+        assert {(u.source_broker, u.dest_broker) for u in second.unloads} == {
+            ("broker1", "broker2")
+        }
+        assert second.state == AvgShedderState()
+
+    def test_pulsar_hit_low_threshold(self) -> None:
+        data = avg_cluster(
+            {"broker1": 60, "broker2": 40, "broker3": 50},
+            {"broker1": 20000, "broker2": 2000, "broker3": 10000},
+            ["broker1"],
+        )
+        shedder = AvgShedder(
+            max_unload_percentage=0.5,
+            load_balancer_avg_shedder_low_threshold=20,
+            load_balancer_avg_shedder_hit_count_low_threshold=6,
+        )
+        state = None
+        for _ in range(5):
+            result = shedder.find_bundles_for_unloading(data, state)
+            assert not result.unloads
+            state = result.state
+        assert state is not None and state.broker_hit_count_for_low == {"broker1": 5, "broker2": 5}
+        assert state.broker_hit_count_for_high == {}
+        last = shedder.find_bundles_for_unloading(data, state)
+        assert len(last.unloads) == 10
+        assert {u.dest_broker for u in last.unloads} == {"broker2"}
+
+    def test_pulsar_shedding_multiple_pairs(self) -> None:
+        data = avg_cluster(
+            {"broker1": 80, "broker2": 30, "broker3": 75, "broker4": 35},
+            {"broker1": 20000, "broker2": 2000, "broker3": 20000, "broker4": 2000},
+            ["broker1", "broker3"],
+        )
+        shedder = AvgShedder(max_unload_percentage=0.5)
+        second = shedder.find_bundles_for_unloading(
+            data, shedder.find_bundles_for_unloading(data).state
+        )
+        moves = [(u.source_broker, u.dest_broker) for u in second.unloads]
+        assert moves.count(("broker1", "broker2")) == 10
+        assert moves.count(("broker3", "broker4")) == 10
+        assert len(moves) == 20
+
+    def test_a_gap_below_the_low_threshold_clears_that_pair(self) -> None:
+        data = avg_cluster({"a": 50, "b": 40}, {"a": 0, "b": 0}, [])
+        state = AvgShedderState({"a": 1, "b": 1, "gone": 1}, {"a": 3, "gone": 2})
+        result = AvgShedder().find_bundles_for_unloading(data, state)
+        # No pair at all: every count is cleared, even for brokers no longer reporting.
+        assert result.state == AvgShedderState()
+
+    def test_middle_broker_of_an_odd_cluster_pairs_with_itself_and_is_cleared(self) -> None:
+        data = avg_cluster({"a": 90, "b": 50, "c": 10}, {"a": 0, "b": 0, "c": 0}, [])
+        state = AvgShedderState({"b": 1}, {"b": 7})
+        result = AvgShedder().find_bundles_for_unloading(data, state)
+        assert result.state.broker_hit_count_for_low == {"a": 1, "c": 1}
+        assert result.state.broker_hit_count_for_high == {"a": 1, "c": 1}
+
+    def test_throughput_is_used_when_the_message_rate_gap_is_small(self) -> None:
+        brokers = {
+            "hot": broker(90.0, ["x", "y"], rate=100.0, throughput=100 * MB),
+            "cold": broker(10.0, rate=100.0),
+        }
+        data = snapshot(brokers, {"x": load(30 * MB), "y": load(15 * MB)})
+        shedder = AvgShedder(load_balancer_avg_shedder_hit_count_high_threshold=1)
+        result = shedder.find_bundles_for_unloading(data)
+        # 100 MB/s * 0.2 = 20 MB/s: the 30 MB/s bundle does not fit, the 15 MB/s one does.
+        assert result.unloads == (Unload("hot", "y", "cold"),)
+
+    def test_below_both_minimums_nothing_moves_but_the_hit_is_spent(self) -> None:
+        data = snapshot(
+            {"hot": broker(90.0, ["x", "y"], rate=10.0), "cold": broker(10.0)},
+            {"x": load(rate=1.0), "y": load(rate=1.0)},
+        )
+        shedder = AvgShedder(load_balancer_avg_shedder_hit_count_high_threshold=1)
+        result = shedder.find_bundles_for_unloading(data)
+        assert not result.unloads
+        assert result.state == AvgShedderState()
+        assert "below the minimums" in result.reasons[-1]
+
+    def test_a_single_bundle_can_be_shed_as_in_pulsar(self) -> None:
+        data = snapshot(
+            {"hot": broker(90.0, ["x"], rate=10000.0), "cold": broker(10.0)},
+            {"x": load(rate=1500.0)},
+        )
+        shedder = AvgShedder(load_balancer_avg_shedder_hit_count_high_threshold=1)
+        assert unloaded(shedder.find_bundles_for_unloading(data)) == [("hot", "x")]
+
+    def test_recently_unloaded_and_idle_bundles_are_skipped(self) -> None:
+        data = snapshot(
+            {"hot": broker(90.0, ["x", "y", "z"], rate=10000.0), "cold": broker(10.0)},
+            {"x": load(rate=1500.0), "y": load(rate=100.0), "z": load()},
+            ["x"],
+        )
+        shedder = AvgShedder(load_balancer_avg_shedder_hit_count_high_threshold=1)
+        assert unloaded(shedder.find_bundles_for_unloading(data)) == [("hot", "y")]
+
+
+# --- TransferShedder ---------------------------------------------------------------------
+
+E1 = "my-tenant/my-namespaceE/0x00000000_0x0FFFFFFF"
+D1 = "my-tenant/my-namespaceD/0x00000000_0x0FFFFFFF"
+C1 = "my-tenant/my-namespaceC/0x00000000_0x0FFFFFFF"
+RANGES = [
+    "0x00000000_0x1FFFFFFF",
+    "0x1FFFFFFF_0x2FFFFFFF",
+    "0x2FFFFFFF_0x3FFFFFFF",
+    "0x3FFFFFFF_0x4FFFFFFF",
+    "0x4FFFFFFF_0x5FFFFFFF",
+]
+
+
+def top_bundles(namespace: str, *loads: float) -> dict[str, MessageRates]:
+    """TransferShedderTest.getTopBundlesLoad: outbound throughput per bundle."""
+    ranges = ["0x00000000_0x0FFFFFFF", "0x0FFFFFFF_0xFFFFFFFF"] if len(loads) <= 2 else RANGES
+    return {
+        f"my-tenant/{namespace}/{r}": MessageRates(msg_throughput_out=x)
+        for r, x in zip(ranges, loads, strict=False)
+    }
+
+
+def transfer_cluster(
+    cpus: Mapping[str, float], tops: Mapping[str, dict[str, MessageRates]]
+) -> LoadData:
+    """TransferShedderTest.getCpuLoad: 1 B/s in, the top bundles' sum out."""
+    brokers = {
+        name: BrokerLoad(
+            usage=ResourceUsage(cpu=cpu),
+            rates=MessageRates(
+                msg_rate_in=3,
+                msg_rate_out=4,
+                msg_throughput_in=1,
+                msg_throughput_out=sum(r.msg_throughput_out for r in tops[name].values()),
+            ),
+            bundles=frozenset(tops[name]),
+            updated_at_ms=NOW,
+        )
+        for name, cpu in cpus.items()
+    }
+    return snapshot(brokers, {b: r for top in tops.values() for b, r in top.items()})
+
+
+def setup_context(**cpus: float) -> LoadData:
+    """TransferShedderTest.setupContext, with CPU loads overridable."""
+    tops = {
+        "broker1:8080": top_bundles("my-namespaceA", 1_000_000, 2_000_000),
+        "broker2:8080": top_bundles("my-namespaceB", 1_000_000, 3_000_000),
+        "broker3:8080": top_bundles("my-namespaceC", 2_000_000, 4_000_000),
+        "broker4:8080": top_bundles("my-namespaceD", 2_000_000, 6_000_000),
+        "broker5:8080": top_bundles("my-namespaceE", 2_000_000, 7_000_000),
+    }
+    load_by_broker = {"broker1": 2, "broker2": 4, "broker3": 6, "broker4": 80, "broker5": 90} | cpus
+    return transfer_cluster({f"{b}:8080": c for b, c in load_by_broker.items()}, tops)
+
+
+# Pulsar's tests use a hit-count threshold of 0 and debug mode on.
+PULSAR_TEST_SHEDDER = TransferShedder(
+    load_balancer_shedding_condition_hit_count_threshold=0, load_balancer_debug_mode_enabled=True
+)
+
+
+def transfers(result: SheddingResult[object]) -> set[tuple[str, str, str | None]]:
+    return {(u.source_broker, u.service_unit, u.dest_broker) for u in result.unloads}
+
+
+class TestTransferShedder:
+    def test_pulsar_setup_context(self) -> None:
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(setup_context(), now_ms=NOW)
+        assert transfers(result) == {
+            ("broker5:8080", E1, "broker1:8080"),
+            ("broker4:8080", D1, "broker2:8080"),
+        }
+        assert result.decision_reasons == ("Overloaded", "Overloaded")
+        assert result.load_avg == pytest.approx(0.364)
+        assert result.load_std == pytest.approx(0.3982762860126121)
+        assert result.skip_reason is None
+
+    def test_pulsar_target_std_after_transfer(self) -> None:
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(broker4=55, broker5=65), now_ms=NOW
+        )
+        assert transfers(result) == {("broker5:8080", E1, "broker1:8080")}
+        assert result.load_avg == pytest.approx(0.264)
+        assert result.load_std == pytest.approx(0.27644891028904417)
+
+    def test_pulsar_min_broker_with_low_traffic_is_underloaded(self) -> None:
+        data = setup_context(broker4=55, broker5=65)
+        slow = data.broker_data["broker2:8080"]
+        brokers = dict(data.broker_data) | {
+            "broker2:8080": BrokerLoad(
+                slow.usage, MessageRates(msg_throughput_in=10), slow.bundles, NOW
+            )
+        }
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            snapshot(brokers, data.bundle_data), now_ms=NOW
+        )
+        assert transfers(result) == {
+            ("broker5:8080", E1, "broker1:8080"),
+            ("broker4:8080", D1, "broker2:8080"),
+        }
+        assert result.decision_reasons == ("Overloaded", "Underloaded")
+
+    def test_pulsar_recently_unloaded_bundles(self) -> None:
+        data = setup_context()
+        recent = [E1, D1, E1.replace("0x00000000_0x0FFFFFFF", "0x0FFFFFFF_0xFFFFFFFF")]
+        recent.append(D1.replace("0x00000000_0x0FFFFFFF", "0x0FFFFFFF_0xFFFFFFFF"))
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            snapshot(data.broker_data, data.bundle_data, recent), now_ms=NOW
+        )
+        assert transfers(result) == {("broker3:8080", C1, "broker1:8080")}
+
+    def test_pulsar_bundle_throughput_larger_than_offload_threshold(self) -> None:
+        data = setup_context()
+        bundles = dict(data.bundle_data)
+        for namespace in ("my-namespaceD", "my-namespaceE"):
+            bundles |= top_bundles(namespace, 1e9, 1e9)
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            snapshot(data.broker_data, bundles), now_ms=NOW
+        )
+        assert transfers(result) == {("broker3:8080", C1, "broker1:8080")}
+
+    def test_pulsar_remaining_top_bundles(self) -> None:
+        data = setup_context()
+        bundles = dict(data.bundle_data) | top_bundles("my-namespaceE", 2_000_000, 3_000_000)
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            snapshot(data.broker_data, bundles), now_ms=NOW
+        )
+        assert transfers(result) == {
+            ("broker5:8080", E1, "broker1:8080"),
+            ("broker4:8080", D1, "broker2:8080"),
+        }
+
+    def test_pulsar_load_more_than_100_percent(self) -> None:
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(broker4=200, broker5=1000), now_ms=NOW
+        )
+        assert len(result.unloads) == 2
+        assert result.load_avg == pytest.approx(2.424)
+        assert result.load_std == pytest.approx(3.8633332758124816)
+
+    def test_pulsar_unload_bundles_greater_than_target_throughput_swaps(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 1e6, 2e6, 3e6, 4e6, 5e6),
+            "broker2:8080": top_bundles("my-namespaceB", 100e6, 180e6, 220e6, 250e6, 250e6),
+        }
+        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 1000}, tops)
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
+        a = [f"my-tenant/my-namespaceA/{r}" for r in RANGES]
+        b = [f"my-tenant/my-namespaceB/{r}" for r in RANGES]
+        assert transfers(result) == {
+            *(("broker2:8080", x, "broker1:8080") for x in b[:3]),
+            *(("broker1:8080", x, "broker2:8080") for x in a[:4]),
+        }
+        assert result.load_avg == pytest.approx(5.05)
+        assert result.load_std == pytest.approx(4.95)
+
+    def test_pulsar_unload_bundles_less_than_target_throughput_after_split(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 1e6, 2e6, 3e6, 4e6, 5e6),
+            "broker2:8080": top_bundles("my-namespaceB", 490e6, 510e6),
+        }
+        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 1000}, tops)
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
+        assert transfers(result) == {
+            ("broker2:8080", "my-tenant/my-namespaceB/0x00000000_0x0FFFFFFF", "broker1:8080")
+        }
+
+    def test_pulsar_unload_bundles_greater_than_target_throughput_after_split(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 2.4e6, 2.4e6),
+            "broker2:8080": top_bundles("my-namespaceB", 5e6, 5e6),
+        }
+        data = transfer_cluster({"broker1:8080": 48, "broker2:8080": 100}, tops)
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
+        moves = {(u.source_broker, u.dest_broker) for u in result.unloads}
+        assert moves == {("broker1:8080", "broker2:8080"), ("broker2:8080", "broker1:8080")}
+        assert len(result.unloads) == 2
+        assert result.load_avg == pytest.approx(0.74)
+        assert result.load_std == pytest.approx(0.26)
+
+    def test_pulsar_skip_bundles_greater_than_target_throughput_after_split(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 1, 500e6),
+            "broker2:8080": top_bundles("my-namespaceB", 500e6, 500e6),
+        }
+        data = transfer_cluster({"broker1:8080": 50, "broker2:8080": 100}, tops)
+        shedder = TransferShedder(
+            load_balancer_shedding_condition_hit_count_threshold=0,
+            load_balancer_broker_load_target_std=0.2,
+        )
+        result = shedder.find_bundles_for_unloading(data, now_ms=NOW)
+        assert not result.unloads
+        assert result.skip_reason == "NoBundles"
+
+    def test_pulsar_target_std_met_is_a_hit_count_skip(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 30, 30),
+            "broker2:8080": top_bundles("my-namespaceB", 40, 40),
+            "broker3:8080": top_bundles("my-namespaceC", 50, 50),
+        }
+        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 20, "broker3:8080": 30}, tops)
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
+        assert result.skip_reason == "HitCount"
+        assert result.load_avg == pytest.approx(0.2)
+        assert result.load_std == pytest.approx(0.08164966587949089)
+
+    def test_pulsar_single_top_bundle_is_no_bundles(self) -> None:
+        tops = {
+            f"broker{i}:8080": top_bundles(f"my-namespace{ns}", x)
+            for i, (ns, x) in enumerate(zip("ABCDE", (1, 2, 6, 10, 70), strict=True), start=1)
+        }
+        cpus = {"broker1:8080": 2, "broker2:8080": 4, "broker3:8080": 6}
+        data = transfer_cluster(cpus | {"broker4:8080": 80, "broker5:8080": 90}, tops)
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
+        assert result.skip_reason == "NoBundles"
+        assert "sole bundle" in " ".join(result.reasons)
+
+    def test_zero_throughput_bundles_are_not_reported(self) -> None:
+        data = setup_context()
+        bundles = {b: MessageRates() for b in data.bundle_data}
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            snapshot(data.broker_data, bundles), now_ms=NOW
+        )
+        assert not result.unloads
+        assert result.skip_reason == "NoLoadData"
+
+    def test_pulsar_no_brokers_and_outdated_data(self) -> None:
+        empty = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(snapshot({}), now_ms=NOW)
+        assert empty.skip_reason == "NoBrokers"
+        ttl_ms = 1800 * 1000
+        assert PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW + ttl_ms
+        ).unloads
+        stale = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW + ttl_ms + 1
+        )
+        assert stale.skip_reason == "OutDatedData"
+
+    def test_pulsar_recently_unloaded_brokers_cool_down(self) -> None:
+        long_ago = {"broker1:8080": NOW - 1800 * 1001}
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW, recently_unloaded_brokers=long_ago
+        )
+        assert len(result.unloads) == 2
+        delay_ms = 180 * 1000
+        edge = {"broker1:8080": NOW - delay_ms}
+        assert PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW, recently_unloaded_brokers=edge
+        ).unloads
+        just_now = {"broker1:8080": NOW - delay_ms + 1}
+        cooling = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW, recently_unloaded_brokers=just_now
+        )
+        assert cooling.skip_reason == "CoolDown"
+
+    def test_pulsar_hit_count_threshold(self) -> None:
+        shedder = TransferShedder()
+        state = None
+        for hits in range(1, 4):
+            result = shedder.find_bundles_for_unloading(setup_context(), state, now_ms=NOW)
+            assert result.skip_reason == "HitCount"
+            state = result.state
+            assert state.unload_condition_hit_count == hits
+        result = shedder.find_bundles_for_unloading(setup_context(), state, now_ms=NOW)
+        assert len(result.unloads) == 2
+        assert result.state.unload_condition_hit_count == 0
+
+    def test_hit_count_resets_when_the_cluster_is_balanced(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 30, 30),
+            "broker2:8080": top_bundles("my-namespaceB", 40, 40),
+        }
+        balanced = transfer_cluster({"broker1:8080": 40, "broker2:8080": 50}, tops)
+        state = TransferShedderState(unload_condition_hit_count=2)
+        result = TransferShedder().find_bundles_for_unloading(balanced, state, now_ms=NOW)
+        assert result.skip_reason == "HitCount"
+        assert result.state.unload_condition_hit_count == 0
+
+    def test_max_number_of_broker_shedding_per_cycle(self) -> None:
+        shedder = TransferShedder(
+            load_balancer_shedding_condition_hit_count_threshold=0,
+            load_balancer_max_number_of_broker_shedding_per_cycle=1,
+        )
+        result = shedder.find_bundles_for_unloading(setup_context(), now_ms=NOW)
+        assert transfers(result) == {("broker5:8080", E1, "broker1:8080")}
+
+    def test_without_transfer_there_is_no_destination(self) -> None:
+        shedder = TransferShedder(
+            load_balancer_shedding_condition_hit_count_threshold=0,
+            load_balancer_transfer_enabled=False,
+        )
+        result = shedder.find_bundles_for_unloading(setup_context(), now_ms=NOW)
+        assert transfers(result) == {("broker5:8080", E1, None), ("broker4:8080", D1, None)}
+
+    def test_load_is_smoothed_once_per_new_report(self) -> None:
+        shedder = TransferShedder()
+        first = shedder.find_bundles_for_unloading(setup_context(), now_ms=NOW)
+        ema = first.state.broker_load_ema["broker5:8080"]
+        assert ema.weighted_max_ema == pytest.approx(0.9)
+        assert ema.updated_at_ms == NOW
+        same = shedder.find_bundles_for_unloading(
+            setup_context(broker5=10), first.state, now_ms=NOW
+        )
+        assert same.state.broker_load_ema["broker5:8080"] == ema
+        data = setup_context(broker5=10)
+        newer = dict(data.broker_data)
+        report = newer["broker5:8080"]
+        newer["broker5:8080"] = BrokerLoad(report.usage, report.rates, report.bundles, NOW + 1)
+        later = shedder.find_bundles_for_unloading(
+            snapshot(newer, data.bundle_data), first.state, now_ms=NOW + 1
+        )
+        smoothed = later.state.broker_load_ema["broker5:8080"].weighted_max_ema
+        assert smoothed == pytest.approx(0.9 * 0.9 + 0.1 * 0.1)
+
+    def test_swaps_never_take_a_recently_unloaded_bundle(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 1e6, 2e6, 3e6, 4e6, 5e6),
+            "broker2:8080": top_bundles("my-namespaceB", 100e6, 180e6, 220e6, 250e6, 250e6),
+        }
+        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 1000}, tops)
+        recent = [f"my-tenant/my-namespaceA/{RANGES[0]}"]
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            snapshot(data.broker_data, data.bundle_data, recent), now_ms=NOW
+        )
+        assert recent[0] not in {u.service_unit for u in result.unloads}
+
+
+# --- properties shared by every shedder ------------------------------------------------
+
+
+@st.composite
+def load_data(draw: st.DrawFn) -> LoadData:
+    names = draw(st.lists(st.sampled_from("abcdef"), min_size=0, max_size=5, unique=True))
+    amount = st.floats(min_value=0, max_value=200 * MB, allow_nan=False)
+    usage = st.floats(min_value=0, max_value=120, allow_nan=False)
+    brokers: dict[str, BrokerLoad] = {}
+    bundles: dict[str, MessageRates] = {}
+    for name in names:
+        owned = [f"{name}/{i}" for i in range(draw(st.integers(0, 5)))]
+        with_data = [b for b in owned if draw(st.booleans()) or len(owned) < 3]
+        for bundle in with_data:
+            bundles[bundle] = MessageRates(
+                msg_rate_in=draw(amount) / 1000, msg_throughput_in=draw(amount)
+            )
+        brokers[name] = BrokerLoad(
+            usage=ResourceUsage(cpu=draw(usage), bandwidth_out=draw(usage)),
+            rates=MessageRates(msg_rate_in=draw(amount) / 100, msg_throughput_in=draw(amount)),
+            bundles=frozenset(owned),
+            updated_at_ms=NOW,
+        )
+    owned_bundles = sorted(b for data in brokers.values() for b in data.bundles)
+    recent = draw(st.lists(st.sampled_from(owned_bundles), unique=True)) if owned_bundles else []
+    return LoadData(brokers, bundles, frozenset(recent))
+
+
+def reordered(data: LoadData) -> LoadData:
+    """The same snapshot with every mapping in reverse insertion order."""
+    return LoadData(
+        dict(reversed(list(data.broker_data.items()))),
+        dict(reversed(list(data.bundle_data.items()))),
+        data.recently_unloaded_bundles,
+    )
+
+
+SHEDDERS: dict[str, Callable[[LoadData], SheddingResult[object]]] = {
+    "overload": lambda d: OverloadShedder(
+        load_balancer_broker_overloaded_threshold_percentage=50
+    ).find_bundles_for_unloading(d),
+    "threshold": lambda d: ThresholdShedder(
+        load_balancer_bundle_unload_min_throughput_threshold=0,
+        lower_boundary_shedding_enabled=True,
+    ).find_bundles_for_unloading(d),
+    "uniform": lambda d: UniformLoadShedder(
+        min_unload_message=0, min_unload_message_throughput=0
+    ).find_bundles_for_unloading(d),
+    "avg": lambda d: AvgShedder(
+        load_balancer_avg_shedder_hit_count_high_threshold=1,
+        load_balancer_avg_shedder_hit_count_low_threshold=1,
+        min_unload_message=0,
+        min_unload_message_throughput=0,
+    ).find_bundles_for_unloading(d),
+    "transfer": lambda d: TransferShedder(
+        load_balancer_shedding_condition_hit_count_threshold=0,
+        load_balancer_debug_mode_enabled=True,
+    ).find_bundles_for_unloading(d, now_ms=NOW),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHEDDERS))
+@given(data=load_data())
+def test_unloads_are_owned_fresh_unique_and_deterministic(name: str, data: LoadData) -> None:
+    result = SHEDDERS[name](data)
+    bundles = [u.service_unit for u in result.unloads]
+    assert len(bundles) == len(set(bundles)), "a bundle is unloaded at most once"
+    for unload in result.unloads:
+        assert unload.service_unit in data.broker_data[unload.source_broker].bundles
+        assert unload.service_unit in data.bundle_data
+        assert unload.service_unit not in data.recently_unloaded_bundles
+        assert unload.dest_broker is None or (
+            unload.dest_broker in data.broker_data and unload.dest_broker != unload.source_broker
+        )
+    for broker_name, report in data.broker_data.items():
+        from_broker = [u for u in result.unloads if u.source_broker == broker_name]
+        assert len(from_broker) <= len(report.bundles)
+    assert result.reasons or not data.broker_data
+    assert SHEDDERS[name](data) == result
+    assert SHEDDERS[name](reordered(data)) == result
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+class TestValidation:
+    @pytest.mark.parametrize(
+        ("kwargs", "error", "field"),
+        [
+            ({"msg_rate_in": -1.0}, ValueError, "msg_rate_in"),
+            ({"msg_rate_out": float("nan")}, ValueError, "msg_rate_out"),
+            ({"msg_throughput_in": float("inf")}, ValueError, "msg_throughput_in"),
+            ({"msg_throughput_out": True}, TypeError, "msg_throughput_out"),
+            ({"msg_rate_in": "5"}, TypeError, "msg_rate_in"),
+        ],
+    )
+    def test_bad_rates(self, kwargs: dict[str, object], error: type, field: str) -> None:
+        with pytest.raises(error, match=field):
+            MessageRates(**kwargs)  # type: ignore[arg-type]
+
+    def test_bad_usage_and_reports(self) -> None:
+        with pytest.raises(ValueError, match="cpu"):
+            ResourceUsage(cpu=-5.0)
+        with pytest.raises(TypeError, match="bundles"):
+            BrokerLoad(bundles="abc")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="bundles item"):
+            BrokerLoad(bundles=frozenset({""}))
+        with pytest.raises(ValueError, match="updated_at_ms"):
+            BrokerLoad(updated_at_ms=-1)
+        with pytest.raises(TypeError, match="usage"):
+            BrokerLoad(usage=50.0)  # type: ignore[arg-type]
+
+    def test_inconsistent_snapshots(self) -> None:
+        with pytest.raises(ValueError, match="'x' is owned by both 'a' and 'b'"):
+            LoadData({"a": broker(bundles=["x"]), "b": broker(bundles=["x"])})
+        with pytest.raises(ValueError, match="bundle_data: bundle 'ghost' is owned by no broker"):
+            LoadData({"a": broker()}, {"ghost": load()})
+        with pytest.raises(TypeError, match=r"broker_data\['a'\] must be a BrokerLoad"):
+            LoadData({"a": 5})  # type: ignore[dict-item]
+        with pytest.raises(TypeError, match="broker_data must be a mapping"):
+            LoadData([("a", broker())])  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="broker_data key"):
+            LoadData({"": broker()})
+        with pytest.raises(TypeError, match="recently_unloaded_bundles"):
+            LoadData({}, {}, "x")  # type: ignore[arg-type]
+
+    def test_bad_states(self) -> None:
+        with pytest.raises(ValueError, match="broker_hit_count_for_high"):
+            AvgShedderState({"a": -1})
+        with pytest.raises(ValueError, match="broker_avg_resource_usage"):
+            ThresholdShedderState({"a": float("nan")})
+        with pytest.raises(ValueError, match="unload_condition_hit_count"):
+            TransferShedderState(-1)
+        with pytest.raises(TypeError, match="state must be a ThresholdShedderState"):
+            ThresholdShedder().find_bundles_for_unloading(
+                snapshot({}),
+                AvgShedderState(),  # type: ignore[arg-type]
+            )
+        with pytest.raises(TypeError, match="load_data must be a LoadData"):
+            OverloadShedder().find_bundles_for_unloading({})  # type: ignore[arg-type]
+
+    def test_bad_configuration(self) -> None:
+        with pytest.raises(ValueError, match="load_balancer_broker_overloaded_threshold"):
+            OverloadShedder(load_balancer_broker_overloaded_threshold_percentage=-1)
+        with pytest.raises(ValueError, match="load_balancer_history_resource_percentage"):
+            ThresholdShedder(load_balancer_history_resource_percentage=1.5)
+        with pytest.raises(ValueError, match="max_unload_bundle_num_per_shedding"):
+            UniformLoadShedder(max_unload_bundle_num_per_shedding=-2)
+        with pytest.raises(TypeError, match="load_balancer_avg_shedder_low_threshold"):
+            AvgShedder(load_balancer_avg_shedder_low_threshold=1.5)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="load_balancer_transfer_enabled"):
+            TransferShedder(load_balancer_transfer_enabled=1)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="load_balancer_max_number_of_bundles"):
+            TransferShedder(load_balancer_max_number_of_bundles_in_bundle_load_report=0)
+
+    def test_bad_transfer_call_arguments(self) -> None:
+        shedder = TransferShedder()
+        with pytest.raises(ValueError, match="now_ms"):
+            shedder.find_bundles_for_unloading(snapshot({}), now_ms=-1)
+        with pytest.raises(ValueError, match=r"recently_unloaded_brokers\['a'\]"):
+            shedder.find_bundles_for_unloading(
+                snapshot({}), now_ms=NOW, recently_unloaded_brokers={"a": -5}
+            )
