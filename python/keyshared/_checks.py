@@ -1,0 +1,70 @@
+"""Argument checks for the policy layer. Every error names the offending field, so that a bad
+snapshot or call says what is wrong with it rather than failing somewhere deeper."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+
+def check_int(
+    name: str, value: object, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """``value`` if it is an ``int`` (``bool`` is refused) within the bounds."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def check_optional_int(name: str, value: object, *, minimum: int | None = None) -> int | None:
+    """``None``, or ``value`` checked by :func:`check_int`."""
+    return None if value is None else check_int(name, value, minimum=minimum)
+
+
+def check_rate(name: str, value: object) -> float:
+    """``value`` as a finite, non-negative float (a rate in msg/s or B/s, or a threshold)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    number = float(value)
+    if math.isnan(number) or math.isinf(number):
+        raise ValueError(f"{name} must be finite, got {number}")
+    if number < 0:
+        raise ValueError(f"{name} must not be negative, got {number}")
+    # -0.0 would print oddly and compare equal anyway; normalise it away.
+    return number + 0.0
+
+
+def check_bool(name: str, value: object) -> bool:
+    """``value`` if it is a ``bool``."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def check_mapping(name: str, value: object) -> Mapping[Any, Any]:
+    """``value`` if it is a mapping (a JSON object)."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a mapping (JSON object), got {type(value).__name__}")
+    return value
+
+
+def check_keys(name: str, data: Mapping[Any, Any], allowed: set[str] | frozenset[str]) -> None:
+    """Refuses keys outside ``allowed``, so that a misspelt field is not silently ignored."""
+    unknown = sorted(str(k) for k in data if k not in allowed)
+    if unknown:
+        raise ValueError(f"{name} has unknown field(s) {', '.join(unknown)}")
+
+
+def parse_id(name: str, key: object) -> int:
+    """A segment id given as a JSON object key (a decimal string) or as an int."""
+    if isinstance(key, str):
+        try:
+            key = int(key, 10)
+        except ValueError:
+            raise ValueError(f"{name} key {key!r} is not a segment id") from None
+    return check_int(f"{name} key", key, minimum=0)

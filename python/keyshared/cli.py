@@ -1,0 +1,272 @@
+"""The ``keyshared`` command line.
+
+Subcommands are entries of :data:`COMMANDS`; adding one is adding a :class:`Command` whose
+``configure`` declares its arguments and whose ``run`` returns the exit status.
+
+* ``keyshared layout``: print a layout (an initial one, or one read from JSON);
+* ``keyshared route KEY...``: route keys to (segment, bucket) under a layout;
+* ``keyshared decide SNAPSHOT.json``: what the auto split/merge controller would do, and why;
+* ``keyshared demo``: hash and route a small sample of keys under an initial layout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from keyshared.hashing import key_hashes
+from keyshared.layout import TopicLayout
+from keyshared.policy import DecisionSnapshot
+
+#: Exit status for bad input (argparse uses the same for bad arguments).
+EXIT_BAD_INPUT = 2
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name, one-line help, argument setup and body."""
+
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, TextIO], int]
+
+
+def _layout_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--layout", metavar="FILE", help="layout JSON (TopicLayout.to_json); '-' for stdin"
+    )
+    source.add_argument(
+        "--segments", type=int, default=None, help="initial layout of this many segments (1)"
+    )
+    parser.add_argument(
+        "--budget", type=int, default=4, help="entry-bucket budget of an initial layout (4)"
+    )
+
+
+def _load_layout(args: argparse.Namespace) -> TopicLayout:
+    if args.layout is not None:
+        return TopicLayout.from_dict(_read_json(args.layout), "layout")
+    return TopicLayout.initial(args.segments or 1, args.budget)
+
+
+def _read_json(path: str) -> Any:
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], out: TextIO) -> None:
+    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for row in cells:
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+
+
+def _dump(data: object, out: TextIO) -> None:
+    out.write(json.dumps(data, indent=2) + "\n")
+
+
+# --- layout --------------------------------------------------------------------------------
+
+
+def _configure_layout(parser: argparse.ArgumentParser) -> None:
+    _layout_arguments(parser)
+    parser.add_argument("--all", action="store_true", help="also list sealed segments")
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="the whole DAG as JSON")
+    form.add_argument(
+        "--response", action="store_true", help="the producer's layout response as JSON"
+    )
+
+
+def _run_layout(args: argparse.Namespace, out: TextIO) -> int:
+    layout = _load_layout(args)
+    if args.json:
+        _dump(layout.to_dict(), out)
+        return 0
+    if args.response:
+        _dump(layout.layout_response(), out)
+        return 0
+    out.write(
+        f"epoch {layout.epoch}, next segment id {layout.next_segment_id},"
+        f" {len(layout.active_segments())} active segment(s),"
+        f" {layout.total_bucket_count} bucket(s)\n"
+    )
+    shown = layout.segments.values() if args.all else layout.active_segments()
+    rows = [
+        (
+            s.segment_id,
+            s.descriptor,
+            s.state.value.lower(),
+            s.bucket_count,
+            ",".join(str(x) for x in s.bucket_splits) or "-",
+            ",".join(str(x) for x in s.parent_ids) or "-",
+            ",".join(str(x) for x in s.child_ids) or "-",
+            s.created_at_ms,
+            s.sealed_at_ms if s.sealed_at_ms >= 0 else "-",
+        )
+        for s in shown
+    ]
+    headers = ("id", "descriptor", "state", "buckets", "splits", "parents", "children")
+    _table((*headers, "created_ms", "sealed_ms"), rows, out)
+    return 0
+
+
+# --- route ---------------------------------------------------------------------------------
+
+
+def _configure_route(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("keys", nargs="*", metavar="KEY", help="keys to route (UTF-8)")
+    parser.add_argument("--stdin", action="store_true", help="also read keys, one per line")
+    _layout_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="one JSON object per key")
+
+
+def _route_rows(layout: TopicLayout, keys: Sequence[str]) -> list[dict[str, Any]]:
+    hashes = key_hashes(list(keys))
+    ids, buckets = layout.route_hashes(hashes)
+    rows = []
+    for key, h, sid, bucket in zip(
+        keys, hashes.tolist(), ids.tolist(), buckets.tolist(), strict=True
+    ):
+        segment = layout.segments[sid]
+        rows.append(
+            {
+                "key": key,
+                "key_hash": h,
+                "segment_hash": h >> 16,
+                "hash_b": h & 0xFFFF,
+                "segment_id": sid,
+                "descriptor": segment.descriptor,
+                "bucket": bucket,
+                "canonical_bucket_hash": segment.canonical_bucket_hash(bucket),
+            }
+        )
+    return rows
+
+
+def _print_routes(rows: list[dict[str, Any]], out: TextIO) -> None:
+    _table(
+        ("key", "key_hash", "seg_hash", "hash_b", "segment", "bucket", "bucket_hash"),
+        [
+            (
+                r["key"],
+                f"{r['key_hash']:08x}",
+                f"{r['segment_hash']:04x}",
+                f"{r['hash_b']:04x}",
+                r["descriptor"],
+                r["bucket"],
+                f"{r['canonical_bucket_hash']:04x}",
+            )
+            for r in rows
+        ],
+        out,
+    )
+
+
+def _run_route(args: argparse.Namespace, out: TextIO) -> int:
+    keys = list(args.keys)
+    if args.stdin:
+        keys.extend(line.rstrip("\r\n") for line in sys.stdin)
+    if not keys:
+        raise ValueError("no keys given: pass KEY arguments or --stdin")
+    rows = _route_rows(_load_layout(args), keys)
+    if args.json:
+        for row in rows:
+            out.write(json.dumps(row) + "\n")
+    else:
+        _print_routes(rows, out)
+    return 0
+
+
+# --- decide --------------------------------------------------------------------------------
+
+
+def _configure_decide(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "snapshot", metavar="SNAPSHOT.json", help="decision snapshot; '-' for stdin"
+    )
+    parser.add_argument("--json", action="store_true", help="print the decision as JSON")
+
+
+def _run_decide(args: argparse.Namespace, out: TextIO) -> int:
+    snapshot = DecisionSnapshot.from_dict(_read_json(args.snapshot))
+    decision = snapshot.decide()
+    if args.json:
+        _dump(decision.to_dict(), out)
+        return 0
+    detail = {k: v for k, v in decision.to_dict().items() if k not in ("action", "reason")}
+    action = decision.to_dict()["action"]
+    out.write(action + "".join(f" {k}={v}" for k, v in detail.items()) + "\n")
+    out.write(f"reason: {decision.reason}\n")
+    return 0
+
+
+# --- demo ----------------------------------------------------------------------------------
+
+
+def _configure_demo(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--segments", type=int, default=4, help="segments of the layout (4)")
+    parser.add_argument("--budget", type=int, default=8, help="entry-bucket budget (8)")
+    parser.add_argument("--keys", type=int, default=12, help="how many sample keys (12)")
+
+
+def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
+    layout = TopicLayout.initial(args.segments, args.budget)
+    if args.keys < 1:
+        raise ValueError(f"--keys must be at least 1, got {args.keys}")
+    keys = [f"order-{i:04d}" for i in range(args.keys)]
+    rows = _route_rows(layout, keys)
+    out.write(
+        f"{len(keys)} keys under an initial layout of {args.segments} segment(s),"
+        f" bucket budget {args.budget} ({layout.total_bucket_count} bucket(s) in all)\n\n"
+    )
+    _print_routes(rows, out)
+    counts = Counter((r["descriptor"], r["bucket"]) for r in rows)
+    out.write("\nkeys per (segment, bucket)\n")
+    _table(("segment", "bucket", "keys"), [(d, b, n) for (d, b), n in sorted(counts.items())], out)
+    return 0
+
+
+COMMANDS: list[Command] = [
+    Command("layout", "print a layout", _configure_layout, _run_layout),
+    Command("route", "route keys to (segment, bucket)", _configure_route, _run_route),
+    Command(
+        "decide",
+        "what auto split/merge/rebucket would do for a snapshot, and why",
+        _configure_decide,
+        _run_decide,
+    ),
+    Command(
+        "demo", "hash and route sample keys under an initial layout", _configure_demo, _run_demo
+    ),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="keyshared", description="Key_Shared routing and policy for scalable topics."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.configure(sub.add_parser(command.name, help=command.help, description=command.help))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Runs one subcommand; returns its exit status (2 for bad input, with the error on
+    stderr)."""
+    args = build_parser().parse_args(argv)
+    command = next(c for c in COMMANDS if c.name == args.command)
+    try:
+        return command.run(args, out if out is not None else sys.stdout)
+    except (ValueError, TypeError, OSError) as e:
+        print(f"keyshared {command.name}: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT

@@ -1,0 +1,548 @@
+"""A scalable topic's segment layout (PIP-468 / PIP-486): an immutable DAG of segments.
+
+Each segment owns a range of the 16-bit segment ring (``key_hash >> 16``) and divides the
+16-bit bucket ring (hashB, ``key_hash & 0xFFFF``) into buckets by its ascending split points.
+Invariants of every :class:`TopicLayout`:
+
+* the active segments tile ``[0x0000, 0xFFFF]`` exactly, without gaps or overlaps;
+* segment ids are unique and below ``next_segment_id``; a child's id is above its parents';
+* parent and child links are mutual, and an active segment has no children;
+* a segment's bucket splits never change: a new bucket count is a new segment (rollover).
+
+Every operation returns a new layout with ``epoch + 1`` and raises ValueError when it cannot
+apply. Times are epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from keyshared._checks import check_int, check_keys, check_mapping
+from keyshared.buckets import (
+    HashRange,
+    RoutingTable,
+    bucket_ranges,
+    buckets_for_budget,
+    canonical_bucket_hash,
+    equal_width_splits,
+)
+
+#: The 16-bit rings hold this many hashes; it is also the most buckets a segment can have.
+RING_SIZE = 0x10000
+
+_SEGMENT_FIELDS = frozenset(
+    {
+        "segment_id",
+        "hash_range",
+        "state",
+        "parent_ids",
+        "child_ids",
+        "bucket_splits",
+        "created_at_ms",
+        "sealed_at_ms",
+    }
+)
+_LAYOUT_FIELDS = frozenset({"epoch", "next_segment_id", "segments"})
+
+
+class SegmentState(StrEnum):
+    """Pulsar's ``SegmentState``: a segment takes writes while active, and only drains once
+    sealed."""
+
+    ACTIVE = "ACTIVE"
+    SEALED = "SEALED"
+
+
+def format_descriptor(hash_range: HashRange, segment_id: int) -> str:
+    """Pulsar's segment descriptor, ``"{start:04x}-{end:04x}-{segment_id}"``, e.g.
+    ``"0000-7fff-1"``: the last part of a ``segment://`` topic name."""
+    return f"{hash_range.to_hex()}-{check_int('segment_id', segment_id, minimum=0)}"
+
+
+def parse_descriptor(descriptor: str) -> tuple[HashRange, int]:
+    """``(hash_range, segment_id)`` of a descriptor such as ``"0000-7fff-1"``."""
+    if not isinstance(descriptor, str):
+        raise TypeError(f"descriptor must be a str, got {type(descriptor).__name__}")
+    text, sep, seg = descriptor.rpartition("-")
+    if not sep or not seg.isdigit() or not seg.isascii():
+        raise ValueError(f'descriptor {descriptor!r} is not like "0000-7fff-1"')
+    return HashRange.from_hex(text), int(seg)
+
+
+def _check_splits(name: str, splits: Iterable[object]) -> tuple[int, ...]:
+    out = tuple(
+        check_int(f"{name}[{i}]", s, minimum=1, maximum=0xFFFF) for i, s in enumerate(splits)
+    )
+    for i in range(1, len(out)):
+        if out[i] <= out[i - 1]:
+            raise ValueError(f"{name} must be strictly ascending, but {name}[{i}] is {out[i]}")
+    return out
+
+
+def _check_ids(name: str, ids: Iterable[object]) -> tuple[int, ...]:
+    out = tuple(check_int(f"{name}[{i}]", v, minimum=0) for i, v in enumerate(ids))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{name} has a repeated id: {list(out)}")
+    return out
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One node of the layout DAG (Pulsar's ``SegmentInfo``).
+
+    ``bucket_splits`` are the ascending starts of buckets 1..N-1 on the hashB ring (empty:
+    one bucket). ``created_at_ms`` and ``sealed_at_ms`` are epoch ms; ``sealed_at_ms`` is -1
+    exactly while the segment is active.
+    """
+
+    segment_id: int
+    hash_range: HashRange
+    state: SegmentState = SegmentState.ACTIVE
+    parent_ids: tuple[int, ...] = ()
+    child_ids: tuple[int, ...] = ()
+    bucket_splits: tuple[int, ...] = ()
+    created_at_ms: int = 0
+    sealed_at_ms: int = -1
+
+    def __post_init__(self) -> None:
+        check_int("segment_id", self.segment_id, minimum=0)
+        if not isinstance(self.hash_range, HashRange):
+            raise TypeError(f"hash_range must be a HashRange, got {type(self.hash_range).__name__}")
+        object.__setattr__(self, "state", SegmentState(self.state))
+        object.__setattr__(self, "parent_ids", _check_ids("parent_ids", self.parent_ids))
+        object.__setattr__(self, "child_ids", _check_ids("child_ids", self.child_ids))
+        object.__setattr__(
+            self, "bucket_splits", _check_splits("bucket_splits", self.bucket_splits)
+        )
+        check_int("created_at_ms", self.created_at_ms, minimum=0)
+        if self.state is SegmentState.ACTIVE:
+            check_int("sealed_at_ms", self.sealed_at_ms, minimum=-1, maximum=-1)
+        else:
+            check_int("sealed_at_ms", self.sealed_at_ms, minimum=0)
+
+    @property
+    def is_active(self) -> bool:
+        return self.state is SegmentState.ACTIVE
+
+    @property
+    def bucket_count(self) -> int:
+        """N, the number of buckets: one more than the split points."""
+        return len(self.bucket_splits) + 1
+
+    @property
+    def descriptor(self) -> str:
+        """``"0000-7fff-1"``: hash range and id, as in the segment's topic name."""
+        return format_descriptor(self.hash_range, self.segment_id)
+
+    def bucket_ranges(self) -> list[HashRange]:
+        """The hashB range of each bucket, in bucket order."""
+        return bucket_ranges(self.bucket_splits)
+
+    def canonical_bucket_hash(self, bucket: int) -> int:
+        """The one hash standing for bucket ``bucket`` in per-hash structures (PIP-379)."""
+        check_int("bucket", bucket, minimum=0, maximum=len(self.bucket_splits))
+        return canonical_bucket_hash(bucket, self.bucket_splits)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; :meth:`from_dict` reads it back."""
+        return {
+            "segment_id": self.segment_id,
+            "hash_range": self.hash_range.to_hex(),
+            "state": self.state.value,
+            "parent_ids": list(self.parent_ids),
+            "child_ids": list(self.child_ids),
+            "bucket_splits": list(self.bucket_splits),
+            "created_at_ms": self.created_at_ms,
+            "sealed_at_ms": self.sealed_at_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], name: str = "segment") -> Segment:
+        """The segment of a :meth:`to_dict` dict; errors name the field (``name.field``)."""
+        check_mapping(name, data)
+        check_keys(name, data, _SEGMENT_FIELDS)
+        for key in ("segment_id", "hash_range"):
+            if key not in data:
+                raise ValueError(f"{name}.{key} is missing")
+        text = data["hash_range"]
+        if not isinstance(text, str):
+            raise TypeError(f'{name}.hash_range must be a str like "0000-7fff"')
+        state = str(data.get("state", "ACTIVE")).upper()
+        if state not in SegmentState.__members__:
+            raise ValueError(f"{name}.state must be ACTIVE or SEALED, got {data.get('state')!r}")
+        try:
+            return cls(
+                segment_id=data["segment_id"],
+                hash_range=HashRange.from_hex(text),
+                state=SegmentState(state),
+                parent_ids=tuple(_list(f"{name}.parent_ids", data.get("parent_ids", []))),
+                child_ids=tuple(_list(f"{name}.child_ids", data.get("child_ids", []))),
+                bucket_splits=tuple(_list(f"{name}.bucket_splits", data.get("bucket_splits", []))),
+                created_at_ms=data.get("created_at_ms", 0),
+                sealed_at_ms=data.get("sealed_at_ms", -1),
+            )
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{name}.{e}") from None
+
+
+def _list(name: str, value: object) -> list[Any]:
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"{name} must be a list, got {type(value).__name__}")
+    return list(value)
+
+
+@dataclass(frozen=True)
+class TopicLayout:
+    """Pulsar's ``SegmentLayout``: the segment DAG of one scalable topic, immutable.
+
+    ``segments`` maps every segment id (active and sealed) to its :class:`Segment`, in id
+    order. Build one with :meth:`initial`, or from its parts (validated), or from JSON.
+    """
+
+    epoch: int
+    next_segment_id: int
+    segments: Mapping[int, Segment] = field(hash=False)
+
+    def __post_init__(self) -> None:
+        check_int("epoch", self.epoch, minimum=0)
+        check_int("next_segment_id", self.next_segment_id, minimum=0)
+        check_mapping("segments", self.segments)
+        by_id: dict[int, Segment] = {}
+        for key, seg in self.segments.items():
+            if not isinstance(seg, Segment):
+                raise TypeError(f"segments[{key!r}] must be a Segment, got {type(seg).__name__}")
+            if key != seg.segment_id:
+                raise ValueError(f"segments[{key!r}] holds segment {seg.segment_id}")
+            by_id[seg.segment_id] = seg
+        object.__setattr__(self, "segments", MappingProxyType(dict(sorted(by_id.items()))))
+        _check_dag(by_id, self.next_segment_id)
+        _check_tiling(self.active_segments())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The mapping proxy and the cached routing table cannot be pickled; the parts can.
+        return (TopicLayout, (self.epoch, self.next_segment_id, dict(self.segments)))
+
+    @classmethod
+    def initial(cls, num_segments: int, bucket_budget: int = 4, now_ms: int = 0) -> TopicLayout:
+        """``num_segments`` segments (ids 0..n-1) of ``65536 // n`` hashes each, the last one
+        ending at 0xFFFF, each with ``buckets_for_budget(bucket_budget, n)`` equal-width
+        buckets; epoch 0, next id n."""
+        n = check_int("num_segments", num_segments, minimum=1, maximum=RING_SIZE)
+        check_int("bucket_budget", bucket_budget, minimum=1)
+        check_int("now_ms", now_ms, minimum=0)
+        buckets = buckets_for_budget(bucket_budget, n)
+        if buckets > RING_SIZE:
+            raise ValueError(
+                f"bucket_budget gives {buckets} buckets per segment, above {RING_SIZE}"
+            )
+        splits = tuple(equal_width_splits(buckets))
+        width = RING_SIZE // n
+        segments = {
+            i: Segment(
+                segment_id=i,
+                hash_range=HashRange(i * width, 0xFFFF if i == n - 1 else (i + 1) * width - 1),
+                bucket_splits=splits,
+                created_at_ms=now_ms,
+            )
+            for i in range(n)
+        }
+        return cls(epoch=0, next_segment_id=n, segments=segments)
+
+    # --- reading ----------------------------------------------------------------------
+
+    def active_segments(self) -> tuple[Segment, ...]:
+        """The active segments in range order (they tile the ring)."""
+        return self._active
+
+    @cached_property
+    def _active(self) -> tuple[Segment, ...]:
+        active = (s for s in self.segments.values() if s.is_active)
+        return tuple(sorted(active, key=lambda s: s.hash_range.start))
+
+    @cached_property
+    def _active_starts(self) -> list[int]:
+        return [s.hash_range.start for s in self._active]
+
+    @property
+    def total_bucket_count(self) -> int:
+        """The sum of the active segments' bucket counts: the consumer parallelism on offer."""
+        return sum(s.bucket_count for s in self._active)
+
+    def segment(self, segment_id: int) -> Segment:
+        """The segment with this id; ValueError naming the id if there is none."""
+        try:
+            return self.segments[segment_id]
+        except (KeyError, TypeError):
+            raise ValueError(f"segment {segment_id!r} is not in the layout") from None
+
+    def find_active_segment(self, segment_hash: int) -> Segment:
+        """The active segment whose range holds ``segment_hash`` (in ``[0, 0xFFFF]``)."""
+        h = check_int("segment_hash", segment_hash, minimum=0, maximum=0xFFFF)
+        return self._active[bisect.bisect_right(self._active_starts, h) - 1]
+
+    def merge_depth(self, segment_id: int) -> int:
+        """How many segments with two or more parents (merges) lie among the segment and its
+        ancestors; splits and rollovers do not count."""
+        todo, seen, depth = [self.segment(segment_id).segment_id], set(), 0
+        while todo:
+            seg = self.segments.get(todo.pop())
+            if seg is None or seg.segment_id in seen:
+                continue
+            seen.add(seg.segment_id)
+            depth += len(seg.parent_ids) >= 2
+            todo.extend(seg.parent_ids)
+        return depth
+
+    # --- routing ----------------------------------------------------------------------
+
+    @cached_property
+    def routing_table(self) -> RoutingTable:
+        """The native one-pass router of the active segments, built once per layout."""
+        return RoutingTable((s.segment_id, s.hash_range, s.bucket_splits) for s in self._active)
+
+    def route(self, key: str | bytes) -> tuple[int, int]:
+        """``(segment id, bucket index)`` of one key."""
+        return self.routing_table.route(key)
+
+    def route_keys(
+        self, keys: Any, *, null_key: str | bytes | None = None, threads: int | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+        """Segment ids (int64) and bucket indices (int32) of a batch of keys (a list, NumPy
+        array or Arrow array), in one native pass that releases the GIL."""
+        return self.routing_table.route_keys(keys, null_key=null_key, threads=threads)
+
+    def route_hashes(
+        self, key_hashes: npt.NDArray[np.uint32], *, threads: int | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+        """As :meth:`route_keys`, from 32-bit key hashes (uint32)."""
+        return self.routing_table.route_hashes(key_hashes, threads=threads)
+
+    # --- operations -------------------------------------------------------------------
+
+    def split_segment(self, segment_id: int, now_ms: int) -> TopicLayout:
+        """Seals an active segment and gives the halves of its range to two children (the
+        next two ids), each with ``max(1, N // 2)`` equal-width buckets."""
+        seg = self._active_segment(segment_id, "split")
+        check_int("now_ms", now_ms, minimum=0)
+        try:
+            low, high = seg.hash_range.split()
+        except ValueError as e:
+            raise ValueError(f"cannot split segment {seg.segment_id}: {e}") from None
+        first = self.next_segment_id
+        splits = tuple(equal_width_splits(max(1, seg.bucket_count // 2)))
+        children = [
+            Segment(
+                cid, r, parent_ids=(seg.segment_id,), bucket_splits=splits, created_at_ms=now_ms
+            )
+            for cid, r in ((first, low), (first + 1, high))
+        ]
+        return self._apply([_sealed(seg, now_ms, (first, first + 1)), *children], first + 2)
+
+    def merge_segments(
+        self, segment_id_1: int, segment_id_2: int, now_ms: int, max_buckets: int | None = None
+    ) -> TopicLayout:
+        """Seals two adjacent active segments and creates one (the next id) with the union
+        range, both as parents, and ``N1 + N2`` equal-width buckets, clamped to
+        ``max_buckets`` when given (and always to the ring's 65,536)."""
+        a = self._active_segment(segment_id_1, "merge")
+        b = self._active_segment(segment_id_2, "merge")
+        check_int("now_ms", now_ms, minimum=0)
+        if a.segment_id == b.segment_id:
+            raise ValueError(f"cannot merge segment {a.segment_id} with itself")
+        if not a.hash_range.is_adjacent_to(b.hash_range):
+            raise ValueError(
+                f"segments {a.segment_id} ({a.hash_range}) and {b.segment_id} ({b.hash_range})"
+                " are not adjacent"
+            )
+        count = min(a.bucket_count + b.bucket_count, RING_SIZE)
+        if max_buckets is not None:
+            count = min(count, check_int("max_buckets", max_buckets, minimum=1))
+        new_id = self.next_segment_id
+        merged = Segment(
+            new_id,
+            a.hash_range.merge(b.hash_range),
+            parent_ids=(a.segment_id, b.segment_id),
+            bucket_splits=tuple(equal_width_splits(count)),
+            created_at_ms=now_ms,
+        )
+        return self._apply(
+            [_sealed(a, now_ms, (new_id,)), _sealed(b, now_ms, (new_id,)), merged], new_id + 1
+        )
+
+    def rebucket_segment(
+        self,
+        segment_id: int,
+        bucket_count: int,
+        now_ms: int,
+        *,
+        bucket_splits: Sequence[int] | None = None,
+    ) -> TopicLayout:
+        """PIP-486's rebucket rollover ("no-op split"): seals the segment and creates one
+        successor (the next id) with the same range and ``bucket_count`` buckets, equal-width
+        unless ``bucket_splits`` gives the ``bucket_count - 1`` split points (for example
+        traffic-balanced ones). Refused when the buckets would not change."""
+        seg = self._active_segment(segment_id, "rebucket")
+        n = check_int("bucket_count", bucket_count, minimum=1, maximum=RING_SIZE)
+        check_int("now_ms", now_ms, minimum=0)
+        if bucket_splits is None:
+            if n == seg.bucket_count:
+                raise ValueError(f"segment {seg.segment_id} already has {n} bucket(s)")
+            splits = tuple(equal_width_splits(n))
+        else:
+            splits = _check_splits("bucket_splits", bucket_splits)
+            if len(splits) != n - 1:
+                raise ValueError(
+                    f"bucket_splits has {len(splits)} split point(s); {n} buckets need {n - 1}"
+                )
+            if splits == seg.bucket_splits:
+                raise ValueError(f"segment {seg.segment_id} already has these bucket splits")
+        new_id = self.next_segment_id
+        successor = Segment(
+            new_id,
+            seg.hash_range,
+            parent_ids=(seg.segment_id,),
+            bucket_splits=splits,
+            created_at_ms=now_ms,
+        )
+        return self._apply([_sealed(seg, now_ms, (new_id,)), successor], new_id + 1)
+
+    def prune_segment(self, segment_id: int) -> TopicLayout:
+        """Removes a sealed segment from the DAG (its data has expired), unlinking it from
+        its parents and children; epoch + 1."""
+        seg = self.segment(segment_id)
+        if seg.is_active:
+            raise ValueError(f"cannot prune segment {seg.segment_id}: it is active")
+        segments = dict(self.segments)
+        del segments[seg.segment_id]
+        for cid in seg.child_ids:
+            child = segments[cid]
+            segments[cid] = replace(
+                child, parent_ids=tuple(p for p in child.parent_ids if p != seg.segment_id)
+            )
+        for pid in seg.parent_ids:
+            parent = segments[pid]
+            segments[pid] = replace(
+                parent, child_ids=tuple(c for c in parent.child_ids if c != seg.segment_id)
+            )
+        return TopicLayout(self.epoch + 1, self.next_segment_id, segments)
+
+    def _active_segment(self, segment_id: int, action: str) -> Segment:
+        seg = self.segment(segment_id)
+        if not seg.is_active:
+            raise ValueError(f"cannot {action} segment {seg.segment_id}: it is sealed")
+        return seg
+
+    def _apply(self, changed: Iterable[Segment], next_segment_id: int) -> TopicLayout:
+        segments = dict(self.segments)
+        segments.update((s.segment_id, s) for s in changed)
+        return TopicLayout(self.epoch + 1, next_segment_id, segments)
+
+    # --- serialisation ----------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the whole DAG; :meth:`from_dict` reads it back."""
+        return {
+            "epoch": self.epoch,
+            "next_segment_id": self.next_segment_id,
+            "segments": [s.to_dict() for s in self.segments.values()],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], name: str = "layout") -> TopicLayout:
+        """The layout of a :meth:`to_dict` dict, validated; errors name the field."""
+        check_mapping(name, data)
+        check_keys(name, data, _LAYOUT_FIELDS)
+        for key in _LAYOUT_FIELDS:
+            if key not in data:
+                raise ValueError(f"{name}.{key} is missing")
+        items = _list(f"{name}.segments", data["segments"])
+        segments = [Segment.from_dict(s, f"{name}.segments[{i}]") for i, s in enumerate(items)]
+        by_id = {s.segment_id: s for s in segments}
+        if len(by_id) != len(segments):
+            raise ValueError(f"{name}.segments repeats a segment id")
+        try:
+            return cls(data["epoch"], data["next_segment_id"], by_id)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{name}: {e}") from None
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> TopicLayout:
+        return cls.from_dict(json.loads(text))
+
+    def layout_response(self) -> dict[str, Any]:
+        """What a producer needs to route and bucket its batches (PIP-486's extension of
+        ``ScalableTopicLayoutResponse``): the epoch and, per active segment in range order,
+        its id, descriptor, range and bucket splits."""
+        return {
+            "epoch": self.epoch,
+            "segments": [
+                {
+                    "segment_id": s.segment_id,
+                    "descriptor": s.descriptor,
+                    "hash_range": s.hash_range.to_hex(),
+                    "bucket_splits": list(s.bucket_splits),
+                }
+                for s in self._active
+            ],
+        }
+
+
+def _sealed(seg: Segment, now_ms: int, child_ids: tuple[int, ...]) -> Segment:
+    return replace(seg, state=SegmentState.SEALED, child_ids=child_ids, sealed_at_ms=now_ms)
+
+
+def _check_dag(segments: Mapping[int, Segment], next_segment_id: int) -> None:
+    for sid, seg in segments.items():
+        if sid >= next_segment_id:
+            raise ValueError(f"segment {sid} is not below next_segment_id ({next_segment_id})")
+        if seg.is_active and seg.child_ids:
+            raise ValueError(f"segment {sid} is active but has children {list(seg.child_ids)}")
+        for pid in seg.parent_ids:
+            parent = segments.get(pid)
+            if parent is None:
+                raise ValueError(f"segment {sid} names parent {pid}, which is not in the layout")
+            if pid >= sid:
+                raise ValueError(f"segment {sid} names parent {pid}, which is not older")
+            if sid not in parent.child_ids:
+                raise ValueError(f"segment {sid} names parent {pid}, which does not name it")
+        for cid in seg.child_ids:
+            child = segments.get(cid)
+            if child is None:
+                raise ValueError(f"segment {sid} names child {cid}, which is not in the layout")
+            if sid not in child.parent_ids:
+                raise ValueError(f"segment {sid} names child {cid}, which does not name it")
+
+
+def _check_tiling(active: Sequence[Segment]) -> None:
+    if not active:
+        raise ValueError("a layout needs active segments tiling 0000-ffff; it has none")
+    next_start = 0
+    for seg in active:
+        if seg.hash_range.start != next_start:
+            problem = (
+                "overlaps the one before it"
+                if seg.hash_range.start < next_start
+                else "leaves a gap before it"
+            )
+            raise ValueError(
+                "active segments must tile 0000-ffff: "
+                f"segment {seg.segment_id} ({seg.hash_range}) {problem}"
+            )
+        next_start = seg.hash_range.end + 1
+    if next_start != RING_SIZE:
+        raise ValueError(
+            f"active segments must tile 0000-ffff, but they end at {next_start - 1:04x}"
+        )
