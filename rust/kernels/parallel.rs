@@ -1,6 +1,7 @@
 //! Splitting a batch over scoped threads, with a process-wide default thread count.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::thread;
 
 /// Below this many items per thread, spawning costs more than it saves.
@@ -21,8 +22,14 @@ pub fn set_default_threads(threads: usize) {
     DEFAULT_THREADS.store(threads, Ordering::Relaxed);
 }
 
+/// Items in one piece of work handed to a thread.
+const PIECE: usize = 16 * 1024;
+
 /// Calls `work(start, a_chunk, b_chunk)` over matching chunks of two equally long outputs,
 /// on up to `threads` threads. `start` is the chunk's first index in the whole batch.
+///
+/// Threads take small pieces one after another rather than one equal share each, so a thread
+/// the OS puts aside on a busy machine holds up only its current piece.
 pub fn for_each_chunk<A, B, F>(a: &mut [A], b: &mut [B], threads: usize, work: F)
 where
     A: Send,
@@ -30,26 +37,25 @@ where
     F: Fn(usize, &mut [A], &mut [B]) + Sync,
 {
     assert_eq!(a.len(), b.len(), "outputs must be equally long");
-    let len = a.len();
-    let threads = threads.clamp(1, (len / MIN_ITEMS_PER_THREAD).max(1));
+    let threads = threads.clamp(1, (a.len() / MIN_ITEMS_PER_THREAD).max(1));
     if threads == 1 {
         work(0, a, b);
         return;
     }
-    let chunk = len.div_ceil(threads);
-    let (first_a, rest_a) = a.split_at_mut(chunk);
-    let (first_b, rest_b) = b.split_at_mut(chunk);
-    thread::scope(|scope| {
-        let work = &work;
-        for (i, (a, b)) in rest_a
-            .chunks_mut(chunk)
-            .zip(rest_b.chunks_mut(chunk))
-            .enumerate()
-        {
-            scope.spawn(move || work((i + 1) * chunk, a, b));
+    let pieces = Mutex::new(a.chunks_mut(PIECE).zip(b.chunks_mut(PIECE)).enumerate());
+    let run = || loop {
+        let next = pieces.lock().unwrap_or_else(PoisonError::into_inner).next();
+        match next {
+            Some((i, (a, b))) => work(i * PIECE, a, b),
+            None => break,
         }
-        // The calling thread takes a share too instead of only waiting.
-        work(0, first_a, first_b);
+    };
+    thread::scope(|scope| {
+        for _ in 1..threads {
+            scope.spawn(run);
+        }
+        // The calling thread works too instead of only waiting.
+        run();
     });
 }
 
