@@ -1,0 +1,40 @@
+"""keyshared on Apache Spark: Arrow UDFs on the Rust kernels, and the bulk-bucketing job
+(``python -m spark_udfs.job``).
+
+    from spark_udfs import register, with_routing
+
+    register(spark, layout)  # SQL: ks_key_hash, ks_segment_hash, ks_bucket_hash, ks_route
+    with_routing(df, "key", layout).groupBy("segment_id", "bucket").count()
+"""
+
+from spark_udfs.layouts import Layout, LayoutLike, segment_specs
+from spark_udfs.udfs import (
+    BUCKET,
+    BUCKET_HASH,
+    KEY_HASH,
+    SEGMENT_HASH,
+    SEGMENT_ID,
+    bucket_hash_udf,
+    key_hash_udf,
+    register,
+    route_udf,
+    segment_hash_udf,
+    with_routing,
+)
+
+__all__ = [
+    "BUCKET",
+    "BUCKET_HASH",
+    "KEY_HASH",
+    "SEGMENT_HASH",
+    "SEGMENT_ID",
+    "Layout",
+    "LayoutLike",
+    "bucket_hash_udf",
+    "key_hash_udf",
+    "register",
+    "route_udf",
+    "segment_hash_udf",
+    "segment_specs",
+    "with_routing",
+]

@@ -1,0 +1,31 @@
+"""The SparkSession of the job, the tests and the benchmarks."""
+
+import os
+import sys
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+
+def get_session(
+    master: str | None = None,
+    app_name: str = "keyshared",
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """The active session, or a new one on ``master`` with ``conf``.
+
+    Without a master the session takes spark-submit's, or ``local[*]`` when run directly. On
+    a local master, Python workers run this interpreter, so they import the same keyshared
+    build as the driver; on a cluster ``PYSPARK_PYTHON`` points at the shipped environment.
+    """
+    launched_by_submit = "PYSPARK_GATEWAY_PORT" in os.environ
+    if master is None and not launched_by_submit:
+        master = "local[*]"
+    if master is not None and master.startswith("local"):
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

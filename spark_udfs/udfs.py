@@ -1,0 +1,182 @@
+"""Arrow UDFs on the keyshared kernels: key, segment and bucket hashes, and layout routing.
+
+Each UDF takes a string or binary column and works batch by batch on the Arrow arrays Spark
+hands the Python worker: the kernel reads them without copying and its NumPy result goes back
+as an Arrow array, with no pandas and no per-row Python in between. Executors already run one
+task per core, so the kernels run single-threaded there.
+
+Nulls follow the library: a null key fails the task with an error naming its position in the
+batch, unless ``null_key`` gives the bytes to hash in its place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.functions import arrow_udf
+
+from keyshared import HashRange, equal_width_splits, key_hashes, split_hashes
+from spark_udfs.layouts import Layout, SegmentSpec, routing_table, segment_specs
+
+if TYPE_CHECKING:
+    # Only pyspark's stubs define it.
+    from pyspark.sql._typing import UserDefinedFunctionLike
+
+NullKey = str | bytes | None
+ArrowIterFunction = Callable[[Iterator[pa.Array]], Iterator[pa.Array]]
+
+SEGMENT_ID = "segment_id"
+BUCKET = "bucket"
+KEY_HASH = "key_hash"
+SEGMENT_HASH = "segment_hash"
+BUCKET_HASH = "bucket_hash"
+
+# Spark has no unsigned types: the 32-bit key hash widens to bigint, 16-bit halves to int.
+_FIELD_TYPES = {
+    SEGMENT_ID: "bigint",
+    BUCKET: "int",
+    KEY_HASH: "bigint",
+    SEGMENT_HASH: "int",
+    BUCKET_HASH: "int",
+}
+ROUTE_FIELDS = (SEGMENT_ID, BUCKET)
+HASH_FIELDS = (KEY_HASH, SEGMENT_HASH, BUCKET_HASH)
+
+# The layout ks_route uses when register() is given none: one segment over the whole ring with
+# the SPEC's default bucket budget of 4.
+DEFAULT_LAYOUT = ((0, HashRange.full(), equal_width_splits(4)),)
+
+
+def _arrow_iter_udf(func: ArrowIterFunction, return_type: str) -> UserDefinedFunctionLike:
+    """An iterator Arrow UDF, its kind inferred from ``func``'s type hints."""
+    # pyspark's stubs only type the functionType= form, which it deprecates for type hints.
+    return arrow_udf(func, return_type)  # type: ignore[call-overload, no-any-return]
+
+
+def _struct_type(fields: tuple[str, ...]) -> str:
+    return "struct<" + ",".join(f"{name}:{_FIELD_TYPES[name]}" for name in fields) + ">"
+
+
+def key_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
+    """``ks_key_hash(key)``: the pinned 32-bit key hash, as a bigint in ``[0, 2**32)``."""
+
+    def ks_key_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        for keys in batches:
+            hashes = key_hashes(keys, null_key=null_key, threads=1)
+            yield pa.array(hashes.astype(np.int64))
+
+    return _arrow_iter_udf(ks_key_hash, "bigint")
+
+
+def segment_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
+    """``ks_segment_hash(key)``: ``key_hash >> 16``, the key's place on the segment ring."""
+
+    def ks_segment_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        for keys in batches:
+            segment, _ = split_hashes(keys, null_key=null_key, threads=1)
+            yield pa.array(segment.astype(np.int32))
+
+    return _arrow_iter_udf(ks_segment_hash, "int")
+
+
+def bucket_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
+    """``ks_bucket_hash(key)``: ``key_hash & 0xFFFF``, PIP-486's hashB."""
+
+    def ks_bucket_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        for keys in batches:
+            _, bucket = split_hashes(keys, null_key=null_key, threads=1)
+            yield pa.array(bucket.astype(np.int32))
+
+    return _arrow_iter_udf(ks_bucket_hash, "int")
+
+
+def route_udf(layout: Layout, null_key: NullKey = None) -> UserDefinedFunctionLike:
+    """``ks_route(key)``: a struct of the key's ``segment_id`` and ``bucket`` under ``layout``.
+
+    ``layout`` is a ``TopicLayout``, a ``RoutingTable`` or ``(segment_id, HashRange, splits)``
+    triples; it is validated here, on the driver.
+    """
+    return _route_udf(segment_specs(layout), null_key)
+
+
+def _route_udf(specs: tuple[SegmentSpec, ...], null_key: NullKey) -> UserDefinedFunctionLike:
+    def ks_route(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        table = routing_table(specs)
+        for keys in batches:
+            segment_ids, buckets = table.route_keys(keys, null_key=null_key, threads=1)
+            yield pa.StructArray.from_arrays(
+                [pa.array(segment_ids), pa.array(buckets)], names=list(ROUTE_FIELDS)
+            )
+
+    return _arrow_iter_udf(ks_route, _struct_type(ROUTE_FIELDS))
+
+
+def _route_and_hash_udf(
+    specs: tuple[SegmentSpec, ...], null_key: NullKey
+) -> UserDefinedFunctionLike:
+    """Routing plus all three hashes from one hashing pass over the keys."""
+
+    def ks_route_and_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        table = routing_table(specs)
+        for keys in batches:
+            hashes = key_hashes(keys, null_key=null_key, threads=1)
+            segment_ids, buckets = table.route_hashes(hashes, threads=1)
+            columns = [
+                segment_ids,
+                buckets,
+                hashes.astype(np.int64),
+                (hashes >> 16).astype(np.int32),
+                (hashes & 0xFFFF).astype(np.int32),
+            ]
+            yield pa.StructArray.from_arrays(
+                [pa.array(c) for c in columns], names=[*ROUTE_FIELDS, *HASH_FIELDS]
+            )
+
+    return _arrow_iter_udf(ks_route_and_hash, _struct_type((*ROUTE_FIELDS, *HASH_FIELDS)))
+
+
+def with_routing(
+    df: DataFrame,
+    key: str | Column,
+    layout: Layout,
+    *,
+    null_key: NullKey = None,
+    hashes: bool = False,
+) -> DataFrame:
+    """``df`` with ``segment_id`` and ``bucket`` columns routing ``key`` under ``layout``, and
+    with ``hashes``, also ``key_hash``, ``segment_hash`` and ``bucket_hash``.
+
+    The keys pass through Python once, however many columns are added; columns of the same
+    names are replaced.
+    """
+    specs = segment_specs(layout)
+    fields: tuple[str, ...]
+    if hashes:
+        udf, fields = _route_and_hash_udf(specs, null_key), (*ROUTE_FIELDS, *HASH_FIELDS)
+    else:
+        udf, fields = _route_udf(specs, null_key), ROUTE_FIELDS
+    key_column = F.col(key) if isinstance(key, str) else key
+    packed = "__ks_routing"
+    routed = df.withColumn(packed, udf(key_column))
+    return routed.withColumns({name: F.col(packed)[name] for name in fields}).drop(packed)
+
+
+def register(
+    spark: SparkSession, layout: Layout | None = None, *, null_key: NullKey = None
+) -> None:
+    """Registers ``ks_key_hash``, ``ks_segment_hash``, ``ks_bucket_hash`` and ``ks_route`` for
+    SQL in ``spark``. ``ks_route`` routes under ``layout``, by default one segment over the
+    whole ring with 4 buckets."""
+    functions = {
+        "ks_key_hash": key_hash_udf(null_key),
+        "ks_segment_hash": segment_hash_udf(null_key),
+        "ks_bucket_hash": bucket_hash_udf(null_key),
+        "ks_route": route_udf(DEFAULT_LAYOUT if layout is None else layout, null_key),
+    }
+    for name, udf in functions.items():
+        spark.udf.register(name, udf)
