@@ -54,7 +54,7 @@ def _layout_arguments(parser: argparse.ArgumentParser) -> None:
 def _load_layout(args: argparse.Namespace) -> TopicLayout:
     if args.layout is not None:
         return TopicLayout.from_dict(_read_json(args.layout), "layout")
-    return TopicLayout.initial(args.segments or 1, args.budget)
+    return TopicLayout.initial(1 if args.segments is None else args.segments, args.budget)
 
 
 def _read_json(path: str) -> Any:

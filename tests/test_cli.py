@@ -1,0 +1,199 @@
+"""The ``keyshared`` command line: layout, route, decide, demo."""
+
+import argparse
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import TextIO
+
+import pytest
+
+import keyshared as ks
+from keyshared import TopicLayout, cli
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    status = cli.main(list(argv), out=out)
+    return status, out.getvalue()
+
+
+def test_layout_prints_the_active_segments() -> None:
+    status, text = run("layout", "--segments", "2", "--budget", "8")
+    assert status == 0
+    lines = text.splitlines()
+    assert lines[0] == "epoch 0, next segment id 2, 2 active segment(s), 8 bucket(s)"
+    assert lines[1].split() == [
+        "id",
+        "descriptor",
+        "state",
+        "buckets",
+        "splits",
+        "parents",
+        "children",
+        "created_ms",
+        "sealed_ms",
+    ]
+    assert lines[2].split()[:4] == ["0", "0000-7fff-0", "active", "4"]
+    assert lines[3].split()[4] == "16384,32768,49152"
+
+
+def test_layout_json_and_response_and_all(tmp_path: Path) -> None:
+    layout = TopicLayout.initial(1).split_segment(0, 7)
+    path = tmp_path / "layout.json"
+    path.write_text(layout.to_json())
+    status, text = run("layout", "--layout", str(path), "--json")
+    assert status == 0 and TopicLayout.from_dict(json.loads(text)) == layout
+    _, text = run("layout", "--layout", str(path), "--response")
+    assert json.loads(text) == layout.layout_response()
+    _, text = run("layout", "--layout", str(path), "--all")
+    assert "0000-ffff-0  sealed" in text and len(text.splitlines()) == 5
+
+
+def test_route_matches_the_library() -> None:
+    layout = TopicLayout.initial(4, bucket_budget=16)
+    status, text = run("route", "hello", "world", "--segments", "4", "--budget", "16", "--json")
+    assert status == 0
+    rows = [json.loads(line) for line in text.splitlines()]
+    for row in rows:
+        assert (row["segment_id"], row["bucket"]) == layout.route(row["key"])
+        assert row["key_hash"] == ks.key_hash(row["key"])
+        assert row["hash_b"] == ks.bucket_hash(row["key"])
+    assert rows[0]["key_hash"] == 0x248BFA47
+
+
+def test_route_table_and_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("alpha\nbeta\n"))
+    status, text = run("route", "hello", "--stdin")
+    assert status == 0
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["key", "key_hash", "seg_hash"]
+    assert [line.split()[0] for line in lines[1:]] == ["hello", "alpha", "beta"]
+    assert lines[1].split()[1:4] == ["248bfa47", "248b", "fa47"]
+
+
+def test_route_without_keys_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _ = run("route")
+    assert status == 2
+    assert "no keys given" in capsys.readouterr().err
+
+
+def write_snapshot(tmp_path: Path, **changes: object) -> str:
+    layout = TopicLayout.initial(2)
+    data = {
+        "layout": layout.to_dict(),
+        "load_by_segment": {
+            "0": {"msg_rate_in": 10, "modified_at_ms": 0},
+            "1": {"msg_rate_in": 20, "modified_at_ms": 0},
+        },
+        "stream_consumer_count_by_sub": {"orders": 1},
+        "now_ms": 600_000,
+    }
+    data.update(changes)
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_decide_prints_the_action_and_why(tmp_path: Path) -> None:
+    status, text = run("decide", write_snapshot(tmp_path))
+    assert status == 0
+    assert text.splitlines() == ["merge segment_id_1=0 segment_id_2=1", "reason: cold"]
+    status, text = run("decide", write_snapshot(tmp_path, last_merge_at_ms=599_000), "--json")
+    decision = json.loads(text)
+    assert decision["action"] == "none" and "merge cooldown (299000 ms left)" in decision["reason"]
+
+
+def test_decide_reads_stdin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = Path(write_snapshot(tmp_path, stream_consumer_count_by_sub={"s": 9})).read_text()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    status, out = run("decide", "-", "--json")
+    assert status == 0
+    assert json.loads(out) == {
+        "action": "rebucket",
+        "segment_ids": [0, 1],
+        "bucket_count": 8,
+        "reason": "below-split-rate-floor",
+    }
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"load_by_segment": {"5": {"modified_at_ms": 0}}}, "load_by_segment names segment 5"),
+        ({"load_by_segment": {"0": {"msg_rate_in": -1, "modified_at_ms": 0}}}, "msg_rate_in"),
+        ({"policy": {"merge_msg_rate_in": 1e9}}, "split_msg_rate_in"),
+        ({"now_ms": "noon"}, "now_ms"),
+    ],
+)
+def test_decide_reports_bad_snapshots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], changes: dict, message: str
+) -> None:
+    status, out = run("decide", write_snapshot(tmp_path, **changes))
+    assert status == 2 and out == ""
+    err = capsys.readouterr().err
+    assert err.startswith("keyshared decide: error:") and message in err
+
+
+def test_decide_reports_missing_files_and_bad_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("decide", str(tmp_path / "nope.json"))[0] == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    assert run("decide", str(bad))[0] == 2
+    assert capsys.readouterr().err.count("error") == 2
+
+
+def test_demo_prints_a_routing_table() -> None:
+    status, text = run("demo", "--keys", "5", "--segments", "2", "--budget", "4")
+    assert status == 0
+    lines = text.splitlines()
+    assert lines[0].startswith("5 keys under an initial layout of 2 segment(s)")
+    layout = TopicLayout.initial(2, 4)
+    for i, line in enumerate(lines[3:8]):
+        key, _, _, _, descriptor, bucket, _ = line.split()
+        sid, b = layout.route(f"order-{i:04d}")
+        assert (key, descriptor, int(bucket)) == (
+            f"order-{i:04d}",
+            layout.segments[sid].descriptor,
+            b,
+        )
+    assert "keys per (segment, bucket)" in text
+
+
+def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["layout", "--segments", "two"])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit):
+        cli.main([])
+    assert run("demo", "--keys", "0")[0] == 2
+    assert run("layout", "--segments", "0")[0] == 2
+    capsys.readouterr()
+
+
+def test_one_more_subcommand_is_one_more_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    def configure(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--times", type=int, default=1)
+
+    def body(args: argparse.Namespace, out: TextIO) -> int:
+        out.write("tick\n" * args.times)
+        return 0
+
+    monkeypatch.setattr(
+        cli, "COMMANDS", [*cli.COMMANDS, cli.Command("simulate", "x", configure, body)]
+    )
+    assert run("simulate", "--times", "2") == (0, "tick\ntick\n")
+
+
+def test_python_dash_m_keyshared() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "keyshared", "route", "hello"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "248bfa47" in done.stdout
