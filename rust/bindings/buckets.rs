@@ -88,6 +88,8 @@ impl PyHashRange {
     }
 
     /// The hex form, `"0a0b-f0f0"`.
+    // Python methods take `&self`; the name is the one users look for.
+    #[allow(clippy::wrong_self_convention)]
     fn to_hex(&self) -> String {
         self.0.to_string()
     }

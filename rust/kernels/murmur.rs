@@ -126,6 +126,8 @@ mod avx2 {
                     _mm256_loadu_si256(at as *const __m256i)
                 }))
             });
+            // `j` picks the same word out of every group's columns.
+            #[allow(clippy::needless_range_loop)]
             for j in 0..LANES {
                 let b = window * LANES + j;
                 if b >= words {
