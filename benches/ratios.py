@@ -26,6 +26,7 @@ FLOORS = [
     Floor("hash-split-arrow", "polars", 1.0),
     Floor("hash-list", "mmh3-loop", 3.0),
     Floor("bucket-index", "bisect-loop", 20.0),
+    Floor("bucketed-batcher", "python", 10.0),
 ]
 
 
