@@ -177,13 +177,17 @@ class Segment:
         text = data["hash_range"]
         if not isinstance(text, str):
             raise TypeError(f'{name}.hash_range must be a str like "0000-7fff"')
+        try:
+            hash_range = HashRange.from_hex(text)
+        except ValueError as e:
+            raise ValueError(f"{name}.hash_range: {e}") from None
         state = str(data.get("state", "ACTIVE")).upper()
         if state not in SegmentState.__members__:
             raise ValueError(f"{name}.state must be ACTIVE or SEALED, got {data.get('state')!r}")
         try:
             return cls(
                 segment_id=data["segment_id"],
-                hash_range=HashRange.from_hex(text),
+                hash_range=hash_range,
                 state=SegmentState(state),
                 parent_ids=tuple(_list(f"{name}.parent_ids", data.get("parent_ids", []))),
                 child_ids=tuple(_list(f"{name}.child_ids", data.get("child_ids", []))),
