@@ -171,6 +171,19 @@ def test_bad_messages_are_refused_naming_the_argument() -> None:
     assert batcher.next_sequence_id == 0
 
 
+def test_a_refused_message_loses_no_expired_batch() -> None:
+    batcher = BucketedBatcher(LAYOUT, max_delay_ms=2)
+    batcher.add("a", 1, 0)
+    with pytest.raises(TypeError):
+        batcher.add(None, 1, 5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        batcher.add_many(["b", None], [1, 1], 5)
+    with pytest.raises(ValueError, match="now_ms"):
+        batcher.add("b", 1, -1)
+    (batch,) = batcher.poll(5)
+    assert batch.sequence_ids.tolist() == [0]
+
+
 def test_update_layout_flushes_the_old_segments_batches() -> None:
     batcher = BucketedBatcher(LAYOUT, max_delay_ms=1000)
     batcher.add_many([f"k{i}" for i in range(20)], [1] * 20, 0)

@@ -142,9 +142,11 @@ class BucketedBatcher:
     def add(self, key: str | bytes, payload_size: int, now_ms: int) -> list[EntryBatch]:
         """Adds one message (``payload_size`` B); returns the batches flushed meanwhile."""
         size = check_int("payload_size", payload_size, minimum=0)
-        flushed = self.poll(now_ms)
+        # Everything that can refuse the message runs before poll flushes anything, so that
+        # an error never drops the batches poll took out.
         h = key_hash(key)
         segment_id, bucket = self._routing.layout.routing_table.route_hash(h)
+        flushed = self.poll(now_ms)
         group = (segment_id, bucket)
         batch = self._open.get(group)
         if batch is not None and batch.size + size > self.max_bytes:
@@ -169,9 +171,9 @@ class BucketedBatcher:
         """Adds many messages at once, all at ``now_ms``: ``keys`` as for
         :func:`keyshared.key_hashes` (list, NumPy or Arrow array), ``payload_sizes`` (B) one
         non-negative int per key. Hashes and routes in native code and groups with NumPy."""
-        flushed = self.poll(now_ms)
         hashes = key_hashes(keys, null_key=null_key)
         sizes = _sizes(payload_sizes, len(hashes))
+        flushed = self.poll(now_ms)
         if not len(hashes):
             return flushed
         run = _Run(self, hashes, sizes, now_ms)
