@@ -53,7 +53,8 @@ def report(by_group: dict[str, dict[str, float]]) -> list[str]:
                 continue
             ratio = libs[floor.peer] / ours
             ok = ratio >= floor.at_least
-            print(f"  floor vs {floor.peer}: {ratio:.2f} >= {floor.at_least:g}  {'ok' if ok else 'FAIL'}")
+            verdict = "ok" if ok else "FAIL"
+            print(f"  floor vs {floor.peer}: {ratio:.2f} >= {floor.at_least:g}  {verdict}")
             if not ok:
                 failed.append(f"{group}: {ratio:.2f}x vs {floor.peer}, floor {floor.at_least:g}")
     return failed

@@ -11,7 +11,8 @@ step() { printf '\n== %s\n' "$*"; }
 step "cargo fmt";    cargo fmt --check
 step "cargo clippy"; cargo clippy --all-targets -q -- -D warnings
 step "cargo test";   cargo test -q
-step "ruff";         ruff check . && ruff format --check .
+step "ruff";         ruff check .
+step "ruff format";  ruff format --check .
 step "mypy";         mypy python/keyshared spark_udfs
 step "stubtest";     python -m mypy.stubtest keyshared._core
 step "pytest";       python -m pytest -q "$@"

@@ -9,6 +9,7 @@ from typing import ClassVar
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
+
 from keyshared.loadbalance import (
     FULL_UPPER_BOUND,
     MB,

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from keyshared.loadbalance import (
     MB,
     AvgShedder,
