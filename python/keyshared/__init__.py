@@ -23,6 +23,15 @@ from keyshared.buckets import (
     entry_bucket,
     equal_width_splits,
 )
+from keyshared.cursor import BucketCheckpoints, SafeCursor
+from keyshared.draining import (
+    ConsumerDrainingHashesStats,
+    DrainingHash,
+    DrainingHashEntry,
+    DrainingHashesTracker,
+    PendingAcksMap,
+    StickyKeyDispatcher,
+)
 from keyshared.hashing import (
     HASH_VERSION,
     bucket_hash,
@@ -67,6 +76,13 @@ from keyshared.policy import (
     is_material_change,
     last_operation_times,
 )
+from keyshared.rings import ConsistentHashingStickyKeyConsumerSelector, KeySharedConsumerState
+from keyshared.window import (
+    InFlightEntry,
+    InFlightWindow,
+    SubscriptionFailurePolicy,
+    WindowAction,
+)
 
 __version__ = "0.1.0"
 
@@ -77,24 +93,38 @@ __all__ = [
     "AutoScalePolicyOverride",
     "BalancedSplits",
     "BucketAssignment",
+    "BucketCheckpoints",
     "BucketConsumer",
     "BucketMove",
     "BucketedBatcher",
+    "ConsistentHashingStickyKeyConsumerSelector",
+    "ConsumerDrainingHashesStats",
     "Decision",
     "DecisionSnapshot",
+    "DrainingHash",
+    "DrainingHashEntry",
+    "DrainingHashesTracker",
     "EntryBatch",
     "HashRange",
+    "InFlightEntry",
+    "InFlightWindow",
+    "KeySharedConsumerState",
     "LastOperationTimes",
     "Merge",
     "NoAction",
+    "PendingAcksMap",
     "Rebucket",
     "RoutingTable",
+    "SafeCursor",
     "Segment",
     "SegmentLoadSample",
     "SegmentLoadStats",
     "SegmentState",
     "Split",
+    "StickyKeyDispatcher",
+    "SubscriptionFailurePolicy",
     "TopicLayout",
+    "WindowAction",
     "__version__",
     "balanced_splits",
     "bucket_hash",

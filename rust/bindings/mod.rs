@@ -2,9 +2,15 @@
 
 mod args;
 mod buckets;
+mod cursor;
+mod draining;
 mod hashing;
 mod keys;
+mod pending_acks;
+mod rings;
 mod routing;
+mod state_args;
+mod window;
 
 use pyo3::prelude::*;
 
@@ -12,5 +18,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     hashing::register(m)?;
     buckets::register(m)?;
     routing::register(m)?;
+    draining::register(m)?;
+    pending_acks::register(m)?;
+    rings::register(m)?;
+    cursor::register(m)?;
+    window::register(m)?;
     Ok(())
 }

@@ -1,9 +1,15 @@
 //! Plain-Rust kernels: no Python types, unit-tested by `cargo test`.
 
 pub mod buckets;
+pub mod cursor;
+pub mod danube_ring;
+pub mod draining;
 pub mod error;
 pub mod hashing;
 pub mod keys;
 pub mod murmur;
 pub mod parallel;
+pub mod pending_acks;
+pub mod ring;
 pub mod routing;
+pub mod window;

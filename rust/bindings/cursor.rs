@@ -1,0 +1,217 @@
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use super::state_args::{
+    consumer_arg, consumer_array, count_arg, detached, offset_arg, offset_array, same_lengths,
+    u32_array, with_state,
+};
+use crate::kernels::cursor::{BucketCheckpoints, SafeCursor};
+
+/// The last offset such that it and every offset from `first_offset` on are acked or
+/// skipped; None until `first_offset` itself is. Offsets are ints in `[0, 2**63 - 1]`.
+#[pyclass(name = "SafeCursor", module = "keyshared._core", frozen)]
+pub struct PySafeCursor {
+    state: Mutex<SafeCursor>,
+}
+
+#[pymethods]
+impl PySafeCursor {
+    #[new]
+    fn new(first_offset: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let first = offset_arg(first_offset, "first_offset")?;
+        Ok(Self {
+            state: Mutex::new(SafeCursor::new(first)?),
+        })
+    }
+
+    #[getter]
+    fn first_offset(&self, py: Python<'_>) -> u64 {
+        with_state(py, &self.state, |c| c.first_offset())
+    }
+
+    #[getter]
+    fn position(&self, py: Python<'_>) -> Option<u64> {
+        with_state(py, &self.state, |c| c.position())
+    }
+
+    /// How many acks wait beyond the first gap.
+    #[getter]
+    fn pending(&self, py: Python<'_>) -> usize {
+        with_state(py, &self.state, |c| c.pending())
+    }
+
+    /// Marks an offset acked; returns the new position when it moved, else None.
+    fn ack(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+        let offset = offset_arg(offset, "offset")?;
+        Ok(with_state(py, &self.state, |c| c.ack(offset))?)
+    }
+
+    /// Marks an offset skipped (done without a delivery); same rules as `ack`.
+    fn skip(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+        self.ack(py, offset)
+    }
+
+    /// `ack` of every offset of an integer array; returns the new position if it moved.
+    fn ack_many(&self, py: Python<'_>, offsets: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+        let offsets = offset_array(offsets, "offsets")?;
+        Ok(detached(py, &self.state, |c| c.ack_many(&offsets))?)
+    }
+
+    fn is_done(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let offset = offset_arg(offset, "offset")?;
+        Ok(with_state(py, &self.state, |c| c.is_done(offset)))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let (first, position) = with_state(py, &self.state, |c| (c.first_offset(), c.position()));
+        let position = position.map_or("None".to_owned(), |p| p.to_string());
+        format!("SafeCursor(first_offset={first}, position={position})")
+    }
+}
+
+/// One safe cursor per (segment id, bucket index), each over its bucket's own offsets
+/// (PIP-486 checkpoints per bucket).
+#[pyclass(name = "BucketCheckpoints", module = "keyshared._core", frozen)]
+pub struct PyBucketCheckpoints {
+    state: Mutex<BucketCheckpoints>,
+}
+
+fn bucket_args(segment_id: &Bound<'_, PyAny>, bucket: &Bound<'_, PyAny>) -> PyResult<(u64, u32)> {
+    Ok((
+        consumer_arg(segment_id, "segment_id")?,
+        count_arg(bucket, "bucket")?,
+    ))
+}
+
+#[pymethods]
+impl PyBucketCheckpoints {
+    #[new]
+    fn new() -> Self {
+        Self {
+            state: Mutex::new(BucketCheckpoints::new()),
+        }
+    }
+
+    /// Starts tracking a bucket from `first_offset`; ValueError if it is already open.
+    fn open(
+        &self,
+        py: Python<'_>,
+        segment_id: &Bound<'_, PyAny>,
+        bucket: &Bound<'_, PyAny>,
+        first_offset: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (segment, bucket) = bucket_args(segment_id, bucket)?;
+        let first = offset_arg(first_offset, "first_offset")?;
+        Ok(with_state(py, &self.state, |cp| {
+            cp.open(segment, bucket, first)
+        })?)
+    }
+
+    /// Stops tracking a bucket; returns its final position. KeyError if it is not open.
+    fn close(
+        &self,
+        py: Python<'_>,
+        segment_id: &Bound<'_, PyAny>,
+        bucket: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<u64>> {
+        let (segment, bucket) = bucket_args(segment_id, bucket)?;
+        Ok(with_state(py, &self.state, |cp| cp.close(segment, bucket))?)
+    }
+
+    fn ack(
+        &self,
+        py: Python<'_>,
+        segment_id: &Bound<'_, PyAny>,
+        bucket: &Bound<'_, PyAny>,
+        offset: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<u64>> {
+        let (segment, bucket) = bucket_args(segment_id, bucket)?;
+        let offset = offset_arg(offset, "offset")?;
+        Ok(with_state(py, &self.state, |cp| {
+            cp.ack(segment, bucket, offset)
+        })?)
+    }
+
+    fn skip(
+        &self,
+        py: Python<'_>,
+        segment_id: &Bound<'_, PyAny>,
+        bucket: &Bound<'_, PyAny>,
+        offset: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<u64>> {
+        self.ack(py, segment_id, bucket, offset)
+    }
+
+    /// Acks `(segment_ids[i], buckets[i], offsets[i])` for every i; returns
+    /// `{(segment_id, bucket): new position}` for the buckets whose position moved.
+    fn ack_many<'py>(
+        &self,
+        py: Python<'py>,
+        segment_ids: &Bound<'py, PyAny>,
+        buckets: &Bound<'py, PyAny>,
+        offsets: &Bound<'py, PyAny>,
+    ) -> PyResult<BTreeMap<(u64, u32), u64>> {
+        let segments = consumer_array(segment_ids, "segment_ids")?;
+        let buckets = u32_array(buckets, "buckets")?;
+        let offsets = offset_array(offsets, "offsets")?;
+        same_lengths(&[
+            ("segment_ids", segments.len()),
+            ("buckets", buckets.len()),
+            ("offsets", offsets.len()),
+        ])?;
+        let moved = detached(py, &self.state, |cp| {
+            cp.ack_many(&segments, &buckets, &offsets)
+        })?;
+        Ok(moved.into_iter().collect())
+    }
+
+    /// A bucket's position; KeyError if it is not open.
+    fn position(
+        &self,
+        py: Python<'_>,
+        segment_id: &Bound<'_, PyAny>,
+        bucket: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<u64>> {
+        let (segment, bucket) = bucket_args(segment_id, bucket)?;
+        Ok(with_state(py, &self.state, |cp| {
+            cp.cursor(segment, bucket).map(SafeCursor::position)
+        })?)
+    }
+
+    /// Every open bucket's position, keyed by `(segment_id, bucket)`.
+    fn positions(&self, py: Python<'_>) -> BTreeMap<(u64, u32), Option<u64>> {
+        with_state(py, &self.state, |cp| cp.positions())
+            .into_iter()
+            .collect()
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        with_state(py, &self.state, |cp| cp.len())
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let Ok(pair) = key.cast::<PyTuple>() else {
+            return Ok(false);
+        };
+        if pair.len() != 2 {
+            return Ok(false);
+        }
+        let (segment, bucket) = bucket_args(&pair.get_item(0)?, &pair.get_item(1)?)?;
+        Ok(with_state(py, &self.state, |cp| {
+            cp.cursor(segment, bucket).is_ok()
+        }))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!("BucketCheckpoints(open={})", self.__len__(py))
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PySafeCursor>()?;
+    m.add_class::<PyBucketCheckpoints>()?;
+    Ok(())
+}

@@ -1,0 +1,339 @@
+use std::sync::Mutex;
+
+use numpy::{PyArray1, PyUntypedArray};
+use pyo3::intern;
+use pyo3::prelude::*;
+
+use super::args::hash_arg;
+use super::state_args::{
+    callable_arg, consumer_arg, consumer_array, detached, hash_array, notify, same_lengths,
+    with_state,
+};
+use crate::kernels::draining::{
+    ConsumerDrainingStats, DrainingHashEntry, DrainingHashStat, DrainingHashes,
+};
+
+/// PIP-379's draining hashes of one dispatcher: per sticky key hash, the consumer still
+/// holding its pending messages, their count and the dispatches it blocked. Thread-safe;
+/// the unblocking handler runs after the change, with nothing locked, so it may call back.
+#[pyclass(name = "DrainingHashesTracker", module = "keyshared._core", frozen)]
+pub struct PyDrainingHashesTracker {
+    pub(crate) state: Mutex<DrainingHashes>,
+    pub(crate) handler: Option<Py<PyAny>>,
+    dispatcher_name: String,
+}
+
+impl PyDrainingHashesTracker {
+    pub(crate) fn handler(&self) -> Option<&Py<PyAny>> {
+        self.handler.as_ref()
+    }
+}
+
+#[pymethods]
+impl PyDrainingHashesTracker {
+    #[new]
+    #[pyo3(
+        signature = (unblocking_handler=None, dispatcher_name=String::new()),
+        text_signature = "(unblocking_handler=None, dispatcher_name='')"
+    )]
+    fn new(
+        unblocking_handler: Option<Bound<'_, PyAny>>,
+        dispatcher_name: String,
+    ) -> PyResult<Self> {
+        Ok(Self {
+            state: Mutex::new(DrainingHashes::new()),
+            handler: callable_arg(unblocking_handler, "unblocking_handler")?,
+            dispatcher_name,
+        })
+    }
+
+    #[getter]
+    fn dispatcher_name(&self) -> &str {
+        &self.dispatcher_name
+    }
+
+    #[getter]
+    fn unblocking_handler(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.handler.as_ref().map(|h| h.clone_ref(py))
+    }
+
+    fn add_entry(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+        sticky_key_hash: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let hash = hash_arg(sticky_key_hash, "sticky_key_hash")?;
+        Ok(with_state(py, &self.state, |t| {
+            t.add_entry(consumer, hash)
+        })?)
+    }
+
+    fn add_entries(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+        sticky_key_hashes: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let hashes = hash_array(sticky_key_hashes, "sticky_key_hashes")?;
+        Ok(detached(py, &self.state, |t| {
+            t.add_entries(consumer, &hashes)
+        })?)
+    }
+
+    #[pyo3(signature = (consumer_id, sticky_key_hash, closing=false))]
+    fn reduce_ref_count(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+        sticky_key_hash: &Bound<'_, PyAny>,
+        closing: bool,
+    ) -> PyResult<()> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let hash = hash_arg(sticky_key_hash, "sticky_key_hash")?;
+        let notice = with_state(py, &self.state, |t| {
+            t.reduce_ref_count(consumer, hash, closing)
+        })?;
+        notify(py, self.handler(), notice)
+    }
+
+    #[pyo3(signature = (consumer_id, sticky_key_hashes, closing=false))]
+    fn reduce_ref_counts(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+        sticky_key_hashes: &Bound<'_, PyAny>,
+        closing: bool,
+    ) -> PyResult<()> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let hashes = hash_array(sticky_key_hashes, "sticky_key_hashes")?;
+        let notice = detached(py, &self.state, |t| {
+            t.reduce_ref_counts(consumer, &hashes, closing)
+        })?;
+        notify(py, self.handler(), notice)
+    }
+
+    fn should_block_sticky_key_hash(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+        sticky_key_hash: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let hash = hash_arg(sticky_key_hash, "sticky_key_hash")?;
+        Ok(with_state(py, &self.state, |t| {
+            t.should_block_sticky_key_hash(consumer, hash)
+        }))
+    }
+
+    fn should_block_sticky_key_hashes<'py>(
+        &self,
+        py: Python<'py>,
+        consumer_ids: &Bound<'py, PyAny>,
+        sticky_key_hashes: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<bool>>> {
+        let hashes = hash_array(sticky_key_hashes, "sticky_key_hashes")?;
+        let consumers = consumers_arg(consumer_ids, hashes.len())?;
+        let out = detached(py, &self.state, |t| {
+            let mut out = vec![false; hashes.len()];
+            match &consumers {
+                Consumers::One(c) => t.should_block_many(|_| *c, &hashes, &mut out),
+                Consumers::Many(cs) => t.should_block_many(|i| cs[i], &hashes, &mut out),
+            }
+            out
+        });
+        Ok(PyArray1::from_vec(py, out))
+    }
+
+    fn get_entry(
+        &self,
+        py: Python<'_>,
+        sticky_key_hash: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<PyDrainingHashEntry>> {
+        let hash = hash_arg(sticky_key_hash, "sticky_key_hash")?;
+        Ok(with_state(py, &self.state, |t| t.get_entry(hash)).map(PyDrainingHashEntry))
+    }
+
+    fn start_batch(&self, py: Python<'_>) {
+        with_state(py, &self.state, DrainingHashes::start_batch);
+    }
+
+    fn end_batch(&self, py: Python<'_>) -> PyResult<()> {
+        let notice = with_state(py, &self.state, DrainingHashes::end_batch)?;
+        notify(py, self.handler(), notice)
+    }
+
+    fn clear(&self, py: Python<'_>) {
+        with_state(py, &self.state, DrainingHashes::clear);
+    }
+
+    fn consumer_removed(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<()> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        with_state(py, &self.state, |t| t.consumer_removed(consumer));
+        Ok(())
+    }
+
+    fn consumer_stats(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+    ) -> PyResult<PyConsumerDrainingHashesStats> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let stats = with_state(py, &self.state, |t| t.consumer_stats(consumer));
+        Ok(PyConsumerDrainingHashesStats::from(stats))
+    }
+
+    fn memory_bytes(&self, py: Python<'_>) -> usize {
+        with_state(py, &self.state, |t| t.memory_bytes())
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        with_state(py, &self.state, |t| t.len())
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let len = self.__len__(py);
+        format!(
+            "DrainingHashesTracker(dispatcher_name='{}', draining={len})",
+            self.dispatcher_name
+        )
+    }
+}
+
+enum Consumers {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+/// One consumer id for every hash, or one per hash.
+fn consumers_arg(obj: &Bound<'_, PyAny>, hashes: usize) -> PyResult<Consumers> {
+    let scalar =
+        obj.cast::<PyUntypedArray>().is_err() && obj.hasattr(intern!(obj.py(), "__index__"))?;
+    if scalar {
+        return Ok(Consumers::One(consumer_arg(obj, "consumer_ids")?));
+    }
+    let many = consumer_array(obj, "consumer_ids")?;
+    same_lengths(&[("sticky_key_hashes", hashes), ("consumer_ids", many.len())])?;
+    Ok(Consumers::Many(many))
+}
+
+/// A draining hash: the consumer holding its pending messages, how many (`ref_count`), and
+/// how many dispatches to other consumers it blocked (`blocked_count`).
+#[pyclass(
+    name = "DrainingHashEntry",
+    module = "keyshared._core",
+    frozen,
+    eq,
+    skip_from_py_object
+)]
+#[derive(Clone, PartialEq)]
+pub struct PyDrainingHashEntry(DrainingHashEntry);
+
+#[pymethods]
+impl PyDrainingHashEntry {
+    #[getter]
+    fn consumer_id(&self) -> u64 {
+        self.0.consumer_id
+    }
+
+    #[getter]
+    fn ref_count(&self) -> u32 {
+        self.0.ref_count
+    }
+
+    #[getter]
+    fn blocked_count(&self) -> u32 {
+        self.0.blocked_count
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "DrainingHashEntry(consumer_id={}, ref_count={}, blocked_count={})",
+            self.0.consumer_id, self.0.ref_count, self.0.blocked_count
+        )
+    }
+}
+
+/// One hash of a consumer's stats: Pulsar's `DrainingHash`.
+#[pyclass(
+    name = "DrainingHash",
+    module = "keyshared._core",
+    frozen,
+    eq,
+    get_all,
+    skip_from_py_object
+)]
+#[derive(Clone, PartialEq)]
+pub struct PyDrainingHash {
+    hash: u16,
+    unack_msgs: u32,
+    blocked_attempts: u32,
+}
+
+#[pymethods]
+impl PyDrainingHash {
+    fn __repr__(&self) -> String {
+        format!(
+            "DrainingHash(hash={}, unack_msgs={}, blocked_attempts={})",
+            self.hash, self.unack_msgs, self.blocked_attempts
+        )
+    }
+}
+
+impl From<DrainingHashStat> for PyDrainingHash {
+    fn from(s: DrainingHashStat) -> Self {
+        Self {
+            hash: s.hash,
+            unack_msgs: s.unack_msgs,
+            blocked_attempts: s.blocked_attempts,
+        }
+    }
+}
+
+/// A consumer's draining-hash stats, as Pulsar reports them per consumer.
+#[pyclass(
+    name = "ConsumerDrainingHashesStats",
+    module = "keyshared._core",
+    frozen,
+    get_all
+)]
+pub struct PyConsumerDrainingHashesStats {
+    draining_hashes_count: u32,
+    draining_hashes_cleared_total: u64,
+    draining_hashes_unacked_messages: u64,
+    draining_hashes: Vec<PyDrainingHash>,
+}
+
+#[pymethods]
+impl PyConsumerDrainingHashesStats {
+    fn __repr__(&self) -> String {
+        format!(
+            "ConsumerDrainingHashesStats(draining_hashes_count={}, \
+             draining_hashes_cleared_total={}, draining_hashes_unacked_messages={})",
+            self.draining_hashes_count,
+            self.draining_hashes_cleared_total,
+            self.draining_hashes_unacked_messages
+        )
+    }
+}
+
+impl From<ConsumerDrainingStats> for PyConsumerDrainingHashesStats {
+    fn from(s: ConsumerDrainingStats) -> Self {
+        Self {
+            draining_hashes_count: s.draining_hashes_count,
+            draining_hashes_cleared_total: s.draining_hashes_cleared_total,
+            draining_hashes_unacked_messages: s.draining_hashes_unacked_messages,
+            draining_hashes: s.draining_hashes.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDrainingHashesTracker>()?;
+    m.add_class::<PyDrainingHashEntry>()?;
+    m.add_class::<PyDrainingHash>()?;
+    m.add_class::<PyConsumerDrainingHashesStats>()?;
+    Ok(())
+}

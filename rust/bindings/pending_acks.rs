@@ -1,0 +1,352 @@
+use std::sync::Mutex;
+
+use numpy::PyArray1;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+
+use super::args::{hash_arg, int_arg};
+use super::buckets::PyHashRange;
+use super::draining::PyDrainingHashesTracker;
+use super::state_args::{
+    consumer_arg, hash_array, i32_array, i64_array, lock, notify, same_lengths, with_state,
+};
+use crate::kernels::draining::DrainingHashes;
+use crate::kernels::error::{InvalidInput, KernelResult};
+use crate::kernels::pending_acks::{PendingAck, PendingAcks, WithNotice};
+
+/// One consumer's pending acks, `(ledger_id, entry_id) -> (batch_size, sticky_key_hash)` in
+/// key order. Given a tracker, it acts as PIP-379's dispatcher wires it: adds are refused
+/// while another consumer drains the hash, and removals take references off the tracker.
+#[pyclass(name = "PendingAcksMap", module = "keyshared._core", frozen)]
+pub struct PyPendingAcksMap {
+    state: Mutex<PendingAcks>,
+    tracker: Option<Py<PyDrainingHashesTracker>>,
+}
+
+type Ack = (i64, i64, i32, u16);
+
+impl PyPendingAcksMap {
+    fn tracker(&self) -> Option<&PyDrainingHashesTracker> {
+        self.tracker.as_ref().map(Py::get)
+    }
+
+    /// Runs `f` with this map and, when wired, the tracker, both locked (this map first).
+    fn with_both<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut PendingAcks, Option<&mut DrainingHashes>) -> R + Send,
+    ) -> R {
+        let tracker = self.tracker();
+        with_state(py, &self.state, |acks| match tracker {
+            Some(t) => f(acks, Some(&mut lock(&t.state))),
+            None => f(acks, None),
+        })
+    }
+
+    fn notify(&self, py: Python<'_>, notice: Option<i32>) -> PyResult<()> {
+        notify(py, self.tracker().and_then(|t| t.handler()), notice)
+    }
+
+    /// Calls `processor(ledger_id, entry_id, batch_size, sticky_key_hash)` for each ack, then
+    /// tells the unblocking handler; the first error of either is raised.
+    fn process(
+        &self,
+        py: Python<'_>,
+        processor: Option<&Bound<'_, PyAny>>,
+        acks: &[PendingAck],
+        notice: Option<i32>,
+    ) -> PyResult<()> {
+        let processed = match processor {
+            Some(p) => acks.iter().try_for_each(|a| p.call1(tuple(*a)).map(drop)),
+            None => Ok(()),
+        };
+        let notified = self.notify(py, notice);
+        processed.and(notified)
+    }
+
+    fn clear_all(&self, py: Python<'_>, processor: &Bound<'_, PyAny>, close: bool) -> PyResult<()> {
+        let (acks, notice) = self.with_both(py, |m, t| m.for_each_and_clear(close, t))?;
+        self.process(py, Some(processor), &acks, notice)
+    }
+}
+
+#[pymethods]
+impl PyPendingAcksMap {
+    #[new]
+    #[pyo3(signature = (consumer_id, tracker=None))]
+    fn new(
+        consumer_id: &Bound<'_, PyAny>,
+        tracker: Option<Py<PyDrainingHashesTracker>>,
+    ) -> PyResult<Self> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        Ok(Self {
+            state: Mutex::new(PendingAcks::new(consumer)),
+            tracker,
+        })
+    }
+
+    #[getter]
+    fn consumer_id(&self, py: Python<'_>) -> u64 {
+        with_state(py, &self.state, |m| m.consumer_id())
+    }
+
+    #[getter(tracker)]
+    fn get_tracker(&self, py: Python<'_>) -> Option<Py<PyDrainingHashesTracker>> {
+        self.tracker.as_ref().map(|t| t.clone_ref(py))
+    }
+
+    #[getter]
+    fn closed(&self, py: Python<'_>) -> bool {
+        with_state(py, &self.state, |m| m.is_closed())
+    }
+
+    fn add_pending_ack_if_allowed(
+        &self,
+        py: Python<'_>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+        batch_size: &Bound<'_, PyAny>,
+        sticky_key_hash: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let ack = ack_arg(ledger_id, entry_id, batch_size, sticky_key_hash)?;
+        Ok(self.with_both(py, |m, t| m.add_pending_ack_if_allowed(ack, t.as_deref()))?)
+    }
+
+    /// `add_pending_ack_if_allowed` for each i, in order; returns which were added.
+    fn add_pending_acks_if_allowed<'py>(
+        &self,
+        py: Python<'py>,
+        ledger_ids: &Bound<'py, PyAny>,
+        entry_ids: &Bound<'py, PyAny>,
+        batch_sizes: &Bound<'py, PyAny>,
+        sticky_key_hashes: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<bool>>> {
+        let ledgers = i64_array(ledger_ids, "ledger_ids")?;
+        let entries = i64_array(entry_ids, "entry_ids")?;
+        let sizes = i32_array(batch_sizes, "batch_sizes")?;
+        let hashes = hash_array(sticky_key_hashes, "sticky_key_hashes")?;
+        same_lengths(&[
+            ("ledger_ids", ledgers.len()),
+            ("entry_ids", entries.len()),
+            ("batch_sizes", sizes.len()),
+            ("sticky_key_hashes", hashes.len()),
+        ])?;
+        let acks: Vec<PendingAck> = (0..ledgers.len())
+            .map(|i| PendingAck {
+                ledger_id: ledgers[i],
+                entry_id: entries[i],
+                batch_size: sizes[i],
+                sticky_key_hash: hashes[i],
+            })
+            .collect();
+        let added = py.detach(|| {
+            let tracker = self.tracker();
+            let mut m = lock(&self.state);
+            match tracker {
+                Some(t) => m.add_many(&acks, Some(&lock(&t.state))),
+                None => m.add_many(&acks, None),
+            }
+        })?;
+        Ok(PyArray1::from_vec(py, added))
+    }
+
+    #[pyo3(signature = (ledger_id, entry_id, batch_size=None, sticky_key_hash=None))]
+    fn remove(
+        &self,
+        py: Python<'_>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+        batch_size: Option<&Bound<'_, PyAny>>,
+        sticky_key_hash: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let (ledger, entry) = (
+            int_arg(ledger_id, "ledger_id")?,
+            int_arg(entry_id, "entry_id")?,
+        );
+        let expected = match (batch_size, sticky_key_hash) {
+            (Some(b), Some(h)) => Some((batch_arg(b)?, hash_arg(h, "sticky_key_hash")?)),
+            (None, None) => None,
+            _ => {
+                return Err(PyTypeError::new_err(
+                    "remove takes batch_size and sticky_key_hash together, or neither",
+                ))
+            }
+        };
+        let (removed, notice) = self.with_both(py, |m, t| m.remove(ledger, entry, expected, t))?;
+        self.notify(py, notice)?;
+        Ok(removed)
+    }
+
+    /// Removes a pending ack, returning its `(batch_size, sticky_key_hash)`, or None.
+    fn remove_and_get(
+        &self,
+        py: Python<'_>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<(i32, u16)>> {
+        let (ledger, entry) = (
+            int_arg(ledger_id, "ledger_id")?,
+            int_arg(entry_id, "entry_id")?,
+        );
+        let (removed, notice) = self.with_both(py, |m, t| m.remove_and_get(ledger, entry, t))?;
+        self.notify(py, notice)?;
+        Ok(removed)
+    }
+
+    /// Removes each `(ledger_ids[i], entry_ids[i])`; returns which were pending.
+    fn remove_many<'py>(
+        &self,
+        py: Python<'py>,
+        ledger_ids: &Bound<'py, PyAny>,
+        entry_ids: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<bool>>> {
+        let ledgers = i64_array(ledger_ids, "ledger_ids")?;
+        let entries = i64_array(entry_ids, "entry_ids")?;
+        same_lengths(&[("ledger_ids", ledgers.len()), ("entry_ids", entries.len())])?;
+        let keys: Vec<(i64, i64)> = ledgers.into_iter().zip(entries).collect();
+        let result: KernelResult<WithNotice<Vec<bool>>> = py.detach(|| {
+            let tracker = self.tracker();
+            let mut m = lock(&self.state);
+            match tracker {
+                Some(t) => m.remove_many(&keys, Some(&mut lock(&t.state))),
+                None => m.remove_many(&keys, None),
+            }
+        });
+        let (removed, notice) = result?;
+        self.notify(py, notice)?;
+        Ok(PyArray1::from_vec(py, removed))
+    }
+
+    /// Removes every pending ack up to and including `(ledger_id, entry_id)`, calling
+    /// `callback(ledger_id, entry_id, batch_size, sticky_key_hash)` for each; returns how
+    /// many were removed.
+    #[pyo3(signature = (ledger_id, entry_id, callback=None))]
+    fn remove_all_up_to(
+        &self,
+        py: Python<'_>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+        callback: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<usize> {
+        let (ledger, entry) = (
+            int_arg(ledger_id, "ledger_id")?,
+            int_arg(entry_id, "entry_id")?,
+        );
+        let (acks, notice) = self.with_both(py, |m, t| m.remove_all_up_to(ledger, entry, t))?;
+        self.process(py, callback.filter(|c| !c.is_none()), &acks, notice)?;
+        Ok(acks.len())
+    }
+
+    /// Calls `processor(ledger_id, entry_id, batch_size, sticky_key_hash)` for each pending
+    /// ack, in order, on a snapshot taken under the lock.
+    fn for_each(&self, py: Python<'_>, processor: &Bound<'_, PyAny>) -> PyResult<()> {
+        let acks = with_state(py, &self.state, |m| m.for_each());
+        self.process(py, Some(processor), &acks, None)
+    }
+
+    /// Closes the map (later adds are refused), removes every pending ack, then calls
+    /// `processor` for each.
+    fn for_each_and_close(&self, py: Python<'_>, processor: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.clear_all(py, processor, true)
+    }
+
+    /// Removes every pending ack, then calls `processor` for each; adds stay allowed.
+    fn for_each_and_clear(&self, py: Python<'_>, processor: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.clear_all(py, processor, false)
+    }
+
+    fn contains(
+        &self,
+        py: Python<'_>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let (ledger, entry) = (
+            int_arg(ledger_id, "ledger_id")?,
+            int_arg(entry_id, "entry_id")?,
+        );
+        Ok(with_state(py, &self.state, |m| m.contains(ledger, entry)))
+    }
+
+    /// `(batch_size, sticky_key_hash)` of a pending ack, or None.
+    fn get(
+        &self,
+        py: Python<'_>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<(i32, u16)>> {
+        let (ledger, entry) = (
+            int_arg(ledger_id, "ledger_id")?,
+            int_arg(entry_id, "entry_id")?,
+        );
+        Ok(with_state(py, &self.state, |m| m.get(ledger, entry)))
+    }
+
+    fn size(&self, py: Python<'_>) -> usize {
+        with_state(py, &self.state, |m| m.len())
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.size(py)
+    }
+
+    /// Every pending ack as `(ledger_id, entry_id, batch_size, sticky_key_hash)`, in order.
+    fn to_list(&self, py: Python<'_>) -> Vec<Ack> {
+        let acks = with_state(py, &self.state, |m| m.for_each());
+        acks.into_iter().map(tuple).collect()
+    }
+
+    /// Registers as draining, for this map's consumer, the hash of every pending ack that
+    /// lies in `ranges` (the ranges this consumer lost); returns how many acks matched.
+    fn register_draining_hashes(
+        &self,
+        py: Python<'_>,
+        ranges: Vec<PyHashRange>,
+    ) -> PyResult<usize> {
+        let ranges: Vec<_> = ranges.into_iter().map(|r| r.0).collect();
+        let registered = self.with_both(py, |m, t| match t {
+            Some(t) => m.register_draining_hashes(&ranges, t),
+            None => Err(InvalidInput::new(
+                "register_draining_hashes needs a map created with a tracker",
+            )),
+        })?;
+        Ok(registered)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let (consumer, len, closed) = with_state(py, &self.state, |m| {
+            (m.consumer_id(), m.len(), m.is_closed())
+        });
+        let closed = if closed { "True" } else { "False" };
+        format!("PendingAcksMap(consumer_id={consumer}, size={len}, closed={closed})")
+    }
+}
+
+fn tuple(a: PendingAck) -> Ack {
+    (a.ledger_id, a.entry_id, a.batch_size, a.sticky_key_hash)
+}
+
+fn batch_arg(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
+    let value = int_arg(obj, "batch_size")?;
+    i32::try_from(value).map_err(|_| {
+        InvalidInput(format!("batch_size must be in [0, 2**31 - 1], got {value}")).into()
+    })
+}
+
+fn ack_arg(
+    ledger_id: &Bound<'_, PyAny>,
+    entry_id: &Bound<'_, PyAny>,
+    batch_size: &Bound<'_, PyAny>,
+    sticky_key_hash: &Bound<'_, PyAny>,
+) -> PyResult<PendingAck> {
+    Ok(PendingAck {
+        ledger_id: int_arg(ledger_id, "ledger_id")?,
+        entry_id: int_arg(entry_id, "entry_id")?,
+        batch_size: batch_arg(batch_size)?,
+        sticky_key_hash: hash_arg(sticky_key_hash, "sticky_key_hash")?,
+    })
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyPendingAcksMap>()
+}

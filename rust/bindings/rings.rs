@@ -1,0 +1,312 @@
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use numpy::PyArray1;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+
+use super::args::{hash_arg, int_arg, key_bytes, type_name};
+use super::buckets::PyHashRange;
+use super::state_args::{consumer_arg, detached, hash_array, with_state};
+use crate::kernels::danube_ring::KeySharedConsumerState;
+use crate::kernels::ring::{ConsistentHashingSelector, LostRanges};
+
+type RangesByConsumer = BTreeMap<u64, Vec<PyHashRange>>;
+
+/// Pulsar's consistent-hashing selector on the 16-bit sticky-key-hash ring, as PIP-379 left
+/// it. Adding or removing a consumer returns, per consumer id, the hash ranges it lost.
+#[pyclass(
+    name = "ConsistentHashingStickyKeyConsumerSelector",
+    module = "keyshared._core",
+    frozen
+)]
+pub struct PyConsistentHashingSelector {
+    state: Mutex<ConsistentHashingSelector>,
+}
+
+#[pymethods]
+impl PyConsistentHashingSelector {
+    #[new]
+    #[pyo3(signature = (number_of_points=None), text_signature = "(number_of_points=100)")]
+    fn new(number_of_points: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let points = match number_of_points {
+            Some(p) => int_arg(p, "number_of_points")?,
+            None => 100,
+        };
+        Ok(Self {
+            state: Mutex::new(ConsistentHashingSelector::new(points)?),
+        })
+    }
+
+    #[getter]
+    fn number_of_points(&self, py: Python<'_>) -> u32 {
+        with_state(py, &self.state, |s| s.number_of_points())
+    }
+
+    /// The consumers in the ring, by id.
+    #[getter]
+    fn consumer_ids(&self, py: Python<'_>) -> Vec<u64> {
+        with_state(py, &self.state, |s| s.consumer_ids())
+    }
+
+    fn add_consumer(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+        name: &Bound<'_, PyAny>,
+    ) -> PyResult<RangesByConsumer> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let name = key_bytes(name, "name")?.to_vec();
+        let lost = with_state(py, &self.state, |s| s.add_consumer(consumer, &name))?;
+        Ok(ranges_by_consumer(lost))
+    }
+
+    fn remove_consumer(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+    ) -> PyResult<RangesByConsumer> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let lost = with_state(py, &self.state, |s| s.remove_consumer(consumer))?;
+        Ok(ranges_by_consumer(lost))
+    }
+
+    fn select(&self, py: Python<'_>, sticky_key_hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+        let hash = hash_arg(sticky_key_hash, "sticky_key_hash")?;
+        Ok(with_state(py, &self.state, |s| s.select(hash)))
+    }
+
+    /// `select` of every hash, as a uint64 array; ValueError when the ring is empty.
+    fn select_many<'py>(
+        &self,
+        py: Python<'py>,
+        sticky_key_hashes: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let hashes = hash_array(sticky_key_hashes, "sticky_key_hashes")?;
+        let out = detached(py, &self.state, |s| {
+            hashes
+                .iter()
+                .map(|&h| s.select(h))
+                .collect::<Option<Vec<u64>>>()
+        });
+        let out = match out {
+            Some(out) => out,
+            None if hashes.is_empty() => Vec::new(),
+            None => return Err(PyValueError::new_err("the ring has no consumers")),
+        };
+        Ok(PyArray1::from_vec(py, out))
+    }
+
+    fn get_consumer_key_hash_ranges(&self, py: Python<'_>) -> RangesByConsumer {
+        let ranges = with_state(py, &self.state, |s| s.consumer_key_hash_ranges());
+        ranges
+            .into_iter()
+            .map(|(c, r)| (c, r.into_iter().map(PyHashRange).collect()))
+            .collect()
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.consumer_ids(py).len()
+    }
+
+    fn __contains__(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        Ok(with_state(py, &self.state, |s| s.contains(consumer)))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let (points, consumers) = with_state(py, &self.state, |s| {
+            (s.number_of_points(), s.consumer_ids().len())
+        });
+        format!(
+            "ConsistentHashingStickyKeyConsumerSelector(number_of_points={points}, \
+             consumers={consumers})"
+        )
+    }
+}
+
+fn ranges_by_consumer(lost: LostRanges) -> RangesByConsumer {
+    lost.into_iter()
+        .map(|(c, r)| (c, r.into_iter().map(PyHashRange).collect()))
+        .collect()
+}
+
+/// Danube's Key-Shared consumer state: consumers with optional glob key filters on a
+/// consistent-hash ring of 100 virtual nodes each.
+#[pyclass(name = "KeySharedConsumerState", module = "keyshared._core", frozen)]
+pub struct PyKeySharedConsumerState {
+    pub(crate) state: Mutex<KeySharedConsumerState>,
+}
+
+#[pymethods]
+impl PyKeySharedConsumerState {
+    #[new]
+    fn new() -> Self {
+        Self {
+            state: Mutex::new(KeySharedConsumerState::new()),
+        }
+    }
+
+    /// The consumers in the order they were added.
+    #[getter]
+    fn consumer_ids(&self, py: Python<'_>) -> Vec<u64> {
+        with_state(py, &self.state, |s| s.consumer_ids())
+    }
+
+    #[pyo3(signature = (consumer_id, key_filters=None))]
+    fn add_consumer(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+        key_filters: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let filters = match key_filters {
+            Some(f) if !f.is_none() => filters_arg(f)?,
+            _ => Vec::new(),
+        };
+        Ok(with_state(py, &self.state, |s| {
+            s.add_consumer(consumer, filters)
+        })?)
+    }
+
+    fn remove_consumer(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<()> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        Ok(with_state(py, &self.state, |s| {
+            s.remove_consumer(consumer)
+        })?)
+    }
+
+    /// A consumer's key filters, as given; KeyError for a consumer not in the state.
+    fn key_filters<'py>(
+        &self,
+        py: Python<'py>,
+        consumer_id: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let filters =
+            with_state(py, &self.state, |s| s.key_filters(consumer)).ok_or_else(|| {
+                pyo3::exceptions::PyKeyError::new_err(format!(
+                    "consumer {consumer} is not in the state"
+                ))
+            })?;
+        Ok(filters.iter().map(|f| PyBytes::new(py, f)).collect())
+    }
+
+    fn disconnect_all(&self, py: Python<'_>) {
+        with_state(py, &self.state, KeySharedConsumerState::disconnect_all);
+    }
+
+    fn is_empty(&self, py: Python<'_>) -> bool {
+        with_state(py, &self.state, |s| s.is_empty())
+    }
+
+    fn select_consumer(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+        let key = key_bytes(key, "key")?.to_vec();
+        Ok(with_state(py, &self.state, |s| s.select_consumer(&key)))
+    }
+
+    /// `select_consumer` of every key: consumer ids (uint64, 0 where none) and whether a
+    /// consumer was selected (bool).
+    #[allow(clippy::type_complexity)]
+    fn select_consumers<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<bool>>)> {
+        let (data, ends) = pack_keys(keys)?;
+        let (ids, selected) = detached(py, &self.state, |s| {
+            let mut eligible = Vec::new();
+            let mut start = 0;
+            let mut ids = Vec::with_capacity(ends.len());
+            let mut selected = Vec::with_capacity(ends.len());
+            for &end in &ends {
+                let chosen = s.select_with(&data[start..end], &mut eligible);
+                ids.push(chosen.unwrap_or(0));
+                selected.push(chosen.is_some());
+                start = end;
+            }
+            (ids, selected)
+        });
+        Ok((
+            PyArray1::from_vec(py, ids),
+            PyArray1::from_vec(py, selected),
+        ))
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        with_state(py, &self.state, |s| s.len())
+    }
+
+    fn __contains__(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        Ok(with_state(py, &self.state, |s| s.contains(consumer)))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "KeySharedConsumerState(consumers={:?})",
+            self.consumer_ids(py)
+        )
+    }
+}
+
+/// Glob filters from an iterable of str/bytes; a lone str or bytes is refused, since
+/// iterating it would make a filter of each character.
+fn filters_arg(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Box<[u8]>>> {
+    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err(
+            "key_filters must be an iterable of str or bytes patterns, not a single pattern",
+        ));
+    }
+    let items = obj.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "key_filters must be an iterable of str or bytes, got {}",
+            type_name(obj)
+        ))
+    })?;
+    items
+        .enumerate()
+        .map(|(i, item)| Ok(key_bytes(&item?, &format!("key_filters[{i}]"))?.into()))
+        .collect()
+}
+
+/// Keys of a batch (an iterable of str/bytes, such as a list or a NumPy array) packed end
+/// to end, with each key's end offset.
+fn pack_keys(keys: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<usize>)> {
+    if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err(
+            "keys must be a batch of keys, not a single str or bytes",
+        ));
+    }
+    let items = keys.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "keys must be an iterable of str or bytes, got {}",
+            type_name(keys)
+        ))
+    })?;
+    let (mut data, mut ends) = (Vec::new(), Vec::new());
+    for (i, item) in items.enumerate() {
+        let item = item?;
+        let bytes = match (item.cast::<PyString>(), item.cast::<PyBytes>()) {
+            (Ok(s), _) => s.to_str()?.as_bytes(),
+            (_, Ok(b)) => b.as_bytes(),
+            _ => {
+                return Err(PyTypeError::new_err(format!(
+                    "keys[{i}] must be str or bytes, got {}",
+                    type_name(&item)
+                )))
+            }
+        };
+        data.extend_from_slice(bytes);
+        ends.push(data.len());
+    }
+    Ok((data, ends))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyConsistentHashingSelector>()?;
+    m.add_class::<PyKeySharedConsumerState>()?;
+    Ok(())
+}

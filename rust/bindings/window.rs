@@ -1,0 +1,661 @@
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+use super::args::type_name;
+use super::rings::PyKeySharedConsumerState;
+use super::state_args::{
+    consumer_arg, count_arg, lock, millis_arg, offset_arg, routing_key_arg, routing_key_object,
+    with_state,
+};
+use crate::kernels::window::{
+    Action, ActionKind, BackoffStrategy, DeliveryStatus, FailurePolicy, InFlightEntry,
+    InFlightWindow, PoisonPolicy, RoutingKey, WindowLimits,
+};
+
+/// Danube's subscription failure policy: redeliveries, ack timeout, backoff and what to do
+/// with a message out of retries. Times in milliseconds.
+#[pyclass(
+    name = "SubscriptionFailurePolicy",
+    module = "keyshared._core",
+    frozen,
+    eq,
+    from_py_object
+)]
+#[derive(Clone, PartialEq)]
+pub struct PyFailurePolicy {
+    policy: FailurePolicy,
+    dead_letter_topic: Option<String>,
+}
+
+#[pymethods]
+impl PyFailurePolicy {
+    #[new]
+    #[pyo3(signature = (
+        max_redelivery_count=None,
+        ack_timeout_ms=None,
+        base_redelivery_delay_ms=None,
+        max_redelivery_delay_ms=None,
+        backoff_strategy="exponential",
+        poison_policy="block",
+        dead_letter_topic=None,
+    ), text_signature = "(max_redelivery_count=5, ack_timeout_ms=30000, \
+        base_redelivery_delay_ms=1000, max_redelivery_delay_ms=60000, \
+        backoff_strategy='exponential', poison_policy='block', dead_letter_topic=None)")]
+    fn new(
+        max_redelivery_count: Option<&Bound<'_, PyAny>>,
+        ack_timeout_ms: Option<&Bound<'_, PyAny>>,
+        base_redelivery_delay_ms: Option<&Bound<'_, PyAny>>,
+        max_redelivery_delay_ms: Option<&Bound<'_, PyAny>>,
+        backoff_strategy: &str,
+        poison_policy: &str,
+        dead_letter_topic: Option<String>,
+    ) -> PyResult<Self> {
+        let d = FailurePolicy::default();
+        let millis = |obj: Option<&Bound<'_, PyAny>>, what: &str, default: u64| {
+            obj.map_or(Ok(default), |o| millis_arg(o, what))
+        };
+        let backoff_strategy = match backoff_strategy {
+            "fixed" => BackoffStrategy::Fixed,
+            "exponential" => BackoffStrategy::Exponential,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "backoff_strategy must be \"fixed\" or \"exponential\", got {other:?}"
+                )))
+            }
+        };
+        let poison_policy = match poison_policy {
+            "drop" => PoisonPolicy::Drop,
+            "block" => PoisonPolicy::Block,
+            "dead_letter" => {
+                PoisonPolicy::DeadLetter(dead_letter_topic.clone().unwrap_or_default())
+            }
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "poison_policy must be \"drop\", \"dead_letter\" or \"block\", got {other:?}"
+                )))
+            }
+        };
+        let policy = FailurePolicy {
+            max_redelivery_count: max_redelivery_count.map_or(Ok(d.max_redelivery_count), |o| {
+                count_arg(o, "max_redelivery_count")
+            })?,
+            ack_timeout_ms: millis(ack_timeout_ms, "ack_timeout_ms", d.ack_timeout_ms)?,
+            base_redelivery_delay_ms: millis(
+                base_redelivery_delay_ms,
+                "base_redelivery_delay_ms",
+                d.base_redelivery_delay_ms,
+            )?,
+            max_redelivery_delay_ms: millis(
+                max_redelivery_delay_ms,
+                "max_redelivery_delay_ms",
+                d.max_redelivery_delay_ms,
+            )?,
+            backoff_strategy,
+            poison_policy,
+        };
+        Ok(Self {
+            policy: policy.validate()?,
+            dead_letter_topic,
+        })
+    }
+
+    #[getter]
+    fn max_redelivery_count(&self) -> u32 {
+        self.policy.max_redelivery_count
+    }
+
+    #[getter]
+    fn ack_timeout_ms(&self) -> u64 {
+        self.policy.ack_timeout_ms
+    }
+
+    #[getter]
+    fn base_redelivery_delay_ms(&self) -> u64 {
+        self.policy.base_redelivery_delay_ms
+    }
+
+    #[getter]
+    fn max_redelivery_delay_ms(&self) -> u64 {
+        self.policy.max_redelivery_delay_ms
+    }
+
+    #[getter]
+    fn backoff_strategy(&self) -> &'static str {
+        match self.policy.backoff_strategy {
+            BackoffStrategy::Fixed => "fixed",
+            BackoffStrategy::Exponential => "exponential",
+        }
+    }
+
+    #[getter]
+    fn poison_policy(&self) -> &'static str {
+        match self.policy.poison_policy {
+            PoisonPolicy::Drop => "drop",
+            PoisonPolicy::DeadLetter(_) => "dead_letter",
+            PoisonPolicy::Block => "block",
+        }
+    }
+
+    #[getter]
+    fn dead_letter_topic(&self) -> Option<String> {
+        self.dead_letter_topic.clone()
+    }
+
+    /// The wait before redelivery after `attempt` deliveries: the backoff's delay or
+    /// `requested_ms`, whichever is longer, capped at `max_redelivery_delay_ms`.
+    #[pyo3(signature = (attempt, requested_ms=None))]
+    fn redelivery_delay_ms(
+        &self,
+        attempt: &Bound<'_, PyAny>,
+        requested_ms: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
+        let attempt = count_arg(attempt, "attempt")?;
+        let requested = requested_ms
+            .map(|r| millis_arg(r, "requested_ms"))
+            .transpose()?;
+        Ok(self.policy.redelivery_delay_ms(attempt, requested))
+    }
+
+    fn __repr__(&self) -> String {
+        let p = &self.policy;
+        format!(
+            "SubscriptionFailurePolicy(max_redelivery_count={}, ack_timeout_ms={}, \
+             base_redelivery_delay_ms={}, max_redelivery_delay_ms={}, backoff_strategy='{}', \
+             poison_policy='{}', dead_letter_topic={})",
+            p.max_redelivery_count,
+            p.ack_timeout_ms,
+            p.base_redelivery_delay_ms,
+            p.max_redelivery_delay_ms,
+            self.backoff_strategy(),
+            self.poison_policy(),
+            self.dead_letter_topic
+                .as_ref()
+                .map_or("None".to_owned(), |t| format!("'{t}'"))
+        )
+    }
+}
+
+fn status_name(status: DeliveryStatus) -> &'static str {
+    match status {
+        DeliveryStatus::AwaitingAck => "awaiting_ack",
+        DeliveryStatus::WaitingToRetry => "waiting_to_retry",
+        DeliveryStatus::RetryExhausted => "retry_exhausted",
+    }
+}
+
+/// A snapshot of an in-flight message and its delivery state.
+#[pyclass(name = "InFlightEntry", module = "keyshared._core", frozen)]
+pub struct PyInFlightEntry(InFlightEntry);
+
+#[pymethods]
+impl PyInFlightEntry {
+    #[getter]
+    fn offset(&self) -> u64 {
+        self.0.offset
+    }
+
+    #[getter]
+    fn key<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        routing_key_object(py, &self.0.key)
+    }
+
+    #[getter]
+    fn consumer_id(&self) -> u64 {
+        self.0.consumer_id
+    }
+
+    #[getter]
+    fn delivery_attempt(&self) -> u32 {
+        self.0.delivery.attempt
+    }
+
+    /// `"awaiting_ack"`, `"waiting_to_retry"` or `"retry_exhausted"`.
+    #[getter]
+    fn status(&self) -> &'static str {
+        status_name(self.0.delivery.status)
+    }
+
+    #[getter]
+    fn first_sent_at_ms(&self) -> u64 {
+        self.0.delivery.first_sent_at_ms
+    }
+
+    #[getter]
+    fn last_sent_at_ms(&self) -> u64 {
+        self.0.delivery.last_sent_at_ms
+    }
+
+    #[getter]
+    fn ack_deadline_at_ms(&self) -> u64 {
+        self.0.delivery.ack_deadline_at_ms
+    }
+
+    #[getter]
+    fn next_redelivery_at_ms(&self) -> u64 {
+        self.0.delivery.next_redelivery_at_ms
+    }
+
+    #[getter]
+    fn last_failure_reason(&self) -> Option<String> {
+        self.0.delivery.last_failure_reason.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "InFlightEntry(offset={}, consumer_id={}, delivery_attempt={}, status='{}')",
+            self.0.offset,
+            self.0.consumer_id,
+            self.0.delivery.attempt,
+            self.status()
+        )
+    }
+}
+
+/// What the caller of a window is to do.
+///
+/// `kind` is one of `"deliver"` (send `offset` to `consumer_id`), `"redeliver"` (send it
+/// again), `"skip"` (no consumer takes the key; counted done), `"block"` (queued behind its
+/// key or a full consumer), `"drop"` (out of retries; counted done), `"dead_letter"` (out of
+/// retries; publish to `dead_letter_topic`; counted done) or `"evict"` (consumer
+/// `consumer_id` was evicted; its messages were counted done).
+#[pyclass(name = "WindowAction", module = "keyshared._core", frozen)]
+pub struct PyWindowAction(Action);
+
+#[pymethods]
+impl PyWindowAction {
+    #[getter]
+    fn kind(&self) -> &'static str {
+        match self.0.kind {
+            ActionKind::Deliver => "deliver",
+            ActionKind::Redeliver => "redeliver",
+            ActionKind::Skip => "skip",
+            ActionKind::Block => "block",
+            ActionKind::Drop => "drop",
+            ActionKind::DeadLetter => "dead_letter",
+            ActionKind::Evict => "evict",
+        }
+    }
+
+    #[getter]
+    fn offset(&self) -> Option<u64> {
+        self.0.offset
+    }
+
+    #[getter]
+    fn key<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.0.key.as_ref().map(|k| routing_key_object(py, k))
+    }
+
+    #[getter]
+    fn consumer_id(&self) -> Option<u64> {
+        self.0.consumer_id
+    }
+
+    /// The delivery attempt the action concerns (1 for a first delivery); 0 for skips,
+    /// blocks and evictions.
+    #[getter]
+    fn attempt(&self) -> u32 {
+        self.0.attempt
+    }
+
+    #[getter]
+    fn dead_letter_topic(&self) -> Option<String> {
+        self.0.dead_letter_topic.clone()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let key = match self.key(py) {
+            Some(k) => k.repr()?.to_string(),
+            None => "None".to_owned(),
+        };
+        let show = |v: Option<u64>| v.map_or("None".to_owned(), |v| v.to_string());
+        Ok(format!(
+            "WindowAction(kind='{}', offset={}, key={key}, consumer_id={}, attempt={})",
+            self.kind(),
+            show(self.0.offset),
+            show(self.0.consumer_id),
+            self.0.attempt
+        ))
+    }
+}
+
+type WithCursor<T> = (T, Option<u64>);
+
+/// Danube's in-flight window for Key-Shared dispatch, with its defects fixed: one message
+/// per routing key in flight, later ones queued in offset order behind it, a safe cursor
+/// over the offsets done, a per-consumer cap on every path, and retries, ack timeouts and
+/// poison handling driven by `now_ms`.
+#[pyclass(name = "InFlightWindow", module = "keyshared._core", frozen)]
+pub struct PyInFlightWindow {
+    state: Mutex<InFlightWindow>,
+    policy: PyFailurePolicy,
+}
+
+#[pymethods]
+impl PyInFlightWindow {
+    #[new]
+    #[pyo3(signature = (
+        max_window_size=None,
+        max_per_consumer=None,
+        failure_policy=None,
+        inactive_eviction_ticks=None,
+    ), text_signature = "(max_window_size=10, max_per_consumer=1000, failure_policy=None, \
+        inactive_eviction_ticks=6)")]
+    fn new(
+        max_window_size: Option<&Bound<'_, PyAny>>,
+        max_per_consumer: Option<&Bound<'_, PyAny>>,
+        failure_policy: Option<PyFailurePolicy>,
+        inactive_eviction_ticks: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let d = WindowLimits::default();
+        let size = |obj: Option<&Bound<'_, PyAny>>, what: &str, default: usize| {
+            obj.map_or(Ok(default), |o| count_arg(o, what).map(|v| v as usize))
+        };
+        let limits = WindowLimits {
+            max_window_size: size(max_window_size, "max_window_size", d.max_window_size)?,
+            max_per_consumer: size(max_per_consumer, "max_per_consumer", d.max_per_consumer)?,
+            inactive_eviction_ticks: inactive_eviction_ticks
+                .map_or(Ok(d.inactive_eviction_ticks), |o| {
+                    count_arg(o, "inactive_eviction_ticks")
+                })?,
+        };
+        let policy = match failure_policy {
+            Some(p) => p,
+            None => PyFailurePolicy {
+                policy: FailurePolicy::default(),
+                dead_letter_topic: None,
+            },
+        };
+        Ok(Self {
+            state: Mutex::new(InFlightWindow::new(limits, policy.policy.clone())?),
+            policy,
+        })
+    }
+
+    #[getter]
+    fn max_window_size(&self, py: Python<'_>) -> usize {
+        with_state(py, &self.state, |w| w.limits().max_window_size)
+    }
+
+    #[getter]
+    fn max_per_consumer(&self, py: Python<'_>) -> usize {
+        with_state(py, &self.state, |w| w.limits().max_per_consumer)
+    }
+
+    #[getter]
+    fn inactive_eviction_ticks(&self, py: Python<'_>) -> u32 {
+        with_state(py, &self.state, |w| w.limits().inactive_eviction_ticks)
+    }
+
+    #[getter]
+    fn failure_policy(&self) -> PyFailurePolicy {
+        self.policy.clone()
+    }
+
+    fn record_polled(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<()> {
+        let offset = offset_arg(offset, "offset")?;
+        Ok(with_state(py, &self.state, |w| w.record_polled(offset))?)
+    }
+
+    #[pyo3(
+        signature = (offset, key, consumer_id, now_ms=None),
+        text_signature = "($self, offset, key, consumer_id, now_ms=0)"
+    )]
+    fn mark_dispatched(
+        &self,
+        py: Python<'_>,
+        offset: &Bound<'_, PyAny>,
+        key: &Bound<'_, PyAny>,
+        consumer_id: &Bound<'_, PyAny>,
+        now_ms: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let offset = offset_arg(offset, "offset")?;
+        let key = routing_key_arg(key, "key")?;
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let now = now_ms.map_or(Ok(0), |n| millis_arg(n, "now_ms"))?;
+        Ok(with_state(py, &self.state, |w| {
+            w.mark_dispatched(offset, &key, consumer, now)
+        })?)
+    }
+
+    fn push_blocked(
+        &self,
+        py: Python<'_>,
+        offset: &Bound<'_, PyAny>,
+        key: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let offset = offset_arg(offset, "offset")?;
+        let key = routing_key_arg(key, "key")?;
+        Ok(with_state(py, &self.state, |w| {
+            w.push_blocked(offset, &key)
+        })?)
+    }
+
+    /// The first queued `(offset, key)` whose key is free, or None. It holds its key until
+    /// it is dispatched (`mark_dispatched`), skipped (`on_skipped`) or put back
+    /// (`push_blocked`, which returns it to its place).
+    fn take_unblocked<'py>(&self, py: Python<'py>) -> Option<(u64, Bound<'py, PyAny>)> {
+        let taken = with_state(py, &self.state, InFlightWindow::take_unblocked);
+        taken.map(|(offset, key)| (offset, routing_key_object(py, &key)))
+    }
+
+    /// An ack: returns `(freed key, new cursor)`, each None when absent. An offset not in
+    /// flight awaiting an ack changes nothing and returns `(None, None)`.
+    fn on_ack<'py>(
+        &self,
+        py: Python<'py>,
+        offset: &Bound<'py, PyAny>,
+    ) -> PyResult<WithCursor<Option<Bound<'py, PyAny>>>> {
+        let offset = offset_arg(offset, "offset")?;
+        let (key, cursor) = with_state(py, &self.state, |w| w.on_ack(offset));
+        Ok((key.map(|k| routing_key_object(py, &k)), cursor))
+    }
+
+    fn on_skipped(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+        let offset = offset_arg(offset, "offset")?;
+        Ok(with_state(py, &self.state, |w| w.on_skipped(offset))?)
+    }
+
+    /// A nack: returns the message's new status, or None for an offset not in flight.
+    #[pyo3(signature = (offset, now_ms, delay_ms=None, reason=None))]
+    fn on_nack(
+        &self,
+        py: Python<'_>,
+        offset: &Bound<'_, PyAny>,
+        now_ms: &Bound<'_, PyAny>,
+        delay_ms: Option<&Bound<'_, PyAny>>,
+        reason: Option<String>,
+    ) -> PyResult<Option<&'static str>> {
+        let offset = offset_arg(offset, "offset")?;
+        let now = millis_arg(now_ms, "now_ms")?;
+        let delay = delay_ms.map(|d| millis_arg(d, "delay_ms")).transpose()?;
+        let status = with_state(py, &self.state, |w| w.on_nack(offset, now, delay, reason));
+        Ok(status.map(status_name))
+    }
+
+    fn remove_entry(
+        &self,
+        py: Python<'_>,
+        offset: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<PyInFlightEntry>> {
+        let offset = offset_arg(offset, "offset")?;
+        let entry = with_state(py, &self.state, |w| w.remove_entry(offset));
+        Ok(entry.map(PyInFlightEntry))
+    }
+
+    /// Removes the key's queued messages, counting them done; returns their offsets and
+    /// the new cursor.
+    fn drain_blocked_for_key(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+    ) -> PyResult<WithCursor<Vec<u64>>> {
+        let key = routing_key_arg(key, "key")?;
+        Ok(with_state(py, &self.state, |w| {
+            w.drain_blocked_for_key(&key.bytes)
+        }))
+    }
+
+    fn remove_consumer_entries<'py>(
+        &self,
+        py: Python<'py>,
+        consumer_id: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let freed = with_state(py, &self.state, |w| w.remove_consumer_entries(consumer));
+        Ok(keys_out(py, &freed))
+    }
+
+    fn get_safe_cursor(&self, py: Python<'_>) -> Option<u64> {
+        with_state(py, &self.state, |w| w.get_safe_cursor())
+    }
+
+    fn has_capacity(&self, py: Python<'_>) -> bool {
+        with_state(py, &self.state, |w| w.has_capacity())
+    }
+
+    fn consumer_has_capacity(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        Ok(with_state(py, &self.state, |w| {
+            w.consumer_has_capacity(consumer)
+        }))
+    }
+
+    fn consumer_in_flight(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
+        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        Ok(with_state(py, &self.state, |w| {
+            w.consumer_in_flight(consumer)
+        }))
+    }
+
+    fn is_key_active(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let key = routing_key_arg(key, "key")?;
+        Ok(with_state(py, &self.state, |w| w.is_key_active(&key.bytes)))
+    }
+
+    fn get_entry(
+        &self,
+        py: Python<'_>,
+        offset: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<PyInFlightEntry>> {
+        let offset = offset_arg(offset, "offset")?;
+        let entry = with_state(py, &self.state, |w| w.get_entry(offset).cloned());
+        Ok(entry.map(PyInFlightEntry))
+    }
+
+    /// Every in-flight message, by offset.
+    fn in_flight_entries(&self, py: Python<'_>) -> Vec<PyInFlightEntry> {
+        let entries: Vec<InFlightEntry> = with_state(py, &self.state, |w| {
+            w.in_flight_entries().cloned().collect()
+        });
+        entries.into_iter().map(PyInFlightEntry).collect()
+    }
+
+    /// The queued `(offset, key)` pairs in release order (not counting a taken message).
+    fn blocked<'py>(&self, py: Python<'py>) -> Vec<(u64, Bound<'py, PyAny>)> {
+        let queued: Vec<(u64, RoutingKey)> = with_state(py, &self.state, |w| {
+            w.blocked().map(|(o, k)| (o, k.clone())).collect()
+        });
+        queued
+            .into_iter()
+            .map(|(o, k)| (o, routing_key_object(py, &k)))
+            .collect()
+    }
+
+    #[getter]
+    fn in_flight_count(&self, py: Python<'_>) -> usize {
+        with_state(py, &self.state, |w| w.in_flight_count())
+    }
+
+    #[getter]
+    fn blocked_count(&self, py: Python<'_>) -> usize {
+        with_state(py, &self.state, |w| w.blocked_count())
+    }
+
+    /// Danube's dispatch of one polled message, choosing the consumer with `state`: returns
+    /// the action (`"deliver"`, `"block"` or `"skip"`) and the new cursor.
+    fn dispatch_polled(
+        &self,
+        py: Python<'_>,
+        offset: &Bound<'_, PyAny>,
+        key: &Bound<'_, PyAny>,
+        state: &Bound<'_, PyKeySharedConsumerState>,
+        now_ms: &Bound<'_, PyAny>,
+    ) -> PyResult<(PyWindowAction, Option<u64>)> {
+        let offset = offset_arg(offset, "offset")?;
+        let key = routing_key_arg(key, "key")?;
+        let now = millis_arg(now_ms, "now_ms")?;
+        let ring = state.get();
+        let (action, cursor) = with_state(py, &self.state, |w| {
+            w.dispatch_polled(offset, &key, &lock(&ring.state), now)
+        })?;
+        Ok((PyWindowAction(action), cursor))
+    }
+
+    /// Danube's heartbeat at `now_ms`; see the module docs. Consumers in
+    /// `inactive_consumers` for `inactive_eviction_ticks` heartbeats in a row are evicted,
+    /// from `state` too. Returns the actions and the new cursor.
+    #[pyo3(signature = (now_ms, state, inactive_consumers=None))]
+    fn handle_heartbeat(
+        &self,
+        py: Python<'_>,
+        now_ms: &Bound<'_, PyAny>,
+        state: &Bound<'_, PyKeySharedConsumerState>,
+        inactive_consumers: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<(Vec<PyWindowAction>, Option<u64>)> {
+        let now = millis_arg(now_ms, "now_ms")?;
+        let inactive = match inactive_consumers {
+            Some(ids) if !ids.is_none() => consumer_set(ids)?,
+            _ => HashSet::new(),
+        };
+        let ring = state.get();
+        let (actions, cursor) = with_state(py, &self.state, |w| {
+            w.handle_heartbeat(now, &mut lock(&ring.state), &inactive)
+        });
+        Ok((actions.into_iter().map(PyWindowAction).collect(), cursor))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let (flying, blocked, cursor) = with_state(py, &self.state, |w| {
+            (w.in_flight_count(), w.blocked_count(), w.get_safe_cursor())
+        });
+        let cursor = cursor.map_or("None".to_owned(), |c| c.to_string());
+        format!("InFlightWindow(in_flight={flying}, blocked={blocked}, safe_cursor={cursor})")
+    }
+}
+
+fn keys_out<'py>(py: Python<'py>, keys: &[RoutingKey]) -> Vec<Bound<'py, PyAny>> {
+    keys.iter().map(|k| routing_key_object(py, k)).collect()
+}
+
+fn consumer_set(ids: &Bound<'_, PyAny>) -> PyResult<HashSet<u64>> {
+    let items = ids.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "inactive_consumers must be an iterable of consumer ids, got {}",
+            type_name(ids)
+        ))
+    })?;
+    items
+        .enumerate()
+        .map(|(i, id)| consumer_arg(&id?, &format!("inactive_consumers[{i}]")))
+        .collect()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyFailurePolicy>()?;
+    m.add_class::<PyInFlightEntry>()?;
+    m.add_class::<PyWindowAction>()?;
+    m.add_class::<PyInFlightWindow>()?;
+    Ok(())
+}

@@ -1,0 +1,438 @@
+//! One consumer's pending acks (SPEC 6), following Pulsar's `PendingAcksMap`: messages sent
+//! and not yet acknowledged, ordered by (ledger id, entry id), each with its batch size and
+//! sticky key hash.
+//!
+//! When wired to a `DrainingHashes` table, the map plays the part PIP-379's dispatcher gives
+//! it: an add is refused while another consumer drains the hash, and every removal takes a
+//! reference off the hash's draining entry (several removals in one batch). Each operation
+//! returns at most one notice for the unblocking handler. Checks run before any change, so
+//! a failed operation changes nothing here or in the table.
+
+use std::collections::BTreeMap;
+
+use super::buckets::HashRange;
+use super::draining::DrainingHashes;
+use super::error::{InvalidInput, KernelResult};
+
+/// A pending ack as the iterating operations report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingAck {
+    pub ledger_id: i64,
+    pub entry_id: i64,
+    pub batch_size: i32,
+    pub sticky_key_hash: u16,
+}
+
+/// The operations' results, with the hash (or -1) the unblocking handler is to be told.
+pub type WithNotice<T> = (T, Option<i32>);
+
+pub struct PendingAcks {
+    consumer_id: u64,
+    acks: BTreeMap<(i64, i64), (i32, u16)>,
+    closed: bool,
+}
+
+impl PendingAcks {
+    pub fn new(consumer_id: u64) -> Self {
+        Self {
+            consumer_id,
+            acks: BTreeMap::new(),
+            closed: false,
+        }
+    }
+
+    pub fn consumer_id(&self) -> u64 {
+        self.consumer_id
+    }
+
+    pub fn len(&self) -> usize {
+        self.acks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.acks.is_empty()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Adds (or overwrites) a pending ack unless the map is closed or, when wired, another
+    /// consumer is draining the hash. With a table, hash 0 is an error.
+    pub fn add_pending_ack_if_allowed(
+        &mut self,
+        ack: PendingAck,
+        tracker: Option<&DrainingHashes>,
+    ) -> KernelResult<bool> {
+        check_batch_size(ack.batch_size)?;
+        if tracker.is_some() && ack.sticky_key_hash == 0 {
+            return Err(missing_hash(ack));
+        }
+        Ok(self.add_checked(ack, tracker))
+    }
+
+    /// `add_pending_ack_if_allowed` for each ack in order; on an error nothing is added.
+    pub fn add_many(
+        &mut self,
+        acks: &[PendingAck],
+        tracker: Option<&DrainingHashes>,
+    ) -> KernelResult<Vec<bool>> {
+        for (i, &ack) in acks.iter().enumerate() {
+            let bad = check_batch_size(ack.batch_size).err().or_else(|| {
+                (tracker.is_some() && ack.sticky_key_hash == 0).then(|| missing_hash(ack))
+            });
+            if let Some(e) = bad {
+                return Err(InvalidInput(format!("acks[{i}]: {e}")));
+            }
+        }
+        Ok(acks.iter().map(|&a| self.add_checked(a, tracker)).collect())
+    }
+
+    fn add_checked(&mut self, ack: PendingAck, tracker: Option<&DrainingHashes>) -> bool {
+        if self.closed {
+            return false;
+        }
+        let draining_elsewhere = tracker
+            .and_then(|t| t.get_entry(ack.sticky_key_hash))
+            .is_some_and(|e| e.consumer_id != self.consumer_id);
+        if draining_elsewhere {
+            return false;
+        }
+        self.acks.insert(
+            (ack.ledger_id, ack.entry_id),
+            (ack.batch_size, ack.sticky_key_hash),
+        );
+        true
+    }
+
+    pub fn contains(&self, ledger_id: i64, entry_id: i64) -> bool {
+        self.acks.contains_key(&(ledger_id, entry_id))
+    }
+
+    /// `(batch_size, sticky_key_hash)` of a pending ack.
+    pub fn get(&self, ledger_id: i64, entry_id: i64) -> Option<(i32, u16)> {
+        self.acks.get(&(ledger_id, entry_id)).copied()
+    }
+
+    /// Removes a pending ack; with `expected` (batch size, hash), only on an exact match.
+    pub fn remove(
+        &mut self,
+        ledger_id: i64,
+        entry_id: i64,
+        expected: Option<(i32, u16)>,
+        tracker: Option<&mut DrainingHashes>,
+    ) -> KernelResult<WithNotice<bool>> {
+        let found = self.get(ledger_id, entry_id);
+        if found.is_none() || expected.is_some_and(|e| Some(e) != found) {
+            return Ok((false, None));
+        }
+        let (removed, notice) = self.remove_and_get(ledger_id, entry_id, tracker)?;
+        Ok((removed.is_some(), notice))
+    }
+
+    /// Removes a pending ack and returns its `(batch_size, sticky_key_hash)`.
+    pub fn remove_and_get(
+        &mut self,
+        ledger_id: i64,
+        entry_id: i64,
+        tracker: Option<&mut DrainingHashes>,
+    ) -> KernelResult<WithNotice<Option<(i32, u16)>>> {
+        let Some((batch, hash)) = self.get(ledger_id, entry_id) else {
+            return Ok((None, None));
+        };
+        let notice = match tracker {
+            Some(t) => {
+                t.check_owners(self.consumer_id, [hash])?;
+                t.apply_reduce(hash, self.closed)
+            }
+            None => None,
+        };
+        self.acks.remove(&(ledger_id, entry_id));
+        Ok((Some((batch, hash)), notice))
+    }
+
+    /// Removes each `(ledger_ids[i], entry_ids[i])`; the result says which were pending.
+    /// The table sees the removals as one batch.
+    pub fn remove_many(
+        &mut self,
+        keys: &[(i64, i64)],
+        tracker: Option<&mut DrainingHashes>,
+    ) -> KernelResult<WithNotice<Vec<bool>>> {
+        let mut seen = std::collections::HashSet::new();
+        let found: Vec<Option<u16>> = keys
+            .iter()
+            .map(|k| self.acks.get(k).filter(|_| seen.insert(*k)).map(|v| v.1))
+            .collect();
+        let hashes = found.iter().flatten().copied();
+        let notice = self.reduce_in_batch(hashes, tracker)?;
+        let mut removed = Vec::with_capacity(keys.len());
+        for (key, hit) in keys.iter().zip(&found) {
+            if hit.is_some() {
+                self.acks.remove(key);
+            }
+            removed.push(hit.is_some());
+        }
+        Ok((removed, notice))
+    }
+
+    /// Removes every pending ack up to and including `(ledger_id, entry_id)`, returning
+    /// them in order. The table sees the removals as one batch.
+    pub fn remove_all_up_to(
+        &mut self,
+        ledger_id: i64,
+        entry_id: i64,
+        tracker: Option<&mut DrainingHashes>,
+    ) -> KernelResult<WithNotice<Vec<PendingAck>>> {
+        let removed: Vec<PendingAck> = self
+            .acks
+            .range(..=(ledger_id, entry_id))
+            .map(to_ack)
+            .collect();
+        if removed.is_empty() {
+            return Ok((removed, None));
+        }
+        let notice = self.reduce_in_batch(removed.iter().map(|a| a.sticky_key_hash), tracker)?;
+        self.acks = self.acks.split_off(&(ledger_id, entry_id));
+        self.acks.remove(&(ledger_id, entry_id));
+        Ok((removed, notice))
+    }
+
+    /// Every pending ack, in order.
+    pub fn for_each(&self) -> Vec<PendingAck> {
+        self.acks.iter().map(to_ack).collect()
+    }
+
+    /// Removes and returns every pending ack; `close` also refuses every later add. The
+    /// table sees the removals as one batch, as closing when the map is closed.
+    pub fn for_each_and_clear(
+        &mut self,
+        close: bool,
+        tracker: Option<&mut DrainingHashes>,
+    ) -> KernelResult<WithNotice<Vec<PendingAck>>> {
+        let all = self.for_each();
+        let closing = self.closed || close;
+        let notice = match tracker {
+            Some(t) => {
+                t.check_owners(self.consumer_id, all.iter().map(|a| a.sticky_key_hash))?;
+                t.start_batch();
+                for ack in &all {
+                    t.apply_reduce(ack.sticky_key_hash, closing);
+                }
+                t.end_batch()?
+            }
+            None => None,
+        };
+        self.closed = closing;
+        self.acks.clear();
+        Ok((all, notice))
+    }
+
+    /// Registers the hash of every pending ack that falls in `ranges` as draining for this
+    /// consumer (PIP-379's reaction to this consumer losing those ranges). Hash 0 is
+    /// skipped. Returns how many pending acks were registered.
+    pub fn register_draining_hashes(
+        &self,
+        ranges: &[HashRange],
+        tracker: &mut DrainingHashes,
+    ) -> KernelResult<usize> {
+        let mut sorted = ranges.to_vec();
+        sorted.sort();
+        let hashes: Vec<u16> = self
+            .acks
+            .values()
+            .map(|v| v.1)
+            .filter(|&h| h != 0 && in_ranges(&sorted, h))
+            .collect();
+        tracker.add_entries(self.consumer_id, &hashes)?;
+        Ok(hashes.len())
+    }
+
+    fn reduce_in_batch(
+        &self,
+        hashes: impl Iterator<Item = u16> + Clone,
+        tracker: Option<&mut DrainingHashes>,
+    ) -> KernelResult<Option<i32>> {
+        let Some(t) = tracker else {
+            return Ok(None);
+        };
+        t.check_owners(self.consumer_id, hashes.clone())?;
+        t.start_batch();
+        for hash in hashes {
+            t.apply_reduce(hash, self.closed);
+        }
+        t.end_batch()
+    }
+}
+
+fn to_ack(
+    (&(ledger_id, entry_id), &(batch_size, sticky_key_hash)): (&(i64, i64), &(i32, u16)),
+) -> PendingAck {
+    PendingAck {
+        ledger_id,
+        entry_id,
+        batch_size,
+        sticky_key_hash,
+    }
+}
+
+fn check_batch_size(batch_size: i32) -> KernelResult<()> {
+    if batch_size < 0 {
+        return Err(InvalidInput(format!(
+            "batch_size must not be negative, got {batch_size}"
+        )));
+    }
+    Ok(())
+}
+
+fn missing_hash(ack: PendingAck) -> InvalidInput {
+    InvalidInput(format!(
+        "sticky key hash is missing (0) for {}:{}",
+        ack.ledger_id, ack.entry_id
+    ))
+}
+
+/// Whether `hash` lies in one of the ranges, sorted by start.
+fn in_ranges(sorted: &[HashRange], hash: u16) -> bool {
+    let after = sorted.partition_point(|r| r.start() <= hash);
+    sorted[..after].iter().rev().any(|r| r.contains_hash(hash))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ack(ledger_id: i64, entry_id: i64, hash: u16) -> PendingAck {
+        PendingAck {
+            ledger_id,
+            entry_id,
+            batch_size: 1,
+            sticky_key_hash: hash,
+        }
+    }
+
+    fn keys(m: &PendingAcks) -> Vec<(i64, i64)> {
+        m.for_each()
+            .iter()
+            .map(|a| (a.ledger_id, a.entry_id))
+            .collect()
+    }
+
+    #[test]
+    fn ordered_adds_gets_and_removes() {
+        let mut m = PendingAcks::new(1);
+        for (l, e) in [(2, 1), (1, 5), (1, -1), (2, 0)] {
+            assert!(m.add_pending_ack_if_allowed(ack(l, e, 9), None).unwrap());
+        }
+        assert_eq!(keys(&m), vec![(1, -1), (1, 5), (2, 0), (2, 1)]);
+        assert_eq!(m.get(1, 5), Some((1, 9)));
+        assert_eq!(m.remove(1, 5, Some((2, 9)), None), Ok((false, None)));
+        assert_eq!(m.remove(1, 5, Some((1, 9)), None), Ok((true, None)));
+        assert_eq!(m.remove(1, 5, None, None), Ok((false, None)));
+        let (removed, _) = m.remove_all_up_to(2, 0, None).unwrap();
+        assert_eq!(removed.len(), 2);
+        assert_eq!(keys(&m), vec![(2, 1)]);
+        assert!(m.add_pending_ack_if_allowed(ack(1, 1, 9), None).is_ok());
+        assert!(m
+            .add_pending_ack_if_allowed(
+                PendingAck {
+                    batch_size: -1,
+                    ..ack(1, 1, 9)
+                },
+                None
+            )
+            .is_err());
+    }
+
+    #[test]
+    fn remove_all_up_to_the_last_entry() {
+        let mut m = PendingAcks::new(1);
+        for e in [i64::MAX - 1, i64::MAX] {
+            m.add_pending_ack_if_allowed(ack(3, e, 9), None).unwrap();
+        }
+        let (removed, _) = m.remove_all_up_to(3, i64::MAX, None).unwrap();
+        assert_eq!(removed.len(), 2);
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn closing_refuses_adds() {
+        let mut m = PendingAcks::new(1);
+        m.add_pending_ack_if_allowed(ack(1, 1, 9), None).unwrap();
+        let (all, _) = m.for_each_and_clear(true, None).unwrap();
+        assert_eq!(all.len(), 1);
+        assert!(!m.add_pending_ack_if_allowed(ack(1, 2, 9), None).unwrap());
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn wired_to_the_tracker() {
+        let mut t = DrainingHashes::new();
+        let mut a = PendingAcks::new(1);
+        let mut b = PendingAcks::new(2);
+        for e in 0..3 {
+            a.add_pending_ack_if_allowed(ack(1, e, 7), Some(&t))
+                .unwrap();
+        }
+        assert!(a
+            .add_pending_ack_if_allowed(ack(1, 9, 0), Some(&t))
+            .is_err());
+        let r = HashRange::new(5, 8).unwrap();
+        assert_eq!(a.register_draining_hashes(&[r], &mut t), Ok(3));
+        assert_eq!(t.get_entry(7).unwrap().ref_count, 3);
+        assert!(!b
+            .add_pending_ack_if_allowed(ack(1, 10, 7), Some(&t))
+            .unwrap());
+        assert!(t.should_block_sticky_key_hash(2, 7));
+        assert_eq!(a.remove(1, 0, None, Some(&mut t)), Ok((true, None)));
+        assert_eq!(
+            a.remove_many(&[(1, 1), (1, 1), (5, 5)], Some(&mut t))
+                .unwrap()
+                .0,
+            vec![true, false, false]
+        );
+        assert_eq!(
+            a.remove_and_get(1, 2, Some(&mut t)),
+            Ok((Some((1, 7)), Some(7)))
+        );
+        assert!(t.is_empty());
+        assert!(b
+            .add_pending_ack_if_allowed(ack(1, 10, 7), Some(&t))
+            .unwrap());
+    }
+
+    #[test]
+    fn batches_notify_once_and_closing_not_at_all() {
+        let mut t = DrainingHashes::new();
+        let mut a = PendingAcks::new(1);
+        for (e, h) in [(0, 3), (1, 4)] {
+            a.add_pending_ack_if_allowed(ack(1, e, h), Some(&t))
+                .unwrap();
+            t.add_entry(1, h).unwrap();
+            assert!(t.should_block_sticky_key_hash(2, h));
+        }
+        assert_eq!(a.remove_all_up_to(1, 1, Some(&mut t)).unwrap().1, Some(-1));
+        for (e, h) in [(0, 3), (1, 4)] {
+            a.add_pending_ack_if_allowed(ack(1, e, h), Some(&t))
+                .unwrap();
+            t.add_entry(1, h).unwrap();
+            assert!(t.should_block_sticky_key_hash(2, h));
+        }
+        assert_eq!(a.for_each_and_clear(true, Some(&mut t)).unwrap().1, None);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn a_foreign_owner_changes_nothing() {
+        let mut t = DrainingHashes::new();
+        let mut a = PendingAcks::new(1);
+        a.add_pending_ack_if_allowed(ack(1, 0, 3), None).unwrap();
+        t.add_entry(2, 3).unwrap();
+        assert!(a.remove(1, 0, None, Some(&mut t)).is_err());
+        assert!(a.for_each_and_clear(true, Some(&mut t)).is_err());
+        assert!(!a.is_closed());
+        assert!(a.contains(1, 0));
+        let r = HashRange::new(0, 9).unwrap();
+        assert!(a.register_draining_hashes(&[r], &mut t).is_err());
+        assert_eq!(t.get_entry(3).unwrap().ref_count, 1);
+    }
+}
