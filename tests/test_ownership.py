@@ -3,13 +3,16 @@
 from itertools import product
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from keyshared import (
     BucketAssignment,
     BucketConsumer,
+    BucketHandoff,
     BucketMove,
+    TopicLayout,
     contiguous_assignment,
     lost_buckets,
     moved_buckets,
@@ -110,3 +113,143 @@ def test_sticky_moves_the_fewest_buckets_of_any_balanced_assignment(
         if balanced(candidate, ids)
     )
     assert len(moved_buckets(before, after)) == fewest
+
+
+# --- hand-off --------------------------------------------------------------------------------
+
+SEGMENT = TopicLayout.initial(1, bucket_budget=4).segments[0]
+
+
+def test_a_moving_bucket_waits_for_the_old_owners_acks() -> None:
+    released: list[int] = []
+    handoff = BucketHandoff(
+        SEGMENT, contiguous_assignment([1, 2], 4), unblocking_handler=released.append
+    )
+    assert handoff.try_dispatch(1, 1, count=3)  # consumer 1 owns buckets 0 and 1
+    assert not handoff.try_dispatch(2, 1)  # not the owner
+    lost = handoff.reassign(contiguous_assignment([1, 2, 3], 4))  # 1 2 3 3: 1 loses bucket 1
+    assert lost == {1: (1,), 2: (2, 3)}
+    assert handoff.withheld_buckets() == (1,)
+    entry = handoff.tracker.get_entry(SEGMENT.canonical_bucket_hash(1))
+    assert (entry.consumer_id, entry.ref_count) == (1, 3)
+    assert not handoff.try_dispatch(2, 1)  # withheld while consumer 1 drains
+    handoff.ack(1, 1, count=2)
+    assert not handoff.try_dispatch(2, 1) and released == []
+    handoff.ack(1, 1)
+    assert released == [1]
+    assert handoff.withheld_buckets() == ()
+    assert handoff.try_dispatch(2, 1) and handoff.holder(1) == 2 and handoff.pending(2, 1) == 1
+
+
+def test_a_bucket_without_pending_messages_moves_at_once() -> None:
+    handoff = BucketHandoff(SEGMENT, contiguous_assignment([1], 4))
+    handoff.reassign(contiguous_assignment([1, 2], 4))
+    assert handoff.try_dispatch(2, 3) and handoff.withheld_buckets() == ()
+
+
+def test_a_bucket_handed_back_to_its_drainer_is_released() -> None:
+    handoff = BucketHandoff(SEGMENT, contiguous_assignment([1], 4))
+    assert handoff.try_dispatch(1, 2, count=2)
+    handoff.reassign(contiguous_assignment([2], 4))
+    assert handoff.withheld_buckets() == (2,)
+    handoff.reassign(contiguous_assignment([1], 4))
+    assert handoff.withheld_buckets() == () and len(handoff.tracker) == 0
+    assert handoff.try_dispatch(1, 2) and handoff.pending(1, 2) == 3
+    handoff.reassign(contiguous_assignment([3], 4))
+    assert handoff.tracker.get_entry(SEGMENT.canonical_bucket_hash(2)).ref_count == 3
+
+
+def test_a_closing_consumer_releases_what_it_drained() -> None:
+    released: list[int] = []
+    handoff = BucketHandoff(
+        SEGMENT, contiguous_assignment([1], 4), unblocking_handler=released.append
+    )
+    handoff.try_dispatch(1, 0, count=4)
+    handoff.try_dispatch(1, 3)
+    handoff.reassign(contiguous_assignment([2], 4))
+    assert not handoff.try_dispatch(2, 0)
+    assert handoff.close_consumer(1) == {0: 4, 3: 1}
+    assert released == [] and len(handoff.tracker) == 0
+    assert handoff.try_dispatch(2, 0) and handoff.try_dispatch(2, 3)
+
+
+def test_acks_must_match_pending_messages() -> None:
+    handoff = BucketHandoff(SEGMENT, contiguous_assignment([1], 4))
+    handoff.try_dispatch(1, 0)
+    with pytest.raises(ValueError, match="consumer 1 has 1 pending message"):
+        handoff.ack(1, 0, count=2)
+    with pytest.raises(ValueError, match="consumer 2 has 0 pending"):
+        handoff.ack(2, 0)
+    with pytest.raises(ValueError, match="bucket"):
+        handoff.try_dispatch(1, 4)
+    with pytest.raises(ValueError, match="count"):
+        handoff.try_dispatch(1, 0, count=0)
+
+
+class HandoffMachine(RuleBasedStateMachine):
+    """Random dispatches, acks, closes and reassignments: never two consumers holding unacked
+    messages of one bucket, and an owner is refused only while someone else drains."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.segment = TopicLayout.initial(1, bucket_budget=6).segments[0]
+        self.handoff = BucketHandoff(self.segment, contiguous_assignment([1, 2], 6))
+        self.held: dict[int, tuple[int, int]] = {}
+
+    @rule(consumers=st.sets(st.integers(1, 5), max_size=4), sticky=st.booleans())
+    def reassign(self, consumers: set[int], sticky: bool) -> None:
+        before = self.handoff.assignment
+        after = (
+            sticky_assignment(before, consumers) if sticky else contiguous_assignment(consumers, 6)
+        )
+        assert self.handoff.reassign(after) == lost_buckets(before, after)
+
+    @rule(consumer=st.integers(1, 5), bucket=st.integers(0, 5), count=st.integers(1, 3))
+    def dispatch(self, consumer: int, bucket: int, count: int) -> None:
+        owner = self.handoff.assignment.owner(bucket)
+        holder = self.held.get(bucket, (None, 0))[0]
+        ok = self.handoff.try_dispatch(consumer, bucket, count)
+        assert ok == (consumer == owner and holder in (None, consumer))
+        if ok:
+            self.held[bucket] = (consumer, self.held.get(bucket, (consumer, 0))[1] + count)
+
+    @rule(bucket=st.integers(0, 5), count=st.integers(1, 3))
+    def dispatch_to_owner(self, bucket: int, count: int) -> None:
+        owner = self.handoff.assignment.owner(bucket)
+        if owner is not None:
+            self.dispatch(owner, bucket, count)
+
+    @rule(data=st.data())
+    def ack(self, data: st.DataObject) -> None:
+        if not self.held:
+            return
+        bucket = data.draw(st.sampled_from(sorted(self.held)))
+        consumer, n = self.held[bucket]
+        count = data.draw(st.integers(1, n))
+        self.handoff.ack(consumer, bucket, count)
+        self.held[bucket] = (consumer, n - count)
+        if n == count:
+            del self.held[bucket]
+
+    @rule(consumer=st.integers(1, 5))
+    def close(self, consumer: int) -> None:
+        want = {b: n for b, (c, n) in self.held.items() if c == consumer}
+        assert self.handoff.close_consumer(consumer) == want
+        self.held = {b: v for b, v in self.held.items() if v[0] != consumer}
+
+    @invariant()
+    def one_holder_per_bucket_and_the_tracker_agrees(self) -> None:
+        for bucket in range(6):
+            holder, n = self.held.get(bucket, (None, 0))
+            assert self.handoff.holder(bucket) == holder
+            for consumer in range(1, 6):
+                assert self.handoff.pending(consumer, bucket) == (n if consumer == holder else 0)
+            entry = self.handoff.tracker.get_entry(self.segment.canonical_bucket_hash(bucket))
+            if holder is not None and holder != self.handoff.assignment.owner(bucket):
+                assert entry is not None and (entry.consumer_id, entry.ref_count) == (holder, n)
+            else:
+                assert entry is None
+
+
+HandoffMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=40)
+TestHandoffMachine = HandoffMachine.TestCase

@@ -53,6 +53,7 @@ from keyshared.layout import (
 from keyshared.ownership import (
     BucketAssignment,
     BucketConsumer,
+    BucketHandoff,
     BucketMove,
     contiguous_assignment,
     lost_buckets,
@@ -95,6 +96,7 @@ __all__ = [
     "BucketAssignment",
     "BucketCheckpoints",
     "BucketConsumer",
+    "BucketHandoff",
     "BucketMove",
     "BucketedBatcher",
     "ConsistentHashingStickyKeyConsumerSelector",

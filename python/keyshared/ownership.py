@@ -1,5 +1,5 @@
 """PIP-486 bucket ownership on the broker: which consumer owns each of a segment's buckets,
-and what moves when the consumers change.
+what moves when the consumers change, and the hand-off of a moving bucket.
 
 One owner per bucket (a consumer may own several), so an entry, which always lies inside one
 bucket, goes to exactly one consumer. Consumers are identified by integer ids; Pulsar orders
@@ -8,7 +8,7 @@ them by (name, id).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -16,7 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from keyshared._checks import check_int
-from keyshared.layout import RING_SIZE
+from keyshared.draining import DrainingHashesTracker
+from keyshared.layout import RING_SIZE, Segment
 
 
 @dataclass(frozen=True, order=True)
@@ -183,9 +184,142 @@ def _check_same_segment(before: BucketAssignment, after: BucketAssignment) -> No
         )
 
 
+class BucketHandoff:
+    """Hands buckets of one segment from consumer to consumer without ever letting two
+    consumers hold unacked messages of the same bucket (PIP-486 over PIP-379).
+
+    It counts each consumer's pending (dispatched, unacked) messages per bucket. When a
+    reassignment takes a bucket from a consumer that still has pending messages in it, they
+    go into a :class:`DrainingHashesTracker` under the bucket's canonical hash, and the new
+    owner is withheld the bucket until the old one has acked them all; then the tracker
+    releases it (and tells ``unblocking_handler`` the bucket index, or -1 for several at
+    once, if a dispatch was held back meanwhile). A bucket handed back to the consumer still
+    draining it is simply released.
+
+    Invariant: at most one consumer has pending messages of a bucket, and while it is not
+    the owner, the tracker holds exactly its pending count under the bucket's hash.
+    """
+
+    def __init__(
+        self,
+        segment: Segment,
+        assignment: BucketAssignment | None = None,
+        *,
+        unblocking_handler: Callable[[int], object] | None = None,
+    ) -> None:
+        if not isinstance(segment, Segment):
+            raise TypeError(f"segment must be a Segment, got {type(segment).__name__}")
+        n = segment.bucket_count
+        self._hashes = [segment.canonical_bucket_hash(b) for b in range(n)]
+        self._bucket_of_hash = {h: b for b, h in enumerate(self._hashes)}
+        self._assignment = BucketAssignment((None,) * n)
+        # bucket -> (holding consumer, its pending count); absent when nothing is pending.
+        self._pending: dict[int, tuple[int, int]] = {}
+        self._handler = unblocking_handler
+        self.tracker = DrainingHashesTracker(
+            None if unblocking_handler is None else self._unblocked, segment.descriptor
+        )
+        if assignment is not None:
+            self.reassign(assignment)
+
+    @property
+    def assignment(self) -> BucketAssignment:
+        return self._assignment
+
+    def _unblocked(self, sticky_key_hash: int) -> None:
+        assert self._handler is not None
+        self._handler(self._bucket_of_hash.get(sticky_key_hash, -1))
+
+    def _bucket(self, bucket: int) -> int:
+        return check_int("bucket", bucket, minimum=0, maximum=len(self._hashes) - 1)
+
+    def reassign(self, assignment: BucketAssignment) -> dict[int, tuple[int, ...]]:
+        """Moves to new owners; returns, per consumer, the buckets it lost. A lost bucket
+        with pending messages is withheld from its new owner until they are acked."""
+        lost = lost_buckets(self._assignment, assignment)
+        self._assignment = assignment
+        for bucket, (holder, count) in self._pending.items():
+            owner, h = assignment.owners[bucket], self._hashes[bucket]
+            entry = self.tracker.get_entry(h)
+            if owner == holder and entry is not None:
+                # Handed back to the consumer still draining it: nothing to wait for.
+                self.tracker.should_block_sticky_key_hash(holder, h)
+            elif owner != holder and entry is None:
+                self.tracker.add_entries(holder, np.full(count, h, dtype=np.uint16))
+        return lost
+
+    def try_dispatch(self, consumer_id: int, bucket: int, count: int = 1) -> bool:
+        """Records ``count`` messages of ``bucket`` as dispatched to ``consumer_id`` if it may
+        have them: it owns the bucket and no other consumer is still draining it."""
+        b = self._bucket(bucket)
+        check_int("count", count, minimum=1)
+        if self._assignment.owners[b] != consumer_id:
+            return False
+        if self.tracker.should_block_sticky_key_hash(consumer_id, self._hashes[b]):
+            return False
+        _, held = self._pending.get(b, (consumer_id, 0))
+        self._pending[b] = (consumer_id, held + count)
+        return True
+
+    def ack(self, consumer_id: int, bucket: int, count: int = 1) -> None:
+        """``consumer_id`` acked ``count`` of its pending messages of ``bucket``; if it was
+        draining the bucket and that was the last, the bucket goes to its new owner."""
+        b = self._bucket(bucket)
+        check_int("count", count, minimum=1)
+        holder, held = self._pending.get(b, (None, 0))
+        if holder != consumer_id or held < count:
+            have = held if holder == consumer_id else 0
+            raise ValueError(
+                f"consumer {consumer_id} has {have} pending message(s) of bucket {b},"
+                f" cannot ack {count}"
+            )
+        if held == count:
+            del self._pending[b]
+        else:
+            self._pending[b] = (holder, held - count)
+        if self._assignment.owners[b] != consumer_id:
+            for _ in range(count):
+                self.tracker.reduce_ref_count(consumer_id, self._hashes[b])
+
+    def close_consumer(self, consumer_id: int) -> dict[int, int]:
+        """``consumer_id`` disconnected: its pending messages will be redelivered, so it holds
+        nothing any more. Returns how many messages of each bucket it held. Reassign its
+        buckets afterwards."""
+        held = {b: n for b, (c, n) in self._pending.items() if c == consumer_id}
+        for b, n in held.items():
+            del self._pending[b]
+            if self.tracker.get_entry(self._hashes[b]) is not None:
+                self.tracker.reduce_ref_counts(
+                    consumer_id, np.full(n, self._hashes[b], dtype=np.uint16), closing=True
+                )
+        self.tracker.consumer_removed(consumer_id)
+        return held
+
+    def pending(self, consumer_id: int, bucket: int) -> int:
+        """How many messages of ``bucket`` ``consumer_id`` holds unacked."""
+        holder, held = self._pending.get(self._bucket(bucket), (None, 0))
+        return held if holder == consumer_id else 0
+
+    def holder(self, bucket: int) -> int | None:
+        """The consumer holding unacked messages of ``bucket``, if any."""
+        return self._pending.get(self._bucket(bucket), (None, 0))[0]
+
+    def withheld_buckets(self) -> tuple[int, ...]:
+        """Buckets whose owner must wait for another consumer's acks (PIP-486's withheld
+        gauge; one that stays non-empty means a previous owner is not acking)."""
+        return tuple(
+            sorted(
+                b
+                for b, (holder, _) in self._pending.items()
+                if self._assignment.owners[b] != holder and self._assignment.owners[b] is not None
+            )
+        )
+
+
 __all__ = [
     "BucketAssignment",
     "BucketConsumer",
+    "BucketHandoff",
     "BucketMove",
     "contiguous_assignment",
     "lost_buckets",
