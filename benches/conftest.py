@@ -12,9 +12,7 @@ def make_keys(n: int, seed: int = 7) -> list[str]:
     """n distinct keys of 20 to 30 ASCII bytes, like order or device ids."""
     rng = random.Random(seed)
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-    return [
-        f"{i:08d}-" + "".join(rng.choices(alphabet, k=rng.randint(11, 21))) for i in range(n)
-    ]
+    return [f"{i:08d}-" + "".join(rng.choices(alphabet, k=rng.randint(11, 21))) for i in range(n)]
 
 
 @pytest.fixture(scope="session")
