@@ -35,10 +35,11 @@ impl RoutingKey {
         }
     }
 
+    /// The key as Python would show it.
     fn show(&self) -> String {
         match (self.text, std::str::from_utf8(&self.bytes)) {
-            (true, Ok(s)) => format!("{s:?}"),
-            _ => format!("b\"{}\"", self.bytes.escape_ascii()),
+            (true, Ok(s)) => format!("'{}'", s.escape_debug()),
+            _ => format!("b'{}'", self.bytes.escape_ascii()),
         }
     }
 }

@@ -1,0 +1,326 @@
+"""Pulsar's PendingAcksMap (SPEC 6), alone and wired to the draining-hashes tracker the way
+PIP-379's dispatcher wires it."""
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
+
+from keyshared import DrainingHashesTracker, HashRange, PendingAcksMap, StickyKeyDispatcher
+
+Ack = tuple[int, int, int, int]
+
+
+def collect(call: object) -> list[Ack]:
+    seen: list[Ack] = []
+    call(lambda *a: seen.append(a))  # type: ignore[operator]
+    return seen
+
+
+def test_ordered_by_ledger_then_entry() -> None:
+    m = PendingAcksMap(1)
+    for ledger, entry in [(2, 1), (1, 5), (1, -1), (2, 0)]:
+        assert m.add_pending_ack_if_allowed(ledger, entry, 1, 9)
+    assert [a[:2] for a in m.to_list()] == [(1, -1), (1, 5), (2, 0), (2, 1)]
+    assert collect(m.for_each) == m.to_list()
+    assert m.size() == len(m) == 4
+    assert m.contains(1, 5) and not m.contains(1, 6)
+    assert m.get(1, 5) == (1, 9) and m.get(9, 9) is None
+
+
+def test_add_overwrites() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 1, 9)
+    m.add_pending_ack_if_allowed(1, 1, 4, 7)
+    assert m.to_list() == [(1, 1, 4, 7)]
+
+
+def test_remove_with_and_without_values() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 2, 9)
+    assert not m.remove(1, 1, 3, 9)
+    assert not m.remove(1, 1, 2, 8)
+    assert m.remove(1, 1, 2, 9)
+    assert not m.remove(1, 1)
+    m.add_pending_ack_if_allowed(1, 1, 2, 9)
+    assert m.remove_and_get(1, 1) == (2, 9)
+    assert m.remove_and_get(1, 1) is None
+    with pytest.raises(TypeError, match="together, or neither"):
+        m.remove(1, 1, 2)
+
+
+def test_remove_all_up_to_is_inclusive() -> None:
+    m = PendingAcksMap(1)
+    for ledger, entry in [(1, 0), (1, 9), (2, 3), (2, 4), (3, 0)]:
+        m.add_pending_ack_if_allowed(ledger, entry, 1, 5)
+    removed: list[Ack] = []
+    assert m.remove_all_up_to(2, 3, lambda *a: removed.append(a)) == 3
+    assert [a[:2] for a in removed] == [(1, 0), (1, 9), (2, 3)]
+    assert [a[:2] for a in m.to_list()] == [(2, 4), (3, 0)]
+    assert m.remove_all_up_to(2, -1) == 0
+    assert m.remove_all_up_to(2**63 - 1, 2**63 - 1) == 2
+    assert len(m) == 0
+
+
+def test_for_each_and_close_refuses_later_adds() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 1, 5)
+    assert collect(m.for_each_and_close) == [(1, 1, 1, 5)]
+    assert m.closed
+    assert not m.add_pending_ack_if_allowed(1, 2, 1, 5)
+    assert len(m) == 0
+
+
+def test_for_each_and_clear_keeps_adding() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 1, 5)
+    assert len(collect(m.for_each_and_clear)) == 1
+    assert not m.closed
+    assert m.add_pending_ack_if_allowed(1, 2, 1, 5)
+
+
+def test_the_processor_may_call_back_in() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 1, 5)
+    m.for_each_and_clear(lambda *a: m.add_pending_ack_if_allowed(a[0], a[1] + 1, a[2], a[3]))
+    assert m.to_list() == [(1, 2, 1, 5)]
+
+
+def test_wired_adds_are_refused_while_another_consumer_drains() -> None:
+    t = DrainingHashesTracker()
+    a, b = PendingAcksMap(1, t), PendingAcksMap(2, t)
+    assert a.tracker is t
+    for e in range(3):
+        assert a.add_pending_ack_if_allowed(1, e, 1, 7)
+    assert a.register_draining_hashes([HashRange(5, 8)]) == 3
+    assert (t.get_entry(7).consumer_id, t.get_entry(7).ref_count) == (1, 3)  # type: ignore[union-attr]
+    assert not b.add_pending_ack_if_allowed(1, 10, 1, 7)
+    assert a.add_pending_ack_if_allowed(1, 11, 1, 7)  # the draining consumer itself may
+    with pytest.raises(ValueError, match="sticky key hash is missing"):
+        a.add_pending_ack_if_allowed(1, 12, 1, 0)
+
+
+def test_wired_removals_reduce_and_unblock() -> None:
+    calls: list[int] = []
+    t = DrainingHashesTracker(calls.append)
+    a = PendingAcksMap(1, t)
+    for e, h in [(0, 3), (1, 3), (2, 4), (3, 5)]:
+        a.add_pending_ack_if_allowed(1, e, 1, h)
+    a.register_draining_hashes([HashRange(0, 0xFFFF)])
+    for h in (3, 4, 5):
+        assert t.should_block_sticky_key_hash(2, h)
+    assert a.remove(1, 0)
+    assert calls == []
+    assert a.remove_and_get(1, 1) == (1, 3)
+    assert calls == [3]
+    assert a.remove_all_up_to(1, 2) == 1
+    assert calls == [3, -1]  # removals of a batch are reported once
+    assert collect(a.for_each_and_close) == [(1, 3, 1, 5)]
+    assert calls == [3, -1]  # closing unblocks silently
+    assert len(t) == 0
+
+
+def test_wired_batch_forms() -> None:
+    t = DrainingHashesTracker()
+    a = PendingAcksMap(1, t)
+    t.add_entry(9, 7)
+    added = a.add_pending_acks_if_allowed([1, 1, 1], [0, 1, 2], [1, 1, 1], [5, 7, 6])
+    assert added.tolist() == [True, False, True]
+    a.register_draining_hashes([HashRange(5, 6)])
+    removed = a.remove_many(np.array([1, 1, 1, 2]), np.array([0, 0, 2, 0]))
+    assert removed.tolist() == [True, False, True, False]
+    assert len(a) == 0
+    assert [t.get_entry(h) is None for h in (5, 6)] == [True, True]
+    with pytest.raises(ValueError, match=r"acks\[1\]: sticky key hash is missing"):
+        a.add_pending_acks_if_allowed([1, 1], [5, 6], [1, 1], [3, 0])
+    assert len(a) == 0
+
+
+def test_a_foreign_draining_owner_changes_nothing() -> None:
+    t = DrainingHashesTracker()
+    a = PendingAcksMap(1)  # unwired while adding, so it can hold a hash another drains
+    a.add_pending_ack_if_allowed(1, 0, 1, 3)
+    wired = PendingAcksMap(1, t)
+    wired.add_pending_ack_if_allowed(1, 0, 1, 4)
+    t.add_entry(2, 4)
+    with pytest.raises(ValueError, match="consumer 2 is already draining hash 4"):
+        wired.remove(1, 0)
+    with pytest.raises(ValueError):
+        wired.for_each_and_close(lambda *a: None)
+    assert not wired.closed and wired.contains(1, 0)
+    with pytest.raises(ValueError):
+        wired.register_draining_hashes([HashRange(0, 9)])
+    assert t.get_entry(4).ref_count == 1  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="needs a map created with a tracker"):
+        a.register_draining_hashes([HashRange(0, 9)])
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        ((1, 1, -1, 5), ValueError, "batch_size must not be negative"),
+        ((1, 1, 2**31, 5), ValueError, r"batch_size must be in \[0, 2\*\*31 - 1\]"),
+        ((2**63, 1, 1, 5), ValueError, "ledger_id = .* is out of range"),
+        ((1, "1", 1, 5), TypeError, "entry_id must be an int, got str"),
+        ((1, 1, 1, 0x10000), ValueError, "sticky_key_hash must be a 16-bit hash"),
+    ],
+)
+def test_bad_adds_change_nothing(args: tuple[object, ...], error: type, message: str) -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(0, 0, 1, 1)
+    with pytest.raises(error, match=message):
+        m.add_pending_ack_if_allowed(*args)  # type: ignore[arg-type]
+    assert m.to_list() == [(0, 0, 1, 1)]
+
+
+def test_bad_batches() -> None:
+    m = PendingAcksMap(1)
+    with pytest.raises(ValueError, match="entry_ids has 1 items but ledger_ids has 2"):
+        m.remove_many([1, 2], [1])
+    with pytest.raises(TypeError, match="consumer_id must be an int"):
+        PendingAcksMap(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        PendingAcksMap(1, tracker="not a tracker")  # type: ignore[arg-type]
+
+
+def test_threads_adding_and_acking() -> None:
+    t = DrainingHashesTracker()
+    maps = [PendingAcksMap(c, t) for c in range(4)]
+
+    def worker(c: int) -> None:
+        m = maps[c]
+        for e in range(2_000):
+            assert m.add_pending_ack_if_allowed(c, e, 1, 1 + c)
+            if e % 100 == 99:
+                m.register_draining_hashes([HashRange(1 + c, 1 + c)])
+                m.remove_all_up_to(c, e)
+
+    pool = [threading.Thread(target=worker, args=(c,)) for c in range(4)]
+    for th in pool:
+        th.start()
+    for th in pool:
+        th.join()
+    assert sum(len(m) for m in maps) == 0
+    assert len(t) == 0
+
+
+def test_pip_379_scenario() -> None:
+    calls: list[int] = []
+    d = StickyKeyDispatcher(unblocking_handler=calls.append)
+    d.add_consumer(1, "c1")
+    hashes = list(range(1, 0x10000, 97))
+    for i, h in enumerate(hashes):
+        assert d.dispatch(1, i, h) == 1
+    d.add_consumer(2, "c2")
+    moved = [h for h in hashes if d.select(h) == 2]
+    assert moved
+    h = moved[0]
+    assert d.tracker.get_entry(h).consumer_id == 1  # type: ignore[union-attr]
+    assert d.dispatch(2, 0, h) is None  # blocked: still pending on consumer 1
+    assert d.ack(1, 1, hashes.index(h))
+    assert calls == [h]
+    assert d.dispatch(2, 0, h) == 2
+    assert d.tracker.consumer_stats(1).draining_hashes_cleared_total == 1
+    replay = d.remove_consumer(1)
+    assert len(replay) == len(hashes) - 1
+    assert len(d.tracker) == 0
+    with pytest.raises(KeyError):
+        d.remove_consumer(1)
+
+
+HASHES = [i * 1637 % 0xFFFF + 1 for i in range(1, 41)]
+
+
+def test_losing_a_hash_twice_still_drains() -> None:
+    d = StickyKeyDispatcher()
+    d.add_consumer(1, "a")
+    hashes = list(range(1, 0x10000, 251))
+    for i, h in enumerate(hashes):
+        d.dispatch(1, i, h)
+    d.add_consumer(2, "b")
+    draining = len(d.tracker)
+    assert draining > 0
+    d.remove_consumer(2)  # consumer 1 gets its ranges back and releases its hashes
+    assert len(d.tracker) == 0
+    d.add_consumer(3, "b")  # same name, same slot: the same hashes move again
+    assert len(d.tracker) == draining
+    for i in range(len(hashes)):
+        assert d.ack(1, 1, i)
+    assert len(d.tracker) == 0
+
+
+class DispatcherMachine(RuleBasedStateMachine):
+    """Consumers come and go, entries are dispatched and acked: a hash is never pending on
+    two consumers at once, and acking everything drains every hash."""
+
+    consumers = Bundle("consumers")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d = StickyKeyDispatcher(number_of_points=8)
+        self.next_entry = 0
+        self.next_consumer = 0
+        self.live: set[int] = set()
+
+    @rule(target=consumers, name=st.sampled_from(["a", "b"]))
+    def add(self, name: str) -> int:
+        c = self.next_consumer
+        self.next_consumer += 1
+        self.d.add_consumer(c, name)
+        self.live.add(c)
+        return c
+
+    @rule(c=consumes(consumers))
+    def remove(self, c: int) -> None:
+        self.d.remove_consumer(c)
+        self.live.discard(c)
+
+    @rule(h=st.sampled_from(HASHES))
+    def dispatch(self, h: int) -> None:
+        self.next_entry += 1
+        chosen = self.d.dispatch(0, self.next_entry, h)
+        if chosen is not None:
+            assert self.d.pending_acks(chosen).contains(0, self.next_entry)
+
+    @rule()
+    def dispatch_all(self) -> None:
+        for h in HASHES:
+            self.dispatch(h)
+
+    @rule(data=st.data())
+    def ack_one(self, data: st.DataObject) -> None:
+        pending = [(c, a) for c in self.live for a in self.d.pending_acks(c).to_list()]
+        if pending:
+            c, a = data.draw(st.sampled_from(pending))
+            assert self.d.ack(c, a[0], a[1])
+
+    @invariant()
+    def a_hash_is_pending_on_one_consumer_at_most(self) -> None:
+        owner: dict[int, int] = {}
+        for c in self.live:
+            for _, _, _, h in self.d.pending_acks(c).to_list():
+                assert owner.setdefault(h, c) == c
+
+    @invariant()
+    def draining_entries_count_their_pending_acks(self) -> None:
+        counts: dict[tuple[int, int], int] = {}
+        for c in self.live:
+            for _, _, _, h in self.d.pending_acks(c).to_list():
+                counts[c, h] = counts.get((c, h), 0) + 1
+        for h in HASHES:
+            e = self.d.tracker.get_entry(h)
+            if e is not None:
+                assert e.ref_count == counts.get((e.consumer_id, h), 0) >= 1
+
+    def teardown(self) -> None:
+        for c in list(self.live):
+            for a in self.d.pending_acks(c).to_list():
+                self.d.ack(c, a[0], a[1])
+        assert len(self.d.tracker) == 0
+
+
+TestDispatcher = DispatcherMachine.TestCase
+TestDispatcher.settings = settings(max_examples=60, stateful_step_count=40)
