@@ -20,7 +20,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 
-from keyshared import HashRange, equal_width_splits, key_hashes, split_hashes
+from keyshared import TopicLayout, key_hashes, split_hashes
 from spark_udfs.layouts import Layout, SegmentSpec, routing_table, segment_specs
 
 if TYPE_CHECKING:
@@ -48,8 +48,8 @@ ROUTE_FIELDS = (SEGMENT_ID, BUCKET)
 HASH_FIELDS = (KEY_HASH, SEGMENT_HASH, BUCKET_HASH)
 
 # The layout ks_route uses when register() is given none: one segment over the whole ring with
-# the SPEC's default bucket budget of 4.
-DEFAULT_LAYOUT = ((0, HashRange.full(), equal_width_splits(4)),)
+# the default bucket budget of 4.
+DEFAULT_LAYOUT = TopicLayout.initial(1)
 
 
 def _arrow_iter_udf(func: ArrowIterFunction, return_type: str) -> UserDefinedFunctionLike:

@@ -1,0 +1,105 @@
+"""The Spark half of the bulk-bucketing job: count messages per key, route each distinct key
+once, and bring back to the driver only what the report needs.
+
+What reaches the driver is small whatever the input: one row per (segment, bucket, hashB) that
+holds any key (at most 65,536 per segment) and the hottest keys.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark_udfs.layouts import Layout
+from spark_udfs.sources import KEY, SIZE
+from spark_udfs.udfs import BUCKET, BUCKET_HASH, SEGMENT_ID, NullKey, with_routing
+
+MESSAGES = "messages"
+BYTES = "bytes"
+KEYS = "keys"
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Load per (segment, bucket, hashB): parallel arrays, one entry per occupied hashB."""
+
+    segment_id: npt.NDArray[np.int64]
+    bucket: npt.NDArray[np.int64]
+    bucket_hash: npt.NDArray[np.int64]
+    messages: npt.NDArray[np.int64]
+    bytes: npt.NDArray[np.int64]
+    keys: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class HotKey:
+    """One of the busiest keys; ``key`` is None for the null key (with ``--null-key``)."""
+
+    key: str | None
+    messages: int
+    bytes: int
+    segment_id: int
+    bucket: int
+
+
+def routed_keys(messages: DataFrame, layout: Layout, null_key: NullKey) -> DataFrame:
+    """One row per distinct key with its message and byte counts, segment, bucket and hashB,
+    cached: the histogram and the hottest keys both read it."""
+    per_key = messages.groupBy(KEY).agg(F.count(F.lit(1)).alias(MESSAGES), F.sum(SIZE).alias(BYTES))
+    routed = with_routing(per_key, KEY, layout, null_key=null_key, hashes=True)
+    return routed.select(KEY, MESSAGES, BYTES, SEGMENT_ID, BUCKET, BUCKET_HASH).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+
+
+def histogram(routed: DataFrame) -> Histogram:
+    """Messages, bytes and distinct keys per (segment, bucket, hashB)."""
+    table = (
+        routed.groupBy(SEGMENT_ID, BUCKET, BUCKET_HASH)
+        .agg(
+            F.sum(MESSAGES).alias(MESSAGES),
+            F.sum(BYTES).alias(BYTES),
+            F.count(F.lit(1)).alias(KEYS),
+        )
+        .toArrow()
+    )
+
+    def column(name: str) -> npt.NDArray[np.int64]:
+        return np.asarray(table.column(name).to_numpy(), dtype=np.int64)
+
+    return Histogram(
+        segment_id=column(SEGMENT_ID),
+        bucket=column(BUCKET),
+        bucket_hash=column(BUCKET_HASH),
+        messages=column(MESSAGES),
+        bytes=column(BYTES),
+        keys=column(KEYS),
+    )
+
+
+def hottest_keys(routed: DataFrame, top: int) -> list[HotKey]:
+    """The ``top`` keys by messages, ties broken by bytes."""
+    rows = routed.orderBy(F.desc(MESSAGES), F.desc(BYTES)).limit(top).collect()
+    return [
+        HotKey(
+            key=display_key(row[KEY]),
+            messages=int(row[MESSAGES]),
+            bytes=int(row[BYTES]),
+            segment_id=int(row[SEGMENT_ID]),
+            bucket=int(row[BUCKET]),
+        )
+        for row in rows
+    ]
+
+
+def display_key(key: str | bytes | bytearray | None) -> str | None:
+    """A key as text: binary keys that are valid UTF-8 as that text, others as ``0x`` hex."""
+    if key is None or isinstance(key, str):
+        return key
+    try:
+        return bytes(key).decode("utf-8")
+    except UnicodeDecodeError:
+        return "0x" + bytes(key).hex()

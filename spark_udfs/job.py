@@ -1,0 +1,335 @@
+"""The bulk-bucketing job: route every message's key under a topic layout on Spark and report
+per segment and bucket load, skew, the hottest keys, what the auto-scale policy would decide,
+and traffic-balanced bucket boundaries, as JSON, Markdown and a PNG chart.
+
+    python -m spark_udfs.job [--input PATH [--format F] --key-column K [--size-column S]]
+                             [--segments N --bucket-budget T | --layout layout.json]
+                             [--synthetic-keys N --key-space K --zipf-s S] [--out DIR]
+                             [--master URL]
+
+With no ``--input`` it generates a Zipf-skewed key set on Spark. It runs on local Spark by
+default, and on any cluster through ``spark-submit spark_udfs/job.py ...``.
+"""
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from pyspark.errors import AnalysisException, PythonException
+from pyspark.sql import SparkSession
+
+from keyshared import AutoScalePolicy, TopicLayout
+from spark_udfs.bucketing import histogram, hottest_keys, routed_keys
+from spark_udfs.render import write_outputs
+from spark_udfs.report import Report, build_report
+from spark_udfs.session import get_session
+from spark_udfs.sources import (
+    FORMATS,
+    FileSource,
+    JobError,
+    Source,
+    SyntheticSource,
+    check_exists,
+    check_synthetic,
+    read_messages,
+)
+
+#: Exit status for input the job cannot use (argparse uses the same for bad arguments).
+EXIT_BAD_INPUT = 2
+
+
+class Progress:
+    """Step-by-step progress on the console, with the time each step took."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.timings: dict[str, float] = {}
+
+    def note(self, message: str) -> None:
+        print(f"[keyshared] {message}", file=self.out, flush=True)
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        self.note(f"{name} ...")
+        start = time.monotonic()
+        yield
+        self.timings[name] = time.monotonic() - start
+        self.note(f"{name}: done in {self.timings[name]:.1f} s")
+
+
+def _values(text: str, kind: type[float] | type[int]) -> list[float] | list[int]:
+    try:
+        values = [kind(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list: {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"need one or more non-negative values: {text!r}")
+    return values
+
+
+def _rates(text: str) -> list[float]:
+    return [float(v) for v in _values(text, float)]
+
+
+def _counts(text: str) -> list[int]:
+    return [int(v) for v in _values(text, int)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m spark_udfs.job",
+        description="Bucket a key set with Spark under a Key_Shared topic layout and report "
+        "load, skew, hot keys, auto-scale decisions and balanced bucket boundaries.",
+    )
+    data = parser.add_argument_group("input (default: a synthetic Zipf key set)")
+    data.add_argument("--input", metavar="PATH", help="Parquet, CSV or JSON file, dir or glob")
+    data.add_argument("--format", choices=FORMATS, help="input format (default: from the name)")
+    data.add_argument(
+        "--key-column", metavar="NAME", default="key", help="column holding the key (key)"
+    )
+    data.add_argument(
+        "--size-column", metavar="NAME", help="column holding each message's payload bytes"
+    )
+    data.add_argument(
+        "--message-size",
+        metavar="BYTES",
+        type=int,
+        default=1024,
+        help="bytes per message without a size column; median synthetic size (1024)",
+    )
+    data.add_argument(
+        "--null-key", metavar="TEXT", help="hash null keys as this text (default: fail on them)"
+    )
+    data.add_argument(
+        "--synthetic-keys", metavar="N", type=int, default=10_000_000, help="messages (10M)"
+    )
+    data.add_argument(
+        "--key-space", metavar="N", type=int, default=1_000_000, help="distinct keys (1M)"
+    )
+    data.add_argument("--zipf-s", metavar="S", type=float, default=1.1, help="Zipf exponent (1.1)")
+    data.add_argument("--seed", metavar="N", type=int, default=42, help="synthetic data seed (42)")
+
+    layout = parser.add_argument_group("layout")
+    layout.add_argument(
+        "--segments", metavar="N", type=int, default=4, help="initial layout segments (4)"
+    )
+    layout.add_argument(
+        "--bucket-budget", metavar="T", type=int, default=16, help="bucket budget (16)"
+    )
+    layout.add_argument("--layout", metavar="FILE", help="layout JSON (TopicLayout.to_json)")
+
+    policy = parser.add_argument_group("policy and balancing")
+    policy.add_argument(
+        "--msg-rate",
+        metavar="RATES",
+        type=_rates,
+        default=[2_000.0, 20_000.0, 200_000.0],
+        help="topic msg/s in to ask the policy about, comma-separated (2000,20000,200000)",
+    )
+    policy.add_argument(
+        "--consumers",
+        metavar="COUNTS",
+        type=_counts,
+        default=[1, 8, 64],
+        help="STREAM consumers of one subscription, comma-separated (1,8,64)",
+    )
+    policy.add_argument(
+        "--fanout", metavar="X", type=float, default=1.0, help="out rate / in rate (1)"
+    )
+    policy.add_argument("--policy", metavar="FILE", help="AutoScalePolicy JSON (defaults)")
+    policy.add_argument(
+        "--balance-buckets",
+        metavar="N",
+        type=int,
+        help="buckets per segment for the balanced boundaries (default: the layout's)",
+    )
+    policy.add_argument(
+        "--top", metavar="N", type=int, default=20, help="hottest keys to report (20)"
+    )
+
+    run = parser.add_argument_group("run")
+    run.add_argument("--out", metavar="DIR", default="out", help="output directory (out)")
+    run.add_argument(
+        "--master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])"
+    )
+    return parser
+
+
+def _read_json(path: str, what: str) -> object:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise JobError(f"{what} file not found: {path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise JobError(f"cannot read {what} {path}: {e}") from None
+
+
+def load_layout(args: argparse.Namespace) -> TopicLayout:
+    """The layout from ``--layout``, or the initial one of ``--segments``/``--bucket-budget``."""
+    try:
+        if args.layout is not None:
+            data = _read_json(args.layout, "layout")
+            if not isinstance(data, dict):
+                raise ValueError("a layout is a JSON object")
+            return TopicLayout.from_dict(data, "layout")
+        return TopicLayout.initial(args.segments, args.bucket_budget)
+    except (TypeError, ValueError) as e:
+        raise JobError(f"bad layout: {e}") from None
+
+
+def load_policy(args: argparse.Namespace) -> AutoScalePolicy:
+    if args.policy is None:
+        return AutoScalePolicy()
+    data = _read_json(args.policy, "policy")
+    try:
+        if not isinstance(data, dict):
+            raise ValueError("a policy is a JSON object")
+        return AutoScalePolicy.from_dict(data)
+    except (TypeError, ValueError) as e:
+        raise JobError(f"bad policy: {e}") from None
+
+
+def make_source(args: argparse.Namespace) -> Source:
+    """The input the arguments describe, checked before Spark starts."""
+    if args.message_size < 0:
+        raise JobError(f"--message-size must not be negative, got {args.message_size}")
+    if args.input is None:
+        source = SyntheticSource(
+            args.synthetic_keys, args.key_space, args.zipf_s, args.seed, args.message_size
+        )
+        check_synthetic(source)
+        return source
+    check_exists(args.input)
+    return FileSource(args.input, args.format, args.key_column, args.size_column, args.message_size)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A run's validated inputs."""
+
+    source: Source
+    layout: TopicLayout
+    policy: AutoScalePolicy
+    args: argparse.Namespace
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    """Checks every argument, file and layout; JobError for the first that is unusable."""
+    if args.top < 0:
+        raise JobError(f"--top must not be negative, got {args.top}")
+    if args.balance_buckets is not None and args.balance_buckets < 1:
+        raise JobError(f"--balance-buckets must be at least 1, got {args.balance_buckets}")
+    if args.fanout < 0:
+        raise JobError(f"--fanout must not be negative, got {args.fanout}")
+    return Plan(make_source(args), load_layout(args), load_policy(args), args)
+
+
+def run(spark: SparkSession, plan: Plan, progress: Progress) -> Report:
+    """Reads, routes and aggregates on ``spark``; builds the report on the driver."""
+    args, layout = plan.args, plan.layout
+    progress.note(f"input: {plan.source.describe()}")
+    progress.note(
+        f"layout: epoch {layout.epoch}, {len(layout.active_segments())} segments, "
+        f"{layout.total_bucket_count} buckets"
+    )
+    routed = routed_keys(read_messages(spark, plan.source), layout, args.null_key)
+    try:
+        with progress.step("routing keys and counting load per bucket"):
+            hist = histogram(routed)
+        with progress.step("finding the hottest keys"):
+            hot = hottest_keys(routed, args.top) if args.top else []
+    finally:
+        routed.unpersist()
+    with progress.step("policy scenarios and balanced boundaries"):
+        return build_report(
+            plan.source.describe(),
+            layout,
+            hist,
+            hot,
+            msg_rates=args.msg_rate,
+            consumer_counts=args.consumers,
+            fanout=args.fanout,
+            policy=plan.policy,
+            balance_buckets=args.balance_buckets,
+            now_ms=int(time.time() * 1000),
+            timings=progress.timings,
+        )
+
+
+def _spark_error(e: Exception, args: argparse.Namespace) -> JobError:
+    """Spark's failure as the input problem behind it."""
+    text = str(e).strip()
+    if "pass null_key=" in text:
+        return JobError(
+            f"the key column {args.key_column!r} holds nulls: pass --null-key TEXT to hash "
+            "them as TEXT, or filter them out first"
+        )
+    first = text.splitlines()[0] if text else type(e).__name__
+    if isinstance(e, AnalysisException):
+        return JobError(f"Spark cannot read the input: {first}")
+    return JobError(f"a Python worker failed: {first}")
+
+
+def _session_conf() -> dict[str, str]:
+    return {
+        # Size shuffle partitions by data (64 MB), not by core count: the per-key counts are
+        # small, and every extra partition costs a Python worker round trip.
+        "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+        # Let that sizing apply to the cached per-key routes too; without it the cached plan
+        # keeps all spark.sql.shuffle.partitions, each a Python task.
+        "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
+        # Spark's progress bar only helps on a terminal; in a log it is noise.
+        "spark.ui.showConsoleProgress": str(sys.stderr.isatty()).lower(),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    progress = Progress(sys.stderr)
+    try:
+        # Bad flags, files and layouts fail here, before a JVM starts.
+        plan = make_plan(args)
+        # A session already running (a notebook, the tests) is borrowed, not stopped.
+        owns_session = SparkSession.getActiveSession() is None
+        spark = get_session(args.master, "keyshared-bucketing", _session_conf())
+        if owns_session:
+            spark.sparkContext.setLogLevel("ERROR")
+        progress.note(f"Spark {spark.version} on {spark.sparkContext.master}")
+        try:
+            report = run(spark, plan, progress)
+        except (AnalysisException, PythonException) as e:
+            raise _spark_error(e, args) from None
+        finally:
+            if owns_session:
+                spark.stop()
+    except JobError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    written = write_outputs(report, Path(args.out))
+    _summary(report, written, sys.stdout)
+    return 0
+
+
+def _summary(report: Report, written: Sequence[Path], out: TextIO) -> None:
+    t, s = report.totals, report.skew
+    print(f"{t.messages:,} messages, {t.bytes:,} bytes, {t.keys:,} distinct keys", file=out)
+    print(
+        f"bucket skew {s['bucket_messages'].max_over_mean:.2f}x max/mean "
+        f"(CV {s['bucket_messages'].cv:.2f}); balanced boundaries: "
+        f"{report.balancing.buckets_balanced.max_over_mean:.2f}x",
+        file=out,
+    )
+    if report.hot_keys:
+        top = report.hot_keys[0]
+        print(f"hottest key {top.key!r}: {top.messages:,} messages", file=out)
+    print("wrote " + ", ".join(str(p) for p in written), file=out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

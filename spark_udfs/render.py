@@ -1,0 +1,254 @@
+"""The bulk-bucketing report as JSON (everything), Markdown (for people) and a PNG chart."""
+
+import dataclasses
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+
+from spark_udfs.report import Load, Report, Scenario, Skew
+
+# Markdown stays readable; the JSON has every bucket and split.
+MAX_TABLE_ROWS = 64
+MAX_SPLITS_SHOWN = 8
+LOAD_HEADERS = ("messages", "share", "bytes", "keys")
+
+
+def to_json(report: Report) -> str:
+    return json.dumps(dataclasses.asdict(report), indent=2, ensure_ascii=False) + "\n"
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.2f}%" if whole else "-"
+
+
+def _skew(s: Skew) -> str:
+    return f"{s.max_over_mean:.2f}x max/mean, CV {s.cv:.2f}"
+
+
+def _splits(splits: Sequence[int]) -> str:
+    shown = ", ".join(f"{x:04x}" for x in splits[:MAX_SPLITS_SHOWN])
+    more = len(splits) - MAX_SPLITS_SHOWN
+    return (shown + (f", ... (+{more})" if more > 0 else "")) or "(one bucket)"
+
+
+def _decision(s: Scenario) -> str:
+    d = s.decision
+    action = d["action"]
+    if action == "split":
+        return f"split segment {d['segment_id']}"
+    if action == "merge":
+        return f"merge segments {d['segment_id_1']} and {d['segment_id_2']}"
+    if action == "rebucket":
+        ids = ", ".join(str(i) for i in d["segment_ids"])
+        return f"rebucket segment(s) {ids} to {d['bucket_count']} buckets"
+    return "no action"
+
+
+def _capped(rows: list[list[object]], what: str) -> tuple[list[list[object]], list[str]]:
+    if len(rows) <= MAX_TABLE_ROWS:
+        return rows, []
+    return rows[:MAX_TABLE_ROWS], [
+        "",
+        f"({len(rows) - MAX_TABLE_ROWS} more {what} in report.json)",
+    ]
+
+
+def _load_cells(load: Load, total: int) -> list[object]:
+    return [f"{load.messages:,}", _pct(load.messages, total), f"{load.bytes:,}", f"{load.keys:,}"]
+
+
+def _key_cell(key: str | None) -> str:
+    if key is None:
+        return "(null)"
+    # A key may hold anything; keep it on one line and out of the table syntax.
+    text = key.replace("|", "\\|").replace("`", "'")
+    return f"`{' '.join(text.splitlines())}`" if text else "(empty)"
+
+
+def _overview(report: Report) -> list[str]:
+    t = report.totals
+    return [
+        "# Key_Shared bulk bucketing report",
+        "",
+        f"- Input: {report.source}",
+        f"- Messages: {t.messages:,}; bytes: {t.bytes:,}; distinct keys: {t.keys:,}",
+        f"- Layout: epoch {report.layout['epoch']}, {len(report.segments)} active segments, "
+        f"{len(report.buckets)} buckets",
+    ]
+
+
+def _skew_section(report: Report) -> list[str]:
+    rows = [
+        [across, _skew(report.skew[f"{part}_messages"]), _skew(report.skew[f"{part}_bytes"])]
+        for across, part in (("segments", "segment"), ("buckets", "bucket"))
+    ]
+    return ["## Skew", "", *_table(["across", "messages", "bytes"], rows)]
+
+
+def _load_sections(report: Report) -> list[str]:
+    total = report.totals.messages
+    segments = [
+        [s.segment_id, s.hash_range, s.bucket_count, *_load_cells(s.load, total)]
+        for s in report.segments
+    ]
+    buckets, note = _capped(
+        [
+            [b.segment_id, b.bucket, b.hash_range, *_load_cells(b.load, total)]
+            for b in report.buckets
+        ],
+        "buckets",
+    )
+    return [
+        "## Segments",
+        "",
+        *_table(["segment", "hash range", "buckets", *LOAD_HEADERS], segments),
+        "",
+        "## Buckets",
+        "",
+        *_table(["segment", "bucket", "hashB range", *LOAD_HEADERS], buckets),
+        *note,
+    ]
+
+
+def _hot_keys_section(report: Report) -> list[str]:
+    total = report.totals.messages
+    rows = [
+        [
+            _key_cell(k.key),
+            f"{k.messages:,}",
+            _pct(k.messages, total),
+            f"{k.bytes:,}",
+            k.segment_id,
+            k.bucket,
+        ]
+        for k in report.hot_keys
+    ]
+    headers = ["key", "messages", "share", "bytes", "segment", "bucket"]
+    return ["## Hottest keys", "", *_table(headers, rows)]
+
+
+def _policy_section(report: Report) -> list[str]:
+    rows = [
+        [f"{s.msg_rate_in:,.0f}", s.consumers, _decision(s), s.decision["reason"]]
+        for s in report.scenarios
+    ]
+    return [
+        "## What the auto-scale policy would decide",
+        "",
+        "Each rate is spread over the segments as the input's messages are, bytes at each "
+        "segment's mean message size; one subscription with the given STREAM consumers.",
+        "",
+        *_table(["msg/s in", "consumers", "decision", "reason"], rows),
+    ]
+
+
+def _balancing_section(report: Report) -> list[str]:
+    b = report.balancing
+    rows = [
+        [
+            s.segment_id,
+            s.bucket_count,
+            f"{s.skew_now:.2f}",
+            f"{s.skew_balanced:.2f}",
+            _splits(s.balanced_splits),
+        ]
+        for s in b.segments
+    ]
+    headers = ["segment", "buckets", "skew now", "skew balanced", "balanced splits (hashB)"]
+    lines = [
+        "## Traffic-balanced bucket boundaries",
+        "",
+        f"Bucket skew across the topic: now {_skew(b.buckets_now)}; "
+        f"balanced {_skew(b.buckets_balanced)}.",
+        "",
+        *_table(headers, rows),
+    ]
+    if b.layout is not None:
+        lines += ["", "The layout that applies them is in balanced-layout.json."]
+    return lines
+
+
+def _timings_section(report: Report) -> list[str]:
+    rows = [[step, f"{seconds:.1f}"] for step, seconds in report.timings.items()]
+    return ["## Timings", "", *_table(["step", "seconds"], rows)] if rows else []
+
+
+def to_markdown(report: Report) -> str:
+    sections = (
+        _overview,
+        _skew_section,
+        _load_sections,
+        _hot_keys_section,
+        _policy_section,
+        _balancing_section,
+        _timings_section,
+    )
+    lines = [line for section in sections for line in (*section(report), "")]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_chart(report: Report, path: Path) -> None:
+    """Messages per bucket now (coloured by segment) and under balanced boundaries."""
+    now = np.array([b.load.messages for b in report.buckets], dtype=np.float64)
+    balanced = np.array(
+        [x for s in report.balancing.segments for x in s.loads_balanced], dtype=np.float64
+    )
+    colours = colormaps["tab10"]
+    segment_ids = [s.segment_id for s in report.segments]
+    colour_of = {sid: colours(i % 10) for i, sid in enumerate(segment_ids)}
+    # A bare Figure draws without pyplot's global state or a display backend.
+    fig = Figure(figsize=(11, 7), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharey=True)
+    panels = [
+        (
+            top,
+            now,
+            [colour_of[b.segment_id] for b in report.buckets],
+            f"Messages per bucket now: {_skew(report.balancing.buckets_now)}",
+        ),
+        (
+            bottom,
+            balanced,
+            [colour_of[s.segment_id] for s in report.balancing.segments for _ in s.loads_balanced],
+            f"With traffic-balanced boundaries: {_skew(report.balancing.buckets_balanced)}",
+        ),
+    ]
+    for axes, loads, colour, title in panels:
+        # Thin gaps tell neighbouring buckets apart until there are too many to see anyway.
+        edge = "white" if len(loads) <= 256 else "none"
+        axes.bar(np.arange(len(loads)), loads, color=colour, width=1.0, edgecolor=edge, lw=0.5)
+        if len(loads):
+            axes.axhline(float(loads.mean()), color="black", linewidth=1, linestyle="--")
+        axes.set_title(title, fontsize=10)
+        axes.set_ylabel("messages")
+        axes.set_xlim(-0.5, max(len(loads), 1) - 0.5)
+    bottom.set_xlabel("bucket (segments in range order, one colour each; dashed: mean)")
+    fig.suptitle(f"Key_Shared bucketing: {report.totals.messages:,} messages")
+    fig.savefig(path, dpi=110)
+
+
+def write_outputs(report: Report, out_dir: Path) -> list[Path]:
+    """Writes report.json, report.md, report.png and, when boundaries move,
+    balanced-layout.json into ``out_dir``; returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [out_dir / "report.json", out_dir / "report.md", out_dir / "report.png"]
+    written[0].write_text(to_json(report), encoding="utf-8")
+    written[1].write_text(to_markdown(report), encoding="utf-8")
+    write_chart(report, written[2])
+    if report.balancing.layout is not None:
+        layout_path = out_dir / "balanced-layout.json"
+        layout_path.write_text(
+            json.dumps(report.balancing.layout, indent=2) + "\n", encoding="utf-8"
+        )
+        written.append(layout_path)
+    return written

@@ -1,0 +1,214 @@
+"""The bulk-bucketing job end to end on local Spark, and its driver-side report."""
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from keyshared import TopicLayout
+from spark_udfs.bucketing import display_key
+from spark_udfs.job import main
+from spark_udfs.report import skew_of
+from spark_udfs.sources import FileSource, SyntheticSource, read_messages, zipf_rank
+
+KEYS = ["", "é", "日本語", "order-🙂", *(f"device-{i % 97}" for i in range(3000))]
+SIZES = [(i * 37) % 1500 for i in range(len(KEYS))]
+
+
+def run_job(out: Path, *args: str) -> dict[str, Any]:
+    assert main([*args, "--out", str(out)]) == 0
+    report: dict[str, Any] = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    return report
+
+
+def expected_buckets(
+    layout: TopicLayout, keys: list[str], sizes: list[int]
+) -> dict[tuple[int, int], tuple[int, int]]:
+    segment_ids, buckets = layout.route_keys(keys)
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for seg, bucket, size in zip(segment_ids.tolist(), buckets.tolist(), sizes, strict=True):
+        messages, total = out.get((seg, bucket), (0, 0))
+        out[(seg, bucket)] = (messages + 1, total + size)
+    return out
+
+
+@pytest.fixture(scope="module")
+def parquet_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("input") / "messages.parquet"
+    pq.write_table(pa.table({"k": KEYS, "s": SIZES, "other": list(range(len(KEYS)))}), path)
+    return path
+
+
+def test_synthetic_run_end_to_end(spark: SparkSession, tmp_path: Path) -> None:
+    args = ["--synthetic-keys", "20000", "--key-space", "500", "--zipf-s", "1.2", "--seed", "7"]
+    report = run_job(tmp_path, *args, "--segments", "3", "--bucket-budget", "12", "--top", "5")
+
+    messages = read_messages(spark, SyntheticSource(20_000, 500, 1.2, 7, 1024))
+    want = messages.agg(F.count(F.lit(1)), F.sum("size"), F.countDistinct("key")).first()
+    assert want is not None
+    totals = report["totals"]
+    assert (totals["messages"], totals["bytes"], totals["keys"]) == tuple(want)
+    for part in ("segments", "buckets"):
+        assert sum(x["load"]["messages"] for x in report[part]) == 20_000
+        assert sum(x["load"]["bytes"] for x in report[part]) == totals["bytes"]
+    assert len(report["segments"]) == 3 and len(report["buckets"]) == 12
+    hot = [k["messages"] for k in report["hot_keys"]]
+    assert len(hot) == 5 and hot == sorted(hot, reverse=True)
+    assert report["hot_keys"][0]["key"] == "key-1"
+    assert len(report["scenarios"]) == 9
+    assert {s["decision"]["action"] for s in report["scenarios"]} <= {
+        "split",
+        "merge",
+        "rebucket",
+        "none",
+    }
+    assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
+    for heading in ("## Skew", "## Buckets", "## Hottest keys", "## Traffic-balanced"):
+        assert heading in markdown
+
+    # The balanced layout, applied, gives the bucket skew the report predicted.
+    predicted = report["balancing"]["buckets_balanced"]["max_over_mean"]
+    layout = tmp_path / "balanced-layout.json"
+    rerun = run_job(tmp_path / "rerun", *args, "--layout", str(layout))
+    assert rerun["skew"]["bucket_messages"]["max_over_mean"] == pytest.approx(predicted)
+    assert rerun["balancing"]["layout"] is None
+
+
+def test_parquet_run_counts_every_message(parquet_input: Path, tmp_path: Path) -> None:
+    report = run_job(
+        tmp_path,
+        "--input",
+        str(parquet_input),
+        "--key-column",
+        "k",
+        "--size-column",
+        "s",
+        "--segments",
+        "2",
+        "--bucket-budget",
+        "6",
+    )
+    want = expected_buckets(TopicLayout.initial(2, 6), KEYS, SIZES)
+    got = {
+        (b["segment_id"], b["bucket"]): (b["load"]["messages"], b["load"]["bytes"])
+        for b in report["buckets"]
+        if b["load"]["messages"]
+    }
+    assert got == want
+    assert report["totals"]["messages"] == len(KEYS)
+    assert report["totals"]["bytes"] == sum(SIZES)
+    assert report["totals"]["keys"] == len(set(KEYS))
+
+
+def test_csv_and_json_inputs(spark: SparkSession, tmp_path: Path) -> None:
+    table = pa.table({"k": KEYS[:50], "s": SIZES[:50]})
+    pyarrow.csv.write_csv(table, tmp_path / "m.csv")
+    lines = [json.dumps(row, ensure_ascii=False) for row in table.to_pylist()]
+    (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for name in ("m.csv", "m.jsonl"):
+        source = FileSource(str(tmp_path / name), None, "k", "s", 0)
+        rows = read_messages(spark, source).collect()
+        assert sorted((r.key, r.size) for r in rows) == sorted(
+            zip(KEYS[:50], SIZES[:50], strict=True)
+        )
+
+
+def test_numeric_and_binary_keys(spark: SparkSession, tmp_path: Path) -> None:
+    path = tmp_path / "typed.parquet"
+    pq.write_table(pa.table({"n": [7, 8], "b": [b"\xff\x00", b"ok"]}), path)
+    numeric = read_messages(spark, FileSource(str(path), "parquet", "n", None, 100)).collect()
+    assert [(r.key, r.size) for r in numeric] == [("7", 100), ("8", 100)]
+    binary = read_messages(spark, FileSource(str(path), "parquet", "b", None, 0)).collect()
+    assert [display_key(r.key) for r in binary] == ["0xff00", "ok"]
+
+
+def test_null_keys_need_a_null_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"key": ["a", None, "b", None]}), path)
+    assert main(["--input", str(path), "--out", str(tmp_path)]) == 2
+    assert "holds nulls: pass --null-key" in capsys.readouterr().err
+    report = run_job(tmp_path, "--input", str(path), "--null-key", "")
+    assert report["totals"]["messages"] == 4
+    assert {k["key"]: k["messages"] for k in report["hot_keys"]}[None] == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--input", "no/such/file.parquet"], "input not found: no/such/file.parquet"),
+        (["--segments", "0"], "bad layout: num_segments"),
+        (["--bucket-budget", "0"], "bad layout: bucket_budget"),
+        (["--layout", "no/such/layout.json"], "layout file not found"),
+        (["--synthetic-keys", "0"], "--synthetic-keys must be at least 1"),
+        (["--zipf-s", "-1"], "--zipf-s must be a positive number"),
+    ],
+)
+def test_bad_arguments_fail_before_spark_runs(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*args, "--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "report.json").exists()
+
+
+def test_bad_layout_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json", encoding="utf-8")
+    assert main(["--layout", str(broken), "--out", str(tmp_path)]) == 2
+    assert "cannot read layout" in capsys.readouterr().err
+    gap = TopicLayout.initial(2).to_dict()
+    gap["segments"] = gap["segments"][:1]
+    (tmp_path / "gap.json").write_text(json.dumps(gap), encoding="utf-8")
+    assert main(["--layout", str(tmp_path / "gap.json"), "--out", str(tmp_path)]) == 2
+    assert "bad layout" in capsys.readouterr().err
+
+
+def test_a_missing_key_column_names_the_columns(
+    parquet_input: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--input", str(parquet_input), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "has no key column 'key'; its columns: k, s, other" in err
+    assert (
+        main(
+            [
+                "--input",
+                str(parquet_input),
+                "--key-column",
+                "k",
+                "--size-column",
+                "nope",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
+    assert "has no size column 'nope'" in capsys.readouterr().err
+
+
+def test_zipf_ranks_stay_in_the_key_space(spark: SparkSession) -> None:
+    for s in (0.5, 1.0, 1.1, 3.0):
+        ranks = spark.range(5000).select(zipf_rank(F.rand(1), 100, s).alias("r"))
+        low, high, top = ranks.agg(
+            F.min("r"), F.max("r"), F.sum((F.col("r") == 1).cast("int"))
+        ).first() or (0, 0, 0)
+        assert low >= 1 and high <= 100
+        # Skewed: the hottest key takes more than an even share.
+        assert top > 5000 / 100
+
+
+def test_skew() -> None:
+    assert skew_of([5, 5, 5, 5]) == skew_of([]) == skew_of([0, 0]) == skew_of([1.0]) == skew_of([3])
+    s = skew_of([4, 0, 0, 0])
+    assert s.max_over_mean == 4.0 and math.isclose(s.cv, math.sqrt(3))
+    assert np.isclose(skew_of([1, 3]).cv, 0.5)
