@@ -71,6 +71,15 @@ pub fn consumer_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
 
 /// A non-negative int up to `max`, as u64.
 pub fn bounded_arg(obj: &Bound<'_, PyAny>, what: &str, max: u64, bound: &str) -> PyResult<u64> {
+    if let Some(v) = obj
+        .extract::<i64>()
+        .ok()
+        .and_then(|v| u64::try_from(v).ok())
+    {
+        if v <= max {
+            return Ok(v);
+        }
+    }
     let out_of_range =
         || PyValueError::new_err(format!("{what} must be in [0, {bound}], got {obj}"));
     let value = obj.extract::<i128>().map_err(|err| {

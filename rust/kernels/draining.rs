@@ -246,19 +246,23 @@ impl DrainingHashes {
     /// Whether dispatching `hash` to `consumer` must wait. A hash draining on the same
     /// consumer was reassigned back to it: the entry goes and nothing is blocked. A hash
     /// draining elsewhere counts one more blocked attempt and blocks.
+    #[inline]
     pub fn should_block_sticky_key_hash(&mut self, consumer: u64, hash: u16) -> bool {
-        let Some(slot) = self.slot(hash) else {
+        let Some(page) = self.pages[usize::from(hash) >> PAGE_BITS].as_deref_mut() else {
             return false;
         };
-        let owner = slot.owner as usize - 1;
-        if self.owners[owner].consumer_id == consumer {
-            self.owners[owner].unacked -= u64::from(slot.ref_count);
-            self.remove(hash);
+        let slot = &mut page.slots[usize::from(hash) % PAGE_SIZE];
+        if slot.owner == 0 {
             return false;
         }
-        let slot = self.slot_mut(hash);
-        slot.blocked_count = slot.blocked_count.saturating_add(1);
-        true
+        let owner = &mut self.owners[slot.owner as usize - 1];
+        if owner.consumer_id != consumer {
+            slot.blocked_count = slot.blocked_count.saturating_add(1);
+            return true;
+        }
+        owner.unacked -= u64::from(slot.ref_count);
+        self.remove(hash);
+        false
     }
 
     /// `should_block_sticky_key_hash` for each `(consumer_of(i), hashes[i])` in order.

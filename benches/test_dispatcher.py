@@ -1,0 +1,188 @@
+"""Dispatcher state kernels against straightforward pure-Python implementations of the same
+semantics: draining-hash memory, batch should_block, batch cursor acks, single calls."""
+
+import itertools
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+
+from keyshared import DrainingHashesTracker, SafeCursor
+
+N = 1_000_000
+ALL_HASHES = 65_535  # every sticky key hash; 0 means "not set"
+MIB = 1 << 20
+
+
+@dataclass
+class Entry:
+    consumer: int
+    ref_count: int = 0
+    blocked_count: int = 0
+
+
+class PyTracker:
+    """PIP-379's DrainingHashesTracker as one would write it in Python."""
+
+    def __init__(self) -> None:
+        self.entries: dict[int, Entry] = {}
+
+    def add_entry(self, consumer: int, h: int) -> None:
+        entry = self.entries.setdefault(h, Entry(consumer))
+        if entry.consumer != consumer:
+            raise ValueError(h)
+        entry.ref_count += 1
+
+    def should_block(self, consumer: int, h: int) -> bool:
+        entry = self.entries.get(h)
+        if entry is None:
+            return False
+        if entry.consumer == consumer:
+            del self.entries[h]
+            return False
+        entry.blocked_count += 1
+        return True
+
+    def should_block_many(self, consumer: int, hashes: list[int]) -> list[bool]:
+        return [self.should_block(consumer, h) for h in hashes]
+
+
+class PyCursor:
+    """The safe cursor as one would write it in Python: a set of acks past the gap."""
+
+    def __init__(self, first: int) -> None:
+        self.next = first
+        self.acked: set[int] = set()
+
+    def ack(self, offset: int) -> int | None:
+        if offset < self.next or offset in self.acked:
+            return None
+        if offset != self.next:
+            self.acked.add(offset)
+            return None
+        self.next += 1
+        while self.next in self.acked:
+            self.acked.remove(self.next)
+            self.next += 1
+        return self.next - 1
+
+    def ack_many(self, offsets: list[int]) -> int | None:
+        before = self.next
+        for o in offsets:
+            self.ack(o)
+        return self.next - 1 if self.next != before else None
+
+
+def shuffled_offsets(n: int, window: int, seed: int = 11) -> np.ndarray:
+    """0..n-1, shuffled within consecutive windows: out-of-order acks a window apart."""
+    offsets = np.arange(n, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    for start in range(0, n, window):
+        rng.shuffle(offsets[start : start + window])
+    return offsets
+
+
+def draining_tracker(lib: str) -> Any:
+    """10,000 hashes draining on consumers 0..9."""
+    tracker: Any = DrainingHashesTracker() if lib == "keyshared" else PyTracker()
+    for h in range(1, ALL_HASHES + 1, 6):
+        tracker.add_entry(h % 10, h)
+    return tracker
+
+
+@pytest.mark.benchmark(group="draining-memory")
+@pytest.mark.parametrize("lib", ["keyshared", "python"])
+def test_all_hashes_draining_memory(benchmark: Any, lib: str) -> None:
+    def fill() -> Any:
+        tracker: Any = DrainingHashesTracker() if lib == "keyshared" else PyTracker()
+        for h in range(1, ALL_HASHES + 1):
+            tracker.add_entry(h % 16, h)
+        return tracker
+
+    benchmark.pedantic(fill, rounds=5, iterations=1)
+    if lib == "keyshared":
+        used = fill().memory_bytes()
+    else:
+        tracemalloc.start()
+        kept = fill()
+        used = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        assert len(kept.entries) == ALL_HASHES
+    benchmark.extra_info["draining_hashes"] = ALL_HASHES
+    benchmark.extra_info["memory_bytes"] = used
+    benchmark.extra_info["bytes_per_hash"] = round(used / ALL_HASHES, 1)
+    if lib == "keyshared":
+        assert used < MIB, f"{used} bytes for {ALL_HASHES} draining hashes"
+
+
+@pytest.mark.benchmark(group="should-block-batch")
+@pytest.mark.parametrize("lib", ["keyshared", "python"])
+def test_should_block_batch(benchmark: Any, lib: str) -> None:
+    hashes = np.random.default_rng(3).integers(1, 0x10000, N, dtype=np.uint16)
+    tracker = draining_tracker(lib)
+    # Consumer 99 drains nothing, so every round sees the same entries.
+    run: Callable[[], object]
+    if lib == "keyshared":
+        run = lambda: tracker.should_block_sticky_key_hashes(99, hashes)  # noqa: E731
+    else:
+        as_list = hashes.tolist()
+        run = lambda: tracker.should_block_many(99, as_list)  # noqa: E731
+    blocked = benchmark(run)
+    assert int(np.count_nonzero(blocked)) == int(np.count_nonzero(hashes % 6 == 1))
+
+
+@pytest.mark.benchmark(group="cursor-ack-batch")
+@pytest.mark.parametrize("lib", ["keyshared", "python"])
+def test_cursor_ack_batch(benchmark: Any, lib: str) -> None:
+    offsets = shuffled_offsets(N, 10_000)
+    payload: Any = offsets if lib == "keyshared" else offsets.tolist()
+
+    def setup() -> tuple[tuple[Any, Any], dict[str, Any]]:
+        cursor: Any = SafeCursor(0) if lib == "keyshared" else PyCursor(0)
+        return (cursor, payload), {}
+
+    position = benchmark.pedantic(
+        lambda cursor, offsets: cursor.ack_many(offsets), setup=setup, rounds=5, iterations=1
+    )
+    assert position == N - 1
+
+
+CALLS = 1_000  # single calls per round, so the timer's own overhead is spread thin
+
+
+def per_call(benchmark: Any, run: Callable[[], object]) -> None:
+    benchmark(run)
+    benchmark.extra_info["calls_per_round"] = CALLS
+    benchmark.extra_info["ns_per_call"] = round(benchmark.stats.stats.median / CALLS * 1e9, 1)
+
+
+@pytest.mark.benchmark(group="should-block-single")
+@pytest.mark.parametrize("lib", ["keyshared", "python"])
+def test_should_block_single_call(benchmark: Any, lib: str) -> None:
+    tracker = draining_tracker(lib)
+    call = tracker.should_block_sticky_key_hash if lib == "keyshared" else tracker.should_block
+
+    def run() -> None:
+        for _ in range(CALLS):
+            call(99, 7)
+
+    per_call(benchmark, run)
+    assert call(99, 7) is True
+
+
+@pytest.mark.benchmark(group="cursor-ack-single")
+@pytest.mark.parametrize("lib", ["keyshared", "python"])
+def test_cursor_ack_single_call(benchmark: Any, lib: str) -> None:
+    cursor: Any = SafeCursor(0) if lib == "keyshared" else PyCursor(0)
+    offsets = itertools.count()  # in order, the common case: every ack moves the cursor
+    ack = cursor.ack
+
+    def run() -> None:
+        for offset in itertools.islice(offsets, CALLS):
+            ack(offset)
+
+    per_call(benchmark, run)
+    assert cursor.ack(0) is None
