@@ -19,6 +19,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
+from pyspark.sql.types import DataType, IntegerType, LongType, StructField, StructType
 
 from keyshared import TopicLayout, key_hashes, split_hashes
 from spark_udfs.layouts import Layout, SegmentSpec, routing_table, segment_specs
@@ -37,12 +38,13 @@ SEGMENT_HASH = "segment_hash"
 BUCKET_HASH = "bucket_hash"
 
 # Spark has no unsigned types: the 32-bit key hash widens to bigint, 16-bit halves to int.
-_FIELD_TYPES = {
-    SEGMENT_ID: "bigint",
-    BUCKET: "int",
-    KEY_HASH: "bigint",
-    SEGMENT_HASH: "int",
-    BUCKET_HASH: "int",
+# Types are objects, not DDL strings, so that UDFs can be made before a session exists.
+_FIELD_TYPES: dict[str, DataType] = {
+    SEGMENT_ID: LongType(),
+    BUCKET: IntegerType(),
+    KEY_HASH: LongType(),
+    SEGMENT_HASH: IntegerType(),
+    BUCKET_HASH: IntegerType(),
 }
 ROUTE_FIELDS = (SEGMENT_ID, BUCKET)
 HASH_FIELDS = (KEY_HASH, SEGMENT_HASH, BUCKET_HASH)
@@ -52,14 +54,14 @@ HASH_FIELDS = (KEY_HASH, SEGMENT_HASH, BUCKET_HASH)
 DEFAULT_LAYOUT = TopicLayout.initial(1)
 
 
-def _arrow_iter_udf(func: ArrowIterFunction, return_type: str) -> UserDefinedFunctionLike:
+def _arrow_iter_udf(func: ArrowIterFunction, return_type: DataType) -> UserDefinedFunctionLike:
     """An iterator Arrow UDF, its kind inferred from ``func``'s type hints."""
     # pyspark's stubs only type the functionType= form, which it deprecates for type hints.
     return arrow_udf(func, return_type)  # type: ignore[call-overload, no-any-return]
 
 
-def _struct_type(fields: tuple[str, ...]) -> str:
-    return "struct<" + ",".join(f"{name}:{_FIELD_TYPES[name]}" for name in fields) + ">"
+def _struct_type(fields: tuple[str, ...]) -> StructType:
+    return StructType([StructField(name, _FIELD_TYPES[name]) for name in fields])
 
 
 def key_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
@@ -70,7 +72,7 @@ def key_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
             hashes = key_hashes(keys, null_key=null_key, threads=1)
             yield pa.array(hashes.astype(np.int64))
 
-    return _arrow_iter_udf(ks_key_hash, "bigint")
+    return _arrow_iter_udf(ks_key_hash, LongType())
 
 
 def segment_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
@@ -81,7 +83,7 @@ def segment_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
             segment, _ = split_hashes(keys, null_key=null_key, threads=1)
             yield pa.array(segment.astype(np.int32))
 
-    return _arrow_iter_udf(ks_segment_hash, "int")
+    return _arrow_iter_udf(ks_segment_hash, IntegerType())
 
 
 def bucket_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
@@ -92,7 +94,7 @@ def bucket_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
             _, bucket = split_hashes(keys, null_key=null_key, threads=1)
             yield pa.array(bucket.astype(np.int32))
 
-    return _arrow_iter_udf(ks_bucket_hash, "int")
+    return _arrow_iter_udf(ks_bucket_hash, IntegerType())
 
 
 def route_udf(layout: Layout, null_key: NullKey = None) -> UserDefinedFunctionLike:
