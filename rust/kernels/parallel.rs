@@ -1,7 +1,7 @@
 //! Splitting a batch over scoped threads, with a process-wide default thread count.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::thread;
 
 /// Below this many items per thread, spawning costs more than it saves.
@@ -12,9 +12,16 @@ static DEFAULT_THREADS: AtomicUsize = AtomicUsize::new(0);
 /// The thread count batches use when a call does not name one.
 pub fn default_threads() -> usize {
     match DEFAULT_THREADS.load(Ordering::Relaxed) {
-        0 => thread::available_parallelism().map_or(1, |n| n.get()),
+        0 => available_threads(),
         n => n,
     }
+}
+
+/// The cores available to the process, asked once: on Linux the question reads cgroup
+/// files, which costs tens of microseconds, far more than a small batch itself.
+fn available_threads() -> usize {
+    static AVAILABLE: OnceLock<usize> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Sets the default thread count; 0 restores "one per available core".
