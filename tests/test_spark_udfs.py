@@ -134,7 +134,7 @@ def test_sql_functions(spark: SparkSession) -> None:
     frame(spark, KEYS, "string").createOrReplaceTempView("keys")
     rows = spark.sql(
         "SELECT i, ks_key_hash(k) AS h, ks_segment_hash(k) AS s, ks_bucket_hash(k) AS b,"
-        " ks_route(k) AS r FROM keys ORDER BY i"
+        " ks_route(k) AS r, ks_route(k).bucket AS bucket FROM keys ORDER BY i"
     ).collect()
     hashes = ks.key_hashes(KEYS)
     segment_ids, buckets = RoutingTable(LAYOUT).route_keys(KEYS)
@@ -143,6 +143,7 @@ def test_sql_functions(spark: SparkSession) -> None:
     assert [r.b for r in rows] == (hashes & 0xFFFF).tolist()
     assert [r.r.segment_id for r in rows] == segment_ids.tolist()
     assert [r.r.bucket for r in rows] == buckets.tolist()
+    assert [r.bucket for r in rows] == buckets.tolist()
 
 
 def test_sql_route_defaults_to_one_segment_of_four_buckets(spark: SparkSession) -> None:
