@@ -134,9 +134,11 @@ def test_wired_batch_forms() -> None:
     assert removed.tolist() == [True, False, True, False]
     assert len(a) == 0
     assert [t.get_entry(h) is None for h in (5, 6)] == [True, True]
-    with pytest.raises(ValueError, match=r"acks\[1\]: sticky key hash is missing"):
+    with pytest.raises(ValueError, match=r"sticky_key_hashes\[1\]: sticky key hash is missing"):
         a.add_pending_acks_if_allowed([1, 1], [5, 6], [1, 1], [3, 0])
     assert len(a) == 0
+    with pytest.raises(ValueError, match=r"batch_sizes\[0\]: batch_size must not be negative"):
+        a.add_pending_acks_if_allowed([1], [5], [-1], [3])
 
 
 def test_a_foreign_draining_owner_changes_nothing() -> None:

@@ -117,7 +117,7 @@ impl DrainingHashes {
         let most = u32::try_from(hashes.len()).unwrap_or(u32::MAX);
         for (i, &hash) in hashes.iter().enumerate() {
             self.check_add(consumer, hash, most)
-                .map_err(|e| InvalidInput(format!("hashes[{i}]: {e}")))?;
+                .map_err(|e| InvalidInput(format!("sticky_key_hashes[{i}]: {e}")))?;
         }
         for &hash in hashes {
             self.apply_add(consumer, hash);
@@ -183,7 +183,10 @@ impl DrainingHashes {
         hashes: &[u16],
         closing: bool,
     ) -> KernelResult<Option<i32>> {
-        self.check_owners(consumer, hashes.iter().copied())?;
+        for (i, &hash) in hashes.iter().enumerate() {
+            self.check_owner(consumer, hash)
+                .map_err(|e| InvalidInput(format!("sticky_key_hashes[{i}]: {e}")))?;
+        }
         self.start_batch();
         for &hash in hashes {
             self.apply_reduce(hash, closing);
@@ -198,11 +201,9 @@ impl DrainingHashes {
         consumer: u64,
         hashes: impl IntoIterator<Item = u16>,
     ) -> KernelResult<()> {
-        for (i, hash) in hashes.into_iter().enumerate() {
-            self.check_owner(consumer, hash)
-                .map_err(|e| InvalidInput(format!("hashes[{i}]: {e}")))?;
-        }
-        Ok(())
+        hashes
+            .into_iter()
+            .try_for_each(|hash| self.check_owner(consumer, hash))
     }
 
     fn check_owner(&self, consumer: u64, hash: u16) -> KernelResult<()> {

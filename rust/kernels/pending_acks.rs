@@ -78,11 +78,11 @@ impl PendingAcks {
         tracker: Option<&DrainingHashes>,
     ) -> KernelResult<Vec<bool>> {
         for (i, &ack) in acks.iter().enumerate() {
-            let bad = check_batch_size(ack.batch_size).err().or_else(|| {
-                (tracker.is_some() && ack.sticky_key_hash == 0).then(|| missing_hash(ack))
-            });
-            if let Some(e) = bad {
-                return Err(InvalidInput(format!("acks[{i}]: {e}")));
+            check_batch_size(ack.batch_size)
+                .map_err(|e| InvalidInput(format!("batch_sizes[{i}]: {e}")))?;
+            if tracker.is_some() && ack.sticky_key_hash == 0 {
+                let e = missing_hash(ack);
+                return Err(InvalidInput(format!("sticky_key_hashes[{i}]: {e}")));
             }
         }
         Ok(acks.iter().map(|&a| self.add_checked(a, tracker)).collect())

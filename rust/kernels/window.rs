@@ -334,10 +334,6 @@ impl InFlightWindow {
         self.limits
     }
 
-    pub fn policy(&self) -> &FailurePolicy {
-        &self.policy
-    }
-
     /// Whether more messages may be polled: in flight plus blocked below the window size.
     pub fn has_capacity(&self) -> bool {
         self.in_flight.len() + self.queued.len() + self.taken.len() < self.limits.max_window_size
