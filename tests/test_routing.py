@@ -90,8 +90,11 @@ def test_bad_route_inputs() -> None:
     table = RoutingTable([(0, HashRange.full(), [])])
     with pytest.raises(ValueError, match="key_hash must be in"):
         table.route_hash(2**32)
-    with pytest.raises(TypeError, match="uint32 NumPy array, got dtype int64"):
-        table.route_hashes(np.array([1, 2]))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"key_hashes\[1\] = -2 is outside"):
+        table.route_hashes(np.array([1, -2]))
+    with pytest.raises(TypeError, match="key_hashes must be a one-dimensional array"):
+        table.route_hashes(np.array([1.5]))
+    assert table.route_hashes(np.array([1, 2]))[1].tolist() == [0, 0]
     with pytest.raises(ValueError, match=r"keys\[0\] is None"):
         table.route_keys([None])
     assert table.route_keys([None], null_key="hello")[1].tolist() == [0]

@@ -139,9 +139,10 @@ def bucket_index(hash_b: int, splits: _Splits) -> int:
     """How many splits are ``<= hash_b``: the bucket holding ``hash_b``."""
 
 def bucket_indices(
-    hash_b: npt.NDArray[np.integer[Any]], splits: _Splits, *, threads: int | None = None
+    hash_b: _Splits, splits: _Splits, *, threads: int | None = None
 ) -> npt.NDArray[np.int32]:
-    """``bucket_index`` of every hashB of a one-dimensional integer array."""
+    """``bucket_index`` of every hashB (each in ``[0, 0xFFFF]``) of a one-dimensional integer
+    array or sequence of ints."""
 
 def entry_bucket(entry_hash_min: int, entry_hash_max: int, splits: _Splits) -> int:
     """The one bucket holding ``[entry_hash_min, entry_hash_max]``; ValueError if the entry
@@ -170,8 +171,12 @@ class RoutingTable:
         self, keys: _KeyBatch, *, null_key: str | bytes | None = None, threads: int | None = None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]: ...
     def route_hashes(
-        self, key_hashes: npt.NDArray[np.uint32], *, threads: int | None = None
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]: ...
+        self,
+        key_hashes: Sequence[int] | npt.NDArray[np.integer[Any]],
+        *,
+        threads: int | None = None,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+        """Routes 32-bit key hashes (each in ``[0, 2**32)``); uint32 arrays are read as is."""
 
 # --- dispatcher state: draining hashes and pending acks (PIP-379) ----------------------
 

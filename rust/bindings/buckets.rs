@@ -1,11 +1,8 @@
-use numpy::{
-    PyArray1, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1, PyUntypedArray,
-    PyUntypedArrayMethods,
-};
-use pyo3::exceptions::PyTypeError;
+use numpy::PyArray1;
 use pyo3::prelude::*;
 
-use super::args::{hash_arg, int_arg, splits_arg, threads_arg, type_name};
+use super::args::{hash_arg, int_arg, splits_arg, threads_arg};
+use super::state_args::hash_array;
 use crate::kernels::buckets::{self, HashRange};
 use crate::kernels::parallel::for_each_chunk;
 
@@ -160,38 +157,6 @@ fn buckets_for_budget(budget: &Bound<'_, PyAny>, segments: &Bound<'_, PyAny>) ->
     )?)
 }
 
-/// hashB values of any one-dimensional NumPy integer array, checked to lie in `[0, 0xFFFF]`.
-pub fn hash_b_array(values: &Bound<'_, PyAny>) -> PyResult<Vec<u16>> {
-    let not_ints = || {
-        PyTypeError::new_err(format!(
-            "hash_b must be a one-dimensional NumPy integer array, got {}",
-            describe_array(values)
-        ))
-    };
-    let array = values.cast::<PyUntypedArray>().map_err(|_| not_ints())?;
-    let dtype = array.dtype();
-    if array.ndim() != 1 || !matches!(dtype.kind(), b'i' | b'u') {
-        return Err(not_ints());
-    }
-    if let Ok(a) = array.cast::<PyArray1<u16>>() {
-        return Ok(a.to_vec()?);
-    }
-    let wide = array.call_method1("astype", ("int64",))?;
-    let wide: PyReadonlyArray1<'_, i64> = wide.extract()?;
-    wide.as_array()
-        .iter()
-        .enumerate()
-        .map(|(i, &h)| Ok(buckets::ring_hash(h, &format!("hash_b[{i}]"))?))
-        .collect()
-}
-
-fn describe_array(values: &Bound<'_, PyAny>) -> String {
-    match values.cast::<PyUntypedArray>() {
-        Ok(a) => format!("dtype {} with {} dimensions", a.dtype(), a.ndim()),
-        Err(_) => type_name(values),
-    }
-}
-
 /// From this many hashes on, building the 65,536-entry lookup table pays for itself.
 const TABLE_MIN_BATCH: usize = 16 * 1024;
 
@@ -211,7 +176,7 @@ fn bucket_indices<'py>(
 ) -> PyResult<Bound<'py, PyArray1<i32>>> {
     let threads = threads_arg(threads)?;
     let splits = splits_arg(splits)?;
-    let hashes = hash_b_array(hash_b)?;
+    let hashes = hash_array(hash_b, "hash_b")?;
     let out = hash_b.py().detach(move || {
         let mut out = vec![0i32; hashes.len()];
         let mut unit = vec![(); hashes.len()];

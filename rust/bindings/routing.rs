@@ -1,10 +1,11 @@
-use numpy::{PyArray1, PyArrayMethods, PyUntypedArray};
+use numpy::PyArray1;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use super::args::{int_arg, key_bytes, splits_arg, threads_arg, type_name};
 use super::buckets::PyHashRange;
 use super::hashing::hash_keys;
+use super::state_args::u32_array;
 use crate::kernels::hashing::key_hash;
 use crate::kernels::parallel::for_each_chunk;
 use crate::kernels::routing::{RoutingTable as Table, SegmentRoute};
@@ -77,15 +78,7 @@ impl PyRoutingTable {
         threads: Option<i64>,
     ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i32>>)> {
         let threads = threads_arg(threads)?;
-        let hashes = key_hashes
-            .cast::<PyArray1<u32>>()
-            .map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "key_hashes must be a one-dimensional uint32 NumPy array, got {}",
-                    describe(key_hashes)
-                ))
-            })?
-            .to_vec()?;
+        let hashes = u32_array(key_hashes, "key_hashes")?;
         let py = key_hashes.py();
         let (ids, buckets) = py.detach(|| {
             let n = hashes.len();
@@ -106,16 +99,6 @@ impl PyRoutingTable {
 fn route_out(table: &Table, hash: u32) -> (i64, i32) {
     let (id, bucket) = table.route(hash);
     (id as i64, bucket as i32)
-}
-
-fn describe(obj: &Bound<'_, PyAny>) -> String {
-    match obj.cast::<PyUntypedArray>() {
-        Ok(a) => {
-            use numpy::PyUntypedArrayMethods;
-            format!("dtype {} with {} dimensions", a.dtype(), a.ndim())
-        }
-        Err(_) => type_name(obj),
-    }
 }
 
 fn segment_route(item: &Bound<'_, PyAny>, i: usize) -> PyResult<SegmentRoute> {

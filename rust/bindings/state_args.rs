@@ -266,8 +266,12 @@ pub fn i32_array(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i32>> {
     checked_values(obj, what, range, |v| v as i32)
 }
 
-/// Unsigned 32-bit values (bucket indices).
+/// Unsigned 32-bit values (bucket indices, key hashes).
 pub fn u32_array(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u32>> {
+    let array = int_array(obj, what)?;
+    if let Ok(exact) = array.cast::<PyArray1<u32>>() {
+        return Ok(values(exact));
+    }
     checked_values(obj, what, (0, i128::from(u32::MAX)), |v| v as u32)
 }
 
