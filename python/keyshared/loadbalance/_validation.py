@@ -8,21 +8,21 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from keyshared._checks import check_bool, check_int
+
+__all__ = [
+    "check_bool",
+    "check_int",
+    "check_name",
+    "check_names",
+    "check_real",
+    "java_div",
+    "java_int",
+    "java_sqrt",
+]
+
 _JAVA_INT_MIN = -(2**31)
 _JAVA_INT_MAX = 2**31 - 1
-
-
-def check_int(
-    name: str, value: object, *, minimum: int | None = None, maximum: int | None = None
-) -> int:
-    """Return ``value`` if it is an ``int`` (not a ``bool``) within the bounds, else raise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
-    return value
 
 
 def check_real(name: str, value: object, *, minimum: float | None = 0.0) -> float:
@@ -39,13 +39,6 @@ def check_real(name: str, value: object, *, minimum: float | None = 0.0) -> floa
     if minimum is not None and number < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {number}")
     return number + 0.0
-
-
-def check_bool(name: str, value: object) -> bool:
-    """Return ``value`` if it is a ``bool``, else raise ``TypeError``."""
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-    return value
 
 
 def check_name(name: str, value: object) -> str:
