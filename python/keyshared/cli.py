@@ -6,7 +6,8 @@ Subcommands are entries of :data:`COMMANDS`; adding one is adding a :class:`Comm
 * ``keyshared layout``: print a layout (an initial one, or one read from JSON);
 * ``keyshared route KEY...``: route keys to (segment, bucket) under a layout;
 * ``keyshared decide SNAPSHOT.json``: what the auto split/merge controller would do, and why;
-* ``keyshared demo``: hash and route a small sample of keys under an initial layout.
+* ``keyshared demo``: hash and route a small sample of keys under an initial layout;
+* ``keyshared simulate``: replay a scenario on virtual time and check ordering end to end.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, TextIO
 from keyshared.hashing import key_hashes
 from keyshared.layout import TopicLayout
 from keyshared.policy import DecisionSnapshot
+from keyshared.simulate import command as simulate_command
 
 #: Exit status for bad input (argparse uses the same for bad arguments).
 EXIT_BAD_INPUT = 2
@@ -246,6 +248,12 @@ COMMANDS: list[Command] = [
     ),
     Command(
         "demo", "hash and route sample keys under an initial layout", _configure_demo, _run_demo
+    ),
+    Command(
+        "simulate",
+        "replay a scenario on virtual time, checking per-key order and the other invariants",
+        simulate_command.configure,
+        simulate_command.run,
     ),
 ]
 

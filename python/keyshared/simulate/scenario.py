@@ -1,0 +1,553 @@
+"""The typed scenario model of the simulator, and its TOML / JSON form.
+
+A scenario is one or more topics, each with a starting layout, an auto-scale policy,
+producers (rates, key distributions, payload sizes), consumers (processing rates, joining,
+leaving, slowing, stalling and failing over time), producer batching and the broker's
+in-flight window. Every reader error names the offending field by its path, for example
+``topics[0].producers[1].rate_msg_s must not be negative``.
+
+Units: times and durations in ms of virtual time, rates in msg/s, sizes in bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from keyshared._checks import check_int, check_keys, check_mapping, check_rate
+from keyshared.batching import DEFAULT_MAX_BYTES, DEFAULT_MAX_MESSAGES
+from keyshared.layout import RING_SIZE, TopicLayout
+from keyshared.policy import AutoScalePolicy
+
+_T = TypeVar("_T")
+
+KeyDistribution = Literal["uniform", "zipf"]
+Backoff = Literal["fixed", "exponential"]
+PoisonPolicy = Literal["drop", "dead_letter", "block"]
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be read or does not validate; the message names the field."""
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """The keys a producer writes: ``count`` distinct keys ``f"{prefix}{i}"``, drawn
+    uniformly or by a Zipf law (key i has weight ``1 / (i + 1) ** zipf_exponent``).
+    Producers sharing a prefix share keys."""
+
+    count: int = 10_000
+    prefix: str = "key-"
+    distribution: KeyDistribution = "uniform"
+    zipf_exponent: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_int("count", self.count, minimum=1, maximum=1_000_000)
+        if not isinstance(self.prefix, str):
+            raise TypeError(f"prefix must be a str, got {type(self.prefix).__name__}")
+        if self.distribution not in ("uniform", "zipf"):
+            raise ValueError(f'distribution must be "uniform" or "zipf", got {self.distribution!r}')
+        check_rate("zipf_exponent", self.zipf_exponent)
+
+
+@dataclass(frozen=True)
+class PayloadSpec:
+    """Payload sizes in bytes, uniform over ``[min_bytes, max_bytes]``."""
+
+    min_bytes: int = 1024
+    max_bytes: int = 1024
+
+    def __post_init__(self) -> None:
+        check_int("min_bytes", self.min_bytes, minimum=0)
+        check_int("max_bytes", self.max_bytes, minimum=self.min_bytes)
+
+
+@dataclass(frozen=True)
+class ProducerSpec:
+    """One producer: Poisson arrivals at ``rate_msg_s`` from ``start_ms`` until ``stop_ms``
+    (None: the scenario's ``duration_ms``)."""
+
+    name: str
+    rate_msg_s: float
+    start_ms: int = 0
+    stop_ms: int | None = None
+    keys: KeySpec = field(default_factory=KeySpec)
+    payload: PayloadSpec = field(default_factory=PayloadSpec)
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        check_rate("rate_msg_s", self.rate_msg_s)
+        check_int("start_ms", self.start_ms, minimum=0)
+        if self.stop_ms is not None:
+            check_int("stop_ms", self.stop_ms, minimum=self.start_ms)
+
+
+@dataclass(frozen=True)
+class RateChange:
+    """From ``at_ms`` on, the consumer processes ``rate_msg_s`` (it slows down or speeds up)."""
+
+    at_ms: int
+    rate_msg_s: float
+
+    def __post_init__(self) -> None:
+        check_int("at_ms", self.at_ms, minimum=0)
+        _check_positive("rate_msg_s", self.rate_msg_s)
+
+
+@dataclass(frozen=True)
+class Stall:
+    """From ``at_ms`` the consumer stops processing and acking while staying connected, for
+    ``for_ms`` (None: until it leaves). Its deliveries time out and are retried."""
+
+    at_ms: int
+    for_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        check_int("at_ms", self.at_ms, minimum=0)
+        if self.for_ms is not None:
+            check_int("for_ms", self.for_ms, minimum=1)
+
+
+@dataclass(frozen=True)
+class ConsumerSpec:
+    """``count`` identical consumers (named ``name`` alone, or ``name-000``, ``name-001``,
+    ... when several) of the topic's one STREAM subscription. Each processes
+    ``rate_msg_s`` messages per second, one entry at a time in arrival order, and acks an
+    entry when done with it; it nacks an entry with probability ``nack_probability``
+    instead (a processing failure: the broker retries it with backoff). It connects at
+    ``join_ms`` and disconnects at ``leave_ms`` (a crash or a close: what it had not acked
+    goes to the next owner)."""
+
+    name: str
+    rate_msg_s: float
+    count: int = 1
+    join_ms: int = 0
+    leave_ms: int | None = None
+    rate_changes: tuple[RateChange, ...] = ()
+    stalls: tuple[Stall, ...] = ()
+    nack_probability: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        _check_positive("rate_msg_s", self.rate_msg_s)
+        check_int("count", self.count, minimum=1, maximum=100_000)
+        check_int("join_ms", self.join_ms, minimum=0)
+        if self.leave_ms is not None:
+            check_int("leave_ms", self.leave_ms, minimum=self.join_ms + 1)
+        if not 0.0 <= check_rate("nack_probability", self.nack_probability) < 1.0:
+            raise ValueError(f"nack_probability must be in [0, 1), got {self.nack_probability}")
+
+    def names(self) -> list[str]:
+        """The names of the ``count`` consumers."""
+        if self.count == 1:
+            return [self.name]
+        width = max(3, len(str(self.count - 1)))
+        return [f"{self.name}-{i:0{width}d}" for i in range(self.count)]
+
+
+@dataclass(frozen=True)
+class BatchingSpec:
+    """The producers' bucketed batcher: a batch closes at ``max_messages`` messages, at
+    ``max_bytes`` bytes, or at the end of the tick it was opened in."""
+
+    max_messages: int = DEFAULT_MAX_MESSAGES
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+    def __post_init__(self) -> None:
+        check_int("max_messages", self.max_messages, minimum=1)
+        check_int("max_bytes", self.max_bytes, minimum=1)
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """Each segment's in-flight window (Danube's, one entry per bucket in flight) and
+    subscription failure policy: ack timeout, redeliveries with backoff, and what becomes
+    of an entry out of redeliveries (``drop``: counted done and lost; ``dead_letter``:
+    counted done and published to the dead-letter topic; ``block``: it keeps its bucket
+    until its consumer acks it or leaves)."""
+
+    max_window_size: int = 1024
+    max_per_consumer: int = 1000
+    ack_timeout_ms: int = 30_000
+    max_redelivery_count: int = 5
+    base_redelivery_delay_ms: int = 1_000
+    max_redelivery_delay_ms: int = 60_000
+    backoff_strategy: Backoff = "exponential"
+    poison_policy: PoisonPolicy = "block"
+
+    def __post_init__(self) -> None:
+        check_int("max_window_size", self.max_window_size, minimum=1)
+        check_int("max_per_consumer", self.max_per_consumer, minimum=1)
+        check_int("ack_timeout_ms", self.ack_timeout_ms, minimum=1)
+        check_int("max_redelivery_count", self.max_redelivery_count, minimum=0)
+        check_int("base_redelivery_delay_ms", self.base_redelivery_delay_ms, minimum=0)
+        check_int(
+            "max_redelivery_delay_ms",
+            self.max_redelivery_delay_ms,
+            minimum=self.base_redelivery_delay_ms,
+        )
+        if self.backoff_strategy not in ("fixed", "exponential"):
+            raise ValueError(
+                f'backoff_strategy must be "fixed" or "exponential", got {self.backoff_strategy!r}'
+            )
+        if self.poison_policy not in ("drop", "dead_letter", "block"):
+            raise ValueError(
+                'poison_policy must be "drop", "dead_letter" or "block",'
+                f" got {self.poison_policy!r}"
+            )
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One scalable topic, simulated ``count`` times side by side (replicas differ only in
+    their random draws), with one STREAM subscription."""
+
+    name: str
+    layout: TopicLayout
+    producers: tuple[ProducerSpec, ...]
+    consumers: tuple[ConsumerSpec, ...]
+    policy: AutoScalePolicy = field(default_factory=AutoScalePolicy)
+    count: int = 1
+    batching: BatchingSpec = field(default_factory=BatchingSpec)
+    window: WindowSpec = field(default_factory=WindowSpec)
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        if not isinstance(self.layout, TopicLayout):
+            raise TypeError(f"layout must be a TopicLayout, got {type(self.layout).__name__}")
+        check_int("count", self.count, minimum=1, maximum=10_000)
+        _check_unique("producers", [p.name for p in self.producers])
+        _check_unique("consumers", [n for c in self.consumers for n in c.names()])
+
+    def replica_names(self) -> list[str]:
+        """The names of the ``count`` replicas."""
+        if self.count == 1:
+            return [self.name]
+        width = max(3, len(str(self.count - 1)))
+        return [f"{self.name}-{i:0{width}d}" for i in range(self.count)]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A whole run. Producers stop at ``duration_ms`` at the latest; the run ends once every
+    topic has drained after that, or at ``max_time_ms`` with what is left reported as
+    backlog. ``tick_ms`` is the step of production, batching and the broker heartbeat
+    (retries); the controller reads load every ``load_report_interval_ms`` (rates over the
+    last ``load_rate_window_ms``, written on a material change as PIP-483's reporter does)
+    and runs its periodic evaluation every ``policy_interval_ms``, besides evaluating at
+    once when consumers join or leave. Time series are sampled every
+    ``sample_interval_ms``."""
+
+    name: str
+    topics: tuple[TopicSpec, ...]
+    duration_ms: int
+    description: str = ""
+    seed: int = 0
+    max_time_ms: int | None = None
+    tick_ms: int = 100
+    policy_interval_ms: int = 60_000
+    load_report_interval_ms: int = 10_000
+    load_rate_window_ms: int = 60_000
+    sample_interval_ms: int = 1_000
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        if not isinstance(self.description, str):
+            raise TypeError(f"description must be a str, got {type(self.description).__name__}")
+        check_int("seed", self.seed, minimum=0, maximum=2**63 - 1)
+        check_int("duration_ms", self.duration_ms, minimum=1)
+        if self.max_time_ms is not None:
+            check_int("max_time_ms", self.max_time_ms, minimum=self.duration_ms)
+        check_int("tick_ms", self.tick_ms, minimum=1, maximum=60_000)
+        for name in ("policy_interval_ms", "load_report_interval_ms", "sample_interval_ms"):
+            value = check_int(name, getattr(self, name), minimum=self.tick_ms)
+            if value % self.tick_ms:
+                raise ValueError(f"{name} ({value}) must be a multiple of tick_ms ({self.tick_ms})")
+        check_int("load_rate_window_ms", self.load_rate_window_ms, minimum=self.tick_ms)
+        if not self.topics:
+            raise ValueError("topics must hold at least one topic")
+        _check_unique("topics", [n for t in self.topics for n in t.replica_names()])
+
+    @property
+    def horizon_ms(self) -> int:
+        """When the run stops at the latest: ``max_time_ms``, by default twice the duration."""
+        return self.max_time_ms if self.max_time_ms is not None else 2 * self.duration_ms
+
+    # --- reading ----------------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Scenario:
+        """A scenario from its TOML / JSON form (see the module docs); raises
+        :class:`ScenarioError` naming the field at fault."""
+        return _named("scenario", lambda: _scenario(data))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Scenario:
+        """Reads a ``.toml`` or ``.json`` scenario file."""
+        path = Path(path)
+        try:
+            text = path.read_bytes()
+        except OSError as e:
+            raise ScenarioError(f"cannot read scenario {path}: {e.strerror or e}") from None
+        suffix = path.suffix.lower()
+        try:
+            if suffix == ".toml":
+                data = tomllib.loads(text.decode("utf-8"))
+            elif suffix == ".json":
+                data = json.loads(text)
+            else:
+                raise ScenarioError(f"scenario {path} must end in .toml or .json")
+        except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ScenarioError(f"scenario {path} is not valid {suffix[1:].upper()}: {e}") from None
+        if not isinstance(data, Mapping):
+            raise ScenarioError(f"scenario {path} must hold an object at the top")
+        return cls.from_dict(data)
+
+
+# --- field readers -----------------------------------------------------------------------
+
+
+def _named(path: str, read: Callable[[], _T], fields: Iterable[str] = ()) -> _T:
+    """Runs ``read``; a TypeError or ValueError from it becomes a ScenarioError naming
+    ``path``, as ``path.field ...`` when the message starts with one of ``fields``. Errors of
+    nested fields already carry their full path and pass through."""
+    try:
+        return read()
+    except ScenarioError:
+        raise
+    except (TypeError, ValueError) as e:
+        text = str(e)
+        if any(text.startswith(f"{name} ") for name in fields):
+            raise ScenarioError(f"{path}.{text}") from None
+        raise ScenarioError(f"{path}: {text}") from None
+
+
+def _object(path: str, data: object, fields: frozenset[str], required: tuple[str, ...]) -> Any:
+    def read() -> Mapping[Any, Any]:
+        mapping = check_mapping(path, data)
+        check_keys(path, mapping, fields)
+        for name in required:
+            if name not in mapping:
+                raise ScenarioError(f"{path}.{name} is missing")
+        return mapping
+
+    return _named(path, read)
+
+
+def _build(path: str, kind: Callable[..., _T], data: Mapping[str, Any], **values: Any) -> _T:
+    """``kind(**data, **values)``; a bad value becomes an error naming ``path.field``."""
+    return _named(path, lambda: kind(**{**data, **values}), [*data, *values])
+
+
+def _list(path: str, data: object) -> list[Any]:
+    if not isinstance(data, list | tuple):
+        raise ScenarioError(f"{path} must be a list, got {type(data).__name__}")
+    return list(data)
+
+
+_KEY_FIELDS = frozenset({"count", "prefix", "distribution", "zipf_exponent"})
+_PAYLOAD_FIELDS = frozenset({"min_bytes", "max_bytes", "bytes"})
+_PRODUCER_FIELDS = frozenset({"name", "rate_msg_s", "start_ms", "stop_ms", "keys", "payload"})
+_CONSUMER_FIELDS = frozenset(
+    {
+        "name",
+        "rate_msg_s",
+        "count",
+        "join_ms",
+        "leave_ms",
+        "rate_changes",
+        "stalls",
+        "nack_probability",
+    }
+)
+_TOPIC_FIELDS = frozenset(
+    {"name", "count", "layout", "policy", "producers", "consumers", "batching", "window"}
+)
+_LAYOUT_FIELDS = frozenset({"segments", "bucket_budget", "dag"})
+_SCENARIO_FIELDS = frozenset(
+    {
+        "name",
+        "description",
+        "seed",
+        "duration_ms",
+        "max_time_ms",
+        "tick_ms",
+        "policy_interval_ms",
+        "load_report_interval_ms",
+        "load_rate_window_ms",
+        "sample_interval_ms",
+        "topics",
+    }
+)
+
+
+def _producer(path: str, data: object) -> ProducerSpec:
+    raw = _object(path, data, _PRODUCER_FIELDS, ("name", "rate_msg_s"))
+    keys = _object(f"{path}.keys", raw.get("keys", {}), _KEY_FIELDS, ())
+    payload = _payload(f"{path}.payload", raw.get("payload", {}))
+    rest = {k: v for k, v in raw.items() if k not in ("keys", "payload")}
+    return _build(
+        path,
+        ProducerSpec,
+        rest,
+        keys=_build(f"{path}.keys", KeySpec, keys),
+        payload=payload,
+    )
+
+
+def _payload(path: str, data: object) -> PayloadSpec:
+    raw = dict(_object(path, data, _PAYLOAD_FIELDS, ()))
+    if "bytes" in raw:
+        if "min_bytes" in raw or "max_bytes" in raw:
+            raise ScenarioError(f"{path}: give bytes, or min_bytes and max_bytes, not both")
+        size = raw.pop("bytes")
+        raw.update(min_bytes=size, max_bytes=size)
+    return _build(path, PayloadSpec, raw)
+
+
+def _consumer(path: str, data: object) -> ConsumerSpec:
+    raw = _object(path, data, _CONSUMER_FIELDS, ("name", "rate_msg_s"))
+    changes = [
+        _build(
+            f"{path}.rate_changes[{i}]",
+            RateChange,
+            _object(
+                f"{path}.rate_changes[{i}]",
+                item,
+                frozenset({"at_ms", "rate_msg_s"}),
+                ("at_ms", "rate_msg_s"),
+            ),
+        )
+        for i, item in enumerate(_list(f"{path}.rate_changes", raw.get("rate_changes", [])))
+    ]
+    stalls = [
+        _build(
+            f"{path}.stalls[{i}]",
+            Stall,
+            _object(f"{path}.stalls[{i}]", item, frozenset({"at_ms", "for_ms"}), ("at_ms",)),
+        )
+        for i, item in enumerate(_list(f"{path}.stalls", raw.get("stalls", [])))
+    ]
+    rest = {k: v for k, v in raw.items() if k not in ("rate_changes", "stalls")}
+    return _build(path, ConsumerSpec, rest, rate_changes=tuple(changes), stalls=tuple(stalls))
+
+
+def _layout(path: str, data: object) -> TopicLayout:
+    raw = _object(path, data, _LAYOUT_FIELDS, ())
+    if "dag" in raw:
+        if len(raw) > 1:
+            raise ScenarioError(f"{path}: give dag, or segments and bucket_budget, not both")
+        return _named(path, lambda: TopicLayout.from_dict(raw["dag"], f"{path}.dag"))
+
+    def initial() -> TopicLayout:
+        segments = check_int("segments", raw.get("segments", 1), minimum=1, maximum=RING_SIZE)
+        budget = check_int("bucket_budget", raw.get("bucket_budget", 4), minimum=1)
+        return TopicLayout.initial(segments, budget)
+
+    return _named(path, initial, ("segments", "bucket_budget"))
+
+
+def _topic(path: str, data: object) -> TopicSpec:
+    raw = _object(path, data, _TOPIC_FIELDS, ("name", "producers", "consumers"))
+    policy = _named(
+        f"{path}.policy", lambda: AutoScalePolicy.from_dict(raw.get("policy", {}), "policy")
+    )
+    batching = _build(
+        f"{path}.batching",
+        BatchingSpec,
+        _object(f"{path}.batching", raw.get("batching", {}), _names(BatchingSpec), ()),
+    )
+    window = _build(
+        f"{path}.window",
+        WindowSpec,
+        _object(f"{path}.window", raw.get("window", {}), _names(WindowSpec), ()),
+    )
+    producers = tuple(
+        _producer(f"{path}.producers[{i}]", p)
+        for i, p in enumerate(_list(f"{path}.producers", raw["producers"]))
+    )
+    consumers = tuple(
+        _consumer(f"{path}.consumers[{i}]", c)
+        for i, c in enumerate(_list(f"{path}.consumers", raw["consumers"]))
+    )
+    return _build(
+        path,
+        TopicSpec,
+        {k: v for k, v in raw.items() if k in ("name", "count")},
+        layout=_layout(f"{path}.layout", raw.get("layout", {})),
+        policy=policy,
+        batching=batching,
+        window=window,
+        producers=producers,
+        consumers=consumers,
+    )
+
+
+def _scenario(data: Mapping[str, Any]) -> Scenario:
+    raw = _object("scenario", data, _SCENARIO_FIELDS, ("name", "duration_ms", "topics"))
+    topics = tuple(_topic(f"topics[{i}]", t) for i, t in enumerate(_list("topics", raw["topics"])))
+    rest = {k: v for k, v in raw.items() if k != "topics"}
+    scenario = _build("scenario", Scenario, rest, topics=topics)
+    _check_times(scenario)
+    return scenario
+
+
+def _check_times(scenario: Scenario) -> None:
+    """Cross-field checks: every timed event falls within the run."""
+    horizon = scenario.horizon_ms
+    for t, topic in enumerate(scenario.topics):
+        for p, producer in enumerate(topic.producers):
+            if producer.start_ms >= scenario.duration_ms:
+                raise ScenarioError(
+                    f"topics[{t}].producers[{p}].start_ms ({producer.start_ms}) must be before"
+                    f" duration_ms ({scenario.duration_ms})"
+                )
+        for c, consumer in enumerate(topic.consumers):
+            if consumer.join_ms >= horizon:
+                raise ScenarioError(
+                    f"topics[{t}].consumers[{c}].join_ms ({consumer.join_ms}) must be before"
+                    f" the end of the run ({horizon} ms)"
+                )
+
+
+def _names(kind: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(kind))
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"name must be a non-empty str, got {name!r}")
+
+
+def _check_positive(name: str, value: object) -> float:
+    number = check_rate(name, value)
+    if number <= 0.0:
+        raise ValueError(f"{name} must be above 0, got {value}")
+    return number
+
+
+def _check_unique(what: str, names: list[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"{what} repeat the name {name!r}")
+        seen.add(name)
+
+
+__all__ = [
+    "BatchingSpec",
+    "ConsumerSpec",
+    "KeySpec",
+    "PayloadSpec",
+    "ProducerSpec",
+    "RateChange",
+    "Scenario",
+    "ScenarioError",
+    "Stall",
+    "TopicSpec",
+    "WindowSpec",
+]
