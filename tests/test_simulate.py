@@ -386,3 +386,37 @@ def test_bad_paths_and_arguments_exit_2(tmp_path: Path, capsys: Any) -> None:
     path = str(write(tmp_path, TOML))
     assert main(["simulate", path, "--scale", "2", "--no-progress"]) == 2
     assert "--scale applies to built-in scenarios only" in capsys.readouterr().err
+
+
+def test_order_holds_across_load_splits_and_merges() -> None:
+    policy = AutoScalePolicy(
+        split_msg_rate_in=1_000.0,
+        merge_msg_rate_in=100.0,
+        split_cooldown_ms=2_000,
+        merge_cooldown_ms=2_000,
+        merge_window_ms=2_000,
+    )
+    spec = topic(
+        layout=TopicLayout.initial(1, 4),
+        policy=policy,
+        producers=(
+            ProducerSpec("burst", 2_500.0, stop_ms=8_000, keys=KeySpec(count=300)),
+            ProducerSpec("trickle", 20.0, start_ms=8_000, keys=KeySpec(count=300)),
+        ),
+        consumers=(ConsumerSpec("c", 1_500.0, count=3),),
+    )
+    summary = run(
+        scenario(
+            spec,
+            duration_ms=40_000,
+            max_time_ms=120_000,
+            tick_ms=100,
+            policy_interval_ms=1_000,
+            load_report_interval_ms=1_000,
+            load_rate_window_ms=2_000,
+        )
+    )
+    assert_clean(summary)
+    actions = {(d["action"], d["reason"]) for d in summary["decisions"]}
+    assert ("split", "msgRateIn") in actions
+    assert ("merge", "cold") in actions

@@ -156,8 +156,9 @@ class SegmentDispatcher:
         """Entries were stored in this segment (the store holds them). The broker queues
         each by its stamped hashB range alone, which must give the bucket the producer
         batched it in."""
+        segment, assignment = self.segment, self.assignment
         for entry in entries:
-            bucket, _ = route_entry(self.segment, entry.hash_min, entry.hash_max, self.assignment)
+            bucket, _ = route_entry(segment, entry.hash_min, entry.hash_max, assignment)
             if bucket != entry.bucket:
                 raise self.ctx.checker.fail(
                     "entry-bucket", f"{entry} routes to bucket {bucket} by its hashB range"
@@ -270,8 +271,7 @@ class SegmentDispatcher:
         entry, consumer_id = delivery.entry, delivery.consumer_id
         checker = self.ctx.checker
         checker.now_us = now_us
-        checker.processed(delivery)
-        checker.released(delivery, "ack")
+        checker.acked(delivery)
         self._pending_of(consumer_id).remove(self.segment_id, entry.offset)
         key, cursor = self.window.on_ack(entry.offset)
         if key is not None:
@@ -298,9 +298,11 @@ class SegmentDispatcher:
 
     def _woken(self, now_us: int, bucket: int) -> None:
         self._dirty.add(bucket)
-        self._dirty.update(self._starved)
-        self._starved.clear()
-        self._refresh_withheld(now_us, list(self.withheld))
+        if self._starved:
+            self._dirty.update(self._starved)
+            self._starved.clear()
+        if self.withheld:
+            self._refresh_withheld(now_us, list(self.withheld))
 
     def _settle(self, now_us: int, entry: Entry, *, given_up: bool) -> None:
         """``entry`` is done: every other copy of it is now a duplicate-in-waiting."""

@@ -111,7 +111,14 @@ class TopicChecker:
         keys."""
         entry, consumer_id = delivery.entry, delivery.consumer_id
         self.trail.add(
-            self.now_us, self.topic, "deliver", entry, f"to {consumer_id}", delivery.attempt
+            self.now_us,
+            self.topic,
+            "deliver",
+            entry,
+            "to",
+            consumer_id,
+            "attempt",
+            delivery.attempt,
         )
         keys = entry.keys
         holders = self._holder[keys]
@@ -140,9 +147,9 @@ class TopicChecker:
         delivery.entry.copies.remove(delivery)
 
     def released(self, delivery: Delivery, why: str) -> None:
-        """The consumer no longer holds its copy (``why``: it acked or nacked it, or
+        """The consumer no longer holds its copy, unprocessed (``why``: it nacked it, or
         disconnected). A stale copy held nothing any more."""
-        self.trail.add(self.now_us, self.topic, why, delivery.entry, f"by {delivery.consumer_id}")
+        self.trail.add(self.now_us, self.topic, why, delivery.entry, "by", delivery.consumer_id)
         if not delivery.stale:
             self._unhold(delivery)
 
@@ -153,9 +160,11 @@ class TopicChecker:
             self._unhold(delivery)
             delivery.stale = True
 
-    def processed(self, delivery: Delivery) -> None:
-        """A consumer finished processing its copy."""
+    def acked(self, delivery: Delivery) -> None:
+        """A consumer processed its copy and acks it: the first processing of an entry must
+        come in key order, a later one only after a redelivery. The copy is held no more."""
         entry, consumer_id = delivery.entry, delivery.consumer_id
+        self.trail.add(self.now_us, self.topic, "ack", entry, "by", consumer_id)
         if entry.processed == 0 and entry.given_up is None:
             self._pass_in_order(entry, f"processed by consumer {consumer_id}")
         elif entry.processed == 0:
@@ -170,6 +179,8 @@ class TopicChecker:
             )
         entry.processed += 1
         self.counts.processings += 1
+        if not delivery.stale:
+            self._unhold(delivery)
 
     def given_up(self, entry: Entry, how: str) -> None:
         """The broker gave up on ``entry`` (``how``: ``drop`` or ``dead_letter``)."""

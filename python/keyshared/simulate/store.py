@@ -164,7 +164,10 @@ def _runs(values: _I64) -> tuple[_I64, _I64]:
     boundary[0] = True
     np.not_equal(values[1:], values[:-1], out=boundary[1:])
     starts = np.flatnonzero(boundary)
-    return starts, np.diff(starts, append=len(values))
+    lengths = np.empty_like(starts)
+    np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
+    lengths[-1] = len(values) - starts[-1]
+    return starts, lengths
 
 
 def _per_entry_keys(

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from keyshared.batching import EntryBatch
 from keyshared.cursor import BucketCheckpoints
@@ -21,10 +22,10 @@ from keyshared.simulate.controller import Controller, LoadReporter, assign_units
 from keyshared.simulate.dispatch import HandOff, SegmentDispatcher, TopicContext
 from keyshared.simulate.invariants import EventTrail, TopicChecker
 from keyshared.simulate.scenario import Scenario, TopicSpec
-from keyshared.simulate.store import TopicStore
+from keyshared.simulate.store import Entry, TopicStore
 from keyshared.simulate.workload import ConsumerSim, Delivery, KeySpace, ProducerSim, Schedule
 
-_I64 = np.ndarray
+_I64 = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class TopicSim:
         self._next_consumer_id = next_id
         self._owners: dict[tuple[int, int], int | None] = {}
         self._assigned_for: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+        self._changed = True
         self.moves = 0
         self.series = TopicSeries()
         for segment in spec.layout.segments.values():
@@ -166,22 +168,27 @@ class TopicSim:
                 self.checker.trail.add(now_us, self.name, "seal", f"segment {segment_id}")
         for producer in self.producers:
             producer.update_layout(layout)
+        self._changed = True
 
     def _segment_drained(self, now_us: int) -> None:
+        self._changed = True
         self.refresh(now_us)
 
     def refresh(self, now_us: int) -> None:
-        """Retires drained segments (parents first), then reassigns buckets if the readable
-        segments or the connected consumers changed, and sends what can be sent."""
-        while self._retire_one(now_us):
-            pass
-        readable = tuple(sid for sid in sorted(self.dispatchers) if self._readable(sid))
-        for sid in readable:
-            self._readable_at.setdefault(sid, now_us)
-        connected = tuple(sorted(c.consumer_id for c in self.consumers.values() if c.connected))
-        if (readable, connected) != self._assigned_for:
-            self._assigned_for = (readable, connected)
-            self._reassign(now_us, readable, connected)
+        """After a change of layout, consumers or drained segments: retires drained
+        segments (parents first), and reassigns buckets if the readable segments or the
+        connected consumers changed. Then sends what can be sent."""
+        if self._changed:
+            self._changed = False
+            while self._retire_one(now_us):
+                pass
+            readable = tuple(sid for sid in sorted(self.dispatchers) if self._readable(sid))
+            for sid in readable:
+                self._readable_at.setdefault(sid, now_us)
+            connected = tuple(sorted(c.consumer_id for c in self.consumers.values() if c.connected))
+            if (readable, connected) != self._assigned_for:
+                self._assigned_for = (readable, connected)
+                self._reassign(now_us, readable, connected)
         self.pump(now_us)
 
     def _retire_one(self, now_us: int) -> bool:
@@ -237,7 +244,7 @@ class TopicSim:
         if not batches:
             return
         self.checker.now_us = now_us
-        by_segment = defaultdict(list)
+        by_segment: dict[int, list[Entry]] = defaultdict(list)
         for entry in self.store.store(now_us, batches):
             by_segment[entry.segment_id].append(entry)
         for sid, entries in by_segment.items():
@@ -272,6 +279,7 @@ class TopicSim:
         for consumer in self.groups[group]:
             consumer.connect(now_us)
             self.checker.trail.add(now_us, self.name, "join", consumer.name, consumer.consumer_id)
+        self._changed = True
         self.evaluate(now_us, "consumers-joined")
         self.refresh(now_us)
 
@@ -285,6 +293,7 @@ class TopicSim:
             for dispatcher in self.dispatchers.values():
                 dispatcher.remove_consumer(now_us, consumer.consumer_id)
             self.checker.trail.add(now_us, self.name, "leave", consumer.name, consumer.consumer_id)
+        self._changed = True
         self.evaluate(now_us, "consumers-left")
         self.refresh(now_us)
 
