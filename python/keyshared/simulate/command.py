@@ -8,6 +8,7 @@ stderr), 2 on bad input.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -89,6 +90,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     scenario = _scenario(args)
     if args.seed is not None and args.seed < 0:
         raise ValueError(f"--seed must not be negative, got {args.seed}")
+    if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
+        # Said before the run rather than after it.
+        raise ValueError(
+            "the plots need matplotlib: install keyshared[simulate], or pass --no-plots"
+        )
     show = sys.stderr.isatty() if args.progress is None else args.progress
     bar = ProgressBar(sys.stderr, scenario.name) if show else None
     started = time.perf_counter()

@@ -282,7 +282,7 @@ def _decision_lines(summary: dict[str, Any]) -> list[str]:
     lines = ["decisions:"]
     for d in decisions:
         detail = {k: v for k, v in d.items() if k not in _DECISION_META}
-        text = " ".join(f"{k}={v}" for k, v in detail.items())
+        text = " ".join(f"{k}={_short(v)}" for k, v in detail.items())
         lines.append(
             f"  {_sec(d['at_ms']):>8}  {d['action']} {text} ({d['reason']}, {d['trigger']})"
             f" -> {d['active_segments']} segment(s), {d['buckets']} bucket(s)"
@@ -296,6 +296,13 @@ def _decision_lines(summary: dict[str, Any]) -> list[str]:
 _DECISION_META = frozenset(
     {"topic", "at_ms", "trigger", "action", "reason", "active_segments", "buckets"}
 )
+
+
+def _short(value: object) -> str:
+    """A value for a line of text: long lists are cut down to their ends and length."""
+    if isinstance(value, list) and len(value) > 8:
+        return f"[{value[0]}, {value[1]}, ..., {value[-1]}] ({len(value)})"
+    return str(value)
 
 
 def _sec(ms: float | None) -> str:

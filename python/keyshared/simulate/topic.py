@@ -98,34 +98,10 @@ class TopicSim:
         self._readable_at: dict[int, int] = {}
         self._sealed_backlog: dict[int, int] = {}
         producer_seeds, consumer_seeds = seeds.spawn(2)
-        self.producers = [
-            ProducerSim(
-                p,
-                self.keys,
-                spec.batching,
-                spec.layout,
-                np.random.default_rng(s),
-                scenario.duration_ms,
-            )
-            for p, s in zip(spec.producers, producer_seeds.spawn(len(spec.producers)), strict=True)
-        ]
-        self.groups: list[list[ConsumerSim]] = []
-        self.consumers: dict[int, ConsumerSim] = {}
-        seeds_by_group = consumer_seeds.spawn(len(spec.consumers))
-        next_id = first_consumer_id
-        for group_spec, group_seed in zip(spec.consumers, seeds_by_group, strict=True):
-            group = []
-            for consumer_name, seed in zip(
-                group_spec.names(), group_seed.spawn(group_spec.count), strict=True
-            ):
-                consumer = ConsumerSim(
-                    next_id, consumer_name, group_spec, np.random.default_rng(seed), schedule
-                )
-                self.consumers[next_id] = consumer
-                group.append(consumer)
-                next_id += 1
-            self.groups.append(group)
-        self._next_consumer_id = next_id
+        self.producers = self._producers(scenario, producer_seeds)
+        self.groups = self._consumer_groups(consumer_seeds, schedule, first_consumer_id)
+        self.consumers = {c.consumer_id: c for group in self.groups for c in group}
+        self.next_consumer_id = first_consumer_id + len(self.consumers)
         self._owners: dict[tuple[int, int], int | None] = {}
         self._assigned_for: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._changed = True
@@ -134,10 +110,37 @@ class TopicSim:
         for segment in spec.layout.segments.values():
             self._open(segment.segment_id, 0)
 
-    @property
-    def next_consumer_id(self) -> int:
-        """The id the next topic's first consumer takes (ids are unique in a run)."""
-        return self._next_consumer_id
+    def _producers(self, scenario: Scenario, seeds: np.random.SeedSequence) -> list[ProducerSim]:
+        spec = self.spec
+        return [
+            ProducerSim(
+                producer,
+                self.keys,
+                spec.batching,
+                spec.layout,
+                np.random.default_rng(seed),
+                scenario.duration_ms,
+            )
+            for producer, seed in zip(spec.producers, seeds.spawn(len(spec.producers)), strict=True)
+        ]
+
+    def _consumer_groups(
+        self, seeds: np.random.SeedSequence, schedule: Schedule, first_id: int
+    ) -> list[list[ConsumerSim]]:
+        """One list of consumers per consumer spec; ids count up from ``first_id``."""
+        groups = []
+        next_id = first_id
+        for spec, group_seed in zip(
+            self.spec.consumers, seeds.spawn(len(self.spec.consumers)), strict=True
+        ):
+            group = []
+            for name, seed in zip(spec.names(), group_seed.spawn(spec.count), strict=True):
+                group.append(
+                    ConsumerSim(next_id, name, spec, np.random.default_rng(seed), schedule)
+                )
+                next_id += 1
+            groups.append(group)
+        return groups
 
     # --- segments ---------------------------------------------------------------------
 
