@@ -430,3 +430,28 @@ def test_the_readme_example_is_a_valid_scenario() -> None:
     example = section[section.index("```toml") + len("```toml") : section.index("```\n\nFrom")]
     scenario = Scenario.from_dict(tomllib.loads(example))
     assert scenario.topics[0].consumers[0].names()[-1] == "worker-007"
+
+
+def test_a_violation_exits_1_with_its_event_trail(
+    monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    def broken(*_args: Any, **_kwargs: Any) -> None:
+        raise InvariantViolation("key-order", "t: out of order", 1.5, ["first event", "last"])
+
+    monkeypatch.setattr("keyshared.simulate.command.simulate", broken)
+    args = ["simulate", "--scenario", "drain-backlog", "--no-plots", "--no-progress"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "[key-order] at 1.500 ms: t: out of order" in err
+    assert "last 2 events:\n  first event\n  last" in err
+
+
+def test_latency_and_utilization_are_reported(builtin_runs: dict[str, dict[str, Any]]) -> None:
+    summary = builtin_runs["drain-backlog"]
+    latency = summary["latency_ms"]
+    assert 0 <= latency["p50"] <= latency["p90"] <= latency["p99"] <= latency["max"]
+    # The first consumer works alone behind a growing backlog for 50 s: the busiest.
+    rows = summary["consumers"]["per_consumer"]
+    assert rows[0]["name"] == "first"
+    assert rows[0]["utilization"] == max(r["utilization"] for r in rows) > 0.8
+    assert len(summary["series"]["t_ms"]) == len(summary["series"]["backlog"]) > 200

@@ -24,8 +24,9 @@ EXIT_VIOLATION = 1
 
 
 class ProgressBar:
-    """A one-line bar on a terminal, redrawn at most every ``every_s`` seconds of wall time
-    (so it never slows a run down, and never changes one)."""
+    """A one-line bar on a terminal: virtual time against the run's horizon (a run that
+    drains earlier jumps to the end), redrawn at most every ``every_s`` seconds of wall time,
+    so it never slows a run down, and never changes one."""
 
     def __init__(self, stream: TextIO, label: str, width: int = 30, every_s: float = 0.1) -> None:
         self._stream = stream
@@ -37,10 +38,11 @@ class ProgressBar:
 
     def __call__(self, now_ms: int, horizon_ms: int) -> None:
         wall = time.monotonic()
-        if wall - self._last < self._every_s:
-            return
-        self._last = wall
-        done = min(1.0, now_ms / horizon_ms) if horizon_ms else 1.0
+        if wall - self._last >= self._every_s:
+            self._last = wall
+            self._draw(min(1.0, now_ms / horizon_ms), now_ms, wall)
+
+    def _draw(self, done: float, now_ms: int, wall: float) -> None:
         filled = int(done * self._width)
         self._stream.write(
             f"\r{self._label} [{'#' * filled}{'.' * (self._width - filled)}]"
@@ -48,7 +50,10 @@ class ProgressBar:
         )
         self._stream.flush()
 
-    def close(self) -> None:
+    def close(self, end_ms: int | None) -> None:
+        """Ends the line; with ``end_ms`` (the run finished), the bar full."""
+        if end_ms is not None:
+            self._draw(1.0, end_ms, time.monotonic())
         self._stream.write("\n")
         self._stream.flush()
 
@@ -101,12 +106,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     try:
         result = simulate(scenario, seed=args.seed, progress=bar)
     except InvariantViolation as violation:
+        if bar is not None:
+            bar.close(None)
         print(violation.report(), file=sys.stderr)
         return EXIT_VIOLATION
-    finally:
-        if bar is not None:
-            bar.close()
     wall = time.perf_counter() - started
+    if bar is not None:
+        bar.close(result.end_ms)
     scale = args.scale if args.scenario is not None else None
     summary = summarize(result, scale=1.0 if args.scenario and scale is None else scale)
     out.write(render_text(summary))

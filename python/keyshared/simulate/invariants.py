@@ -167,6 +167,7 @@ class TopicChecker:
         self.trail.add(self.now_us, self.topic, "ack", entry, "by", consumer_id)
         if entry.processed == 0 and entry.given_up is None:
             self._pass_in_order(entry, f"processed by consumer {consumer_id}")
+            entry.processed_us = self.now_us
         elif entry.processed == 0:
             self.counts.late_after_give_up += 1
         elif entry.redelivered:

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from keyshared.simulate.engine import SimulationResult
 from keyshared.simulate.topic import DrainRecord, TopicSim
 
@@ -36,6 +38,7 @@ def summarize(result: SimulationResult, scale: float | None = None) -> dict[str,
         "scenario": _scenario(result, scale),
         "outcome": _outcome(result, series),
         "messages": _messages(topics),
+        "latency_ms": _latency(topics),
         "consumers": _consumers(result, series),
         "drains": [_drain(t, d) for t in topics for d in t.drains if d.backlog_at_seal > 0],
         "decisions": [
@@ -93,6 +96,7 @@ def _messages(topics: Sequence[TopicSim]) -> dict[str, int]:
     counts: Counter[str] = Counter()
     for topic in topics:
         counts["produced"] += topic.store.messages
+        counts["produced_bytes"] += topic.store.bytes
         for log in topic.store.logs.values():
             counts["entries"] += len(log)
             for entry in log:
@@ -111,6 +115,7 @@ def _messages(topics: Sequence[TopicSim]) -> dict[str, int]:
                     counts["dead_lettered"] += n
     keys = (
         "produced",
+        "produced_bytes",
         "entries",
         "processed",
         "processed_twice_or_more",
@@ -121,6 +126,29 @@ def _messages(topics: Sequence[TopicSim]) -> dict[str, int]:
         "backlog_at_end",
     )
     return {k: counts[k] for k in keys}
+
+
+def _latency(topics: Sequence[TopicSim]) -> dict[str, float | None]:
+    """Per message, from being stored to being first processed (the end of its entry's
+    processing): percentiles over the messages processed, in ms."""
+    pairs = [
+        (entry.processed_us - entry.stored_us, entry.count)
+        for topic in topics
+        for log in topic.store.logs.values()
+        for entry in log
+        if entry.processed_us >= 0
+    ]
+    if not pairs:
+        return {"p50": None, "p90": None, "p99": None, "max": None}
+    latency, weight = np.array(pairs, dtype=np.int64).T
+    order = np.argsort(latency, kind="stable")
+    latency, cumulative = latency[order], np.cumsum(weight[order])
+    out: dict[str, float | None] = {}
+    for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        i = int(np.searchsorted(cumulative, q * cumulative[-1], side="left"))
+        out[name] = int(latency[i]) / 1000
+    out["max"] = int(latency[-1]) / 1000
+    return out
 
 
 def _consumers(result: SimulationResult, series: dict[str, list[int]]) -> dict[str, Any]:
@@ -231,7 +259,9 @@ def to_json(summary: dict[str, Any]) -> str:
 
 def render_text(summary: dict[str, Any]) -> str:
     """A few lines for people: outcome, messages, consumers, drains and decisions."""
-    s, o, m, c = (summary[k] for k in ("scenario", "outcome", "messages", "consumers"))
+    s, o, m, c, lat = (
+        summary[k] for k in ("scenario", "outcome", "messages", "consumers", "latency_ms")
+    )
     lines = [
         f"scenario {s['name']} (seed {s['seed']}"
         + (f", scale {s['scale']:g}" if s["scale"] is not None else "")
@@ -242,6 +272,8 @@ def render_text(summary: dict[str, Any]) -> str:
         f" {m['dead_lettered']:,} dead-lettered, {m['backlog_at_end']:,} left",
         f"backlog: peak {o['backlog_peak_messages']:,} msgs at {_sec(o['backlog_peak_at_ms'])},"
         f" cleared {_after(o['time_to_drain_ms'])}",
+        f"latency from store to processing: p50 {_sec(lat['p50'])}, p99 {_sec(lat['p99'])},"
+        f" max {_sec(lat['max'])}",
         f"consumers: {c['count']}, peak {c['peak_busy']} busy at once,"
         f" mean utilization {_pct(c['mean_utilization'])}"
         f" (fleet {_pct(c['fleet_utilization'])})",

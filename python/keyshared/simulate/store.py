@@ -30,10 +30,11 @@ class Entry:
     (ascending), with the first rank and the count of each.
 
     Delivery state, changed by the dispatcher and the checker: how many times a consumer
-    finished processing it, whether the broker gave up on it (``"drop"`` or ``"dead_letter"``
-    by the poison policy),
-    whether it was ever redelivered (which makes a second processing an allowed
-    at-least-once duplicate), and the copies consumers hold that still count as unacked."""
+    finished processing it and when it first did (``processed_us``, -1 before), whether the
+    broker gave up on it (``"drop"`` or ``"dead_letter"``, by the poison policy), whether it
+    was ever redelivered (which makes a second processing an allowed at-least-once
+    duplicate), and the copies consumers hold that still count as unacked. Times are µs of
+    virtual time (``stored_us``: when it was stored)."""
 
     __slots__ = (
         "bucket",
@@ -48,6 +49,7 @@ class Entry:
         "keys",
         "offset",
         "processed",
+        "processed_us",
         "redelivered",
         "segment_id",
         "size",
@@ -80,6 +82,7 @@ class Entry:
         self.first_ranks = first_ranks
         self.key_counts = key_counts
         self.processed = 0
+        self.processed_us = -1
         self.given_up: str | None = None
         self.redelivered = False
         self.copies: list[Delivery] = []
