@@ -455,3 +455,19 @@ def test_latency_and_utilization_are_reported(builtin_runs: dict[str, dict[str, 
     assert rows[0]["name"] == "first"
     assert rows[0]["utilization"] == max(r["utilization"] for r in rows) > 0.8
     assert len(summary["series"]["t_ms"]) == len(summary["series"]["backlog"]) > 200
+
+
+def test_a_blocked_poison_entry_waits_for_its_consumer_to_leave() -> None:
+    spec = topic(
+        layout=TopicLayout.initial(1, 1),
+        consumers=(
+            ConsumerSpec("a", 500.0, leave_ms=5_000, stalls=(Stall(1_000),)),
+            ConsumerSpec("b", 500.0, join_ms=100),
+        ),
+        window=WindowSpec(ack_timeout_ms=500, base_redelivery_delay_ms=100, max_redelivery_count=1),
+    )
+    summary = run(scenario(spec, duration_ms=8_000, max_time_ms=60_000))
+    assert_clean(summary)
+    assert summary["messages"]["dropped"] == summary["messages"]["dead_lettered"] == 0
+    # Nothing moved while the poison entry blocked the bucket (about 4 s).
+    assert summary["latency_ms"]["max"] > 3_500

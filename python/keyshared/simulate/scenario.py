@@ -164,11 +164,13 @@ class BatchingSpec:
 
 @dataclass(frozen=True)
 class WindowSpec:
-    """Each segment's in-flight window (Danube's, one entry per bucket in flight) and
-    subscription failure policy: ack timeout, redeliveries with backoff, and what becomes
-    of an entry out of redeliveries (``drop``: counted done and lost; ``dead_letter``:
-    counted done and published to the dead-letter topic; ``block``: it keeps its bucket
-    until its consumer acks it or leaves)."""
+    """Each segment's in-flight window (Danube's, one entry per bucket in flight, so that
+    ``max_window_size`` must reach the bucket count for every bucket to flow; Danube's
+    default of 10 would throttle a segment of more buckets) and subscription failure
+    policy: ack timeout, redeliveries with backoff, and what becomes of an entry out of
+    redeliveries (``drop``: counted done and lost; ``dead_letter``: counted done and
+    published to the dead-letter topic; ``block``: it stays in flight, holding its bucket,
+    until its consumer leaves and it goes to the bucket's next owner)."""
 
     max_window_size: int = 1024
     max_per_consumer: int = 1000
