@@ -21,7 +21,8 @@ def get_session(
     launched_by_submit = "PYSPARK_GATEWAY_PORT" in os.environ
     if master is None and not launched_by_submit:
         master = "local[*]"
-    if master is not None and master.startswith("local"):
+    # local-cluster[...] starts separate executors, which take PYSPARK_PYTHON as a cluster does.
+    if master is not None and (master == "local" or master.startswith("local[")):
         os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
