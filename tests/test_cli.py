@@ -184,9 +184,9 @@ def test_one_more_subcommand_is_one_more_entry(monkeypatch: pytest.MonkeyPatch) 
         return 0
 
     monkeypatch.setattr(
-        cli, "COMMANDS", [*cli.COMMANDS, cli.Command("simulate", "x", configure, body)]
+        cli, "COMMANDS", [*cli.COMMANDS, cli.Command("tick", "x", configure, body)]
     )
-    assert run("simulate", "--times", "2") == (0, "tick\ntick\n")
+    assert run("tick", "--times", "2") == (0, "tick\ntick\n")
 
 
 def test_python_dash_m_keyshared() -> None:
