@@ -183,9 +183,7 @@ def test_one_more_subcommand_is_one_more_entry(monkeypatch: pytest.MonkeyPatch) 
         out.write("tick\n" * args.times)
         return 0
 
-    monkeypatch.setattr(
-        cli, "COMMANDS", [*cli.COMMANDS, cli.Command("tick", "x", configure, body)]
-    )
+    monkeypatch.setattr(cli, "COMMANDS", [*cli.COMMANDS, cli.Command("tick", "x", configure, body)])
     assert run("tick", "--times", "2") == (0, "tick\ntick\n")
 
 
