@@ -4,7 +4,7 @@ use pyo3::prelude::*;
 use super::args::{hash_arg, int_arg, splits_arg, threads_arg};
 use super::state_args::hash_array;
 use crate::kernels::buckets::{self, HashRange};
-use crate::kernels::parallel::for_each_chunk;
+use crate::kernels::parallel::map_pairs;
 
 /// A range of 16-bit hashes, both ends inclusive: `0 <= start <= end <= 0xFFFF`.
 #[pyclass(
@@ -160,12 +160,6 @@ fn buckets_for_budget(budget: &Bound<'_, PyAny>, segments: &Bound<'_, PyAny>) ->
 /// From this many hashes on, building the 65,536-entry lookup table pays for itself.
 const TABLE_MIN_BATCH: usize = 16 * 1024;
 
-fn fill(out: &mut [i32], hashes: &[u16], index: impl Fn(u16) -> u32) {
-    for (slot, &h) in out.iter_mut().zip(hashes) {
-        *slot = index(h) as i32;
-    }
-}
-
 /// `bucket_index` of every hashB of a NumPy integer array, as an int32 array.
 #[pyfunction]
 #[pyo3(signature = (hash_b, splits, *, threads=None))]
@@ -178,17 +172,12 @@ fn bucket_indices<'py>(
     let splits = splits_arg(splits)?;
     let hashes = hash_array(hash_b, "hash_b")?;
     let out = hash_b.py().detach(move || {
-        let mut out = vec![0i32; hashes.len()];
-        let mut unit = vec![(); hashes.len()];
         let table = (hashes.len() >= TABLE_MIN_BATCH).then(|| buckets::bucket_table(&splits));
-        for_each_chunk(&mut out, &mut unit, threads, |start, out, _| {
-            let hashes = &hashes[start..start + out.len()];
-            match &table {
-                Some(t) => fill(out, hashes, |h| t[h as usize]),
-                None => fill(out, hashes, |h| buckets::bucket_index(h, &splits)),
-            }
-        });
-        out
+        let index = |h: u16| match &table {
+            Some(t) => t[h as usize],
+            None => buckets::bucket_index(h, &splits),
+        };
+        map_pairs(hashes.len(), threads, |i| (index(hashes[i]) as i32, ())).0
     });
     Ok(PyArray1::from_vec(hash_b.py(), out))
 }

@@ -38,18 +38,13 @@ pub(super) fn hash_keys<A, B, F>(
     f: F,
 ) -> PyResult<(Vec<A>, Vec<B>)>
 where
-    A: Send + Copy + Default,
-    B: Send + Copy + Default,
+    A: Send,
+    B: Send,
     F: Fn(u32) -> (A, B) + Sync + Send,
 {
     let threads = threads_arg(threads)?;
     let batch = key_batch(keys, null_key)?;
-    Ok(keys.py().detach(move || {
-        let n = batch.len();
-        let (mut a, mut b) = (vec![A::default(); n], vec![B::default(); n]);
-        batch.map_hashes(threads, &mut a, &mut b, f);
-        (a, b)
-    }))
+    Ok(keys.py().detach(move || batch.map_hashes(threads, f)))
 }
 
 /// `key_hash` of every key, as a uint32 array.

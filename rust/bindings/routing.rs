@@ -7,7 +7,7 @@ use super::buckets::PyHashRange;
 use super::hashing::hash_keys;
 use super::state_args::u32_array;
 use crate::kernels::hashing::key_hash;
-use crate::kernels::parallel::for_each_chunk;
+use crate::kernels::parallel::map_pairs;
 use crate::kernels::routing::{RoutingTable as Table, SegmentRoute};
 
 /// The active segments of a layout, ready to route keys to (segment id, bucket index) in one
@@ -80,16 +80,8 @@ impl PyRoutingTable {
         let threads = threads_arg(threads)?;
         let hashes = u32_array(key_hashes, "key_hashes")?;
         let py = key_hashes.py();
-        let (ids, buckets) = py.detach(|| {
-            let n = hashes.len();
-            let (mut ids, mut buckets) = (vec![0i64; n], vec![0i32; n]);
-            for_each_chunk(&mut ids, &mut buckets, threads, |start, ids, buckets| {
-                for (j, (id, bucket)) in ids.iter_mut().zip(buckets.iter_mut()).enumerate() {
-                    (*id, *bucket) = route_out(&self.0, hashes[start + j]);
-                }
-            });
-            (ids, buckets)
-        });
+        let (ids, buckets) =
+            py.detach(|| map_pairs(hashes.len(), threads, |i| route_out(&self.0, hashes[i])));
         Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, buckets)))
     }
 }

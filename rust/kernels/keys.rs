@@ -1,11 +1,13 @@
 //! Batches of keys as byte strings: packed from Python objects, or Arrow arrays read in place.
 
+use std::mem::MaybeUninit;
+
 use arrow_array::{Array, BinaryViewArray, GenericBinaryArray, OffsetSizeTrait};
 
 use super::error::{InvalidInput, KernelResult};
 use super::hashing::key_hash;
 use super::murmur::{hash_offsets, Offset};
-use super::parallel::for_each_chunk;
+use super::parallel::collect_pairs;
 
 /// Keys copied end to end into one buffer, Arrow style; never null (nulls are resolved while
 /// packing, since that is where the Python objects are seen).
@@ -113,69 +115,80 @@ impl KeyBatch {
         self.len() == 0
     }
 
-    /// Writes `f(key_hash(key))` for every key into the two equally long outputs, on up to
-    /// `threads` threads.
-    pub fn map_hashes<A, B, F>(&self, threads: usize, a: &mut [A], b: &mut [B], f: F)
+    /// `f(key_hash(key))` for every key, unzipped into two outputs, on up to `threads` threads.
+    pub fn map_hashes<A, B, F>(&self, threads: usize, f: F) -> (Vec<A>, Vec<B>)
     where
         A: Send,
         B: Send,
         F: Fn(u32) -> (A, B) + Sync,
     {
         let null_hash = key_hash(self.null_key.as_deref().unwrap_or_default());
-        let mut offset = 0;
-        for chunk in &self.chunks {
-            let end = offset + chunk.len();
-            let (a, b) = (&mut a[offset..end], &mut b[offset..end]);
-            match chunk {
-                KeyChunk::Packed(k) => map_blocks(
-                    |s, out| hash_offsets(&k.data, &k.offsets[s..=s + out.len()], out),
-                    threads,
-                    a,
-                    b,
-                    &f,
-                ),
-                KeyChunk::Binary(arr) => {
-                    map_blocks(binary_hasher(arr, null_hash), threads, a, b, &f)
+        let work = |start: usize, a: &mut [MaybeUninit<A>], b: &mut [MaybeUninit<B>]| {
+            let mut buf = [0u32; BLOCK];
+            for (k, (a, b)) in a.chunks_mut(BLOCK).zip(b.chunks_mut(BLOCK)).enumerate() {
+                let hashes = &mut buf[..a.len()];
+                self.hash_range(start + k * BLOCK, hashes, null_hash);
+                for ((a, b), &h) in a.iter_mut().zip(b.iter_mut()).zip(hashes.iter()) {
+                    let (x, y) = f(h);
+                    a.write(x);
+                    b.write(y);
                 }
-                KeyChunk::LargeBinary(arr) => {
-                    map_blocks(binary_hasher(arr, null_hash), threads, a, b, &f)
-                }
-                KeyChunk::BinaryView(arr) => map_blocks(
-                    |s, out| {
-                        for (j, slot) in out.iter_mut().enumerate() {
-                            *slot = match arr.is_valid(s + j) {
-                                true => key_hash(arr.value(s + j)),
-                                false => null_hash,
-                            };
-                        }
-                    },
-                    threads,
-                    a,
-                    b,
-                    &f,
-                ),
             }
-            offset = end;
+        };
+        // SAFETY: `work` writes every slot of the equally long chunks it is given.
+        unsafe { collect_pairs(self.len(), threads, work) }
+    }
+
+    /// Hashes keys `start..start + out.len()` of the whole batch, across chunk boundaries.
+    fn hash_range(&self, start: usize, mut out: &mut [u32], null_hash: u32) {
+        let mut chunk_start = 0;
+        for chunk in &self.chunks {
+            let chunk_end = chunk_start + chunk.len();
+            let at = start.max(chunk_start);
+            if at < chunk_end && !out.is_empty() {
+                let (head, rest) = out.split_at_mut((chunk_end - at).min(out.len()));
+                chunk.hash_into(at - chunk_start, head, null_hash);
+                out = rest;
+            }
+            chunk_start = chunk_end;
         }
     }
 }
 
-/// Hashes keys `s..s + out.len()` of an Arrow binary array, nulls as `null_hash`.
-fn binary_hasher<O: OffsetSizeTrait + Offset>(
-    arr: &GenericBinaryArray<O>,
-    null_hash: u32,
-) -> impl Fn(usize, &mut [u32]) + Sync + '_ {
-    move |s, out| {
-        hash_offsets(
-            arr.value_data(),
-            &arr.value_offsets()[s..=s + out.len()],
-            out,
-        );
-        if arr.null_count() > 0 {
-            for (j, slot) in out.iter_mut().enumerate() {
-                if arr.is_null(s + j) {
-                    *slot = null_hash;
+impl KeyChunk {
+    /// Hashes keys `s..s + out.len()` of this chunk, nulls as `null_hash`.
+    fn hash_into(&self, s: usize, out: &mut [u32], null_hash: u32) {
+        match self {
+            Self::Packed(k) => hash_offsets(&k.data, &k.offsets[s..=s + out.len()], out),
+            Self::Binary(arr) => hash_binary(arr, s, out, null_hash),
+            Self::LargeBinary(arr) => hash_binary(arr, s, out, null_hash),
+            Self::BinaryView(arr) => {
+                for (j, slot) in out.iter_mut().enumerate() {
+                    *slot = match arr.is_valid(s + j) {
+                        true => key_hash(arr.value(s + j)),
+                        false => null_hash,
+                    };
                 }
+            }
+        }
+    }
+}
+
+fn hash_binary<O: OffsetSizeTrait + Offset>(
+    arr: &GenericBinaryArray<O>,
+    s: usize,
+    out: &mut [u32],
+    null_hash: u32,
+) {
+    hash_offsets(
+        arr.value_data(),
+        &arr.value_offsets()[s..=s + out.len()],
+        out,
+    );
+    if arr.null_count() > 0 {
+        for (j, slot) in out.iter_mut().enumerate() {
+            if arr.is_null(s + j) {
+                *slot = null_hash;
             }
         }
     }
@@ -185,35 +198,13 @@ fn binary_hasher<O: OffsetSizeTrait + Offset>(
 /// over many keys at once and `f` then sees each hash while it is still in cache.
 const BLOCK: usize = 1024;
 
-fn map_blocks<H, A, B, F>(hash_block: H, threads: usize, a: &mut [A], b: &mut [B], f: &F)
-where
-    H: Fn(usize, &mut [u32]) + Sync,
-    A: Send,
-    B: Send,
-    F: Fn(u32) -> (A, B) + Sync,
-{
-    for_each_chunk(a, b, threads, |start, a, b| {
-        let mut buf = [0u32; BLOCK];
-        for (k, (a, b)) in a.chunks_mut(BLOCK).zip(b.chunks_mut(BLOCK)).enumerate() {
-            let hashes = &mut buf[..a.len()];
-            hash_block(start + k * BLOCK, hashes);
-            for ((a, b), &h) in a.iter_mut().zip(b.iter_mut()).zip(hashes.iter()) {
-                (*a, *b) = f(h);
-            }
-        }
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use arrow_array::{BinaryArray, LargeBinaryArray};
 
     fn hashes(batch: &KeyBatch, threads: usize) -> Vec<u32> {
-        let n = batch.len();
-        let (mut a, mut b) = (vec![0u32; n], vec![(); n]);
-        batch.map_hashes(threads, &mut a, &mut b, |h| (h, ()));
-        a
+        batch.map_hashes(threads, |h| (h, ())).0
     }
 
     #[test]
@@ -235,6 +226,30 @@ mod tests {
             let batch = KeyBatch::new(vec![chunk], None).unwrap();
             assert_eq!(hashes(&batch, 1), expected);
             assert_eq!(hashes(&batch, 3), expected);
+        }
+    }
+
+    #[test]
+    fn blocks_and_thread_pieces_cross_chunk_boundaries() {
+        let keys: Vec<Vec<u8>> = (0..120_000).map(|i| format!("k{i}").into_bytes()).collect();
+        let expected: Vec<u32> = keys.iter().map(|k| key_hash(k)).collect();
+        let mut chunks = vec![];
+        let mut rest: &[Vec<u8>] = &keys;
+        for (i, len) in [1, 1500, 0, 40_000, 3, 70_000].into_iter().enumerate() {
+            let (head, tail) = rest.split_at(len);
+            let refs: Vec<&[u8]> = head.iter().map(Vec::as_slice).collect();
+            chunks.push(match i % 3 {
+                0 => KeyChunk::Binary(BinaryArray::from_vec(refs)),
+                1 => KeyChunk::LargeBinary(LargeBinaryArray::from_vec(refs)),
+                _ => KeyChunk::BinaryView(BinaryViewArray::from_iter_values(refs)),
+            });
+            rest = tail;
+        }
+        let refs: Vec<&[u8]> = rest.iter().map(Vec::as_slice).collect();
+        chunks.push(KeyChunk::Binary(BinaryArray::from_vec(refs)));
+        let batch = KeyBatch::new(chunks, None).unwrap();
+        for threads in [1, 2, 3] {
+            assert_eq!(hashes(&batch, threads), expected);
         }
     }
 
