@@ -70,6 +70,17 @@ impl PyPendingAcksMap {
     }
 }
 
+/// A pending ack's `(ledger_id, entry_id)` position.
+fn position_args(
+    ledger_id: &Bound<'_, PyAny>,
+    entry_id: &Bound<'_, PyAny>,
+) -> PyResult<(i64, i64)> {
+    Ok((
+        int_arg(ledger_id, "ledger_id")?,
+        int_arg(entry_id, "entry_id")?,
+    ))
+}
+
 #[pymethods]
 impl PyPendingAcksMap {
     #[new]
@@ -159,10 +170,7 @@ impl PyPendingAcksMap {
         batch_size: Option<&Bound<'_, PyAny>>,
         sticky_key_hash: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let (ledger, entry) = (
-            int_arg(ledger_id, "ledger_id")?,
-            int_arg(entry_id, "entry_id")?,
-        );
+        let (ledger, entry) = position_args(ledger_id, entry_id)?;
         let expected = match (batch_size, sticky_key_hash) {
             (Some(b), Some(h)) => Some((batch_arg(b)?, hash_arg(h, "sticky_key_hash")?)),
             (None, None) => None,
@@ -184,10 +192,7 @@ impl PyPendingAcksMap {
         ledger_id: &Bound<'_, PyAny>,
         entry_id: &Bound<'_, PyAny>,
     ) -> PyResult<Option<(i32, u16)>> {
-        let (ledger, entry) = (
-            int_arg(ledger_id, "ledger_id")?,
-            int_arg(entry_id, "entry_id")?,
-        );
+        let (ledger, entry) = position_args(ledger_id, entry_id)?;
         let (removed, notice) = self.with_both(py, |m, t| m.remove_and_get(ledger, entry, t))?;
         self.notify(py, notice)?;
         Ok(removed)
@@ -228,10 +233,7 @@ impl PyPendingAcksMap {
         entry_id: &Bound<'_, PyAny>,
         callback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<usize> {
-        let (ledger, entry) = (
-            int_arg(ledger_id, "ledger_id")?,
-            int_arg(entry_id, "entry_id")?,
-        );
+        let (ledger, entry) = position_args(ledger_id, entry_id)?;
         let (acks, notice) = self.with_both(py, |m, t| m.remove_all_up_to(ledger, entry, t))?;
         self.process(py, callback.filter(|c| !c.is_none()), &acks, notice)?;
         Ok(acks.len())
@@ -261,10 +263,7 @@ impl PyPendingAcksMap {
         ledger_id: &Bound<'_, PyAny>,
         entry_id: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let (ledger, entry) = (
-            int_arg(ledger_id, "ledger_id")?,
-            int_arg(entry_id, "entry_id")?,
-        );
+        let (ledger, entry) = position_args(ledger_id, entry_id)?;
         Ok(with_state(py, &self.state, |m| m.contains(ledger, entry)))
     }
 
@@ -275,10 +274,7 @@ impl PyPendingAcksMap {
         ledger_id: &Bound<'_, PyAny>,
         entry_id: &Bound<'_, PyAny>,
     ) -> PyResult<Option<(i32, u16)>> {
-        let (ledger, entry) = (
-            int_arg(ledger_id, "ledger_id")?,
-            int_arg(entry_id, "entry_id")?,
-        );
+        let (ledger, entry) = position_args(ledger_id, entry_id)?;
         Ok(with_state(py, &self.state, |m| m.get(ledger, entry)))
     }
 
@@ -339,9 +335,10 @@ fn ack_arg(
     batch_size: &Bound<'_, PyAny>,
     sticky_key_hash: &Bound<'_, PyAny>,
 ) -> PyResult<PendingAck> {
+    let (ledger_id, entry_id) = position_args(ledger_id, entry_id)?;
     Ok(PendingAck {
-        ledger_id: int_arg(ledger_id, "ledger_id")?,
-        entry_id: int_arg(entry_id, "entry_id")?,
+        ledger_id,
+        entry_id,
         batch_size: batch_arg(batch_size)?,
         sticky_key_hash: hash_arg(sticky_key_hash, "sticky_key_hash")?,
     })
