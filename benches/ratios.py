@@ -43,7 +43,18 @@ def medians(results: dict) -> dict[str, dict[str, float]]:
     return by_group
 
 
-def report(by_group: dict[str, dict[str, float]]) -> list[str]:
+def measures(results: dict) -> dict[str, list[str]]:
+    """What benchmarks report besides time (memory, rates), as lines per group."""
+    lines: dict[str, list[str]] = {}
+    for bench in results["benchmarks"]:
+        lib = bench.get("param") or bench["name"]
+        for key, value in bench.get("extra_info", {}).items():
+            shown = f"{value:,}" if isinstance(value, int | float) else value
+            lines.setdefault(bench["group"], []).append(f"  {lib}: {key} = {shown}")
+    return lines
+
+
+def report(by_group: dict[str, dict[str, float]], extra: dict[str, list[str]]) -> list[str]:
     """Prints one table per group; returns the floors that failed."""
     failed = []
     for group, libs in sorted(by_group.items()):
@@ -52,6 +63,7 @@ def report(by_group: dict[str, dict[str, float]]) -> list[str]:
         for lib, median in sorted(libs.items(), key=lambda kv: kv[1]):
             ratio = "" if ours is None else f"{median / ours:8.2f}x keyshared's time"
             print(f"  {lib:<22} {median * 1e3:12.3f} ms  {ratio}")
+        print(*extra.get(group, []), sep="\n")
         for floor in (f for f in FLOORS if f.group == group):
             if ours is None or floor.peer not in libs:
                 print(f"  floor vs {floor.peer}: not run")
@@ -66,7 +78,8 @@ def report(by_group: dict[str, dict[str, float]]) -> list[str]:
 
 
 def main(path: str) -> int:
-    failed = report(medians(json.loads(Path(path).read_text())))
+    results = json.loads(Path(path).read_text())
+    failed = report(medians(results), measures(results))
     for line in failed:
         print(f"FLOOR FAILED: {line}", file=sys.stderr)
     return 1 if failed else 0
