@@ -86,29 +86,39 @@ impl KeyChunk {
 #[derive(Debug, Clone, Default)]
 pub struct KeyBatch {
     chunks: Vec<KeyChunk>,
+    /// Where each chunk starts in the whole batch, and the batch's length last.
+    starts: Vec<usize>,
     null_key: Option<Vec<u8>>,
 }
 
 impl KeyBatch {
     /// Fails with the position of the first null key when no stand-in is given.
     pub fn new(chunks: Vec<KeyChunk>, null_key: Option<Vec<u8>>) -> KernelResult<Self> {
+        let starts: Vec<usize> = std::iter::once(0)
+            .chain(chunks.iter().scan(0, |end, c| {
+                *end += c.len();
+                Some(*end)
+            }))
+            .collect();
         if null_key.is_none() {
-            let mut offset = 0;
-            for chunk in &chunks {
+            for (chunk, offset) in chunks.iter().zip(&starts) {
                 if let Some(i) = chunk.first_null() {
                     return Err(InvalidInput(format!(
                         "keys[{}] is null; pass null_key= to hash nulls as given bytes",
                         offset + i
                     )));
                 }
-                offset += chunk.len();
             }
         }
-        Ok(Self { chunks, null_key })
+        Ok(Self {
+            chunks,
+            starts,
+            null_key,
+        })
     }
 
     pub fn len(&self) -> usize {
-        self.chunks.iter().map(KeyChunk::len).sum()
+        self.starts.last().copied().unwrap_or(0)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -141,16 +151,20 @@ impl KeyBatch {
 
     /// Hashes keys `start..start + out.len()` of the whole batch, across chunk boundaries.
     fn hash_range(&self, start: usize, mut out: &mut [u32], null_hash: u32) {
-        let mut chunk_start = 0;
-        for chunk in &self.chunks {
-            let chunk_end = chunk_start + chunk.len();
-            let at = start.max(chunk_start);
-            if at < chunk_end && !out.is_empty() {
-                let (head, rest) = out.split_at_mut((chunk_end - at).min(out.len()));
-                chunk.hash_into(at - chunk_start, head, null_hash);
-                out = rest;
+        // Batches may hold many small chunks: find the first one instead of walking to it.
+        let first = self
+            .starts
+            .partition_point(|&s| s <= start)
+            .saturating_sub(1);
+        let mut at = start;
+        for (chunk, &chunk_start) in self.chunks[first..].iter().zip(&self.starts[first..]) {
+            if out.is_empty() {
+                break;
             }
-            chunk_start = chunk_end;
+            let take = (chunk_start + chunk.len() - at).min(out.len());
+            let (head, rest) = out.split_at_mut(take);
+            chunk.hash_into(at - chunk_start, head, null_hash);
+            (out, at) = (rest, at + take);
         }
     }
 }
@@ -247,6 +261,7 @@ mod tests {
         }
         let refs: Vec<&[u8]> = rest.iter().map(Vec::as_slice).collect();
         chunks.push(KeyChunk::Binary(BinaryArray::from_vec(refs)));
+        chunks.push(KeyChunk::Binary(BinaryArray::from_vec(vec![])));
         let batch = KeyBatch::new(chunks, None).unwrap();
         for threads in [1, 2, 3] {
             assert_eq!(hashes(&batch, threads), expected);
