@@ -8,5 +8,7 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The one version source: Cargo.toml's, which maturin also gives the wheel.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     bindings::register(m)
 }

@@ -4,6 +4,7 @@ spark_udfs package, and the development setup makes both importable from anywher
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +42,8 @@ def test_the_release_wheel_carries_the_core_and_spark_udfs(tmp_path: Path) -> No
     build = [sys.executable, "-m", "maturin", "build", "--release", "--quiet", "--out", dist]
     subprocess.run(build, cwd=ROOT, env=env, check=True)
     (wheel,) = dist.glob("keyshared-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert any(name.endswith(".dist-info/licenses/LICENSE") for name in archive.namelist())
     install = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site]
     subprocess.run([*install, wheel], check=True)
 

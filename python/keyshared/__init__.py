@@ -4,6 +4,7 @@ The native kernels live in ``keyshared._core``; this package re-exports them by 
 (``hashing``, ``buckets``) and adds the pure-Python layers.
 """
 
+from keyshared._core import __version__
 from keyshared.balancing import (
     BalancedSplits,
     balanced_splits,
@@ -84,8 +85,6 @@ from keyshared.window import (
     SubscriptionFailurePolicy,
     WindowAction,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "HASH_VERSION",

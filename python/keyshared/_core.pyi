@@ -29,6 +29,7 @@ __all__ = [
     "SafeCursor",
     "SubscriptionFailurePolicy",
     "WindowAction",
+    "__version__",
     "bucket_hash",
     "bucket_index",
     "bucket_indices",
@@ -45,6 +46,9 @@ __all__ = [
     "split_hashes",
     "sticky_key_hash",
 ]
+
+__version__: Final[str]
+"""The package version, as Cargo.toml gives it."""
 
 HASH_VERSION: Final[int]
 
