@@ -18,6 +18,7 @@ __all__ = [
     "check_real",
     "java_div",
     "java_int",
+    "java_round",
     "java_sqrt",
 ]
 
@@ -66,6 +67,11 @@ def java_int(value: float) -> int:
     if value <= _JAVA_INT_MIN:
         return _JAVA_INT_MIN
     return math.trunc(value)
+
+
+def java_round(value: float) -> int:
+    """Java's ``Math.round`` of a finite double: the nearest integer, halves rounded up."""
+    return math.floor(value + 0.5)
 
 
 def java_div(numerator: float, denominator: float) -> float:

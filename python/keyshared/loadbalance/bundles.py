@@ -16,6 +16,7 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
+from types import MappingProxyType
 
 from keyshared.loadbalance._validation import check_int, check_name
 from keyshared.loadbalance.model import MB, MessageRates
@@ -40,7 +41,8 @@ def topic_hash(name: str) -> int:
 class NamespaceBundle:
     """A bundle's hash range: ``[lower_endpoint, upper_endpoint)``, upper included at the end.
 
-    Invariant: ``0 <= lower_endpoint < upper_endpoint <= 0xFFFFFFFF``.
+    Invariant: ``0 <= lower_endpoint < upper_endpoint <= 0xFFFFFFFF``, except for the
+    one-point bundle ``[0xFFFFFFFF, 0xFFFFFFFF]``, which Pulsar's closed last range allows.
     """
 
     lower_endpoint: int
@@ -49,6 +51,8 @@ class NamespaceBundle:
     def __post_init__(self) -> None:
         check_int("lower_endpoint", self.lower_endpoint, minimum=FULL_LOWER_BOUND)
         check_int("upper_endpoint", self.upper_endpoint, maximum=FULL_UPPER_BOUND)
+        if self.lower_endpoint == self.upper_endpoint == FULL_UPPER_BOUND:
+            return
         if self.lower_endpoint >= self.upper_endpoint:
             raise ValueError(
                 f"lower_endpoint must be < upper_endpoint, got "
@@ -87,6 +91,35 @@ class NamespaceBundle:
     def includes(self, topic_name: str, hash_function: HashFunction = topic_hash) -> bool:
         """Whether a topic (by its full name) falls in this bundle."""
         return self.includes_hash(hash_function(topic_name))
+
+    def overlaps(self, other: NamespaceBundle) -> bool:
+        """Whether the two ranges share a hash."""
+        _check_bundle("other", other)
+        return self.lower_endpoint <= other._last_hash and other.lower_endpoint <= self._last_hash
+
+    def compare_to(self, other: NamespaceBundle) -> int:
+        """Pulsar's ``compareTo``: -1, 0 or 1 by lower endpoint; equal ranges give 0.
+
+        Raises ``ValueError`` when two different ranges overlap: they have no order.
+        """
+        if self == _check_bundle("other", other):
+            return 0
+        if self.overlaps(other):
+            raise ValueError(
+                f"can't compare overlapping bundles {self.bundle_range} and {other.bundle_range}"
+            )
+        return -1 if self.lower_endpoint < other.lower_endpoint else 1
+
+    @property
+    def _last_hash(self) -> int:
+        closed = self.upper_endpoint == FULL_UPPER_BOUND
+        return self.upper_endpoint if closed else self.upper_endpoint - 1
+
+
+def _check_bundle(name: str, value: object) -> NamespaceBundle:
+    if not isinstance(value, NamespaceBundle):
+        raise TypeError(f"{name} must be a NamespaceBundle, got {type(value).__name__}")
+    return value
 
 
 def can_split_bundle(bundle: NamespaceBundle) -> bool:
@@ -164,15 +197,13 @@ def specified_positions_divide(
     """Split at the given hash positions that lie strictly inside the bundle.
 
     As in Pulsar, a bundle with fewer than two topics does not split, and positions on or
-    outside its edges are dropped (``None`` if none is left). A position given twice counts
-    once. ``positions`` must not be empty.
+    outside its edges, even off the ring (negative, or past ``0xFFFFFFFF``), are dropped
+    (``None`` if none is left). A position given twice counts once. ``positions`` must not
+    be empty.
     """
-    wanted = sorted(
-        {
-            check_int("positions item", p, minimum=FULL_LOWER_BOUND, maximum=FULL_UPPER_BOUND)
-            for p in positions
-        }
-    )
+    if isinstance(positions, str | bytes):
+        raise TypeError("positions must be a collection of int, not a str")
+    wanted = sorted({check_int("positions item", p) for p in positions})
     if not wanted:
         raise ValueError("positions must not be empty")
     if len(_topic_hashes(bundle, topics, hash_function)) <= 1:
@@ -240,6 +271,30 @@ def flow_or_qps_equally_divide(
             part_rate += rate
             part_throughput += throughput
     return _inside_or_none(bundle, boundaries)
+
+
+#: Pulsar's ``NamespaceBundleSplitAlgorithm`` names, each with its algorithm.
+SPLIT_ALGORITHMS: Mapping[str, Callable[..., tuple[int, ...] | None]] = MappingProxyType(
+    {
+        "range_equally_divide": range_equally_divide,
+        "topic_count_equally_divide": topic_count_equally_divide,
+        "specified_positions_divide": specified_positions_divide,
+        "flow_or_qps_equally_divide": flow_or_qps_equally_divide,
+    }
+)
+
+
+def split_algorithm_of(name: str | None) -> Callable[..., tuple[int, ...] | None] | None:
+    """Pulsar's ``NamespaceBundleSplitAlgorithm.of``: the algorithm named, or ``None``.
+
+    ``None`` and unknown names give ``None``, as in Pulsar (the broker then refuses the
+    split request); a name that is not a string raises ``TypeError``.
+    """
+    if name is None:
+        return None
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str or None, got {type(name).__name__}")
+    return SPLIT_ALGORITHMS.get(name)
 
 
 def _topic_hashes(

@@ -102,11 +102,6 @@ class ResourceUsage:
         """The largest weighted usage as a fraction (1.0 is 100 %)."""
         return max(self._weighted(weights)) / 100
 
-    def max_resource_usage_with_weight_within_limit(self, weights: ResourceWeights) -> float:
-        """As above, ignoring weighted signals above 100 % (0.0 when all are)."""
-        within = [usage for usage in self._weighted(weights) if usage <= 100.0]
-        return max(within, default=0.0) / 100
-
 
 @dataclass(frozen=True)
 class BrokerLoad:
