@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 
 import pytest
@@ -132,6 +134,71 @@ class TestOverloadShedder:
         assert unloaded(self.SHEDDER.find_bundles_for_unloading(data)) == [("hot", "a")]
 
 
+def pulsar_numbered_bundles(
+    broker_name: str,
+    usage: ResourceUsage,
+    *,
+    other: str | None = None,
+    count: int = 10,
+) -> tuple[dict[str, BrokerLoad], dict[str, MessageRates]]:
+    """The set-up of Pulsar's testBrokerWithMultipleBundles: bundle-i at i MB/s in and out.
+
+    With ``other``, that broker owns a copy of every bundle under another name, which the
+    shedder must not pick for ``broker_name``.
+    """
+    names = [f"bundle-{i}" for i in range(1, count + 1)]
+    rates = {f"bundle-{i}": MessageRates(0, 0, i * MB, i * MB) for i in range(1, count + 1)}
+    total = sum(i * MB for i in range(1, count + 1))
+    brokers = {broker_name: BrokerLoad(usage, MessageRates(0, 0, total, total), frozenset(names))}
+    if other is not None:
+        copies = {f"{other}-bundle-{count + i}": rates[f"bundle-{i}"] for i in range(1, count + 1)}
+        brokers[other] = BrokerLoad(bundles=frozenset(copies))
+        rates |= copies
+    return brokers, rates
+
+
+#: ``new ResourceUsage(999, 1000)`` on both bandwidths: 99.9 %.
+BUSY_NETWORK = ResourceUsage(bandwidth_in=99.9, bandwidth_out=99.9)
+HALF_NETWORK = ResourceUsage(bandwidth_in=50.0, bandwidth_out=50.0)
+SOLE_BUNDLE = {"bundle-1": MessageRates(0, 0, 1000, 1000)}
+
+
+def sole_bundle_broker(usage: ResourceUsage) -> LoadData:
+    return snapshot({"broker-1": BrokerLoad(usage, bundles=frozenset({"bundle-1"}))}, SOLE_BUNDLE)
+
+
+class TestOverloadShedderTest:
+    """Pulsar's OverloadShedderTest (threshold 85 %)."""
+
+    SHEDDER = OverloadShedder(load_balancer_broker_overloaded_threshold_percentage=85)
+
+    def test_no_brokers(self) -> None:
+        assert not self.SHEDDER.find_bundles_for_unloading(snapshot({})).unloads
+
+    def test_brokers_with_no_bundles(self) -> None:
+        data = snapshot({"broker-1": BrokerLoad(BUSY_NETWORK)})
+        assert not self.SHEDDER.find_bundles_for_unloading(data).unloads
+
+    def test_broker_not_overloaded(self) -> None:
+        result = self.SHEDDER.find_bundles_for_unloading(sole_bundle_broker(HALF_NETWORK))
+        assert not result.unloads
+
+    def test_broker_with_single_bundle(self) -> None:
+        result = self.SHEDDER.find_bundles_for_unloading(sole_bundle_broker(BUSY_NETWORK))
+        assert not result.unloads
+
+    def test_broker_with_multiple_bundles(self) -> None:
+        brokers, bundles = pulsar_numbered_bundles("broker-1", BUSY_NETWORK, other="another-broker")
+        result = self.SHEDDER.find_bundles_for_unloading(snapshot(brokers, bundles))
+        assert unloaded(result) == [("broker-1", "bundle-10"), ("broker-1", "bundle-9")]
+
+    def test_filter_recently_unloaded(self) -> None:
+        brokers, bundles = pulsar_numbered_bundles("broker-1", BUSY_NETWORK)
+        data = snapshot(brokers, bundles, ["bundle-10", "bundle-9"])
+        result = self.SHEDDER.find_bundles_for_unloading(data)
+        assert unloaded(result) == [("broker-1", "bundle-8"), ("broker-1", "bundle-7")]
+
+
 # --- ThresholdShedder --------------------------------------------------------------------
 
 
@@ -188,11 +255,10 @@ class TestThresholdShedder:
         assert not result.unloads
         assert result.reasons[-1] == "average max resource usage is 0; nothing to shed"
 
-    def test_signals_above_100_percent_are_ignored(self) -> None:
+    def test_readings_above_100_percent_count_in_full(self) -> None:
         data = snapshot({"a": broker(150.0, bandwidth_in=20.0), "b": broker(20.0)})
         result = ThresholdShedder().find_bundles_for_unloading(data)
-        assert result.state.broker_avg_resource_usage["a"] == pytest.approx(0.2)
-        assert any("above 100% ignored" in r for r in result.reasons)
+        assert result.state.broker_avg_resource_usage["a"] == pytest.approx(1.5)
 
     def test_lower_boundary_shedding_moves_load_to_an_idle_broker(self) -> None:
         # Average 18.75 %: nobody reaches 28.75 %, but d is below 8.75 %.
@@ -220,11 +286,119 @@ class TestThresholdShedder:
         assert result.reasons[-1].startswith("lower boundary: no broker is below")
 
 
+def lower_boundary_cluster(
+    loads: Mapping[int, float], bundle_counts: Mapping[int, int], throughput: float
+) -> LoadData:
+    """The set-up of Pulsar's lower-boundary tests: broker-i at loads[i] % of both bandwidths.
+
+    Pulsar's test also lists bundle-0..9, without load data, in every broker; a bundle
+    belongs to one broker here, and bundles without data are never shed, so those are
+    left out: each broker keeps more than one bundle wherever Pulsar's had.
+    """
+    brokers: dict[str, BrokerLoad] = {}
+    bundles: dict[str, MessageRates] = {}
+    for i, load_pct in loads.items():
+        traffic = throughput if load_pct else 0.0
+        names = [f"broker-{i}-bundle-{j}" for j in range(bundle_counts[i])]
+        bundles |= {n: MessageRates(0, 0, traffic, traffic) for n in names}
+        brokers[f"broker-{i}"] = BrokerLoad(
+            ResourceUsage(bandwidth_in=load_pct, bandwidth_out=load_pct),
+            MessageRates(0, 0, traffic, traffic),
+            frozenset(names),
+        )
+    return snapshot(brokers, bundles)
+
+
+class TestThresholdShedderTest:
+    """Pulsar's ThresholdShedderTest (defaults, lower-boundary shedding off unless set)."""
+
+    SHEDDER = ThresholdShedder()
+    LOWER_BOUNDARY = ThresholdShedder(lower_boundary_shedding_enabled=True)
+
+    def test_no_brokers(self) -> None:
+        assert not self.SHEDDER.find_bundles_for_unloading(snapshot({})).unloads
+
+    def test_brokers_with_no_bundles(self) -> None:
+        data = snapshot({"broker-1": BrokerLoad(BUSY_NETWORK)})
+        assert not self.SHEDDER.find_bundles_for_unloading(data).unloads
+
+    def test_broker_not_reach_threshold(self) -> None:
+        result = self.SHEDDER.find_bundles_for_unloading(sole_bundle_broker(HALF_NETWORK))
+        assert not result.unloads
+
+    def test_broker_reach_threshold(self) -> None:
+        # 140 % CPU is a reading to act on (apache/pulsar#18645 reverted ignoring it).
+        busy = BrokerLoad(
+            ResourceUsage(cpu=140, direct_memory=10, bandwidth_in=50, bandwidth_out=50),
+            MessageRates(msg_throughput_in=sys.float_info.max),
+            frozenset({"bundle-1", "bundle-2"}),
+        )
+        calm = BrokerLoad(
+            ResourceUsage(cpu=10, direct_memory=10, bandwidth_in=50, bandwidth_out=50),
+            bundles=frozenset({"bundle-3", "bundle-4"}),
+        )
+        data = snapshot(
+            {"broker-2": busy, "broker-3": calm}, {"bundle-2": MessageRates(0, 0, 1000, 1000)}
+        )
+        result = self.SHEDDER.find_bundles_for_unloading(data)
+        assert unloaded(result) == [("broker-2", "bundle-2")]
+
+    def test_broker_with_single_bundle(self) -> None:
+        result = self.SHEDDER.find_bundles_for_unloading(sole_bundle_broker(BUSY_NETWORK))
+        assert not result.unloads
+
+    def test_broker_with_multiple_bundles(self) -> None:
+        brokers, bundles = pulsar_numbered_bundles("broker-1", BUSY_NETWORK, other="broker2")
+        result = self.SHEDDER.find_bundles_for_unloading(snapshot(brokers, bundles))
+        assert unloaded(result) == [
+            ("broker-1", "bundle-10"),
+            ("broker-1", "bundle-9"),
+            ("broker-1", "bundle-8"),
+        ]
+
+    def test_filter_recently_unloaded(self) -> None:
+        brokers, bundles = pulsar_numbered_bundles("broker-1", BUSY_NETWORK, other="broker2")
+        data = snapshot(brokers, bundles, ["bundle-10", "bundle-9"])
+        result = self.SHEDDER.find_bundles_for_unloading(data)
+        assert unloaded(result) == [
+            ("broker-1", "bundle-8"),
+            ("broker-1", "bundle-7"),
+            ("broker-1", "bundle-6"),
+            ("broker-1", "bundle-5"),
+        ]
+
+    def test_lower_boundary_shedding(self) -> None:
+        # Ten brokers at 80 %, one idle: the average 72.73 % + 10 % is reached by none.
+        data = lower_boundary_cluster(
+            {i: 0.0 if i == 10 else 80.0 for i in range(11)}, dict.fromkeys(range(11), 10), 100 * MB
+        )
+        assert not self.SHEDDER.find_bundles_for_unloading(data).unloads
+        assert self.LOWER_BOUNDARY.find_bundles_for_unloading(data).unloads
+
+    def test_lower_boundary_shedding_no_broker_to_offload(self) -> None:
+        data = lower_boundary_cluster(
+            dict.fromkeys(range(11), 80.0), dict.fromkeys(range(11), 10), 80 * MB
+        )
+        assert not self.SHEDDER.find_bundles_for_unloading(data).unloads
+        assert not self.LOWER_BOUNDARY.find_bundles_for_unloading(data).unloads
+
+    def test_lower_boundary_shedding_broker_with_one_bundle(self) -> None:
+        # Only broker-3 has more than one bundle; broker-5 is idle.
+        data = lower_boundary_cluster(
+            {i: 0.0 if i == 5 else 80.0 for i in range(11)},
+            {i: 10 if i == 3 else 1 for i in range(11)},
+            100 * MB,
+        )
+        assert not self.SHEDDER.find_bundles_for_unloading(data).unloads
+        result = self.LOWER_BOUNDARY.find_bundles_for_unloading(data)
+        assert [source for source, _ in unloaded(result)] == ["broker-3"]
+
+
 # --- UniformLoadShedder ------------------------------------------------------------------
 
 
 class TestUniformLoadShedder:
-    def test_pulsar_max_unload_bundle_num_per_shedding(self) -> None:
+    def test_max_unload_bundle_num_per_shedding(self) -> None:
         # UniformLoadShedderTest.testMaxUnloadBundleNumPerShedding.
         names = [f"bundle-{i}" for i in range(1, 21)]
         data = snapshot(
@@ -234,7 +408,7 @@ class TestUniformLoadShedder:
         shedder = UniformLoadShedder(max_unload_bundle_num_per_shedding=2)
         assert len(shedder.find_bundles_for_unloading(data).unloads) == 2
 
-    def test_pulsar_broker_with_multiple_bundles(self) -> None:
+    def test_broker_with_multiple_bundles(self) -> None:
         # UniformLoadShedderTest.testBrokerWithMultipleBundles: 2i MB/s per bundle.
         names = [f"bundle-{i}" for i in range(1, 11)]
         data = snapshot(
@@ -244,6 +418,33 @@ class TestUniformLoadShedder:
         result = UniformLoadShedder().find_bundles_for_unloading(data)
         # (110 MB/s - 1) * 0.2 as an int is just under 22 MB/s: only the 20 MB/s bundle fits.
         assert unloaded(result) == [("broker-1", "bundle-10")]
+
+    def test_overload_broker_select(self) -> None:
+        # UniformLoadShedderTest.testOverloadBrokerSelect: five brokers of five bundles.
+        rates = [50000, 60000, 70000, 10000, 20000]
+        throughputs = [50 * MB, 60 * MB, 70 * MB, 80 * MB, 10 * MB]
+        brokers: dict[str, BrokerLoad] = {}
+        bundles: dict[str, MessageRates] = {}
+        for i, (rate, throughput) in enumerate(zip(rates, throughputs, strict=True)):
+            names = [f"broker-{i}-bundle-{j}" for j in range(5)]
+            bundles |= {n: load(throughput / 5, rate / 5) for n in names}
+            brokers[f"broker{i}"] = broker(bundles=names, rate=rate, throughput=throughput)
+        data = snapshot(brokers, bundles)
+
+        def sources(rate_threshold: float, throughput_threshold: float) -> list[str]:
+            shedder = UniformLoadShedder(
+                max_unload_bundle_num_per_shedding=1,
+                max_unload_percentage=0.5,
+                load_balancer_msg_rate_difference_shedder_threshold=rate_threshold,
+                load_balancer_msg_throughput_multiplier_difference_shedder_threshold=(
+                    throughput_threshold
+                ),
+            )
+            return [u.source_broker for u in shedder.find_bundles_for_unloading(data).unloads]
+
+        assert sources(50, 0) == ["broker2"]
+        assert sources(0, 2) == ["broker3"]
+        assert sources(50, 2) == ["broker2"]
 
     def rate_cluster(self, busy_rate: float) -> LoadData:
         return snapshot(
@@ -311,7 +512,7 @@ def avg_cluster(
 
 
 class TestAvgShedder:
-    def test_pulsar_hit_high_threshold(self) -> None:
+    def test_hit_high_threshold(self) -> None:
         data = avg_cluster(
             {"broker1": 80, "broker2": 30, "broker3": 50},
             {"broker1": 20000, "broker2": 2000, "broker3": 10000},
@@ -326,9 +527,13 @@ class TestAvgShedder:
         assert {(u.source_broker, u.dest_broker) for u in second.unloads} == {
             ("broker1", "broker2")
         }
-        assert second.state == AvgShedderState()
+        assert second.state.broker_hit_count_for_high == {}
+        assert second.state.broker_hit_count_for_low == {}
+        for unload in second.unloads:
+            chosen, _ = shedder.select_broker(data.broker_data, unload.service_unit, second.state)
+            assert chosen == "broker2"
 
-    def test_pulsar_hit_low_threshold(self) -> None:
+    def test_hit_low_threshold(self) -> None:
         data = avg_cluster(
             {"broker1": 60, "broker2": 40, "broker3": 50},
             {"broker1": 20000, "broker2": 2000, "broker3": 10000},
@@ -349,8 +554,11 @@ class TestAvgShedder:
         last = shedder.find_bundles_for_unloading(data, state)
         assert len(last.unloads) == 10
         assert {u.dest_broker for u in last.unloads} == {"broker2"}
+        for unload in last.unloads:
+            chosen, _ = shedder.select_broker(data.broker_data, unload.service_unit, last.state)
+            assert chosen == "broker2"
 
-    def test_pulsar_shedding_multiple_pairs(self) -> None:
+    def test_shedding_multiple_pairs(self) -> None:
         data = avg_cluster(
             {"broker1": 80, "broker2": 30, "broker3": 75, "broker4": 35},
             {"broker1": 20000, "broker2": 2000, "broker3": 20000, "broker4": 2000},
@@ -364,6 +572,46 @@ class TestAvgShedder:
         assert moves.count(("broker1", "broker2")) == 10
         assert moves.count(("broker3", "broker4")) == 10
         assert len(moves) == 20
+        for unload in second.unloads:
+            chosen, _ = shedder.select_broker(data.broker_data, unload.service_unit, second.state)
+            assert chosen == {"broker1": "broker2", "broker3": "broker4"}[unload.source_broker]
+
+    def test_scores_less_than_one_point_apart_compare_equal(self) -> None:
+        # Pulsar sorts with (int) (a - b): 10.9, 10.5 and 10.0 tie and keep name order, so
+        # a (10.9) is the "lowest" and pairs with the 70.0 broker, not d (10.0).
+        data = avg_cluster(
+            {"a": 10.9, "b": 70.0, "c": 10.5, "d": 10.0},
+            {"a": 0, "b": 20000, "c": 0, "d": 0},
+            ["b"],
+        )
+        shedder = AvgShedder(load_balancer_avg_shedder_hit_count_high_threshold=1)
+        result = shedder.find_bundles_for_unloading(data)
+        assert {u.dest_broker for u in result.unloads} == {"a"}
+
+    def test_select_broker_falls_back_to_a_hash_of_the_bundle(self) -> None:
+        shedder = AvgShedder()
+        candidates = ["b3", "b1", "b2"]
+        chosen, state = shedder.select_broker(candidates, "tenant/ns/0x00000000_0xffffffff")
+        expected = sorted(candidates)[zlib.crc32(b"tenant/ns/0x00000000_0xffffffff") % 3]
+        assert chosen == expected
+        assert state.bundle_broker == {"tenant/ns/0x00000000_0xffffffff": expected}
+        # Remembered while it stays a candidate; chosen again once it is gone.
+        assert shedder.select_broker(candidates, "tenant/ns/0x00000000_0xffffffff", state) == (
+            chosen,
+            state,
+        )
+        others = [c for c in candidates if c != chosen]
+        again, moved = shedder.select_broker(others, "tenant/ns/0x00000000_0xffffffff", state)
+        assert again in others
+        assert moved.bundle_broker["tenant/ns/0x00000000_0xffffffff"] == again
+
+    def test_select_broker_rejects_bad_input(self) -> None:
+        with pytest.raises(ValueError, match="candidates must not be empty"):
+            AvgShedder().select_broker([], "x")
+        with pytest.raises(TypeError, match="candidates"):
+            AvgShedder().select_broker("abc", "x")
+        with pytest.raises(ValueError, match="bundle must not be empty"):
+            AvgShedder().select_broker(["a"], "")
 
     def test_a_gap_below_the_low_threshold_clears_that_pair(self) -> None:
         data = avg_cluster({"a": 50, "b": 40}, {"a": 0, "b": 0}, [])

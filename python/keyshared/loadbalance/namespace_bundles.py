@@ -19,34 +19,8 @@ from keyshared.loadbalance.bundles import (
     NamespaceBundle,
     split_bundles,
     topic_hash,
+    topic_namespace,
 )
-
-_DOMAINS = ("persistent", "non-persistent")
-
-
-def topic_namespace(topic_name: str) -> tuple[str, str]:
-    """The full topic name and its namespace, as Pulsar's ``TopicName`` reads them.
-
-    ``"my-topic"`` is ``persistent://public/default/my-topic``; ``"tenant/ns/topic"`` gets
-    the ``persistent://`` domain. After the domain, three parts are a ``tenant/ns``
-    namespace and four are a v1 ``tenant/cluster/ns`` one; the local name may hold ``/``.
-    """
-    check_name("topic_name", topic_name)
-    if "://" not in topic_name:
-        short = "/" not in topic_name
-        topic_name = (
-            f"persistent://public/default/{topic_name}" if short else (f"persistent://{topic_name}")
-        )
-    domain, _, rest = topic_name.partition("://")
-    if domain not in _DOMAINS:
-        raise ValueError(f"topic_name {topic_name!r}: domain must be one of {_DOMAINS}")
-    parts = rest.split("/", 3)
-    if len(parts) not in (3, 4) or not all(parts):
-        raise ValueError(
-            f"topic_name {topic_name!r} must be domain://tenant/namespace/topic "
-            f"or domain://tenant/cluster/namespace/topic"
-        )
-    return topic_name, "/".join(parts[:-1])
 
 
 @dataclass(frozen=True)
@@ -79,20 +53,20 @@ class NamespaceBundles:
                 )
         object.__setattr__(self, "partitions", partitions)
         # Builds the last bundle, so that an empty last range is refused here.
-        NamespaceBundle(partitions[-2], partitions[-1])
+        NamespaceBundle(partitions[-2], partitions[-1], self.namespace)
 
     @property
     def bundles(self) -> tuple[NamespaceBundle, ...]:
         """The bundles, in ring order."""
         return tuple(
-            NamespaceBundle(self.partitions[i], self.partitions[i + 1])
+            NamespaceBundle(self.partitions[i], self.partitions[i + 1], self.namespace)
             for i in range(len(self.partitions) - 1)
         )
 
     @property
     def full_bundle(self) -> NamespaceBundle:
         """The whole ring, ``[0x00000000, 0xFFFFFFFF]``."""
-        return NamespaceBundle.full()
+        return NamespaceBundle.full(self.namespace)
 
     def size(self) -> int:
         """How many bundles there are."""
@@ -130,6 +104,8 @@ class NamespaceBundles:
         """Raise ``ValueError`` unless ``bundle`` is one of these bundles."""
         if not isinstance(bundle, NamespaceBundle):
             raise TypeError(f"bundle must be a NamespaceBundle, got {type(bundle).__name__}")
+        if bundle.namespace != self.namespace:
+            raise ValueError(f"bundle {bundle} is not of namespace {self.namespace!r}")
         index = bisect.bisect_left(self.partitions, bundle.lower_endpoint)
         if index >= self.size() or self.partitions[index] != bundle.lower_endpoint:
             raise ValueError(f"bundle {bundle.bundle_range} is not in the bundles list")
