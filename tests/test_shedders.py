@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import statistics
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keyshared.loadbalance import (
@@ -19,14 +21,19 @@ from keyshared.loadbalance import (
     MessageRates,
     OverloadShedder,
     ResourceUsage,
+    ShedderInputs,
     SheddingResult,
     ThresholdShedder,
     ThresholdShedderState,
     TransferShedder,
     TransferShedderState,
+    TransferSheddingResult,
     UniformLoadShedder,
     Unload,
+    is_system_service_namespace,
+    top_k_bundles,
 )
+from keyshared.loadbalance.transfer_shedder import TopBundles
 
 NOW = 1_700_000_000_000
 
@@ -734,27 +741,300 @@ def transfers(result: SheddingResult[object]) -> set[tuple[str, str, str | None]
     return {(u.source_broker, u.service_unit, u.dest_broker) for u in result.unloads}
 
 
-class TestTransferShedder:
-    def test_pulsar_setup_context(self) -> None:
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(setup_context(), now_ms=NOW)
-        assert transfers(result) == {
-            ("broker5:8080", E1, "broker1:8080"),
-            ("broker4:8080", D1, "broker2:8080"),
-        }
-        assert result.decision_reasons == ("Overloaded", "Overloaded")
-        assert result.load_avg == pytest.approx(0.364)
-        assert result.load_std == pytest.approx(0.3982762860126121)
-        assert result.skip_reason is None
+SETUP_LOAD_AVG = 0.36400000000000005
+SETUP_LOAD_STD = 0.3982762860126121
+E2 = "my-tenant/my-namespaceE/0x0FFFFFFF_0xFFFFFFFF"
+D2 = "my-tenant/my-namespaceD/0x0FFFFFFF_0xFFFFFFFF"
+NAMESPACES = [f"my-tenant/my-namespace{n}" for n in "ABCDE"]
+SETUP_RESULT = {("broker5:8080", E1, "broker1:8080"), ("broker4:8080", D1, "broker2:8080")}
 
-    def test_pulsar_target_std_after_transfer(self) -> None:
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            setup_context(broker4=55, broker5=65), now_ms=NOW
+
+def decisions(result: TransferSheddingResult) -> set[tuple[str, str, str | None, str]]:
+    """Pulsar's UnloadDecision set: (source, bundle, destination, reason)."""
+    return {
+        (u.source_broker, u.service_unit, u.dest_broker, why)
+        for u, why in zip(result.unloads, result.decision_reasons, strict=True)
+    }
+
+
+def reports(data: LoadData, **kwargs: bool) -> dict[str, TopBundles]:
+    """Each broker's top-bundles report, as Pulsar's TopKBundles made it (policies allowed)."""
+    return {
+        name: top_k_bundles(
+            {b: data.bundle_data[b] for b in report.bundles if b in data.bundle_data},
+            10,
+            load_balancer_shedding_bundles_with_policies_enabled=True,
+            **kwargs,
         )
-        assert transfers(result) == {("broker5:8080", E1, "broker1:8080")}
-        assert result.load_avg == pytest.approx(0.264)
+        for name, report in data.broker_data.items()
+    }
+
+
+def setup_stats(result: TransferSheddingResult) -> None:
+    assert result.load_avg == pytest.approx(SETUP_LOAD_AVG)
+    assert result.load_std == pytest.approx(SETUP_LOAD_STD)
+
+
+def shed(
+    data: LoadData,
+    shedder: TransferShedder = PULSAR_TEST_SHEDDER,
+    inputs: ShedderInputs | None = None,
+    **kwargs: object,
+) -> TransferSheddingResult:
+    return shedder.find_bundles_for_unloading(data, now_ms=NOW, inputs=inputs, **kwargs)  # type: ignore[arg-type]
+
+
+def skewed(loads: list[float], small: set[int]) -> LoadData:
+    """TransferShedderTest.setupContextLoadSkewed*: broker i at loads[i] % CPU."""
+    tops = {
+        f"broker{i}:8080": top_bundles(
+            f"my-namespace{i}", *((300_000, 700_000) if i in small else (30e6, 70e6))
+        )
+        for i in range(len(loads))
+    }
+    return transfer_cluster({f"broker{i}:8080": x for i, x in enumerate(loads)}, tops)
+
+
+class TestTransferShedderTest:
+    """Pulsar's TransferShedderTest: hit-count threshold 0, debug mode on."""
+
+    def test_empty_broker_load_data(self) -> None:
+        result = shed(snapshot({}))
+        assert not result.unloads
+        assert (result.label, result.skip_reason) == ("Skip", "NoBrokers")
+
+    def test_no_owner_load_data(self) -> None:
+        result = shed(setup_context(), inputs=ShedderInputs(bundle_owners={}))
+        assert result.skip_reason == "NoBundles"
+        setup_stats(result)
+
+    def test_empty_top_bundles_load_data(self) -> None:
+        result = shed(setup_context(), inputs=ShedderInputs(top_bundles_load_data={}))
+        assert result.skip_reason == "NoLoadData"
+        setup_stats(result)
+
+    def test_out_dated_load_data(self) -> None:
+        data = setup_context()
+        assert len(shed(data).unloads) == 2
+        brokers = {
+            name: BrokerLoad(report.usage, report.rates, report.bundles, 0)
+            for name, report in data.broker_data.items()
+        }
+        result = shed(snapshot(brokers, data.bundle_data))
+        assert not result.unloads
+        assert result.skip_reason == "OutDatedData"
+
+    def test_recently_unloaded_brokers(self) -> None:
+        long_ago = {"broker1:8080": NOW - 1800 * 1001}
+        result = shed(setup_context(), recently_unloaded_brokers=long_ago)
+        assert decisions(result) == {(*t, "Overloaded") for t in SETUP_RESULT}
+        assert result.label == "Success"
+        setup_stats(result)
+        cooling = shed(setup_context(), recently_unloaded_brokers={"broker1:8080": NOW})
+        assert not cooling.unloads
+        assert cooling.skip_reason == "CoolDown"
+
+    def test_recently_unloaded_bundles(self) -> None:
+        data = setup_context()
+        result = shed(snapshot(data.broker_data, data.bundle_data, [E1, E2, D1, D2]))
+        assert decisions(result) == {("broker3:8080", C1, "broker1:8080", "Overloaded")}
+        setup_stats(result)
+
+    def test_get_available_brokers_failed(self) -> None:
+        state = TransferShedderState(2)
+        result = TransferShedder.failure(state)
+        assert (result.label, result.skip_reason) == ("Failure", "Unknown")
+        assert not result.unloads
+        assert (result.load_avg, result.load_std) == (0.0, 0.0)
+        assert result.state is state
+
+    def test_bundles_with_isolation_policies(self) -> None:
+        data = setup_context()
+        isolated = ShedderInputs(isolation_policies={"my-tenant/my-namespaceE": ["broker5:8080"]})
+        with_policies = replace(
+            PULSAR_TEST_SHEDDER, load_balancer_shedding_bundles_with_policies_enabled=True
+        )
+        result = shed(data, with_policies, isolated)
+        assert decisions(result) == {("broker4:8080", D1, "broker1:8080", "Overloaded")}
+        setup_stats(result)
+
+        # Unloading without transfer: a namespace isolated to its broker still can't move.
+        no_transfer = replace(with_policies, load_balancer_transfer_enabled=False)
+        result = shed(data, no_transfer, isolated)
+        assert decisions(result) == {("broker4:8080", D1, None, "Overloaded")}
+        setup_stats(result)
+
+        # Every namespace has policies and shedding such bundles is off.
+        everywhere = ShedderInputs(
+            isolation_policies={ns: ["broker5:8080"] for ns in NAMESPACES},
+            top_bundles_load_data=reports(data),
+        )
+        for shedder in (PULSAR_TEST_SHEDDER, replace(no_transfer, **POLICIES_OFF)):
+            result = shed(data, shedder, everywhere)
+            assert not result.unloads
+            assert result.skip_reason == "NoBundles"
+            setup_stats(result)
+
+    def test_bundles_with_anti_affinity_group(self) -> None:
+        data = setup_context()
+        with_policies = replace(
+            PULSAR_TEST_SHEDDER, load_balancer_shedding_bundles_with_policies_enabled=True
+        )
+        everything = sorted(data.bundle_data)
+        none_left = ShedderInputs(anti_affinity_candidates=dict.fromkeys(everything, ()))
+        result = shed(data, with_policies, none_left)
+        assert not result.unloads
+        assert result.skip_reason == "NoBundles"
+        setup_stats(result)
+
+        only_e1 = ShedderInputs(anti_affinity_candidates={b: () for b in everything if b != E1})
+        result = shed(data, with_policies, only_e1)
+        assert decisions(result) == {("broker5:8080", E1, "broker1:8080", "Overloaded")}
+        setup_stats(result)
+
+    def test_filter_has_exception(self) -> None:
+        # A failing filter leaves a bundle no candidate broker.
+        data = setup_context()
+        with_policies = replace(
+            PULSAR_TEST_SHEDDER, load_balancer_shedding_bundles_with_policies_enabled=True
+        )
+        failed = ShedderInputs(anti_affinity_candidates=dict.fromkeys(data.bundle_data, ()))
+        result = shed(data, with_policies, failed)
+        assert result.skip_reason == "NoBundles"
+        setup_stats(result)
+
+    def test_is_load_balancer_shedding_bundles_with_policies_enabled(self) -> None:
+        expects = [
+            (True, True, True, True),
+            (True, True, False, False),
+            (True, False, True, True),
+            (True, False, False, False),
+            (False, True, True, True),
+            (False, True, False, False),
+            (False, False, True, True),
+            (False, False, False, True),
+        ]
+        for isolation, anti_affinity, enabled, expected in expects:
+            shedder = TransferShedder(load_balancer_shedding_bundles_with_policies_enabled=enabled)
+            allowed = shedder.is_load_balancer_shedding_bundles_with_policies_enabled(
+                isolation, anti_affinity
+            )
+            assert allowed == expected
+
+    def test_target_std(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 30, 30),
+            "broker2:8080": top_bundles("my-namespaceB", 40, 40),
+            "broker3:8080": top_bundles("my-namespaceC", 50, 50),
+        }
+        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 20, "broker3:8080": 30}, tops)
+        result = shed(data)
+        assert not result.unloads
+        assert result.skip_reason == "HitCount"
+        assert result.load_avg == pytest.approx(0.2000000063578288)
+        assert result.load_std == pytest.approx(0.08164966587949089)
+
+    def test_single_top_bundles_load_data(self) -> None:
+        tops = {
+            f"broker{i}:8080": top_bundles(f"my-namespace{ns}", x)
+            for i, (ns, x) in enumerate(zip("ABCDE", (1, 2, 6, 10, 70), strict=True), start=1)
+        }
+        loads = {"broker1:8080": 2, "broker2:8080": 4, "broker3:8080": 6}
+        data = transfer_cluster(loads | {"broker4:8080": 80, "broker5:8080": 90}, tops)
+        result = shed(data)
+        assert not result.unloads
+        assert result.skip_reason == "NoBundles"
+        assert "sole bundle" in " ".join(result.reasons)
+
+    def test_bundle_throughput_larger_than_offload_threshold(self) -> None:
+        data = setup_context()
+        bundles = dict(data.bundle_data)
+        for namespace in ("my-namespaceD", "my-namespaceE"):
+            bundles |= top_bundles(namespace, 1e9, 1e9)
+        result = shed(snapshot(data.broker_data, bundles))
+        assert decisions(result) == {("broker3:8080", C1, "broker1:8080", "Overloaded")}
+        setup_stats(result)
+
+    def test_zero_bundle_throughput(self) -> None:
+        # The reports were made with traffic, which has since dropped to zero.
+        data = setup_context()
+        zeroed = {
+            name: tuple((bundle, MessageRates()) for bundle, _ in top)
+            for name, top in reports(data).items()
+        }
+        result = shed(data, inputs=ShedderInputs(top_bundles_load_data=zeroed))
+        assert not result.unloads
+        assert result.skip_reason == "NoBundles"
+        setup_stats(result)
+
+    def test_target_std_after_transfer(self) -> None:
+        result = shed(setup_context(broker4=55, broker5=65))
+        assert decisions(result) == {("broker5:8080", E1, "broker1:8080", "Overloaded")}
+        assert result.load_avg == pytest.approx(0.26400000000000007)
         assert result.load_std == pytest.approx(0.27644891028904417)
 
-    def test_pulsar_min_broker_with_low_traffic_is_underloaded(self) -> None:
+    def test_unload_bundles_greater_than_target_throughput(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 1e6, 2e6, 3e6, 4e6, 5e6),
+            "broker2:8080": top_bundles("my-namespaceB", 100e6, 180e6, 220e6, 250e6, 250e6),
+        }
+        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 1000}, tops)
+        result = shed(data)
+        a = [f"my-tenant/my-namespaceA/{r}" for r in RANGES]
+        b = [f"my-tenant/my-namespaceB/{r}" for r in RANGES]
+        assert decisions(result) == {
+            *(("broker2:8080", x, "broker1:8080", "Overloaded") for x in b[:3]),
+            *(("broker1:8080", x, "broker2:8080", "Overloaded") for x in a[:4]),
+        }
+        assert result.load_avg == pytest.approx(5.05)
+        assert result.load_std == pytest.approx(4.95)
+        assert result.load_std_after == pytest.approx(0.050000004900021836)
+
+    def test_skip_bundles_greater_than_target_throughput_after_split(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 1, 500e6),
+            "broker2:8080": top_bundles("my-namespaceB", 500e6, 500e6),
+        }
+        data = transfer_cluster({"broker1:8080": 50, "broker2:8080": 100}, tops)
+        result = shed(data, replace(PULSAR_TEST_SHEDDER, load_balancer_broker_load_target_std=0.2))
+        assert not result.unloads
+        assert result.skip_reason == "NoBundles"
+
+    def test_unload_bundles_less_than_target_throughput_after_split(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 1e6, 2e6, 3e6, 4e6, 5e6),
+            "broker2:8080": top_bundles("my-namespaceB", 490e6, 510e6),
+        }
+        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 1000}, tops)
+        result = shed(data)
+        assert decisions(result) == {
+            (
+                "broker2:8080",
+                "my-tenant/my-namespaceB/0x00000000_0x0FFFFFFF",
+                "broker1:8080",
+                "Overloaded",
+            )
+        }
+        assert result.load_avg == pytest.approx(5.05)
+        assert result.load_std == pytest.approx(4.95)
+        assert result.load_std_after == pytest.approx(0.050000004900021836)
+
+    def test_unload_bundles_greater_than_target_throughput_after_split(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 2.4e6, 2.4e6),
+            "broker2:8080": top_bundles("my-namespaceB", 5e6, 5e6),
+        }
+        data = transfer_cluster({"broker1:8080": 48, "broker2:8080": 100}, tops)
+        result = shed(data)
+        moves = {(u.source_broker, u.dest_broker) for u in result.unloads}
+        assert moves == {("broker1:8080", "broker2:8080"), ("broker2:8080", "broker1:8080")}
+        assert len(result.unloads) == 2
+        assert set(result.decision_reasons) == {"Overloaded"}
+        assert result.load_avg == pytest.approx(0.74)
+        assert result.load_std == pytest.approx(0.26)
+        assert result.load_std_after == pytest.approx(2.5809568279517847e-8, abs=1e-7)
+
+    def test_min_broker_with_low_traffic(self) -> None:
         data = setup_context(broker4=55, broker5=65)
         slow = data.broker_data["broker2:8080"]
         brokers = dict(data.broker_data) | {
@@ -762,179 +1042,233 @@ class TestTransferShedder:
                 slow.usage, MessageRates(msg_throughput_in=10), slow.bundles, NOW
             )
         }
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            snapshot(brokers, data.bundle_data), now_ms=NOW
-        )
-        assert transfers(result) == {
-            ("broker5:8080", E1, "broker1:8080"),
-            ("broker4:8080", D1, "broker2:8080"),
+        result = shed(snapshot(brokers, data.bundle_data))
+        assert decisions(result) == {
+            ("broker5:8080", E1, "broker1:8080", "Overloaded"),
+            ("broker4:8080", D1, "broker2:8080", "Underloaded"),
         }
-        assert result.decision_reasons == ("Overloaded", "Underloaded")
+        assert result.load_avg == pytest.approx(0.26400000000000007)
+        assert result.load_std == pytest.approx(0.27644891028904417)
 
-    def test_pulsar_recently_unloaded_bundles(self) -> None:
-        data = setup_context()
-        recent = [E1, D1, E1.replace("0x00000000_0x0FFFFFFF", "0x0FFFFFFF_0xFFFFFFFF")]
-        recent.append(D1.replace("0x00000000_0x0FFFFFFF", "0x0FFFFFFF_0xFFFFFFFF"))
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            snapshot(data.broker_data, data.bundle_data, recent), now_ms=NOW
-        )
-        assert transfers(result) == {("broker3:8080", C1, "broker1:8080")}
-
-    def test_pulsar_bundle_throughput_larger_than_offload_threshold(self) -> None:
-        data = setup_context()
-        bundles = dict(data.bundle_data)
-        for namespace in ("my-namespaceD", "my-namespaceE"):
-            bundles |= top_bundles(namespace, 1e9, 1e9)
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            snapshot(data.broker_data, bundles), now_ms=NOW
-        )
-        assert transfers(result) == {("broker3:8080", C1, "broker1:8080")}
-
-    def test_pulsar_remaining_top_bundles(self) -> None:
-        data = setup_context()
-        bundles = dict(data.bundle_data) | top_bundles("my-namespaceE", 2_000_000, 3_000_000)
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            snapshot(data.broker_data, bundles), now_ms=NOW
-        )
-        assert transfers(result) == {
-            ("broker5:8080", E1, "broker1:8080"),
-            ("broker4:8080", D1, "broker2:8080"),
+    def test_min_broker_with_lower_load_than_avg(self) -> None:
+        result = shed(setup_context(broker2=3, broker4=55, broker5=65))
+        assert decisions(result) == {
+            ("broker5:8080", E1, "broker1:8080", "Overloaded"),
+            ("broker4:8080", D1, "broker2:8080", "Underloaded"),
         }
+        assert result.load_avg == pytest.approx(0.262)
+        assert result.load_std == pytest.approx(0.2780935094532054)
 
-    def test_pulsar_load_more_than_100_percent(self) -> None:
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            setup_context(broker4=200, broker5=1000), now_ms=NOW
+    def test_max_number_of_transfers_per_shedder_cycle(self) -> None:
+        shedder = replace(
+            PULSAR_TEST_SHEDDER, load_balancer_max_number_of_broker_shedding_per_cycle=10
         )
-        assert len(result.unloads) == 2
-        assert result.load_avg == pytest.approx(2.424)
-        assert result.load_std == pytest.approx(3.8633332758124816)
+        result = shed(setup_context(), shedder)
+        assert decisions(result) == {(*t, "Overloaded") for t in SETUP_RESULT}
+        setup_stats(result)
 
-    def test_pulsar_unload_bundles_greater_than_target_throughput_swaps(self) -> None:
-        tops = {
-            "broker1:8080": top_bundles("my-namespaceA", 1e6, 2e6, 3e6, 4e6, 5e6),
-            "broker2:8080": top_bundles("my-namespaceB", 100e6, 180e6, 220e6, 250e6, 250e6),
-        }
-        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 1000}, tops)
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
-        a = [f"my-tenant/my-namespaceA/{r}" for r in RANGES]
-        b = [f"my-tenant/my-namespaceB/{r}" for r in RANGES]
-        assert transfers(result) == {
-            *(("broker2:8080", x, "broker1:8080") for x in b[:3]),
-            *(("broker1:8080", x, "broker2:8080") for x in a[:4]),
-        }
-        assert result.load_avg == pytest.approx(5.05)
-        assert result.load_std == pytest.approx(4.95)
-
-    def test_pulsar_unload_bundles_less_than_target_throughput_after_split(self) -> None:
-        tops = {
-            "broker1:8080": top_bundles("my-namespaceA", 1e6, 2e6, 3e6, 4e6, 5e6),
-            "broker2:8080": top_bundles("my-namespaceB", 490e6, 510e6),
-        }
-        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 1000}, tops)
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
-        assert transfers(result) == {
-            ("broker2:8080", "my-tenant/my-namespaceB/0x00000000_0x0FFFFFFF", "broker1:8080")
-        }
-
-    def test_pulsar_unload_bundles_greater_than_target_throughput_after_split(self) -> None:
-        tops = {
-            "broker1:8080": top_bundles("my-namespaceA", 2.4e6, 2.4e6),
-            "broker2:8080": top_bundles("my-namespaceB", 5e6, 5e6),
-        }
-        data = transfer_cluster({"broker1:8080": 48, "broker2:8080": 100}, tops)
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
-        moves = {(u.source_broker, u.dest_broker) for u in result.unloads}
-        assert moves == {("broker1:8080", "broker2:8080"), ("broker2:8080", "broker1:8080")}
-        assert len(result.unloads) == 2
-        assert result.load_avg == pytest.approx(0.74)
-        assert result.load_std == pytest.approx(0.26)
-
-    def test_pulsar_skip_bundles_greater_than_target_throughput_after_split(self) -> None:
-        tops = {
-            "broker1:8080": top_bundles("my-namespaceA", 1, 500e6),
-            "broker2:8080": top_bundles("my-namespaceB", 500e6, 500e6),
-        }
-        data = transfer_cluster({"broker1:8080": 50, "broker2:8080": 100}, tops)
-        shedder = TransferShedder(
-            load_balancer_shedding_condition_hit_count_threshold=0,
-            load_balancer_broker_load_target_std=0.2,
+    def test_load_balancer_shedding_condition_hit_count_threshold(self) -> None:
+        shedder = replace(
+            PULSAR_TEST_SHEDDER, load_balancer_shedding_condition_hit_count_threshold=3
         )
-        result = shedder.find_bundles_for_unloading(data, now_ms=NOW)
-        assert not result.unloads
-        assert result.skip_reason == "NoBundles"
-
-    def test_pulsar_target_std_met_is_a_hit_count_skip(self) -> None:
-        tops = {
-            "broker1:8080": top_bundles("my-namespaceA", 30, 30),
-            "broker2:8080": top_bundles("my-namespaceB", 40, 40),
-            "broker3:8080": top_bundles("my-namespaceC", 50, 50),
-        }
-        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 20, "broker3:8080": 30}, tops)
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
-        assert result.skip_reason == "HitCount"
-        assert result.load_avg == pytest.approx(0.2)
-        assert result.load_std == pytest.approx(0.08164966587949089)
-
-    def test_pulsar_single_top_bundle_is_no_bundles(self) -> None:
-        tops = {
-            f"broker{i}:8080": top_bundles(f"my-namespace{ns}", x)
-            for i, (ns, x) in enumerate(zip("ABCDE", (1, 2, 6, 10, 70), strict=True), start=1)
-        }
-        cpus = {"broker1:8080": 2, "broker2:8080": 4, "broker3:8080": 6}
-        data = transfer_cluster(cpus | {"broker4:8080": 80, "broker5:8080": 90}, tops)
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
-        assert result.skip_reason == "NoBundles"
-        assert "sole bundle" in " ".join(result.reasons)
-
-    def test_zero_throughput_bundles_are_not_reported(self) -> None:
-        data = setup_context()
-        bundles = {b: MessageRates() for b in data.bundle_data}
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            snapshot(data.broker_data, bundles), now_ms=NOW
-        )
-        assert not result.unloads
-        assert result.skip_reason == "NoLoadData"
-
-    def test_pulsar_no_brokers_and_outdated_data(self) -> None:
-        empty = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(snapshot({}), now_ms=NOW)
-        assert empty.skip_reason == "NoBrokers"
-        ttl_ms = 1800 * 1000
-        assert PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            setup_context(), now_ms=NOW + ttl_ms
-        ).unloads
-        stale = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            setup_context(), now_ms=NOW + ttl_ms + 1
-        )
-        assert stale.skip_reason == "OutDatedData"
-
-    def test_pulsar_recently_unloaded_brokers_cool_down(self) -> None:
-        long_ago = {"broker1:8080": NOW - 1800 * 1001}
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            setup_context(), now_ms=NOW, recently_unloaded_brokers=long_ago
-        )
-        assert len(result.unloads) == 2
-        delay_ms = 180 * 1000
-        edge = {"broker1:8080": NOW - delay_ms}
-        assert PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            setup_context(), now_ms=NOW, recently_unloaded_brokers=edge
-        ).unloads
-        just_now = {"broker1:8080": NOW - delay_ms + 1}
-        cooling = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            setup_context(), now_ms=NOW, recently_unloaded_brokers=just_now
-        )
-        assert cooling.skip_reason == "CoolDown"
-
-    def test_pulsar_hit_count_threshold(self) -> None:
-        shedder = TransferShedder()
         state = None
         for hits in range(1, 4):
-            result = shedder.find_bundles_for_unloading(setup_context(), state, now_ms=NOW)
+            result = shed(setup_context(), shedder, state=state)
+            assert not result.unloads
             assert result.skip_reason == "HitCount"
+            setup_stats(result)
             state = result.state
             assert state.unload_condition_hit_count == hits
-        result = shedder.find_bundles_for_unloading(setup_context(), state, now_ms=NOW)
-        assert len(result.unloads) == 2
+        result = shed(setup_context(), shedder, state=state)
+        assert decisions(result) == {(*t, "Overloaded") for t in SETUP_RESULT}
         assert result.state.unload_condition_hit_count == 0
+        setup_stats(result)
+
+    def test_remaining_top_bundles(self) -> None:
+        data = setup_context()
+        bundles = dict(data.bundle_data) | top_bundles("my-namespaceE", 2_000_000, 3_000_000)
+        result = shed(snapshot(data.broker_data, bundles))
+        assert decisions(result) == {(*t, "Overloaded") for t in SETUP_RESULT}
+        setup_stats(result)
+
+    def test_load_more_than100(self) -> None:
+        result = shed(setup_context(broker4=200, broker5=1000))
+        assert decisions(result) == {(*t, "Overloaded") for t in SETUP_RESULT}
+        assert result.load_avg == pytest.approx(2.4240000000000004)
+        assert result.load_std == pytest.approx(3.8633332758124816)
+        assert result.load_std_after == pytest.approx(2.781643776903451)
+
+    @settings(max_examples=25, deadline=None)
+    @given(st.lists(st.integers(0, 999), min_size=10, max_size=10), st.data())
+    def test_random_load(self, loads: list[int], data: st.DataObject) -> None:
+        # Pulsar's setupContext(10): random loads, one bundle pair per broker.
+        tops = {}
+        for i, load_pct in enumerate(loads):
+            bundle_load = data.draw(st.integers(0, load_pct))
+            tops[f"broker{i}:8080"] = top_bundles(
+                f"my-namespace{i}", bundle_load, load_pct - bundle_load
+            )
+        cluster = transfer_cluster({f"broker{i}:8080": x for i, x in enumerate(loads)}, tops)
+        result = shed(cluster)
+        exhausted = "no more broker pairs to transfer between this cycle" in result.reasons
+        assert result.load_std_after <= 0.25 or exhausted
+
+    def test_overload_outlier(self) -> None:
+        result = shed(skewed([1] * 99 + [100], set(range(99))))
+        (unload,) = result.unloads
+        # Pulsar picks whichever idle broker its hash map yields first; here, by name.
+        assert (unload.source_broker, unload.service_unit, unload.dest_broker) == (
+            "broker99:8080",
+            "my-tenant/my-namespace99/0x00000000_0x0FFFFFFF",
+            "broker0:8080",
+        )
+        assert result.decision_reasons == ("Underloaded",)
+        assert result.load_avg == pytest.approx(0.019900000000000008, abs=1e-5)
+        assert result.load_std == pytest.approx(0.09850375627355534, abs=1e-5)
+
+    def test_underload_outlier(self) -> None:
+        result = shed(skewed([98] * 98 + [99, 1], {99}))
+        assert decisions(result) == {
+            (
+                "broker98:8080",
+                "my-tenant/my-namespace98/0x00000000_0x0FFFFFFF",
+                "broker99:8080",
+                "Underloaded",
+            )
+        }
+        assert result.load_avg == pytest.approx(0.9704000000000005, abs=1e-5)
+        assert result.load_std == pytest.approx(0.09652895938523735, abs=1e-5)
+
+    @settings(max_examples=25, deadline=None)
+    @given(st.lists(st.integers(0, 999), min_size=2, max_size=12))
+    def test_random_load_stats(self, loads: list[int]) -> None:
+        tops = {f"broker{i}:8080": top_bundles(f"my-namespace{i}", 1, 1) for i in range(len(loads))}
+        cluster = transfer_cluster({f"broker{i}:8080": x for i, x in enumerate(loads)}, tops)
+        result = shed(cluster)
+        fractions = [x / 100 for x in loads]
+        assert result.load_avg == pytest.approx(statistics.fmean(fractions), abs=1e-4)
+        assert result.load_std == pytest.approx(statistics.pstdev(fractions), abs=1e-4)
+
+    @pytest.mark.parametrize(
+        ("loads", "avg", "std"),
+        [
+            ([1] + [100] * 16, 0.9417647058823528, 0.23294117647058868),
+            (list(range(390, 400)), 3.9449999999999994, 0.028722813232795824),
+        ],
+        ids=["test_high_variance_load_stats", "test_low_variance_load_stats"],
+    )
+    def test_variance_load_stats(self, loads: list[int], avg: float, std: float) -> None:
+        tops = {f"broker{i}:8080": top_bundles(f"my-namespace{i}", 1, 1) for i in range(len(loads))}
+        result = shed(transfer_cluster({f"broker{i}:8080": x for i, x in enumerate(loads)}, tops))
+        assert result.load_avg == pytest.approx(avg)
+        assert result.load_std == pytest.approx(std)
+
+
+POLICIES_OFF = {"load_balancer_shedding_bundles_with_policies_enabled": False}
+
+
+class TestTransferShedderInputs:
+    def test_an_available_broker_without_a_report_stops_the_cycle(self) -> None:
+        inputs = ShedderInputs(available_brokers=[f"broker{i}:8080" for i in range(1, 7)])
+        result = shed(setup_context(), inputs=inputs)
+        assert result.skip_reason == "NoLoadData"
+        assert (result.load_avg, result.load_std) == (0.0, 0.0)
+        assert "broker6:8080" in result.reasons[-2]
+
+    def test_no_bundle_goes_to_an_unavailable_broker(self) -> None:
+        available = ShedderInputs(
+            available_brokers=["broker2:8080", "broker3:8080", "broker4:8080", "broker5:8080"]
+        )
+        result = shed(setup_context(), inputs=available)
+        # broker1 still reports and ranks lowest, but takes nothing.
+        assert all(u.dest_broker != "broker1:8080" for u in result.unloads)
+
+    def test_only_owned_bundles_are_shed(self) -> None:
+        data = setup_context()
+        owners = {b: name for name, r in data.broker_data.items() for b in r.bundles}
+        owners[E1] = "broker1:8080"
+        result = shed(data, inputs=ShedderInputs(bundle_owners=owners))
+        assert E1 not in {u.service_unit for u in result.unloads}
+        assert any(f"{E1} is not owned" in r for r in result.reasons)
+
+    def test_top_bundles_rank_on_rounded_values(self) -> None:
+        # 1.00 and 1.04 MB/s out round to the same 100 kB/s step: the message rate decides.
+        stats = {
+            "t/ns/a": MessageRates(msg_rate_in=500, msg_throughput_out=1_040_000),
+            "t/ns/b": MessageRates(msg_rate_in=900, msg_throughput_out=1_000_000),
+            "t/ns/c": MessageRates(msg_rate_in=910, msg_throughput_out=1_000_000),
+        }
+        assert [b for b, _ in top_k_bundles(stats, 2)] == ["t/ns/b", "t/ns/c"]
+        assert [b for b, _ in top_k_bundles(stats, 3)] == ["t/ns/a", "t/ns/b", "t/ns/c"]
+        # 1.05 MB/s rounds up to the next step and outranks them all.
+        stats["t/ns/a"] = MessageRates(msg_rate_in=500, msg_throughput_out=1_050_000)
+        assert [b for b, _ in top_k_bundles(stats, 1)] == ["t/ns/a"]
+
+    def test_non_movable_bundles_are_not_reported(self) -> None:
+        busy = MessageRates(msg_throughput_in=MB)
+        stats = {
+            "pulsar/system/0x00000000_0xffffffff": busy,
+            "pulsar/us-west/host-1:8080/0x00000000_0xffffffff": busy,
+            "pulsar/host-1:8080/0x00000000_0xffffffff": busy,
+            "t/ns/idle": MessageRates(),
+            "t/isolated/0x00000000_0xffffffff": busy,
+            "t/ns/0x00000000_0xffffffff": busy,
+        }
+        policies = ["t/isolated/0x00000000_0xffffffff"]
+        reported = top_k_bundles(stats, 10, bundles_with_policies=policies)
+        assert [b for b, _ in reported] == ["t/ns/0x00000000_0xffffffff"]
+        allowed = top_k_bundles(
+            stats,
+            10,
+            bundles_with_policies=policies,
+            load_balancer_shedding_bundles_with_policies_enabled=True,
+        )
+        assert [b for b, _ in allowed] == [
+            "t/isolated/0x00000000_0xffffffff",
+            "t/ns/0x00000000_0xffffffff",
+        ]
+        assert is_system_service_namespace("pulsar/system")
+        assert not is_system_service_namespace("pulsar/default")
+
+    def test_skips_and_failures_carry_labels(self) -> None:
+        assert shed(setup_context()).label == "Success"
+        assert shed(snapshot({})).label == "Skip"
+        assert TransferShedder.failure().label == "Failure"
+
+    def test_bad_inputs(self) -> None:
+        with pytest.raises(TypeError, match="inputs must be a ShedderInputs"):
+            PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+                snapshot({}),
+                now_ms=NOW,
+                inputs={},  # type: ignore[arg-type]
+            )
+        with pytest.raises(TypeError, match="available_brokers"):
+            ShedderInputs(available_brokers="broker1")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"bundle_owners\['x'\] must not be empty"):
+            ShedderInputs(bundle_owners={"x": ""})
+        with pytest.raises(TypeError, match=r"isolation_policies\['ns'\]"):
+            ShedderInputs(isolation_policies={"ns": "b1"})  # type: ignore[dict-item]
+        with pytest.raises(TypeError, match=r"top_bundles_load_data\['b'\]\[0\]"):
+            ShedderInputs(top_bundles_load_data={"b": [("x",)]})  # type: ignore[list-item]
+        with pytest.raises(ValueError, match="topk"):
+            top_k_bundles({}, -1)
+        with pytest.raises(TypeError, match="has_isolation_policy"):
+            TransferShedder().is_load_balancer_shedding_bundles_with_policies_enabled(
+                1,
+                False,  # type: ignore[arg-type]
+            )
+        with pytest.raises(TypeError, match="state must be a TransferShedderState"):
+            TransferShedder.failure(AvgShedderState())  # type: ignore[arg-type]
+
+
+class TestTransferShedder:
+    def test_without_transfer_there_is_no_destination(self) -> None:
+        shedder = TransferShedder(
+            load_balancer_shedding_condition_hit_count_threshold=0,
+            load_balancer_transfer_enabled=False,
+        )
+        result = shedder.find_bundles_for_unloading(setup_context(), now_ms=NOW)
+        assert transfers(result) == {("broker5:8080", E1, None), ("broker4:8080", D1, None)}
 
     def test_hit_count_resets_when_the_cluster_is_balanced(self) -> None:
         tops = {
@@ -954,14 +1288,6 @@ class TestTransferShedder:
         )
         result = shedder.find_bundles_for_unloading(setup_context(), now_ms=NOW)
         assert transfers(result) == {("broker5:8080", E1, "broker1:8080")}
-
-    def test_without_transfer_there_is_no_destination(self) -> None:
-        shedder = TransferShedder(
-            load_balancer_shedding_condition_hit_count_threshold=0,
-            load_balancer_transfer_enabled=False,
-        )
-        result = shedder.find_bundles_for_unloading(setup_context(), now_ms=NOW)
-        assert transfers(result) == {("broker5:8080", E1, None), ("broker4:8080", D1, None)}
 
     def test_load_is_smoothed_once_per_new_report(self) -> None:
         shedder = TransferShedder()
@@ -994,6 +1320,35 @@ class TestTransferShedder:
             snapshot(data.broker_data, data.bundle_data, recent), now_ms=NOW
         )
         assert recent[0] not in {u.service_unit for u in result.unloads}
+
+    def test_ttl_edge_and_no_brokers(self) -> None:
+        empty = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(snapshot({}), now_ms=NOW)
+        assert empty.skip_reason == "NoBrokers"
+        ttl_ms = 1800 * 1000
+        assert PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW + ttl_ms
+        ).unloads
+        stale = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW + ttl_ms + 1
+        )
+        assert stale.skip_reason == "OutDatedData"
+
+    def test_cool_down_edges(self) -> None:
+        long_ago = {"broker1:8080": NOW - 1800 * 1001}
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW, recently_unloaded_brokers=long_ago
+        )
+        assert len(result.unloads) == 2
+        delay_ms = 180 * 1000
+        edge = {"broker1:8080": NOW - delay_ms}
+        assert PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW, recently_unloaded_brokers=edge
+        ).unloads
+        just_now = {"broker1:8080": NOW - delay_ms + 1}
+        cooling = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW, recently_unloaded_brokers=just_now
+        )
+        assert cooling.skip_reason == "CoolDown"
 
 
 # --- properties shared by every shedder ------------------------------------------------

@@ -120,7 +120,9 @@ class _LoadStats:
         self.count = len(loads)
         self.avg = sum(loads) / self.count
         self.sq_sum = sum(load * load for load in loads)
-        self.std = java_sqrt(self.sq_sum / self.count - self.avg * self.avg)
+        # Rounding can leave equal loads a variance just below 0, whose root Pulsar reports
+        # as NaN; it is 0 here. No decision changes: NaN and 0 both compare below the target.
+        self.std = java_sqrt(max(0.0, self.sq_sum / self.count - self.avg * self.avg))
         self.initial_std = self.std
         self.max_index = len(sorted_brokers) - 1
         self.min_index = 0
