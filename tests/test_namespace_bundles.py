@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import bisect
+
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from keyshared.loadbalance import (
     FULL_UPPER_BOUND,
@@ -248,3 +251,56 @@ def test_a_split_keeps_the_ring_tiled(points: list[int], data: st.DataObject) ->
     assert len(children) == parts
     assert split.size() == bundles.size() + parts - 1
     assert set(split.bundles) == (set(bundles.bundles) - {target}) | set(children)
+
+
+class SplitMachine(RuleBasedStateMachine):
+    """Repeated splits against a model: the sorted set of boundaries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bundles = NamespaceBundles(NS1)
+        self.model = [0, FULL_UPPER_BOUND]
+
+    @rule(data=st.data(), parts=st.integers(2, 5))
+    def split_evenly(self, data: st.DataObject, parts: int) -> None:
+        target = data.draw(st.sampled_from(self.bundles.bundles))
+        width = target.upper_endpoint - target.lower_endpoint
+        assume(width >= parts)
+        self.bundles, children = self.bundles.split_bundle(target, parts)
+        step = width // parts
+        self.model += [target.lower_endpoint + step * i for i in range(1, parts)]
+        self.model.sort()
+        assert len(children) == parts
+
+    @rule(data=st.data())
+    def split_at_a_boundary(self, data: st.DataObject) -> None:
+        target = data.draw(st.sampled_from(self.bundles.bundles))
+        assume(target.upper_endpoint - target.lower_endpoint >= 2)
+        point = data.draw(st.integers(target.lower_endpoint + 1, target.upper_endpoint - 1))
+        self.bundles, _ = self.bundles.split_bundle(target, split_boundaries=[point])
+        self.model = sorted([*self.model, point])
+
+    @rule(data=st.data())
+    def bad_split_changes_nothing(self, data: st.DataObject) -> None:
+        target = data.draw(st.sampled_from(self.bundles.bundles))
+        before = self.bundles
+        with pytest.raises(ValueError, match="strictly inside|can't be split further"):
+            self.bundles.split_bundle(target, split_boundaries=[target.lower_endpoint])
+        assert self.bundles == before
+
+    @invariant()
+    def matches_the_model(self) -> None:
+        assert list(self.bundles.partitions) == self.model
+
+    @invariant()
+    def a_topic_finds_the_bundle_holding_its_hash(self) -> None:
+        bundle = self.bundles.find_bundle(TOPIC1)
+        assert bundle.includes(TOPIC1)
+        index = bisect.bisect_right(self.model, topic_hash(TOPIC1)) - 1
+        assert (bundle.lower_endpoint, bundle.upper_endpoint) == tuple(
+            self.model[index : index + 2]
+        )
+
+
+TestSplitMachine = SplitMachine.TestCase
+TestSplitMachine.settings = settings(max_examples=30, stateful_step_count=15, deadline=None)

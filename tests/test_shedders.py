@@ -1433,6 +1433,24 @@ def test_unloads_are_owned_fresh_unique_and_deterministic(name: str, data: LoadD
     assert SHEDDERS[name](reordered(data)) == result
 
 
+@given(
+    st.lists(st.sampled_from(["b1", "b2", "b3", "b4"]), min_size=1, unique=True),
+    st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=5),
+)
+def test_select_broker_places_every_bundle_on_a_candidate_and_keeps_it(
+    candidates: list[str], bundles: list[str]
+) -> None:
+    shedder = AvgShedder()
+    state = AvgShedderState()
+    placed: dict[str, str] = {}
+    for bundle in bundles:
+        chosen, state = shedder.select_broker(candidates, bundle, state)
+        assert chosen in candidates
+        assert placed.setdefault(bundle, chosen) == chosen
+        assert shedder.select_broker(reversed(candidates), bundle, state) == (chosen, state)
+    assert dict(state.bundle_broker) == placed
+
+
 # --- bad input ----------------------------------------------------------------------------
 
 
