@@ -495,15 +495,15 @@ class AvgShedder:
 
     Scores are the weighted max resource usage in percent. Brokers sorted by score (scores
     less than one point apart count as equal, as Pulsar's comparator truncates the
-    difference) pair up from both ends (lowest with highest, then inwards). A pair whose score gap reaches the
-    low threshold gets a low hit (and a high hit when it also reaches the high threshold);
-    a gap below the low threshold clears both brokers' counts, and a round with no pair
-    clears all counts. A pair in which a broker has ``hit_count_high`` high hits or
-    ``hit_count_low`` low hits sheds ``(max - min) * max_unload_percentage`` of message
-    rate (if above the minimum) or else of throughput (if above its minimum), from the
-    high broker's bundles, largest first, each that fits, to the low broker. As in Pulsar,
-    a broker with a single bundle may still shed it. The state remembers where each shed
-    bundle went, for :meth:`select_broker` to place it there.
+    difference) pair up from both ends (lowest with highest, then inwards). A pair whose
+    score gap reaches the low threshold gets a low hit (and a high hit when it also reaches
+    the high threshold); a gap below the low threshold clears both brokers' counts, and a
+    round with no pair clears all counts. A pair in which a broker has ``hit_count_high``
+    high hits or ``hit_count_low`` low hits sheds ``(max - min) * max_unload_percentage`` of
+    message rate (if above the minimum) or else of throughput (if above its minimum), from
+    the high broker's bundles, largest first, each that fits, to the low broker. As in
+    Pulsar, a broker with a single bundle may still shed it. The state remembers where each
+    shed bundle went, for :meth:`select_broker` to place it there.
     """
 
     load_balancer_avg_shedder_low_threshold: int = 15

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar
 
 from keyshared.loadbalance._validation import (
     check_bool,
     check_int,
+    check_mapping,
     check_name,
     check_names,
     check_real,
@@ -40,6 +40,7 @@ from keyshared.loadbalance.model import (
     ResourceWeights,
     SheddingResult,
     Unload,
+    check_rates,
 )
 
 #: A swap stops once the busy broker's new throughput is below this share of its old one.
@@ -203,13 +204,13 @@ class ShedderInputs:
             available = check_names("available_brokers", self.available_brokers)
             object.__setattr__(self, "available_brokers", available)
         if self.bundle_owners is not None:
-            owners = _checked_mapping("bundle_owners", self.bundle_owners, check_name)
+            owners = check_mapping("bundle_owners", self.bundle_owners, check_name)
             object.__setattr__(self, "bundle_owners", owners)
         for name in ("isolation_policies", "anti_affinity_candidates"):
-            checked = _checked_mapping(name, getattr(self, name), check_names)
+            checked = check_mapping(name, getattr(self, name), check_names)
             object.__setattr__(self, name, checked)
         if self.top_bundles_load_data is not None:
-            tops = _checked_mapping(
+            tops = check_mapping(
                 "top_bundles_load_data", self.top_bundles_load_data, _checked_top_bundles
             )
             object.__setattr__(self, "top_bundles_load_data", tops)
@@ -251,7 +252,7 @@ def top_k_bundles(
     rounded to 100 kB/s, then more messages in plus out rounded to 100 msg/s. Pulsar
     leaves bundles equal on all three in its partition sort's order; here they go by name.
     """
-    stats = _checked_mapping("bundle_stats", bundle_stats, _checked_rates)
+    stats = check_mapping("bundle_stats", bundle_stats, check_rates)
     check_int("topk", topk, minimum=0)
     check_bool(
         "load_balancer_shedding_bundles_with_policies_enabled",
@@ -696,24 +697,6 @@ def _swap(
     return None
 
 
-_V = TypeVar("_V")
-
-
-def _checked_mapping(name: str, value: object, check: Callable[[str, Any], _V]) -> dict[str, _V]:
-    if not isinstance(value, Mapping):
-        raise TypeError(f"{name} must be a mapping, got {type(value).__name__}")
-    return {
-        check_name(f"{name} key", key): check(f"{name}[{key!r}]", item)
-        for key, item in value.items()
-    }
-
-
-def _checked_rates(name: str, value: object) -> MessageRates:
-    if not isinstance(value, MessageRates):
-        raise TypeError(f"{name} must be a MessageRates, got {type(value).__name__}")
-    return value
-
-
 def _checked_top_bundles(name: str, value: object) -> tuple[tuple[str, MessageRates], ...]:
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         raise TypeError(f"{name} must be a sequence of (bundle, MessageRates) pairs")
@@ -724,14 +707,14 @@ def _checked_top_bundles(name: str, value: object) -> tuple[tuple[str, MessageRa
         checked.append(
             (
                 check_name(f"{name}[{index}] bundle", entry[0]),
-                _checked_rates(f"{name}[{index}] rates", entry[1]),
+                check_rates(f"{name}[{index}] rates", entry[1]),
             )
         )
     return tuple(checked)
 
 
 def _checked_times(times: Mapping[str, int]) -> Mapping[str, int]:
-    return _checked_mapping(
+    return check_mapping(
         "recently_unloaded_brokers", times, lambda name, at: check_int(name, at, minimum=0)
     )
 
