@@ -163,6 +163,7 @@ class TestNamespaceBundleTest:
     def test_to_string(self) -> None:
         bundle0 = NamespaceBundle(0, 0x10000000, "pulsar/use/ns1")
         assert str(bundle0) == "pulsar/use/ns1/0x00000000_0x10000000"
+        assert NamespaceBundle.from_bundle_range(bundle0.bundle_range, "pulsar/use/ns1") == bundle0
         bundle0 = NamespaceBundle(0x10000000, FULL_UPPER_BOUND, "pulsar/use/ns1")
         assert str(bundle0) == "pulsar/use/ns1/0x10000000_0xffffffff"
 

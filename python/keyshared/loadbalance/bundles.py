@@ -100,14 +100,14 @@ class NamespaceBundle:
         return f"{self.namespace}/{self.bundle_range}" if self.namespace else self.bundle_range
 
     @classmethod
-    def from_bundle_range(cls, bundle_range: str) -> NamespaceBundle:
-        """Parse Pulsar's ``"0x00000000_0x40000000"`` form."""
+    def from_bundle_range(cls, bundle_range: str, namespace: str = "") -> NamespaceBundle:
+        """Parse Pulsar's ``"0x00000000_0x40000000"`` form, of ``namespace`` if given."""
         check_name("bundle_range", bundle_range)
         lower, sep, upper = bundle_range.partition("_")
         if not sep:
             raise ValueError(f"bundle_range must be 'lower_upper', got {bundle_range!r}")
         try:
-            return cls(int(lower, 0), int(upper, 0))
+            return cls(int(lower, 0), int(upper, 0), namespace)
         except ValueError as error:
             raise ValueError(f"bundle_range {bundle_range!r}: {error}") from None
 
