@@ -13,12 +13,14 @@ from hypothesis import strategies as st
 from keyshared.loadbalance import (
     FULL_UPPER_BOUND,
     MB,
+    SPLIT_ALGORITHMS,
     MessageRates,
     NamespaceBundle,
     can_split_bundle,
     flow_or_qps_equally_divide,
     range_equally_divide,
     specified_positions_divide,
+    split_algorithm_of,
     split_bundles,
     topic_count_equally_divide,
     topic_hash,
@@ -264,11 +266,20 @@ class TestSpecifiedPositionsDivide:
     def test_fewer_than_two_topics_do_not_split(self) -> None:
         assert specified_positions_divide(HALF_RING, {"a": 1}, [5], hashes_of({"a": 1})) is None
 
-    def test_rejects_empty_or_out_of_ring_positions(self) -> None:
+    def test_drops_positions_off_the_ring(self) -> None:
+        table = {"a": 1, "b": 2}
+        positions = [-1, 1 << 32, 0x10000000]
+        assert specified_positions_divide(HALF_RING, table, positions, hashes_of(table)) == (
+            0x10000000,
+        )
+
+    def test_rejects_empty_or_malformed_positions(self) -> None:
         with pytest.raises(ValueError, match="positions must not be empty"):
             specified_positions_divide(HALF_RING, [], [])
-        with pytest.raises(ValueError, match="positions item"):
-            specified_positions_divide(HALF_RING, [], [1 << 32])
+        with pytest.raises(TypeError, match="positions item"):
+            specified_positions_divide(HALF_RING, [], [1.5])  # type: ignore[list-item]
+        with pytest.raises(TypeError, match="positions must be a collection"):
+            specified_positions_divide(HALF_RING, [], None)  # type: ignore[arg-type]
 
 
 class TestFlowOrQpsEquallyDivide:
@@ -366,6 +377,120 @@ class TestFlowOrQpsEquallyDivide:
             MessageRates(msg_rate_in=float("nan"))
 
 
+# --- Pulsar's split algorithm tests --------------------------------------------------------
+
+
+class TestRangeEquallyDivideBundleSplitAlgorithmTest:
+    def test_get_split_boundary_method_return_correct_result(self) -> None:
+        with pytest.raises(TypeError, match="bundle must be a NamespaceBundle"):
+            range_equally_divide(None)  # type: ignore[arg-type]
+        lower, upper = 10, 0xFFFFFFFF
+        bundle = NamespaceBundle(lower, upper, "pulsar/system")
+        assert range_equally_divide(bundle) == (lower + (upper - lower) // 2,)
+
+
+class TestTopicCountEquallyDivideBundleSplitAlgorithmTest:
+    def test_wrong_arg(self) -> None:
+        with pytest.raises(TypeError, match="bundle must be a NamespaceBundle"):
+            topic_count_equally_divide(None, [])  # type: ignore[arg-type]
+
+    def test_topics_size_less_than1(self) -> None:
+        assert topic_count_equally_divide(NamespaceBundle.full(), ["a"]) is None
+
+    def test_algorithm_return_correct_result(self) -> None:
+        topics = ["a", "b", "c"]
+        hashes = sorted(topic_hash(t) for t in topics)
+        split_start = hashes[max(len(hashes) // 2 - 1, 0)]
+        split_end = hashes[len(hashes) // 2]
+        expected = split_start + (split_end - split_start) // 2
+        assert topic_count_equally_divide(NamespaceBundle.full(), topics) == (expected,)
+
+
+class TestSpecifiedPositionsBundleSplitAlgorithmTest:
+    def test_total_topics_size_less_than1(self) -> None:
+        assert specified_positions_divide(NamespaceBundle.full(), ["a"], [1, 2]) is None
+
+    def test_specified_positions_less_than1(self) -> None:
+        with pytest.raises(TypeError, match="positions"):
+            specified_positions_divide(NamespaceBundle.full(), [], None)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="positions must not be empty"):
+            specified_positions_divide(NamespaceBundle.full(), [], [])
+
+    def test_algorithm_return_correct_result(self) -> None:
+        # Pulsar mocks the bundle [1, 1000) and its two topics; the topics only count.
+        table = {"topic": 5, "topic2": 6}
+        positions = [-1, 0, 1, 100, 200, 500, 800, 1000, 1100]
+        boundaries = specified_positions_divide(
+            NamespaceBundle(1, 1000), table, positions, hashes_of(table)
+        )
+        assert boundaries == (100, 200, 500, 800)
+
+
+class TestFlowOrQpsEquallyDivideBundleSplitAlgorithmTest:
+    MAX_MSG_RATE = 1010
+    MAX_MBYTES = 100
+
+    def divide(self, stats: dict[str, MessageRates]) -> tuple[int, ...] | None:
+        return flow_or_qps_equally_divide(
+            NamespaceBundle.full(),
+            stats,
+            load_balancer_namespace_bundle_max_msg_rate=self.MAX_MSG_RATE,
+            load_balancer_namespace_bundle_max_bandwidth_mbytes=self.MAX_MBYTES,
+            flow_or_qps_difference_threshold_percentage=10,
+        )
+
+    def test_split_bundle_by_flow_or_qps(self) -> None:
+        stats: dict[str, MessageRates] = {}
+        for i in range(1, 13):
+            rate_in = 24.5 if i < 6 else 25.5
+            for j in range(20):
+                name = f"persistent://test-tenant1/test-namespace1/test{i}-partition-{j}"
+                stats[name] = MessageRates(rate_in, 25, 1000, 1000)
+        stats["persistent://test-tenant1/test-namespace1/test695-partition-0"] = MessageRates(
+            25, 35, 1000, 1000
+        )
+        boundaries = self.divide(stats)
+        assert boundaries
+        ordered = sorted(stats, key=topic_hash)
+        i = 0
+        for position in boundaries:
+            part_rate = part_throughput = 0.0
+            while topic_hash(ordered[i]) < position:
+                part_rate += stats[ordered[i]].msg_rate
+                part_throughput += stats[ordered[i]].msg_throughput
+                i += 1
+            assert part_rate < self.MAX_MSG_RATE
+            assert part_throughput < self.MAX_MBYTES * MB
+
+    def test_first_position_is_over_load(self) -> None:
+        names = [f"persistent://test-tenant1/test-namespace1/test-partition-{i}" for i in range(5)]
+        ordered = sorted(names, key=topic_hash)
+        stats = {ordered[0]: MessageRates(1000, 1000, 1000, 1000)}
+        stats |= {name: MessageRates(24.5, 25, 1000, 1000) for name in ordered[1:]}
+        boundaries = self.divide(stats)
+        assert boundaries is not None
+        start, end = topic_hash(ordered[0]), topic_hash(ordered[1])
+        assert boundaries[0] == start + (end - start) // 2 + 1
+
+
+class TestNamespaceBundleSplitAlgorithmTest:
+    def test_of_method_return_correct_value(self) -> None:
+        assert split_algorithm_of(None) is None
+        assert split_algorithm_of("whatever") is None
+        assert split_algorithm_of("range_equally_divide") is range_equally_divide
+        assert split_algorithm_of("topic_count_equally_divide") is topic_count_equally_divide
+        assert split_algorithm_of("specified_positions_divide") is specified_positions_divide
+        assert split_algorithm_of("flow_or_qps_equally_divide") is flow_or_qps_equally_divide
+        assert set(SPLIT_ALGORITHMS) == {
+            "range_equally_divide",
+            "topic_count_equally_divide",
+            "specified_positions_divide",
+            "flow_or_qps_equally_divide",
+        }
+        with pytest.raises(TypeError, match="name must be a str or None"):
+            split_algorithm_of(1)  # type: ignore[arg-type]
+
+
 # --- properties -------------------------------------------------------------------------
 
 ring_hash = st.integers(min_value=0, max_value=FULL_UPPER_BOUND)
@@ -405,7 +530,7 @@ def test_range_and_topic_count_boundaries_are_inside_and_ascending(
         assert ordered[middle - 1] <= boundaries[0] <= ordered[middle]
 
 
-@given(bundle_with_topics(), st.lists(ring_hash, min_size=1, max_size=6))
+@given(bundle_with_topics(), st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=6))
 def test_specified_positions_are_inside_and_ascending(
     case: tuple[NamespaceBundle, dict[str, int]], positions: list[int]
 ) -> None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import statistics
+import sys
+import zlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keyshared.loadbalance import (
@@ -17,14 +21,19 @@ from keyshared.loadbalance import (
     MessageRates,
     OverloadShedder,
     ResourceUsage,
+    ShedderInputs,
     SheddingResult,
     ThresholdShedder,
     ThresholdShedderState,
     TransferShedder,
     TransferShedderState,
+    TransferSheddingResult,
     UniformLoadShedder,
     Unload,
+    is_system_service_namespace,
+    top_k_bundles,
 )
+from keyshared.loadbalance.transfer_shedder import TopBundles
 
 NOW = 1_700_000_000_000
 
@@ -132,6 +141,71 @@ class TestOverloadShedder:
         assert unloaded(self.SHEDDER.find_bundles_for_unloading(data)) == [("hot", "a")]
 
 
+def pulsar_numbered_bundles(
+    broker_name: str,
+    usage: ResourceUsage,
+    *,
+    other: str | None = None,
+    count: int = 10,
+) -> tuple[dict[str, BrokerLoad], dict[str, MessageRates]]:
+    """The set-up of Pulsar's testBrokerWithMultipleBundles: bundle-i at i MB/s in and out.
+
+    With ``other``, that broker owns a copy of every bundle under another name, which the
+    shedder must not pick for ``broker_name``.
+    """
+    names = [f"bundle-{i}" for i in range(1, count + 1)]
+    rates = {f"bundle-{i}": MessageRates(0, 0, i * MB, i * MB) for i in range(1, count + 1)}
+    total = sum(i * MB for i in range(1, count + 1))
+    brokers = {broker_name: BrokerLoad(usage, MessageRates(0, 0, total, total), frozenset(names))}
+    if other is not None:
+        copies = {f"{other}-bundle-{count + i}": rates[f"bundle-{i}"] for i in range(1, count + 1)}
+        brokers[other] = BrokerLoad(bundles=frozenset(copies))
+        rates |= copies
+    return brokers, rates
+
+
+#: ``new ResourceUsage(999, 1000)`` on both bandwidths: 99.9 %.
+BUSY_NETWORK = ResourceUsage(bandwidth_in=99.9, bandwidth_out=99.9)
+HALF_NETWORK = ResourceUsage(bandwidth_in=50.0, bandwidth_out=50.0)
+SOLE_BUNDLE = {"bundle-1": MessageRates(0, 0, 1000, 1000)}
+
+
+def sole_bundle_broker(usage: ResourceUsage) -> LoadData:
+    return snapshot({"broker-1": BrokerLoad(usage, bundles=frozenset({"bundle-1"}))}, SOLE_BUNDLE)
+
+
+class TestOverloadShedderTest:
+    """Pulsar's OverloadShedderTest (threshold 85 %)."""
+
+    SHEDDER = OverloadShedder(load_balancer_broker_overloaded_threshold_percentage=85)
+
+    def test_no_brokers(self) -> None:
+        assert not self.SHEDDER.find_bundles_for_unloading(snapshot({})).unloads
+
+    def test_brokers_with_no_bundles(self) -> None:
+        data = snapshot({"broker-1": BrokerLoad(BUSY_NETWORK)})
+        assert not self.SHEDDER.find_bundles_for_unloading(data).unloads
+
+    def test_broker_not_overloaded(self) -> None:
+        result = self.SHEDDER.find_bundles_for_unloading(sole_bundle_broker(HALF_NETWORK))
+        assert not result.unloads
+
+    def test_broker_with_single_bundle(self) -> None:
+        result = self.SHEDDER.find_bundles_for_unloading(sole_bundle_broker(BUSY_NETWORK))
+        assert not result.unloads
+
+    def test_broker_with_multiple_bundles(self) -> None:
+        brokers, bundles = pulsar_numbered_bundles("broker-1", BUSY_NETWORK, other="another-broker")
+        result = self.SHEDDER.find_bundles_for_unloading(snapshot(brokers, bundles))
+        assert unloaded(result) == [("broker-1", "bundle-10"), ("broker-1", "bundle-9")]
+
+    def test_filter_recently_unloaded(self) -> None:
+        brokers, bundles = pulsar_numbered_bundles("broker-1", BUSY_NETWORK)
+        data = snapshot(brokers, bundles, ["bundle-10", "bundle-9"])
+        result = self.SHEDDER.find_bundles_for_unloading(data)
+        assert unloaded(result) == [("broker-1", "bundle-8"), ("broker-1", "bundle-7")]
+
+
 # --- ThresholdShedder --------------------------------------------------------------------
 
 
@@ -188,11 +262,10 @@ class TestThresholdShedder:
         assert not result.unloads
         assert result.reasons[-1] == "average max resource usage is 0; nothing to shed"
 
-    def test_signals_above_100_percent_are_ignored(self) -> None:
+    def test_readings_above_100_percent_count_in_full(self) -> None:
         data = snapshot({"a": broker(150.0, bandwidth_in=20.0), "b": broker(20.0)})
         result = ThresholdShedder().find_bundles_for_unloading(data)
-        assert result.state.broker_avg_resource_usage["a"] == pytest.approx(0.2)
-        assert any("above 100% ignored" in r for r in result.reasons)
+        assert result.state.broker_avg_resource_usage["a"] == pytest.approx(1.5)
 
     def test_lower_boundary_shedding_moves_load_to_an_idle_broker(self) -> None:
         # Average 18.75 %: nobody reaches 28.75 %, but d is below 8.75 %.
@@ -220,11 +293,119 @@ class TestThresholdShedder:
         assert result.reasons[-1].startswith("lower boundary: no broker is below")
 
 
+def lower_boundary_cluster(
+    loads: Mapping[int, float], bundle_counts: Mapping[int, int], throughput: float
+) -> LoadData:
+    """The set-up of Pulsar's lower-boundary tests: broker-i at loads[i] % of both bandwidths.
+
+    Pulsar's test also lists bundle-0..9, without load data, in every broker; a bundle
+    belongs to one broker here, and bundles without data are never shed, so those are
+    left out: each broker keeps more than one bundle wherever Pulsar's had.
+    """
+    brokers: dict[str, BrokerLoad] = {}
+    bundles: dict[str, MessageRates] = {}
+    for i, load_pct in loads.items():
+        traffic = throughput if load_pct else 0.0
+        names = [f"broker-{i}-bundle-{j}" for j in range(bundle_counts[i])]
+        bundles |= {n: MessageRates(0, 0, traffic, traffic) for n in names}
+        brokers[f"broker-{i}"] = BrokerLoad(
+            ResourceUsage(bandwidth_in=load_pct, bandwidth_out=load_pct),
+            MessageRates(0, 0, traffic, traffic),
+            frozenset(names),
+        )
+    return snapshot(brokers, bundles)
+
+
+class TestThresholdShedderTest:
+    """Pulsar's ThresholdShedderTest (defaults, lower-boundary shedding off unless set)."""
+
+    SHEDDER = ThresholdShedder()
+    LOWER_BOUNDARY = ThresholdShedder(lower_boundary_shedding_enabled=True)
+
+    def test_no_brokers(self) -> None:
+        assert not self.SHEDDER.find_bundles_for_unloading(snapshot({})).unloads
+
+    def test_brokers_with_no_bundles(self) -> None:
+        data = snapshot({"broker-1": BrokerLoad(BUSY_NETWORK)})
+        assert not self.SHEDDER.find_bundles_for_unloading(data).unloads
+
+    def test_broker_not_reach_threshold(self) -> None:
+        result = self.SHEDDER.find_bundles_for_unloading(sole_bundle_broker(HALF_NETWORK))
+        assert not result.unloads
+
+    def test_broker_reach_threshold(self) -> None:
+        # 140 % CPU is a reading to act on (apache/pulsar#18645 reverted ignoring it).
+        busy = BrokerLoad(
+            ResourceUsage(cpu=140, direct_memory=10, bandwidth_in=50, bandwidth_out=50),
+            MessageRates(msg_throughput_in=sys.float_info.max),
+            frozenset({"bundle-1", "bundle-2"}),
+        )
+        calm = BrokerLoad(
+            ResourceUsage(cpu=10, direct_memory=10, bandwidth_in=50, bandwidth_out=50),
+            bundles=frozenset({"bundle-3", "bundle-4"}),
+        )
+        data = snapshot(
+            {"broker-2": busy, "broker-3": calm}, {"bundle-2": MessageRates(0, 0, 1000, 1000)}
+        )
+        result = self.SHEDDER.find_bundles_for_unloading(data)
+        assert unloaded(result) == [("broker-2", "bundle-2")]
+
+    def test_broker_with_single_bundle(self) -> None:
+        result = self.SHEDDER.find_bundles_for_unloading(sole_bundle_broker(BUSY_NETWORK))
+        assert not result.unloads
+
+    def test_broker_with_multiple_bundles(self) -> None:
+        brokers, bundles = pulsar_numbered_bundles("broker-1", BUSY_NETWORK, other="broker2")
+        result = self.SHEDDER.find_bundles_for_unloading(snapshot(brokers, bundles))
+        assert unloaded(result) == [
+            ("broker-1", "bundle-10"),
+            ("broker-1", "bundle-9"),
+            ("broker-1", "bundle-8"),
+        ]
+
+    def test_filter_recently_unloaded(self) -> None:
+        brokers, bundles = pulsar_numbered_bundles("broker-1", BUSY_NETWORK, other="broker2")
+        data = snapshot(brokers, bundles, ["bundle-10", "bundle-9"])
+        result = self.SHEDDER.find_bundles_for_unloading(data)
+        assert unloaded(result) == [
+            ("broker-1", "bundle-8"),
+            ("broker-1", "bundle-7"),
+            ("broker-1", "bundle-6"),
+            ("broker-1", "bundle-5"),
+        ]
+
+    def test_lower_boundary_shedding(self) -> None:
+        # Ten brokers at 80 %, one idle: the average 72.73 % + 10 % is reached by none.
+        data = lower_boundary_cluster(
+            {i: 0.0 if i == 10 else 80.0 for i in range(11)}, dict.fromkeys(range(11), 10), 100 * MB
+        )
+        assert not self.SHEDDER.find_bundles_for_unloading(data).unloads
+        assert self.LOWER_BOUNDARY.find_bundles_for_unloading(data).unloads
+
+    def test_lower_boundary_shedding_no_broker_to_offload(self) -> None:
+        data = lower_boundary_cluster(
+            dict.fromkeys(range(11), 80.0), dict.fromkeys(range(11), 10), 80 * MB
+        )
+        assert not self.SHEDDER.find_bundles_for_unloading(data).unloads
+        assert not self.LOWER_BOUNDARY.find_bundles_for_unloading(data).unloads
+
+    def test_lower_boundary_shedding_broker_with_one_bundle(self) -> None:
+        # Only broker-3 has more than one bundle; broker-5 is idle.
+        data = lower_boundary_cluster(
+            {i: 0.0 if i == 5 else 80.0 for i in range(11)},
+            {i: 10 if i == 3 else 1 for i in range(11)},
+            100 * MB,
+        )
+        assert not self.SHEDDER.find_bundles_for_unloading(data).unloads
+        result = self.LOWER_BOUNDARY.find_bundles_for_unloading(data)
+        assert [source for source, _ in unloaded(result)] == ["broker-3"]
+
+
 # --- UniformLoadShedder ------------------------------------------------------------------
 
 
 class TestUniformLoadShedder:
-    def test_pulsar_max_unload_bundle_num_per_shedding(self) -> None:
+    def test_max_unload_bundle_num_per_shedding(self) -> None:
         # UniformLoadShedderTest.testMaxUnloadBundleNumPerShedding.
         names = [f"bundle-{i}" for i in range(1, 21)]
         data = snapshot(
@@ -234,7 +415,7 @@ class TestUniformLoadShedder:
         shedder = UniformLoadShedder(max_unload_bundle_num_per_shedding=2)
         assert len(shedder.find_bundles_for_unloading(data).unloads) == 2
 
-    def test_pulsar_broker_with_multiple_bundles(self) -> None:
+    def test_broker_with_multiple_bundles(self) -> None:
         # UniformLoadShedderTest.testBrokerWithMultipleBundles: 2i MB/s per bundle.
         names = [f"bundle-{i}" for i in range(1, 11)]
         data = snapshot(
@@ -244,6 +425,33 @@ class TestUniformLoadShedder:
         result = UniformLoadShedder().find_bundles_for_unloading(data)
         # (110 MB/s - 1) * 0.2 as an int is just under 22 MB/s: only the 20 MB/s bundle fits.
         assert unloaded(result) == [("broker-1", "bundle-10")]
+
+    def test_overload_broker_select(self) -> None:
+        # UniformLoadShedderTest.testOverloadBrokerSelect: five brokers of five bundles.
+        rates = [50000, 60000, 70000, 10000, 20000]
+        throughputs = [50 * MB, 60 * MB, 70 * MB, 80 * MB, 10 * MB]
+        brokers: dict[str, BrokerLoad] = {}
+        bundles: dict[str, MessageRates] = {}
+        for i, (rate, throughput) in enumerate(zip(rates, throughputs, strict=True)):
+            names = [f"broker-{i}-bundle-{j}" for j in range(5)]
+            bundles |= {n: load(throughput / 5, rate / 5) for n in names}
+            brokers[f"broker{i}"] = broker(bundles=names, rate=rate, throughput=throughput)
+        data = snapshot(brokers, bundles)
+
+        def sources(rate_threshold: float, throughput_threshold: float) -> list[str]:
+            shedder = UniformLoadShedder(
+                max_unload_bundle_num_per_shedding=1,
+                max_unload_percentage=0.5,
+                load_balancer_msg_rate_difference_shedder_threshold=rate_threshold,
+                load_balancer_msg_throughput_multiplier_difference_shedder_threshold=(
+                    throughput_threshold
+                ),
+            )
+            return [u.source_broker for u in shedder.find_bundles_for_unloading(data).unloads]
+
+        assert sources(50, 0) == ["broker2"]
+        assert sources(0, 2) == ["broker3"]
+        assert sources(50, 2) == ["broker2"]
 
     def rate_cluster(self, busy_rate: float) -> LoadData:
         return snapshot(
@@ -311,7 +519,7 @@ def avg_cluster(
 
 
 class TestAvgShedder:
-    def test_pulsar_hit_high_threshold(self) -> None:
+    def test_hit_high_threshold(self) -> None:
         data = avg_cluster(
             {"broker1": 80, "broker2": 30, "broker3": 50},
             {"broker1": 20000, "broker2": 2000, "broker3": 10000},
@@ -326,9 +534,13 @@ class TestAvgShedder:
         assert {(u.source_broker, u.dest_broker) for u in second.unloads} == {
             ("broker1", "broker2")
         }
-        assert second.state == AvgShedderState()
+        assert second.state.broker_hit_count_for_high == {}
+        assert second.state.broker_hit_count_for_low == {}
+        for unload in second.unloads:
+            chosen, _ = shedder.select_broker(data.broker_data, unload.service_unit, second.state)
+            assert chosen == "broker2"
 
-    def test_pulsar_hit_low_threshold(self) -> None:
+    def test_hit_low_threshold(self) -> None:
         data = avg_cluster(
             {"broker1": 60, "broker2": 40, "broker3": 50},
             {"broker1": 20000, "broker2": 2000, "broker3": 10000},
@@ -349,8 +561,11 @@ class TestAvgShedder:
         last = shedder.find_bundles_for_unloading(data, state)
         assert len(last.unloads) == 10
         assert {u.dest_broker for u in last.unloads} == {"broker2"}
+        for unload in last.unloads:
+            chosen, _ = shedder.select_broker(data.broker_data, unload.service_unit, last.state)
+            assert chosen == "broker2"
 
-    def test_pulsar_shedding_multiple_pairs(self) -> None:
+    def test_shedding_multiple_pairs(self) -> None:
         data = avg_cluster(
             {"broker1": 80, "broker2": 30, "broker3": 75, "broker4": 35},
             {"broker1": 20000, "broker2": 2000, "broker3": 20000, "broker4": 2000},
@@ -364,6 +579,46 @@ class TestAvgShedder:
         assert moves.count(("broker1", "broker2")) == 10
         assert moves.count(("broker3", "broker4")) == 10
         assert len(moves) == 20
+        for unload in second.unloads:
+            chosen, _ = shedder.select_broker(data.broker_data, unload.service_unit, second.state)
+            assert chosen == {"broker1": "broker2", "broker3": "broker4"}[unload.source_broker]
+
+    def test_scores_less_than_one_point_apart_compare_equal(self) -> None:
+        # Pulsar sorts with (int) (a - b): 10.9, 10.5 and 10.0 tie and keep name order, so
+        # a (10.9) is the "lowest" and pairs with the 70.0 broker, not d (10.0).
+        data = avg_cluster(
+            {"a": 10.9, "b": 70.0, "c": 10.5, "d": 10.0},
+            {"a": 0, "b": 20000, "c": 0, "d": 0},
+            ["b"],
+        )
+        shedder = AvgShedder(load_balancer_avg_shedder_hit_count_high_threshold=1)
+        result = shedder.find_bundles_for_unloading(data)
+        assert {u.dest_broker for u in result.unloads} == {"a"}
+
+    def test_select_broker_falls_back_to_a_hash_of_the_bundle(self) -> None:
+        shedder = AvgShedder()
+        candidates = ["b3", "b1", "b2"]
+        chosen, state = shedder.select_broker(candidates, "tenant/ns/0x00000000_0xffffffff")
+        expected = sorted(candidates)[zlib.crc32(b"tenant/ns/0x00000000_0xffffffff") % 3]
+        assert chosen == expected
+        assert state.bundle_broker == {"tenant/ns/0x00000000_0xffffffff": expected}
+        # Remembered while it stays a candidate; chosen again once it is gone.
+        assert shedder.select_broker(candidates, "tenant/ns/0x00000000_0xffffffff", state) == (
+            chosen,
+            state,
+        )
+        others = [c for c in candidates if c != chosen]
+        again, moved = shedder.select_broker(others, "tenant/ns/0x00000000_0xffffffff", state)
+        assert again in others
+        assert moved.bundle_broker["tenant/ns/0x00000000_0xffffffff"] == again
+
+    def test_select_broker_rejects_bad_input(self) -> None:
+        with pytest.raises(ValueError, match="candidates must not be empty"):
+            AvgShedder().select_broker([], "x")
+        with pytest.raises(TypeError, match="candidates"):
+            AvgShedder().select_broker("abc", "x")
+        with pytest.raises(ValueError, match="bundle must not be empty"):
+            AvgShedder().select_broker(["a"], "")
 
     def test_a_gap_below_the_low_threshold_clears_that_pair(self) -> None:
         data = avg_cluster({"a": 50, "b": 40}, {"a": 0, "b": 0}, [])
@@ -486,27 +741,300 @@ def transfers(result: SheddingResult[object]) -> set[tuple[str, str, str | None]
     return {(u.source_broker, u.service_unit, u.dest_broker) for u in result.unloads}
 
 
-class TestTransferShedder:
-    def test_pulsar_setup_context(self) -> None:
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(setup_context(), now_ms=NOW)
-        assert transfers(result) == {
-            ("broker5:8080", E1, "broker1:8080"),
-            ("broker4:8080", D1, "broker2:8080"),
-        }
-        assert result.decision_reasons == ("Overloaded", "Overloaded")
-        assert result.load_avg == pytest.approx(0.364)
-        assert result.load_std == pytest.approx(0.3982762860126121)
-        assert result.skip_reason is None
+SETUP_LOAD_AVG = 0.36400000000000005
+SETUP_LOAD_STD = 0.3982762860126121
+E2 = "my-tenant/my-namespaceE/0x0FFFFFFF_0xFFFFFFFF"
+D2 = "my-tenant/my-namespaceD/0x0FFFFFFF_0xFFFFFFFF"
+NAMESPACES = [f"my-tenant/my-namespace{n}" for n in "ABCDE"]
+SETUP_RESULT = {("broker5:8080", E1, "broker1:8080"), ("broker4:8080", D1, "broker2:8080")}
 
-    def test_pulsar_target_std_after_transfer(self) -> None:
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            setup_context(broker4=55, broker5=65), now_ms=NOW
+
+def decisions(result: TransferSheddingResult) -> set[tuple[str, str, str | None, str]]:
+    """Pulsar's UnloadDecision set: (source, bundle, destination, reason)."""
+    return {
+        (u.source_broker, u.service_unit, u.dest_broker, why)
+        for u, why in zip(result.unloads, result.decision_reasons, strict=True)
+    }
+
+
+def reports(data: LoadData, **kwargs: bool) -> dict[str, TopBundles]:
+    """Each broker's top-bundles report, as Pulsar's TopKBundles made it (policies allowed)."""
+    return {
+        name: top_k_bundles(
+            {b: data.bundle_data[b] for b in report.bundles if b in data.bundle_data},
+            10,
+            load_balancer_shedding_bundles_with_policies_enabled=True,
+            **kwargs,
         )
-        assert transfers(result) == {("broker5:8080", E1, "broker1:8080")}
-        assert result.load_avg == pytest.approx(0.264)
+        for name, report in data.broker_data.items()
+    }
+
+
+def setup_stats(result: TransferSheddingResult) -> None:
+    assert result.load_avg == pytest.approx(SETUP_LOAD_AVG)
+    assert result.load_std == pytest.approx(SETUP_LOAD_STD)
+
+
+def shed(
+    data: LoadData,
+    shedder: TransferShedder = PULSAR_TEST_SHEDDER,
+    inputs: ShedderInputs | None = None,
+    **kwargs: object,
+) -> TransferSheddingResult:
+    return shedder.find_bundles_for_unloading(data, now_ms=NOW, inputs=inputs, **kwargs)  # type: ignore[arg-type]
+
+
+def skewed(loads: list[float], small: set[int]) -> LoadData:
+    """TransferShedderTest.setupContextLoadSkewed*: broker i at loads[i] % CPU."""
+    tops = {
+        f"broker{i}:8080": top_bundles(
+            f"my-namespace{i}", *((300_000, 700_000) if i in small else (30e6, 70e6))
+        )
+        for i in range(len(loads))
+    }
+    return transfer_cluster({f"broker{i}:8080": x for i, x in enumerate(loads)}, tops)
+
+
+class TestTransferShedderTest:
+    """Pulsar's TransferShedderTest: hit-count threshold 0, debug mode on."""
+
+    def test_empty_broker_load_data(self) -> None:
+        result = shed(snapshot({}))
+        assert not result.unloads
+        assert (result.label, result.skip_reason) == ("Skip", "NoBrokers")
+
+    def test_no_owner_load_data(self) -> None:
+        result = shed(setup_context(), inputs=ShedderInputs(bundle_owners={}))
+        assert result.skip_reason == "NoBundles"
+        setup_stats(result)
+
+    def test_empty_top_bundles_load_data(self) -> None:
+        result = shed(setup_context(), inputs=ShedderInputs(top_bundles_load_data={}))
+        assert result.skip_reason == "NoLoadData"
+        setup_stats(result)
+
+    def test_out_dated_load_data(self) -> None:
+        data = setup_context()
+        assert len(shed(data).unloads) == 2
+        brokers = {
+            name: BrokerLoad(report.usage, report.rates, report.bundles, 0)
+            for name, report in data.broker_data.items()
+        }
+        result = shed(snapshot(brokers, data.bundle_data))
+        assert not result.unloads
+        assert result.skip_reason == "OutDatedData"
+
+    def test_recently_unloaded_brokers(self) -> None:
+        long_ago = {"broker1:8080": NOW - 1800 * 1001}
+        result = shed(setup_context(), recently_unloaded_brokers=long_ago)
+        assert decisions(result) == {(*t, "Overloaded") for t in SETUP_RESULT}
+        assert result.label == "Success"
+        setup_stats(result)
+        cooling = shed(setup_context(), recently_unloaded_brokers={"broker1:8080": NOW})
+        assert not cooling.unloads
+        assert cooling.skip_reason == "CoolDown"
+
+    def test_recently_unloaded_bundles(self) -> None:
+        data = setup_context()
+        result = shed(snapshot(data.broker_data, data.bundle_data, [E1, E2, D1, D2]))
+        assert decisions(result) == {("broker3:8080", C1, "broker1:8080", "Overloaded")}
+        setup_stats(result)
+
+    def test_get_available_brokers_failed(self) -> None:
+        state = TransferShedderState(2)
+        result = TransferShedder.failure(state)
+        assert (result.label, result.skip_reason) == ("Failure", "Unknown")
+        assert not result.unloads
+        assert (result.load_avg, result.load_std) == (0.0, 0.0)
+        assert result.state is state
+
+    def test_bundles_with_isolation_policies(self) -> None:
+        data = setup_context()
+        isolated = ShedderInputs(isolation_policies={"my-tenant/my-namespaceE": ["broker5:8080"]})
+        with_policies = replace(
+            PULSAR_TEST_SHEDDER, load_balancer_shedding_bundles_with_policies_enabled=True
+        )
+        result = shed(data, with_policies, isolated)
+        assert decisions(result) == {("broker4:8080", D1, "broker1:8080", "Overloaded")}
+        setup_stats(result)
+
+        # Unloading without transfer: a namespace isolated to its broker still can't move.
+        no_transfer = replace(with_policies, load_balancer_transfer_enabled=False)
+        result = shed(data, no_transfer, isolated)
+        assert decisions(result) == {("broker4:8080", D1, None, "Overloaded")}
+        setup_stats(result)
+
+        # Every namespace has policies and shedding such bundles is off.
+        everywhere = ShedderInputs(
+            isolation_policies={ns: ["broker5:8080"] for ns in NAMESPACES},
+            top_bundles_load_data=reports(data),
+        )
+        for shedder in (PULSAR_TEST_SHEDDER, replace(no_transfer, **POLICIES_OFF)):
+            result = shed(data, shedder, everywhere)
+            assert not result.unloads
+            assert result.skip_reason == "NoBundles"
+            setup_stats(result)
+
+    def test_bundles_with_anti_affinity_group(self) -> None:
+        data = setup_context()
+        with_policies = replace(
+            PULSAR_TEST_SHEDDER, load_balancer_shedding_bundles_with_policies_enabled=True
+        )
+        everything = sorted(data.bundle_data)
+        none_left = ShedderInputs(anti_affinity_candidates=dict.fromkeys(everything, ()))
+        result = shed(data, with_policies, none_left)
+        assert not result.unloads
+        assert result.skip_reason == "NoBundles"
+        setup_stats(result)
+
+        only_e1 = ShedderInputs(anti_affinity_candidates={b: () for b in everything if b != E1})
+        result = shed(data, with_policies, only_e1)
+        assert decisions(result) == {("broker5:8080", E1, "broker1:8080", "Overloaded")}
+        setup_stats(result)
+
+    def test_filter_has_exception(self) -> None:
+        # A failing filter leaves a bundle no candidate broker.
+        data = setup_context()
+        with_policies = replace(
+            PULSAR_TEST_SHEDDER, load_balancer_shedding_bundles_with_policies_enabled=True
+        )
+        failed = ShedderInputs(anti_affinity_candidates=dict.fromkeys(data.bundle_data, ()))
+        result = shed(data, with_policies, failed)
+        assert result.skip_reason == "NoBundles"
+        setup_stats(result)
+
+    def test_is_load_balancer_shedding_bundles_with_policies_enabled(self) -> None:
+        expects = [
+            (True, True, True, True),
+            (True, True, False, False),
+            (True, False, True, True),
+            (True, False, False, False),
+            (False, True, True, True),
+            (False, True, False, False),
+            (False, False, True, True),
+            (False, False, False, True),
+        ]
+        for isolation, anti_affinity, enabled, expected in expects:
+            shedder = TransferShedder(load_balancer_shedding_bundles_with_policies_enabled=enabled)
+            allowed = shedder.is_load_balancer_shedding_bundles_with_policies_enabled(
+                isolation, anti_affinity
+            )
+            assert allowed == expected
+
+    def test_target_std(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 30, 30),
+            "broker2:8080": top_bundles("my-namespaceB", 40, 40),
+            "broker3:8080": top_bundles("my-namespaceC", 50, 50),
+        }
+        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 20, "broker3:8080": 30}, tops)
+        result = shed(data)
+        assert not result.unloads
+        assert result.skip_reason == "HitCount"
+        assert result.load_avg == pytest.approx(0.2000000063578288)
+        assert result.load_std == pytest.approx(0.08164966587949089)
+
+    def test_single_top_bundles_load_data(self) -> None:
+        tops = {
+            f"broker{i}:8080": top_bundles(f"my-namespace{ns}", x)
+            for i, (ns, x) in enumerate(zip("ABCDE", (1, 2, 6, 10, 70), strict=True), start=1)
+        }
+        loads = {"broker1:8080": 2, "broker2:8080": 4, "broker3:8080": 6}
+        data = transfer_cluster(loads | {"broker4:8080": 80, "broker5:8080": 90}, tops)
+        result = shed(data)
+        assert not result.unloads
+        assert result.skip_reason == "NoBundles"
+        assert "sole bundle" in " ".join(result.reasons)
+
+    def test_bundle_throughput_larger_than_offload_threshold(self) -> None:
+        data = setup_context()
+        bundles = dict(data.bundle_data)
+        for namespace in ("my-namespaceD", "my-namespaceE"):
+            bundles |= top_bundles(namespace, 1e9, 1e9)
+        result = shed(snapshot(data.broker_data, bundles))
+        assert decisions(result) == {("broker3:8080", C1, "broker1:8080", "Overloaded")}
+        setup_stats(result)
+
+    def test_zero_bundle_throughput(self) -> None:
+        # The reports were made with traffic, which has since dropped to zero.
+        data = setup_context()
+        zeroed = {
+            name: tuple((bundle, MessageRates()) for bundle, _ in top)
+            for name, top in reports(data).items()
+        }
+        result = shed(data, inputs=ShedderInputs(top_bundles_load_data=zeroed))
+        assert not result.unloads
+        assert result.skip_reason == "NoBundles"
+        setup_stats(result)
+
+    def test_target_std_after_transfer(self) -> None:
+        result = shed(setup_context(broker4=55, broker5=65))
+        assert decisions(result) == {("broker5:8080", E1, "broker1:8080", "Overloaded")}
+        assert result.load_avg == pytest.approx(0.26400000000000007)
         assert result.load_std == pytest.approx(0.27644891028904417)
 
-    def test_pulsar_min_broker_with_low_traffic_is_underloaded(self) -> None:
+    def test_unload_bundles_greater_than_target_throughput(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 1e6, 2e6, 3e6, 4e6, 5e6),
+            "broker2:8080": top_bundles("my-namespaceB", 100e6, 180e6, 220e6, 250e6, 250e6),
+        }
+        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 1000}, tops)
+        result = shed(data)
+        a = [f"my-tenant/my-namespaceA/{r}" for r in RANGES]
+        b = [f"my-tenant/my-namespaceB/{r}" for r in RANGES]
+        assert decisions(result) == {
+            *(("broker2:8080", x, "broker1:8080", "Overloaded") for x in b[:3]),
+            *(("broker1:8080", x, "broker2:8080", "Overloaded") for x in a[:4]),
+        }
+        assert result.load_avg == pytest.approx(5.05)
+        assert result.load_std == pytest.approx(4.95)
+        assert result.load_std_after == pytest.approx(0.050000004900021836)
+
+    def test_skip_bundles_greater_than_target_throughput_after_split(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 1, 500e6),
+            "broker2:8080": top_bundles("my-namespaceB", 500e6, 500e6),
+        }
+        data = transfer_cluster({"broker1:8080": 50, "broker2:8080": 100}, tops)
+        result = shed(data, replace(PULSAR_TEST_SHEDDER, load_balancer_broker_load_target_std=0.2))
+        assert not result.unloads
+        assert result.skip_reason == "NoBundles"
+
+    def test_unload_bundles_less_than_target_throughput_after_split(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 1e6, 2e6, 3e6, 4e6, 5e6),
+            "broker2:8080": top_bundles("my-namespaceB", 490e6, 510e6),
+        }
+        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 1000}, tops)
+        result = shed(data)
+        assert decisions(result) == {
+            (
+                "broker2:8080",
+                "my-tenant/my-namespaceB/0x00000000_0x0FFFFFFF",
+                "broker1:8080",
+                "Overloaded",
+            )
+        }
+        assert result.load_avg == pytest.approx(5.05)
+        assert result.load_std == pytest.approx(4.95)
+        assert result.load_std_after == pytest.approx(0.050000004900021836)
+
+    def test_unload_bundles_greater_than_target_throughput_after_split(self) -> None:
+        tops = {
+            "broker1:8080": top_bundles("my-namespaceA", 2.4e6, 2.4e6),
+            "broker2:8080": top_bundles("my-namespaceB", 5e6, 5e6),
+        }
+        data = transfer_cluster({"broker1:8080": 48, "broker2:8080": 100}, tops)
+        result = shed(data)
+        moves = {(u.source_broker, u.dest_broker) for u in result.unloads}
+        assert moves == {("broker1:8080", "broker2:8080"), ("broker2:8080", "broker1:8080")}
+        assert len(result.unloads) == 2
+        assert set(result.decision_reasons) == {"Overloaded"}
+        assert result.load_avg == pytest.approx(0.74)
+        assert result.load_std == pytest.approx(0.26)
+        assert result.load_std_after == pytest.approx(2.5809568279517847e-8, abs=1e-7)
+
+    def test_min_broker_with_low_traffic(self) -> None:
         data = setup_context(broker4=55, broker5=65)
         slow = data.broker_data["broker2:8080"]
         brokers = dict(data.broker_data) | {
@@ -514,179 +1042,233 @@ class TestTransferShedder:
                 slow.usage, MessageRates(msg_throughput_in=10), slow.bundles, NOW
             )
         }
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            snapshot(brokers, data.bundle_data), now_ms=NOW
-        )
-        assert transfers(result) == {
-            ("broker5:8080", E1, "broker1:8080"),
-            ("broker4:8080", D1, "broker2:8080"),
+        result = shed(snapshot(brokers, data.bundle_data))
+        assert decisions(result) == {
+            ("broker5:8080", E1, "broker1:8080", "Overloaded"),
+            ("broker4:8080", D1, "broker2:8080", "Underloaded"),
         }
-        assert result.decision_reasons == ("Overloaded", "Underloaded")
+        assert result.load_avg == pytest.approx(0.26400000000000007)
+        assert result.load_std == pytest.approx(0.27644891028904417)
 
-    def test_pulsar_recently_unloaded_bundles(self) -> None:
-        data = setup_context()
-        recent = [E1, D1, E1.replace("0x00000000_0x0FFFFFFF", "0x0FFFFFFF_0xFFFFFFFF")]
-        recent.append(D1.replace("0x00000000_0x0FFFFFFF", "0x0FFFFFFF_0xFFFFFFFF"))
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            snapshot(data.broker_data, data.bundle_data, recent), now_ms=NOW
-        )
-        assert transfers(result) == {("broker3:8080", C1, "broker1:8080")}
-
-    def test_pulsar_bundle_throughput_larger_than_offload_threshold(self) -> None:
-        data = setup_context()
-        bundles = dict(data.bundle_data)
-        for namespace in ("my-namespaceD", "my-namespaceE"):
-            bundles |= top_bundles(namespace, 1e9, 1e9)
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            snapshot(data.broker_data, bundles), now_ms=NOW
-        )
-        assert transfers(result) == {("broker3:8080", C1, "broker1:8080")}
-
-    def test_pulsar_remaining_top_bundles(self) -> None:
-        data = setup_context()
-        bundles = dict(data.bundle_data) | top_bundles("my-namespaceE", 2_000_000, 3_000_000)
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            snapshot(data.broker_data, bundles), now_ms=NOW
-        )
-        assert transfers(result) == {
-            ("broker5:8080", E1, "broker1:8080"),
-            ("broker4:8080", D1, "broker2:8080"),
+    def test_min_broker_with_lower_load_than_avg(self) -> None:
+        result = shed(setup_context(broker2=3, broker4=55, broker5=65))
+        assert decisions(result) == {
+            ("broker5:8080", E1, "broker1:8080", "Overloaded"),
+            ("broker4:8080", D1, "broker2:8080", "Underloaded"),
         }
+        assert result.load_avg == pytest.approx(0.262)
+        assert result.load_std == pytest.approx(0.2780935094532054)
 
-    def test_pulsar_load_more_than_100_percent(self) -> None:
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            setup_context(broker4=200, broker5=1000), now_ms=NOW
+    def test_max_number_of_transfers_per_shedder_cycle(self) -> None:
+        shedder = replace(
+            PULSAR_TEST_SHEDDER, load_balancer_max_number_of_broker_shedding_per_cycle=10
         )
-        assert len(result.unloads) == 2
-        assert result.load_avg == pytest.approx(2.424)
-        assert result.load_std == pytest.approx(3.8633332758124816)
+        result = shed(setup_context(), shedder)
+        assert decisions(result) == {(*t, "Overloaded") for t in SETUP_RESULT}
+        setup_stats(result)
 
-    def test_pulsar_unload_bundles_greater_than_target_throughput_swaps(self) -> None:
-        tops = {
-            "broker1:8080": top_bundles("my-namespaceA", 1e6, 2e6, 3e6, 4e6, 5e6),
-            "broker2:8080": top_bundles("my-namespaceB", 100e6, 180e6, 220e6, 250e6, 250e6),
-        }
-        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 1000}, tops)
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
-        a = [f"my-tenant/my-namespaceA/{r}" for r in RANGES]
-        b = [f"my-tenant/my-namespaceB/{r}" for r in RANGES]
-        assert transfers(result) == {
-            *(("broker2:8080", x, "broker1:8080") for x in b[:3]),
-            *(("broker1:8080", x, "broker2:8080") for x in a[:4]),
-        }
-        assert result.load_avg == pytest.approx(5.05)
-        assert result.load_std == pytest.approx(4.95)
-
-    def test_pulsar_unload_bundles_less_than_target_throughput_after_split(self) -> None:
-        tops = {
-            "broker1:8080": top_bundles("my-namespaceA", 1e6, 2e6, 3e6, 4e6, 5e6),
-            "broker2:8080": top_bundles("my-namespaceB", 490e6, 510e6),
-        }
-        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 1000}, tops)
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
-        assert transfers(result) == {
-            ("broker2:8080", "my-tenant/my-namespaceB/0x00000000_0x0FFFFFFF", "broker1:8080")
-        }
-
-    def test_pulsar_unload_bundles_greater_than_target_throughput_after_split(self) -> None:
-        tops = {
-            "broker1:8080": top_bundles("my-namespaceA", 2.4e6, 2.4e6),
-            "broker2:8080": top_bundles("my-namespaceB", 5e6, 5e6),
-        }
-        data = transfer_cluster({"broker1:8080": 48, "broker2:8080": 100}, tops)
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
-        moves = {(u.source_broker, u.dest_broker) for u in result.unloads}
-        assert moves == {("broker1:8080", "broker2:8080"), ("broker2:8080", "broker1:8080")}
-        assert len(result.unloads) == 2
-        assert result.load_avg == pytest.approx(0.74)
-        assert result.load_std == pytest.approx(0.26)
-
-    def test_pulsar_skip_bundles_greater_than_target_throughput_after_split(self) -> None:
-        tops = {
-            "broker1:8080": top_bundles("my-namespaceA", 1, 500e6),
-            "broker2:8080": top_bundles("my-namespaceB", 500e6, 500e6),
-        }
-        data = transfer_cluster({"broker1:8080": 50, "broker2:8080": 100}, tops)
-        shedder = TransferShedder(
-            load_balancer_shedding_condition_hit_count_threshold=0,
-            load_balancer_broker_load_target_std=0.2,
+    def test_load_balancer_shedding_condition_hit_count_threshold(self) -> None:
+        shedder = replace(
+            PULSAR_TEST_SHEDDER, load_balancer_shedding_condition_hit_count_threshold=3
         )
-        result = shedder.find_bundles_for_unloading(data, now_ms=NOW)
-        assert not result.unloads
-        assert result.skip_reason == "NoBundles"
-
-    def test_pulsar_target_std_met_is_a_hit_count_skip(self) -> None:
-        tops = {
-            "broker1:8080": top_bundles("my-namespaceA", 30, 30),
-            "broker2:8080": top_bundles("my-namespaceB", 40, 40),
-            "broker3:8080": top_bundles("my-namespaceC", 50, 50),
-        }
-        data = transfer_cluster({"broker1:8080": 10, "broker2:8080": 20, "broker3:8080": 30}, tops)
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
-        assert result.skip_reason == "HitCount"
-        assert result.load_avg == pytest.approx(0.2)
-        assert result.load_std == pytest.approx(0.08164966587949089)
-
-    def test_pulsar_single_top_bundle_is_no_bundles(self) -> None:
-        tops = {
-            f"broker{i}:8080": top_bundles(f"my-namespace{ns}", x)
-            for i, (ns, x) in enumerate(zip("ABCDE", (1, 2, 6, 10, 70), strict=True), start=1)
-        }
-        cpus = {"broker1:8080": 2, "broker2:8080": 4, "broker3:8080": 6}
-        data = transfer_cluster(cpus | {"broker4:8080": 80, "broker5:8080": 90}, tops)
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(data, now_ms=NOW)
-        assert result.skip_reason == "NoBundles"
-        assert "sole bundle" in " ".join(result.reasons)
-
-    def test_zero_throughput_bundles_are_not_reported(self) -> None:
-        data = setup_context()
-        bundles = {b: MessageRates() for b in data.bundle_data}
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            snapshot(data.broker_data, bundles), now_ms=NOW
-        )
-        assert not result.unloads
-        assert result.skip_reason == "NoLoadData"
-
-    def test_pulsar_no_brokers_and_outdated_data(self) -> None:
-        empty = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(snapshot({}), now_ms=NOW)
-        assert empty.skip_reason == "NoBrokers"
-        ttl_ms = 1800 * 1000
-        assert PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            setup_context(), now_ms=NOW + ttl_ms
-        ).unloads
-        stale = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            setup_context(), now_ms=NOW + ttl_ms + 1
-        )
-        assert stale.skip_reason == "OutDatedData"
-
-    def test_pulsar_recently_unloaded_brokers_cool_down(self) -> None:
-        long_ago = {"broker1:8080": NOW - 1800 * 1001}
-        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            setup_context(), now_ms=NOW, recently_unloaded_brokers=long_ago
-        )
-        assert len(result.unloads) == 2
-        delay_ms = 180 * 1000
-        edge = {"broker1:8080": NOW - delay_ms}
-        assert PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            setup_context(), now_ms=NOW, recently_unloaded_brokers=edge
-        ).unloads
-        just_now = {"broker1:8080": NOW - delay_ms + 1}
-        cooling = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
-            setup_context(), now_ms=NOW, recently_unloaded_brokers=just_now
-        )
-        assert cooling.skip_reason == "CoolDown"
-
-    def test_pulsar_hit_count_threshold(self) -> None:
-        shedder = TransferShedder()
         state = None
         for hits in range(1, 4):
-            result = shedder.find_bundles_for_unloading(setup_context(), state, now_ms=NOW)
+            result = shed(setup_context(), shedder, state=state)
+            assert not result.unloads
             assert result.skip_reason == "HitCount"
+            setup_stats(result)
             state = result.state
             assert state.unload_condition_hit_count == hits
-        result = shedder.find_bundles_for_unloading(setup_context(), state, now_ms=NOW)
-        assert len(result.unloads) == 2
+        result = shed(setup_context(), shedder, state=state)
+        assert decisions(result) == {(*t, "Overloaded") for t in SETUP_RESULT}
         assert result.state.unload_condition_hit_count == 0
+        setup_stats(result)
+
+    def test_remaining_top_bundles(self) -> None:
+        data = setup_context()
+        bundles = dict(data.bundle_data) | top_bundles("my-namespaceE", 2_000_000, 3_000_000)
+        result = shed(snapshot(data.broker_data, bundles))
+        assert decisions(result) == {(*t, "Overloaded") for t in SETUP_RESULT}
+        setup_stats(result)
+
+    def test_load_more_than100(self) -> None:
+        result = shed(setup_context(broker4=200, broker5=1000))
+        assert decisions(result) == {(*t, "Overloaded") for t in SETUP_RESULT}
+        assert result.load_avg == pytest.approx(2.4240000000000004)
+        assert result.load_std == pytest.approx(3.8633332758124816)
+        assert result.load_std_after == pytest.approx(2.781643776903451)
+
+    @settings(max_examples=25, deadline=None)
+    @given(st.lists(st.integers(0, 999), min_size=10, max_size=10), st.data())
+    def test_random_load(self, loads: list[int], data: st.DataObject) -> None:
+        # Pulsar's setupContext(10): random loads, one bundle pair per broker.
+        tops = {}
+        for i, load_pct in enumerate(loads):
+            bundle_load = data.draw(st.integers(0, load_pct))
+            tops[f"broker{i}:8080"] = top_bundles(
+                f"my-namespace{i}", bundle_load, load_pct - bundle_load
+            )
+        cluster = transfer_cluster({f"broker{i}:8080": x for i, x in enumerate(loads)}, tops)
+        result = shed(cluster)
+        exhausted = "no more broker pairs to transfer between this cycle" in result.reasons
+        assert result.load_std_after <= 0.25 or exhausted
+
+    def test_overload_outlier(self) -> None:
+        result = shed(skewed([1] * 99 + [100], set(range(99))))
+        (unload,) = result.unloads
+        # Pulsar picks whichever idle broker its hash map yields first; here, by name.
+        assert (unload.source_broker, unload.service_unit, unload.dest_broker) == (
+            "broker99:8080",
+            "my-tenant/my-namespace99/0x00000000_0x0FFFFFFF",
+            "broker0:8080",
+        )
+        assert result.decision_reasons == ("Underloaded",)
+        assert result.load_avg == pytest.approx(0.019900000000000008, abs=1e-5)
+        assert result.load_std == pytest.approx(0.09850375627355534, abs=1e-5)
+
+    def test_underload_outlier(self) -> None:
+        result = shed(skewed([98] * 98 + [99, 1], {99}))
+        assert decisions(result) == {
+            (
+                "broker98:8080",
+                "my-tenant/my-namespace98/0x00000000_0x0FFFFFFF",
+                "broker99:8080",
+                "Underloaded",
+            )
+        }
+        assert result.load_avg == pytest.approx(0.9704000000000005, abs=1e-5)
+        assert result.load_std == pytest.approx(0.09652895938523735, abs=1e-5)
+
+    @settings(max_examples=25, deadline=None)
+    @given(st.lists(st.integers(0, 999), min_size=2, max_size=12))
+    def test_random_load_stats(self, loads: list[int]) -> None:
+        tops = {f"broker{i}:8080": top_bundles(f"my-namespace{i}", 1, 1) for i in range(len(loads))}
+        cluster = transfer_cluster({f"broker{i}:8080": x for i, x in enumerate(loads)}, tops)
+        result = shed(cluster)
+        fractions = [x / 100 for x in loads]
+        assert result.load_avg == pytest.approx(statistics.fmean(fractions), abs=1e-4)
+        assert result.load_std == pytest.approx(statistics.pstdev(fractions), abs=1e-4)
+
+    @pytest.mark.parametrize(
+        ("loads", "avg", "std"),
+        [
+            ([1] + [100] * 16, 0.9417647058823528, 0.23294117647058868),
+            (list(range(390, 400)), 3.9449999999999994, 0.028722813232795824),
+        ],
+        ids=["test_high_variance_load_stats", "test_low_variance_load_stats"],
+    )
+    def test_variance_load_stats(self, loads: list[int], avg: float, std: float) -> None:
+        tops = {f"broker{i}:8080": top_bundles(f"my-namespace{i}", 1, 1) for i in range(len(loads))}
+        result = shed(transfer_cluster({f"broker{i}:8080": x for i, x in enumerate(loads)}, tops))
+        assert result.load_avg == pytest.approx(avg)
+        assert result.load_std == pytest.approx(std)
+
+
+POLICIES_OFF = {"load_balancer_shedding_bundles_with_policies_enabled": False}
+
+
+class TestTransferShedderInputs:
+    def test_an_available_broker_without_a_report_stops_the_cycle(self) -> None:
+        inputs = ShedderInputs(available_brokers=[f"broker{i}:8080" for i in range(1, 7)])
+        result = shed(setup_context(), inputs=inputs)
+        assert result.skip_reason == "NoLoadData"
+        assert (result.load_avg, result.load_std) == (0.0, 0.0)
+        assert "broker6:8080" in result.reasons[-2]
+
+    def test_no_bundle_goes_to_an_unavailable_broker(self) -> None:
+        available = ShedderInputs(
+            available_brokers=["broker2:8080", "broker3:8080", "broker4:8080", "broker5:8080"]
+        )
+        result = shed(setup_context(), inputs=available)
+        # broker1 still reports and ranks lowest, but takes nothing.
+        assert all(u.dest_broker != "broker1:8080" for u in result.unloads)
+
+    def test_only_owned_bundles_are_shed(self) -> None:
+        data = setup_context()
+        owners = {b: name for name, r in data.broker_data.items() for b in r.bundles}
+        owners[E1] = "broker1:8080"
+        result = shed(data, inputs=ShedderInputs(bundle_owners=owners))
+        assert E1 not in {u.service_unit for u in result.unloads}
+        assert any(f"{E1} is not owned" in r for r in result.reasons)
+
+    def test_top_bundles_rank_on_rounded_values(self) -> None:
+        # 1.00 and 1.04 MB/s out round to the same 100 kB/s step: the message rate decides.
+        stats = {
+            "t/ns/a": MessageRates(msg_rate_in=500, msg_throughput_out=1_040_000),
+            "t/ns/b": MessageRates(msg_rate_in=900, msg_throughput_out=1_000_000),
+            "t/ns/c": MessageRates(msg_rate_in=910, msg_throughput_out=1_000_000),
+        }
+        assert [b for b, _ in top_k_bundles(stats, 2)] == ["t/ns/b", "t/ns/c"]
+        assert [b for b, _ in top_k_bundles(stats, 3)] == ["t/ns/a", "t/ns/b", "t/ns/c"]
+        # 1.05 MB/s rounds up to the next step and outranks them all.
+        stats["t/ns/a"] = MessageRates(msg_rate_in=500, msg_throughput_out=1_050_000)
+        assert [b for b, _ in top_k_bundles(stats, 1)] == ["t/ns/a"]
+
+    def test_non_movable_bundles_are_not_reported(self) -> None:
+        busy = MessageRates(msg_throughput_in=MB)
+        stats = {
+            "pulsar/system/0x00000000_0xffffffff": busy,
+            "pulsar/us-west/host-1:8080/0x00000000_0xffffffff": busy,
+            "pulsar/host-1:8080/0x00000000_0xffffffff": busy,
+            "t/ns/idle": MessageRates(),
+            "t/isolated/0x00000000_0xffffffff": busy,
+            "t/ns/0x00000000_0xffffffff": busy,
+        }
+        policies = ["t/isolated/0x00000000_0xffffffff"]
+        reported = top_k_bundles(stats, 10, bundles_with_policies=policies)
+        assert [b for b, _ in reported] == ["t/ns/0x00000000_0xffffffff"]
+        allowed = top_k_bundles(
+            stats,
+            10,
+            bundles_with_policies=policies,
+            load_balancer_shedding_bundles_with_policies_enabled=True,
+        )
+        assert [b for b, _ in allowed] == [
+            "t/isolated/0x00000000_0xffffffff",
+            "t/ns/0x00000000_0xffffffff",
+        ]
+        assert is_system_service_namespace("pulsar/system")
+        assert not is_system_service_namespace("pulsar/default")
+
+    def test_skips_and_failures_carry_labels(self) -> None:
+        assert shed(setup_context()).label == "Success"
+        assert shed(snapshot({})).label == "Skip"
+        assert TransferShedder.failure().label == "Failure"
+
+    def test_bad_inputs(self) -> None:
+        with pytest.raises(TypeError, match="inputs must be a ShedderInputs"):
+            PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+                snapshot({}),
+                now_ms=NOW,
+                inputs={},  # type: ignore[arg-type]
+            )
+        with pytest.raises(TypeError, match="available_brokers"):
+            ShedderInputs(available_brokers="broker1")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"bundle_owners\['x'\] must not be empty"):
+            ShedderInputs(bundle_owners={"x": ""})
+        with pytest.raises(TypeError, match=r"isolation_policies\['ns'\]"):
+            ShedderInputs(isolation_policies={"ns": "b1"})  # type: ignore[dict-item]
+        with pytest.raises(TypeError, match=r"top_bundles_load_data\['b'\]\[0\]"):
+            ShedderInputs(top_bundles_load_data={"b": [("x",)]})  # type: ignore[list-item]
+        with pytest.raises(ValueError, match="topk"):
+            top_k_bundles({}, -1)
+        with pytest.raises(TypeError, match="has_isolation_policy"):
+            TransferShedder().is_load_balancer_shedding_bundles_with_policies_enabled(
+                1,
+                False,  # type: ignore[arg-type]
+            )
+        with pytest.raises(TypeError, match="state must be a TransferShedderState"):
+            TransferShedder.failure(AvgShedderState())  # type: ignore[arg-type]
+
+
+class TestTransferShedder:
+    def test_without_transfer_there_is_no_destination(self) -> None:
+        shedder = TransferShedder(
+            load_balancer_shedding_condition_hit_count_threshold=0,
+            load_balancer_transfer_enabled=False,
+        )
+        result = shedder.find_bundles_for_unloading(setup_context(), now_ms=NOW)
+        assert transfers(result) == {("broker5:8080", E1, None), ("broker4:8080", D1, None)}
 
     def test_hit_count_resets_when_the_cluster_is_balanced(self) -> None:
         tops = {
@@ -706,14 +1288,6 @@ class TestTransferShedder:
         )
         result = shedder.find_bundles_for_unloading(setup_context(), now_ms=NOW)
         assert transfers(result) == {("broker5:8080", E1, "broker1:8080")}
-
-    def test_without_transfer_there_is_no_destination(self) -> None:
-        shedder = TransferShedder(
-            load_balancer_shedding_condition_hit_count_threshold=0,
-            load_balancer_transfer_enabled=False,
-        )
-        result = shedder.find_bundles_for_unloading(setup_context(), now_ms=NOW)
-        assert transfers(result) == {("broker5:8080", E1, None), ("broker4:8080", D1, None)}
 
     def test_load_is_smoothed_once_per_new_report(self) -> None:
         shedder = TransferShedder()
@@ -746,6 +1320,35 @@ class TestTransferShedder:
             snapshot(data.broker_data, data.bundle_data, recent), now_ms=NOW
         )
         assert recent[0] not in {u.service_unit for u in result.unloads}
+
+    def test_ttl_edge_and_no_brokers(self) -> None:
+        empty = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(snapshot({}), now_ms=NOW)
+        assert empty.skip_reason == "NoBrokers"
+        ttl_ms = 1800 * 1000
+        assert PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW + ttl_ms
+        ).unloads
+        stale = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW + ttl_ms + 1
+        )
+        assert stale.skip_reason == "OutDatedData"
+
+    def test_cool_down_edges(self) -> None:
+        long_ago = {"broker1:8080": NOW - 1800 * 1001}
+        result = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW, recently_unloaded_brokers=long_ago
+        )
+        assert len(result.unloads) == 2
+        delay_ms = 180 * 1000
+        edge = {"broker1:8080": NOW - delay_ms}
+        assert PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW, recently_unloaded_brokers=edge
+        ).unloads
+        just_now = {"broker1:8080": NOW - delay_ms + 1}
+        cooling = PULSAR_TEST_SHEDDER.find_bundles_for_unloading(
+            setup_context(), now_ms=NOW, recently_unloaded_brokers=just_now
+        )
+        assert cooling.skip_reason == "CoolDown"
 
 
 # --- properties shared by every shedder ------------------------------------------------
@@ -828,6 +1431,24 @@ def test_unloads_are_owned_fresh_unique_and_deterministic(name: str, data: LoadD
     assert result.reasons or not data.broker_data
     assert SHEDDERS[name](data) == result
     assert SHEDDERS[name](reordered(data)) == result
+
+
+@given(
+    st.lists(st.sampled_from(["b1", "b2", "b3", "b4"]), min_size=1, unique=True),
+    st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=5),
+)
+def test_select_broker_places_every_bundle_on_a_candidate_and_keeps_it(
+    candidates: list[str], bundles: list[str]
+) -> None:
+    shedder = AvgShedder()
+    state = AvgShedderState()
+    placed: dict[str, str] = {}
+    for bundle in bundles:
+        chosen, state = shedder.select_broker(candidates, bundle, state)
+        assert chosen in candidates
+        assert placed.setdefault(bundle, chosen) == chosen
+        assert shedder.select_broker(reversed(candidates), bundle, state) == (chosen, state)
+    assert dict(state.bundle_broker) == placed
 
 
 # --- bad input ----------------------------------------------------------------------------

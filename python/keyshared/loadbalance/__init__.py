@@ -1,6 +1,7 @@
 """Apache Pulsar's load-balancer policies as pure functions (SPEC section 9).
 
-Bundle split algorithms over the 32-bit bundle ring (:mod:`.bundles`), and the shedding
+Bundle split algorithms over the 32-bit bundle ring (:mod:`.bundles`), a namespace's
+bundles (:mod:`.namespace_bundles`), and the shedding
 strategies of the modular load manager (:mod:`.shedders`) and of the extensible one
 (:mod:`.transfer_shedder`), each reading a :class:`LoadData` snapshot plus the state its
 previous call returned. Names are the snake_case of Pulsar's, and so are the defaults.
@@ -9,14 +10,17 @@ previous call returned. Names are the snake_case of Pulsar's, and so are the def
 from keyshared.loadbalance.bundles import (
     FULL_LOWER_BOUND,
     FULL_UPPER_BOUND,
+    SPLIT_ALGORITHMS,
     NamespaceBundle,
     can_split_bundle,
     flow_or_qps_equally_divide,
     range_equally_divide,
     specified_positions_divide,
+    split_algorithm_of,
     split_bundles,
     topic_count_equally_divide,
     topic_hash,
+    topic_namespace,
 )
 from keyshared.loadbalance.model import (
     MB,
@@ -28,6 +32,7 @@ from keyshared.loadbalance.model import (
     SheddingResult,
     Unload,
 )
+from keyshared.loadbalance.namespace_bundles import NamespaceBundles
 from keyshared.loadbalance.shedders import (
     AvgShedder,
     AvgShedderState,
@@ -38,15 +43,20 @@ from keyshared.loadbalance.shedders import (
 )
 from keyshared.loadbalance.transfer_shedder import (
     BrokerLoadEma,
+    ShedderInputs,
     TransferShedder,
     TransferShedderState,
     TransferSheddingResult,
+    bundle_namespace,
+    is_system_service_namespace,
+    top_k_bundles,
 )
 
 __all__ = [
     "FULL_LOWER_BOUND",
     "FULL_UPPER_BOUND",
     "MB",
+    "SPLIT_ALGORITHMS",
     "AvgShedder",
     "AvgShedderState",
     "BrokerLoad",
@@ -54,9 +64,11 @@ __all__ = [
     "LoadData",
     "MessageRates",
     "NamespaceBundle",
+    "NamespaceBundles",
     "OverloadShedder",
     "ResourceUsage",
     "ResourceWeights",
+    "ShedderInputs",
     "SheddingResult",
     "ThresholdShedder",
     "ThresholdShedderState",
@@ -65,11 +77,16 @@ __all__ = [
     "TransferSheddingResult",
     "UniformLoadShedder",
     "Unload",
+    "bundle_namespace",
     "can_split_bundle",
     "flow_or_qps_equally_divide",
+    "is_system_service_namespace",
     "range_equally_divide",
     "specified_positions_divide",
+    "split_algorithm_of",
     "split_bundles",
+    "top_k_bundles",
     "topic_count_equally_divide",
     "topic_hash",
+    "topic_namespace",
 ]

@@ -6,18 +6,22 @@ Every check names the offending field, so that a bad snapshot says what is wrong
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from keyshared._checks import check_bool, check_int
 
 __all__ = [
     "check_bool",
+    "check_instance",
     "check_int",
+    "check_mapping",
     "check_name",
     "check_names",
     "check_real",
     "java_div",
     "java_int",
+    "java_round",
     "java_sqrt",
 ]
 
@@ -57,6 +61,26 @@ def check_names(name: str, values: object) -> frozenset[str]:
     return frozenset(check_name(f"{name} item", item) for item in values)
 
 
+_T = TypeVar("_T")
+
+
+def check_instance(name: str, value: object, value_type: type[_T]) -> _T:
+    """Return ``value`` if it is a ``value_type``, else raise ``TypeError``."""
+    if not isinstance(value, value_type):
+        raise TypeError(f"{name} must be a {value_type.__name__}, got {type(value).__name__}")
+    return value
+
+
+def check_mapping(name: str, value: object, check_item: Callable[[str, Any], _T]) -> dict[str, _T]:
+    """A mapping with non-empty ``str`` keys, each item checked as ``name[key]``."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a mapping, got {type(value).__name__}")
+    return {
+        check_name(f"{name} key", key): check_item(f"{name}[{key!r}]", item)
+        for key, item in value.items()
+    }
+
+
 def java_int(value: float) -> int:
     """Java's ``(int) value``: truncation toward zero, saturating at the 32-bit range."""
     if math.isnan(value):
@@ -66,6 +90,11 @@ def java_int(value: float) -> int:
     if value <= _JAVA_INT_MIN:
         return _JAVA_INT_MIN
     return math.trunc(value)
+
+
+def java_round(value: float) -> int:
+    """Java's ``Math.round`` of a finite double: the nearest integer, halves rounded up."""
+    return math.floor(value + 0.5)
 
 
 def java_div(numerator: float, denominator: float) -> float:

@@ -16,6 +16,7 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
+from types import MappingProxyType
 
 from keyshared.loadbalance._validation import check_int, check_name
 from keyshared.loadbalance.model import MB, MessageRates
@@ -36,19 +37,53 @@ def topic_hash(name: str) -> int:
     return zlib.crc32(name.encode("utf-8"))
 
 
+_DOMAINS = ("persistent", "non-persistent")
+
+
+def topic_namespace(topic_name: str) -> tuple[str, str]:
+    """The full topic name and its namespace, as Pulsar's ``TopicName`` reads them.
+
+    ``"my-topic"`` is ``persistent://public/default/my-topic``; ``"tenant/ns/topic"`` gets
+    the ``persistent://`` domain. After the domain, three parts are a ``tenant/ns``
+    namespace and four are a v1 ``tenant/cluster/ns`` one; the local name may hold ``/``.
+    """
+    check_name("topic_name", topic_name)
+    if "://" not in topic_name:
+        tenant_ns = "/" in topic_name
+        topic_name = f"persistent://{'' if tenant_ns else 'public/default/'}{topic_name}"
+    domain, _, rest = topic_name.partition("://")
+    if domain not in _DOMAINS:
+        raise ValueError(f"topic_name {topic_name!r}: domain must be one of {_DOMAINS}")
+    parts = rest.split("/", 3)
+    if len(parts) not in (3, 4) or not all(parts):
+        raise ValueError(
+            f"topic_name {topic_name!r} must be domain://tenant/namespace/topic "
+            f"or domain://tenant/cluster/namespace/topic"
+        )
+    return topic_name, "/".join(parts[:-1])
+
+
 @dataclass(frozen=True, order=True)
 class NamespaceBundle:
     """A bundle's hash range: ``[lower_endpoint, upper_endpoint)``, upper included at the end.
 
-    Invariant: ``0 <= lower_endpoint < upper_endpoint <= 0xFFFFFFFF``.
+    Invariant: ``0 <= lower_endpoint < upper_endpoint <= 0xFFFFFFFF``, except for the
+    one-point bundle ``[0xFFFFFFFF, 0xFFFFFFFF]``, which Pulsar's closed last range allows.
+    ``namespace`` (``tenant/ns``) names whose bundle it is; ``""`` is a bare hash range,
+    which holds a topic of any namespace.
     """
 
     lower_endpoint: int
     upper_endpoint: int
+    namespace: str = ""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.namespace, str):
+            raise TypeError(f"namespace must be a str, got {type(self.namespace).__name__}")
         check_int("lower_endpoint", self.lower_endpoint, minimum=FULL_LOWER_BOUND)
         check_int("upper_endpoint", self.upper_endpoint, maximum=FULL_UPPER_BOUND)
+        if self.lower_endpoint == self.upper_endpoint == FULL_UPPER_BOUND:
+            return
         if self.lower_endpoint >= self.upper_endpoint:
             raise ValueError(
                 f"lower_endpoint must be < upper_endpoint, got "
@@ -56,19 +91,23 @@ class NamespaceBundle:
             )
 
     @classmethod
-    def full(cls) -> NamespaceBundle:
+    def full(cls, namespace: str = "") -> NamespaceBundle:
         """The whole ring, ``[0x00000000, 0xFFFFFFFF]``."""
-        return cls(FULL_LOWER_BOUND, FULL_UPPER_BOUND)
+        return cls(FULL_LOWER_BOUND, FULL_UPPER_BOUND, namespace)
+
+    def __str__(self) -> str:
+        """Pulsar's key: ``namespace/0xlower_0xupper`` (the range alone without namespace)."""
+        return f"{self.namespace}/{self.bundle_range}" if self.namespace else self.bundle_range
 
     @classmethod
-    def from_bundle_range(cls, bundle_range: str) -> NamespaceBundle:
-        """Parse Pulsar's ``"0x00000000_0x40000000"`` form."""
+    def from_bundle_range(cls, bundle_range: str, namespace: str = "") -> NamespaceBundle:
+        """Parse Pulsar's ``"0x00000000_0x40000000"`` form, of ``namespace`` if given."""
         check_name("bundle_range", bundle_range)
         lower, sep, upper = bundle_range.partition("_")
         if not sep:
             raise ValueError(f"bundle_range must be 'lower_upper', got {bundle_range!r}")
         try:
-            return cls(int(lower, 0), int(upper, 0))
+            return cls(int(lower, 0), int(upper, 0), namespace)
         except ValueError as error:
             raise ValueError(f"bundle_range {bundle_range!r}: {error}") from None
 
@@ -85,8 +124,52 @@ class NamespaceBundle:
         return self.lower_endpoint <= hash_value < self.upper_endpoint
 
     def includes(self, topic_name: str, hash_function: HashFunction = topic_hash) -> bool:
-        """Whether a topic (by its full name) falls in this bundle."""
+        """Whether a topic falls in this bundle.
+
+        With a namespace set, the topic must be of it, and its full name
+        (``persistent://tenant/ns/topic``, see :func:`topic_namespace`) is hashed; without,
+        ``topic_name`` is hashed as given.
+        """
+        if self.namespace:
+            full_name, namespace = topic_namespace(topic_name)
+            return namespace == self.namespace and self.includes_hash(hash_function(full_name))
         return self.includes_hash(hash_function(topic_name))
+
+    def overlaps(self, other: NamespaceBundle) -> bool:
+        """Whether the two bundles, of one namespace, share a hash."""
+        _check_bundle("other", other)
+        return (
+            self.namespace == other.namespace
+            and self.lower_endpoint <= other._last_hash
+            and other.lower_endpoint <= self._last_hash
+        )
+
+    def compare_to(self, other: NamespaceBundle) -> int:
+        """Pulsar's ``compareTo``: -1, 0 or 1 by namespace, then by lower endpoint.
+
+        Equal bundles give 0; two different overlapping ranges of one namespace have no
+        order and raise ``ValueError``.
+        """
+        if self == _check_bundle("other", other):
+            return 0
+        if self.namespace != other.namespace:
+            return -1 if self.namespace < other.namespace else 1
+        if self.overlaps(other):
+            raise ValueError(
+                f"can't compare overlapping bundles {self.bundle_range} and {other.bundle_range}"
+            )
+        return -1 if self.lower_endpoint < other.lower_endpoint else 1
+
+    @property
+    def _last_hash(self) -> int:
+        closed = self.upper_endpoint == FULL_UPPER_BOUND
+        return self.upper_endpoint if closed else self.upper_endpoint - 1
+
+
+def _check_bundle(name: str, value: object) -> NamespaceBundle:
+    if not isinstance(value, NamespaceBundle):
+        raise TypeError(f"{name} must be a NamespaceBundle, got {type(value).__name__}")
+    return value
 
 
 def can_split_bundle(bundle: NamespaceBundle) -> bool:
@@ -106,7 +189,7 @@ def split_bundles(
     them, it splits into ``num_bundles`` parts of ``(upper - lower) // num_bundles`` hashes,
     the last part taking the remainder. Raises ``ValueError`` when no such split exists.
     """
-    if not can_split_bundle(target_bundle):
+    if not can_split_bundle(_check_bundle("target_bundle", target_bundle)):
         raise ValueError(f"bundle {target_bundle.bundle_range} can't be split further")
     lower, upper = target_bundle.lower_endpoint, target_bundle.upper_endpoint
     if split_boundaries is None:
@@ -124,7 +207,8 @@ def split_bundles(
         if len(set(inner)) != len(inner):
             raise ValueError("split_boundaries must not repeat a boundary")
         points = [lower, *inner, upper]
-    return tuple(NamespaceBundle(a, b) for a, b in pairwise(points))
+    namespace = target_bundle.namespace
+    return tuple(NamespaceBundle(a, b, namespace) for a, b in pairwise(points))
 
 
 def range_equally_divide(bundle: NamespaceBundle) -> tuple[int, ...] | None:
@@ -132,6 +216,7 @@ def range_equally_divide(bundle: NamespaceBundle) -> tuple[int, ...] | None:
 
     ``None`` for a bundle that cannot split (a range of one hash step).
     """
+    _check_bundle("bundle", bundle)
     middle = bundle.lower_endpoint + (bundle.upper_endpoint - bundle.lower_endpoint) // 2
     return _inside_or_none(bundle, [middle])
 
@@ -147,6 +232,7 @@ def topic_count_equally_divide(
     ``h[n // 2]`` (``a + (b - a) // 2``); for an odd count the middle topic goes right.
     ``None`` for fewer than two topics. Every topic must fall in the bundle.
     """
+    _check_bundle("bundle", bundle)
     hashes = sorted(_topic_hashes(bundle, topics, hash_function).values())
     if len(hashes) <= 1:
         return None
@@ -164,15 +250,14 @@ def specified_positions_divide(
     """Split at the given hash positions that lie strictly inside the bundle.
 
     As in Pulsar, a bundle with fewer than two topics does not split, and positions on or
-    outside its edges are dropped (``None`` if none is left). A position given twice counts
-    once. ``positions`` must not be empty.
+    outside its edges, even off the ring (negative, or past ``0xFFFFFFFF``), are dropped
+    (``None`` if none is left). A position given twice counts once. ``positions`` must not
+    be empty.
     """
-    wanted = sorted(
-        {
-            check_int("positions item", p, minimum=FULL_LOWER_BOUND, maximum=FULL_UPPER_BOUND)
-            for p in positions
-        }
-    )
+    _check_bundle("bundle", bundle)
+    if isinstance(positions, str | bytes) or not isinstance(positions, Iterable):
+        raise TypeError(f"positions must be a collection of int, got {type(positions).__name__}")
+    wanted = sorted({check_int("positions item", p) for p in positions})
     if not wanted:
         raise ValueError("positions must not be empty")
     if len(_topic_hashes(bundle, topics, hash_function)) <= 1:
@@ -202,6 +287,7 @@ def flow_or_qps_equally_divide(
     Pulsar keys topic loads by hash, so when two names collide one of them is counted twice
     on the walk; here they are walked as one topic carrying both loads.
     """
+    _check_bundle("bundle", bundle)
     max_msg_rate = check_int(
         "load_balancer_namespace_bundle_max_msg_rate",
         load_balancer_namespace_bundle_max_msg_rate,
@@ -240,6 +326,30 @@ def flow_or_qps_equally_divide(
             part_rate += rate
             part_throughput += throughput
     return _inside_or_none(bundle, boundaries)
+
+
+#: Pulsar's ``NamespaceBundleSplitAlgorithm`` names, each with its algorithm.
+SPLIT_ALGORITHMS: Mapping[str, Callable[..., tuple[int, ...] | None]] = MappingProxyType(
+    {
+        "range_equally_divide": range_equally_divide,
+        "topic_count_equally_divide": topic_count_equally_divide,
+        "specified_positions_divide": specified_positions_divide,
+        "flow_or_qps_equally_divide": flow_or_qps_equally_divide,
+    }
+)
+
+
+def split_algorithm_of(name: str | None) -> Callable[..., tuple[int, ...] | None] | None:
+    """Pulsar's ``NamespaceBundleSplitAlgorithm.of``: the algorithm named, or ``None``.
+
+    ``None`` and unknown names give ``None``, as in Pulsar (the broker then refuses the
+    split request); a name that is not a string raises ``TypeError``.
+    """
+    if name is None:
+        return None
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str or None, got {type(name).__name__}")
+    return SPLIT_ALGORITHMS.get(name)
 
 
 def _topic_hashes(

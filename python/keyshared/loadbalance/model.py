@@ -15,8 +15,9 @@ from types import MappingProxyType
 from typing import Generic, TypeVar
 
 from keyshared.loadbalance._validation import (
+    check_instance,
     check_int,
-    check_name,
+    check_mapping,
     check_names,
     check_real,
 )
@@ -102,11 +103,6 @@ class ResourceUsage:
         """The largest weighted usage as a fraction (1.0 is 100 %)."""
         return max(self._weighted(weights)) / 100
 
-    def max_resource_usage_with_weight_within_limit(self, weights: ResourceWeights) -> float:
-        """As above, ignoring weighted signals above 100 % (0.0 when all are)."""
-        within = [usage for usage in self._weighted(weights) if usage <= 100.0]
-        return max(within, default=0.0) / 100
-
 
 @dataclass(frozen=True)
 class BrokerLoad:
@@ -147,8 +143,10 @@ class LoadData:
     recently_unloaded_bundles: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        brokers = _checked_mapping("broker_data", self.broker_data, BrokerLoad)
-        bundles = _checked_mapping("bundle_data", self.bundle_data, MessageRates)
+        brokers = check_mapping(
+            "broker_data", self.broker_data, lambda n, v: check_instance(n, v, BrokerLoad)
+        )
+        bundles = check_mapping("bundle_data", self.bundle_data, check_rates)
         owner: dict[str, str] = {}
         for broker in sorted(brokers):
             for bundle in sorted(brokers[broker].bundles):
@@ -180,6 +178,11 @@ class LoadData:
         ]
 
 
+def check_rates(name: str, value: object) -> MessageRates:
+    """Return ``value`` if it is a :class:`MessageRates`, else raise ``TypeError``."""
+    return check_instance(name, value, MessageRates)
+
+
 @dataclass(frozen=True)
 class Unload:
     """Unload ``service_unit`` (a bundle) from ``source_broker``; Pulsar's ``Unload``.
@@ -203,20 +206,3 @@ class SheddingResult(Generic[StateT]):
     unloads: tuple[Unload, ...]
     reasons: tuple[str, ...]
     state: StateT
-
-
-_V = TypeVar("_V", BrokerLoad, MessageRates)
-
-
-def _checked_mapping(name: str, value: object, value_type: type[_V]) -> dict[str, _V]:
-    if not isinstance(value, Mapping):
-        raise TypeError(f"{name} must be a mapping, got {type(value).__name__}")
-    checked: dict[str, _V] = {}
-    for key, item in value.items():
-        check_name(f"{name} key", key)
-        if not isinstance(item, value_type):
-            raise TypeError(
-                f"{name}[{key!r}] must be a {value_type.__name__}, got {type(item).__name__}"
-            )
-        checked[key] = item
-    return checked

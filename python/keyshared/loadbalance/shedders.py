@@ -11,8 +11,10 @@ filters) sit around them in Pulsar and are the caller's to apply.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import zlib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cmp_to_key
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -20,6 +22,7 @@ from keyshared.loadbalance._validation import (
     check_bool,
     check_int,
     check_name,
+    check_names,
     check_real,
     java_int,
 )
@@ -177,7 +180,7 @@ class ThresholdShedderState:
 class ThresholdShedder:
     """Shed brokers whose smoothed usage is at least the cluster average plus a threshold.
 
-    Usage is the weighted max resource usage (signals above 100 % are ignored when any is),
+    Usage is the weighted max resource usage (readings above 100 % count in full),
     smoothed as ``history * p + (1 - p) * usage`` per call. A broker at or above
     ``avg + threshold`` sheds ``throughput * (usage - avg - threshold + 0.05)`` bytes/s,
     unless that is below the minimum unload throughput (MB/s). With lower-boundary shedding
@@ -244,14 +247,11 @@ class ThresholdShedder:
         percentage = self.load_balancer_history_resource_percentage
         total = 0.0
         for broker in load_data.brokers():
-            usage_data = load_data.broker_data[broker].usage
-            usage = usage_data.max_resource_usage_with_weight(self.resource_weights)
-            if usage > 1.0:
-                # A signal above 100 % means a misconfigured limit; Pulsar drops such signals.
-                usage = usage_data.max_resource_usage_with_weight_within_limit(
-                    self.resource_weights
-                )
-                reasons.append(f"{broker}: usage signals above 100% ignored, using {_pct(usage)}")
+            # Readings above 100 % count in full: a broker at 140 % CPU is overloaded, not
+            # misconfigured (Pulsar reverted ignoring them in apache/pulsar#18645).
+            usage = load_data.broker_data[broker].usage.max_resource_usage_with_weight(
+                self.resource_weights
+            )
             previous = history.get(broker)
             history[broker] = (
                 usage if previous is None else previous * percentage + (1 - percentage) * usage
@@ -460,12 +460,24 @@ class _Extremes:
 
 @dataclass(frozen=True)
 class AvgShedderState:
-    """Consecutive hit counts per broker against the high and the low threshold."""
+    """Consecutive hit counts per broker against the high and the low threshold, and the
+    broker each bundle was shed (or assigned) to, which :meth:`AvgShedder.select_broker`
+    reads."""
 
     broker_hit_count_for_high: Mapping[str, int] = field(default_factory=dict)
     broker_hit_count_for_low: Mapping[str, int] = field(default_factory=dict)
+    bundle_broker: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.bundle_broker, Mapping):
+            raise TypeError("bundle_broker must be a mapping")
+        targets = {
+            check_name("bundle_broker key", bundle): check_name(
+                f"bundle_broker[{bundle!r}]", broker
+            )
+            for bundle, broker in self.bundle_broker.items()
+        }
+        object.__setattr__(self, "bundle_broker", MappingProxyType(targets))
         for name in ("broker_hit_count_for_high", "broker_hit_count_for_low"):
             counts = getattr(self, name)
             if not isinstance(counts, Mapping):
@@ -481,15 +493,17 @@ class AvgShedderState:
 class AvgShedder:
     """Pair the least and most loaded brokers and even out each pair that stays apart.
 
-    Scores are the weighted max resource usage in percent. Brokers sorted by score pair up
-    from both ends (lowest with highest, then inwards). A pair whose score gap reaches the
-    low threshold gets a low hit (and a high hit when it also reaches the high threshold);
-    a gap below the low threshold clears both brokers' counts, and a round with no pair
-    clears all counts. A pair in which a broker has ``hit_count_high`` high hits or
-    ``hit_count_low`` low hits sheds ``(max - min) * max_unload_percentage`` of message
-    rate (if above the minimum) or else of throughput (if above its minimum), from the
-    high broker's bundles, largest first, each that fits, to the low broker. As in Pulsar,
-    a broker with a single bundle may still shed it.
+    Scores are the weighted max resource usage in percent. Brokers sorted by score (scores
+    less than one point apart count as equal, as Pulsar's comparator truncates the
+    difference) pair up from both ends (lowest with highest, then inwards). A pair whose
+    score gap reaches the low threshold gets a low hit (and a high hit when it also reaches
+    the high threshold); a gap below the low threshold clears both brokers' counts, and a
+    round with no pair clears all counts. A pair in which a broker has ``hit_count_high``
+    high hits or ``hit_count_low`` low hits sheds ``(max - min) * max_unload_percentage`` of
+    message rate (if above the minimum) or else of throughput (if above its minimum), from
+    the high broker's bundles, largest first, each that fits, to the low broker. As in
+    Pulsar, a broker with a single bundle may still shed it. The state remembers where each
+    shed bundle went, for :meth:`select_broker` to place it there.
     """
 
     load_balancer_avg_shedder_low_threshold: int = 15
@@ -531,9 +545,10 @@ class AvgShedder:
         }
         reasons: list[str] = []
         pairs = self._find_broker_pairs(scores, high, low, reasons)
+        targets = dict(state.bundle_broker)
         if not pairs:
             reasons.append("no pair of brokers is apart by the low threshold; hit counts cleared")
-            return SheddingResult((), tuple(reasons), AvgShedderState())
+            return SheddingResult((), tuple(reasons), AvgShedderState({}, {}, targets))
         unloads: list[Unload] = []
         for min_broker, max_broker in pairs:
             if not self._hit(min_broker, max_broker, high, low):
@@ -546,8 +561,36 @@ class AvgShedder:
             for broker in (min_broker, max_broker):
                 high.pop(broker, None)
                 low.pop(broker, None)
-            unloads.extend(self._select(load_data, max_broker, min_broker, reasons))
-        return SheddingResult(tuple(unloads), tuple(reasons), AvgShedderState(high, low))
+            selected = self._select(load_data, max_broker, min_broker, reasons)
+            targets.update((unload.service_unit, min_broker) for unload in selected)
+            unloads.extend(selected)
+        return SheddingResult(tuple(unloads), tuple(reasons), AvgShedderState(high, low, targets))
+
+    def select_broker(
+        self, candidates: Iterable[str], bundle: str, state: AvgShedderState | None = None
+    ) -> tuple[str, AvgShedderState]:
+        """Pulsar's ``selectBroker``: where ``bundle`` goes, and the state remembering it.
+
+        The broker a shedding pass chose for the bundle, if it is still a candidate;
+        otherwise (a starting cluster, or that broker gone) one of the candidates sorted by
+        name, picked by hash. Pulsar hashes a random number there; here the bundle name
+        is hashed (CRC32), so that the choice is reproducible.
+        """
+        brokers = sorted(check_names("candidates", candidates))
+        check_name("bundle", bundle)
+        state = _check_state(state, AvgShedderState)
+        if not brokers:
+            raise ValueError("candidates must not be empty")
+        chosen = state.bundle_broker.get(bundle)
+        if chosen in brokers:
+            assert chosen is not None
+            return chosen, state
+        chosen = brokers[zlib.crc32(bundle.encode("utf-8")) % len(brokers)]
+        targets = dict(state.bundle_broker) | {bundle: chosen}
+        new_state = AvgShedderState(
+            state.broker_hit_count_for_high, state.broker_hit_count_for_low, targets
+        )
+        return chosen, new_state
 
     def _find_broker_pairs(
         self,
@@ -556,7 +599,12 @@ class AvgShedder:
         low: dict[str, int],
         reasons: list[str],
     ) -> list[tuple[str, str]]:
-        brokers = sorted(scores, key=lambda broker: (scores[broker], broker))
+        # Pulsar's comparator is (int) (score1 - score2): brokers less than one point apart
+        # compare equal and keep their order, which is by name here (a hash map in Pulsar).
+        def compare(a: str, b: str) -> int:
+            return java_int(scores[a] - scores[b])
+
+        brokers = sorted(sorted(scores), key=cmp_to_key(compare))
         pairs: list[tuple[str, str]] = []
         i, j = 0, len(brokers) - 1
         while i <= j:

@@ -8,22 +8,30 @@ calls than ``load_balancer_shedding_condition_hit_count_threshold``, the shedder
 half of the load gap from the most to the least loaded broker, pair by pair, naming the
 destination of each bundle. Only each broker's top bundles are candidates: the
 ``load_balancer_max_number_of_bundles_in_bundle_load_report`` busiest ones with traffic,
-walked least busy first, as Pulsar's ``TopKBundles`` reports them.
+walked least busy first, as Pulsar's ``TopKBundles`` reports them (:func:`top_k_bundles`).
+
+Around the strategy, Pulsar reads the broker registry, the service-unit ownership channel
+and the isolation and anti-affinity filters; here their answers are inputs, so the
+decision stays a pure function of them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from keyshared.loadbalance._validation import (
     check_bool,
     check_int,
+    check_mapping,
     check_name,
+    check_names,
     check_real,
     java_div,
+    java_round,
     java_sqrt,
 )
 from keyshared.loadbalance.model import (
@@ -32,10 +40,20 @@ from keyshared.loadbalance.model import (
     ResourceWeights,
     SheddingResult,
     Unload,
+    check_rates,
 )
 
 #: A swap stops once the busy broker's new throughput is below this share of its old one.
 _SWAP_TARGET_SHARE = 0.75
+#: ``NamespaceBundleStats`` ranks throughputs rounded to 100 kB/s and rates to 100 msg/s.
+_THROUGHPUT_RESOLUTION = 1e5
+_MSG_RATE_RESOLUTION = 100.0
+#: Pulsar's system namespaces (``NamespaceService.isSystemServiceNamespace``): the system
+#: namespace and the heartbeat / SLA-monitor namespaces named after a broker (host:port).
+_SYSTEM_NAMESPACE = re.compile(r"pulsar/system|pulsar/[^/]+/[^:/]+:\d+|pulsar/[^:/]+:\d+")
+
+#: A broker's reported top bundles: (bundle name, its rates), least busy first.
+TopBundles = Sequence[tuple[str, MessageRates]]
 
 
 @dataclass(frozen=True)
@@ -74,18 +92,25 @@ class TransferShedderState:
 
 @dataclass(frozen=True)
 class TransferSheddingResult(SheddingResult[TransferShedderState]):
-    """A :class:`SheddingResult` with Pulsar's decision labels.
+    """A :class:`SheddingResult` with Pulsar's decision labels and load statistics.
 
+    ``label`` is Pulsar's ``UnloadDecision.Label``: ``"Success"`` with unloads,
+    ``"Skip"`` without, ``"Failure"`` when the broker registry could not be read.
     ``decision_reasons[i]`` is why ``unloads[i]`` happens (``"Overloaded"`` or
     ``"Underloaded"``); ``skip_reason`` is why nothing happens (``"NoBrokers"``,
-    ``"OutDatedData"``, ``"CoolDown"``, ``"HitCount"``, ``"NoBundles"``, ``"NoLoadData"``);
-    ``load_avg`` and ``load_std`` describe the loads before any unload.
+    ``"OutDatedData"``, ``"CoolDown"``, ``"HitCount"``, ``"NoBundles"``, ``"NoLoadData"``,
+    or ``"Unknown"`` on failure). ``load_avg`` and ``load_std`` describe the loads before
+    any unload (Pulsar's ``UnloadCounter``); ``load_std_after`` is the spread expected once
+    the unloads are done (Pulsar's ``LoadStats`` at the end of the cycle). All are 0 when
+    the statistics could not be computed.
     """
 
     decision_reasons: tuple[str, ...] = ()
     skip_reason: str | None = None
     load_avg: float = 0.0
     load_std: float = 0.0
+    load_std_after: float = 0.0
+    label: str = "Success"
 
 
 class _LoadStats:
@@ -96,7 +121,10 @@ class _LoadStats:
         self.count = len(loads)
         self.avg = sum(loads) / self.count
         self.sq_sum = sum(load * load for load in loads)
-        self.std = java_sqrt(self.sq_sum / self.count - self.avg * self.avg)
+        # Rounding can leave equal loads a variance just below 0, whose root Pulsar reports
+        # as NaN; it is 0 here. No decision changes: NaN and 0 both compare below the target.
+        self.std = java_sqrt(max(0.0, self.sq_sum / self.count - self.avg * self.avg))
+        self.initial_std = self.std
         self.max_index = len(sorted_brokers) - 1
         self.min_index = 0
         self.shedding = 0
@@ -128,17 +156,126 @@ class _LoadStats:
 
 @dataclass
 class _Cycle:
-    """The decisions of one call, and why brokers could not be shed."""
+    """One call's inputs, its decisions, and why brokers could not be shed."""
 
+    load_data: LoadData
+    inputs: ShedderInputs
+    emas: Mapping[str, BrokerLoadEma]
     unloads: list[Unload] = field(default_factory=list)
     decision_reasons: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     brokers_without_load_data: int = 0
     brokers_with_few_bundles: int = 0
 
+    @property
+    def available(self) -> frozenset[str]:
+        available = self.inputs.available_brokers
+        return frozenset(self.load_data.broker_data) if available is None else available
+
     def decide(self, unload: Unload, reason: str) -> None:
         self.unloads.append(unload)
         self.decision_reasons.append(reason)
+
+
+@dataclass(frozen=True)
+class ShedderInputs:
+    """What Pulsar's TransferShedder reads besides the load snapshot, at one call.
+
+    ``available_brokers``: the brokers in the registry (``None``: every broker of the
+    snapshot); one without a load report stops the cycle ("NoLoadData"), and no bundle
+    goes to a broker outside it. ``bundle_owners``: each bundle's owner as the service-unit
+    channel records it (``None``: not checked); a busy broker only sheds bundles it owns.
+    ``isolation_policies``: namespace -> brokers its isolation policy allows.
+    ``anti_affinity_candidates``: bundle -> brokers the anti-affinity filter leaves it.
+    A bundle under either has policies: it moves only with
+    ``load_balancer_shedding_bundles_with_policies_enabled``, and only to allowed brokers.
+    ``top_bundles_load_data``: each broker's reported top bundles, least busy first
+    (``None``: computed from the snapshot by :func:`top_k_bundles`).
+    """
+
+    available_brokers: frozenset[str] | None = None
+    bundle_owners: Mapping[str, str] | None = None
+    isolation_policies: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    anti_affinity_candidates: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    top_bundles_load_data: Mapping[str, TopBundles] | None = None
+
+    def __post_init__(self) -> None:
+        if self.available_brokers is not None:
+            available = check_names("available_brokers", self.available_brokers)
+            object.__setattr__(self, "available_brokers", available)
+        if self.bundle_owners is not None:
+            owners = check_mapping("bundle_owners", self.bundle_owners, check_name)
+            object.__setattr__(self, "bundle_owners", owners)
+        for name in ("isolation_policies", "anti_affinity_candidates"):
+            checked = check_mapping(name, getattr(self, name), check_names)
+            object.__setattr__(self, name, checked)
+        if self.top_bundles_load_data is not None:
+            tops = check_mapping(
+                "top_bundles_load_data", self.top_bundles_load_data, _checked_top_bundles
+            )
+            object.__setattr__(self, "top_bundles_load_data", tops)
+
+    def allowed_brokers(self, bundle: str) -> frozenset[str] | None:
+        """The brokers ``bundle``'s policies allow, or ``None`` when it has no policy."""
+        allowed: frozenset[str] | None = None
+        for policy in (
+            self.isolation_policies.get(bundle_namespace(bundle)),
+            self.anti_affinity_candidates.get(bundle),
+        ):
+            if policy is not None:
+                allowed = policy if allowed is None else allowed & policy
+        return allowed
+
+
+def bundle_namespace(bundle: str) -> str:
+    """The namespace of a bundle named ``tenant/ns/0x..._0x...`` (all before the last ``/``)."""
+    return check_name("bundle", bundle).rpartition("/")[0]
+
+
+def is_system_service_namespace(namespace: str) -> bool:
+    """Pulsar's ``NamespaceService.isSystemServiceNamespace``: system and heartbeat ones."""
+    return _SYSTEM_NAMESPACE.fullmatch(check_name("namespace", namespace)) is not None
+
+
+def top_k_bundles(
+    bundle_stats: Mapping[str, MessageRates],
+    topk: int,
+    *,
+    load_balancer_shedding_bundles_with_policies_enabled: bool = False,
+    bundles_with_policies: Iterable[str] = (),
+) -> tuple[tuple[str, MessageRates], ...]:
+    """Pulsar's ``TopKBundles.update``: the ``topk`` busiest bundles, least busy first.
+
+    Bundles without throughput, in a system namespace, or (unless shedding them is
+    enabled) with isolation or anti-affinity policies are not movable and not reported.
+    Busier means, as ``NamespaceBundleStats.compareTo``: more throughput in, then out,
+    rounded to 100 kB/s, then more messages in plus out rounded to 100 msg/s. Pulsar
+    leaves bundles equal on all three in its partition sort's order; here they go by name.
+    """
+    stats = check_mapping("bundle_stats", bundle_stats, check_rates)
+    check_int("topk", topk, minimum=0)
+    check_bool(
+        "load_balancer_shedding_bundles_with_policies_enabled",
+        load_balancer_shedding_bundles_with_policies_enabled,
+    )
+    with_policies = check_names("bundles_with_policies", bundles_with_policies)
+    movable = [
+        (bundle, rates)
+        for bundle, rates in stats.items()
+        if rates.msg_throughput != 0
+        and not is_system_service_namespace(bundle_namespace(bundle) or bundle)
+        and (load_balancer_shedding_bundles_with_policies_enabled or bundle not in with_policies)
+    ]
+    ranked = sorted(movable, key=lambda entry: (*_rank(entry[1]), entry[0]))
+    return tuple(ranked[len(ranked) - min(topk, len(ranked)) :])
+
+
+def _rank(rates: MessageRates) -> tuple[int, int, int]:
+    return (
+        java_round(rates.msg_throughput_in / _THROUGHPUT_RESOLUTION),
+        java_round(rates.msg_throughput_out / _THROUGHPUT_RESOLUTION),
+        java_round(rates.msg_rate / _MSG_RATE_RESOLUTION),
+    )
 
 
 @dataclass(frozen=True)
@@ -148,10 +285,10 @@ class TransferShedder:
     Defaults are Pulsar's broker settings. Times are in seconds, as Pulsar configures them.
     ``load_balancer_debug_mode_enabled`` matters beyond logging: in Pulsar, only with it
     on does traffic swapped back to a busy broker count against that broker's offload.
-    Pulsar skips bundles under isolation or anti-affinity policies and in excluded
-    namespaces; leave those out of the snapshot's bundle data. As in Pulsar, a swap of
-    the idle broker's bundles back to the busy one is tried when a bundle is too large to
-    move alone; unlike Pulsar, a swap never takes a recently unloaded bundle.
+    As in Pulsar, a swap of the idle broker's bundles back to the busy one is tried when a
+    bundle is too large to move alone; unlike Pulsar, a swap never takes a recently
+    unloaded bundle. Pulsar ranks brokers of equal load in its store's hash order; here
+    they go by name.
     """
 
     load_balancer_broker_load_target_std: float = 0.25
@@ -164,6 +301,7 @@ class TransferShedder:
     load_balancer_history_resource_percentage: float = 0.9
     load_balancer_max_number_of_bundles_in_bundle_load_report: int = 10
     load_balancer_debug_mode_enabled: bool = False
+    load_balancer_shedding_bundles_with_policies_enabled: bool = False
     resource_weights: ResourceWeights = field(default_factory=ResourceWeights)
 
     def __post_init__(self) -> None:
@@ -183,8 +321,12 @@ class TransferShedder:
             self.load_balancer_max_number_of_bundles_in_bundle_load_report,
             minimum=1,
         )
-        check_bool("load_balancer_transfer_enabled", self.load_balancer_transfer_enabled)
-        check_bool("load_balancer_debug_mode_enabled", self.load_balancer_debug_mode_enabled)
+        for name in (
+            "load_balancer_transfer_enabled",
+            "load_balancer_debug_mode_enabled",
+            "load_balancer_shedding_bundles_with_policies_enabled",
+        ):
+            check_bool(name, getattr(self, name))
         history = check_real(
             "load_balancer_history_resource_percentage",
             self.load_balancer_history_resource_percentage,
@@ -196,6 +338,26 @@ class TransferShedder:
         if not isinstance(self.resource_weights, ResourceWeights):
             raise TypeError("resource_weights must be a ResourceWeights")
 
+    @staticmethod
+    def failure(state: TransferShedderState | None = None) -> TransferSheddingResult:
+        """The result when the broker registry cannot be read: nothing is unloaded.
+
+        Pulsar counts it as a ``Failure`` for an ``Unknown`` reason and keeps its state.
+        """
+        state = _check_state(state)
+        reasons = ("failed to fetch the available brokers; nothing unloaded: Unknown",)
+        return TransferSheddingResult((), reasons, state, skip_reason="Unknown", label="Failure")
+
+    def is_load_balancer_shedding_bundles_with_policies_enabled(
+        self, has_isolation_policy: bool, has_anti_affinity_group_policy: bool
+    ) -> bool:
+        """Whether a bundle with these policies may be shed (always, without any)."""
+        check_bool("has_isolation_policy", has_isolation_policy)
+        check_bool("has_anti_affinity_group_policy", has_anti_affinity_group_policy)
+        if has_isolation_policy or has_anti_affinity_group_policy:
+            return self.load_balancer_shedding_bundles_with_policies_enabled
+        return True
+
     def find_bundles_for_unloading(
         self,
         load_data: LoadData,
@@ -203,37 +365,39 @@ class TransferShedder:
         *,
         now_ms: int,
         recently_unloaded_brokers: Mapping[str, int] | None = None,
+        inputs: ShedderInputs | None = None,
     ) -> TransferSheddingResult:
         """The transfers to make at ``now_ms`` (epoch ms), and the state for the next call.
 
         ``recently_unloaded_brokers`` maps a broker to when a bundle was last unloaded from
         it (epoch ms); until its next report is ``load_balance_shedding_delay_in_seconds``
         newer than that, nothing is shed ("CoolDown"). Reports older than the TTL are left
-        out of the load statistics.
+        out of the load statistics. ``inputs`` carries the registry, ownership and policy
+        answers (see :class:`ShedderInputs`; default: all brokers available, no checks).
         """
         if not isinstance(load_data, LoadData):
             raise TypeError(f"load_data must be a LoadData, got {type(load_data).__name__}")
-        if state is None:
-            state = TransferShedderState()
-        elif not isinstance(state, TransferShedderState):
-            raise TypeError(f"state must be a TransferShedderState, got {type(state).__name__}")
+        state = _check_state(state)
         check_int("now_ms", now_ms, minimum=0)
         recent_brokers = _checked_times(recently_unloaded_brokers or {})
+        if inputs is None:
+            inputs = ShedderInputs()
+        elif not isinstance(inputs, ShedderInputs):
+            raise TypeError(f"inputs must be a ShedderInputs, got {type(inputs).__name__}")
         emas = self._updated_emas(load_data, state.broker_load_ema)
-        cycle = _Cycle()
-        stats_or_skip = self._load_stats(load_data, emas, now_ms, recent_brokers, cycle)
+        cycle = _Cycle(load_data, inputs, emas)
+        stats_or_skip = self._load_stats(cycle, now_ms, recent_brokers)
         if isinstance(stats_or_skip, str):
             state = TransferShedderState(state.unload_condition_hit_count, emas)
-            return _skip(cycle, stats_or_skip, state, 0.0, 0.0)
+            return _skip(cycle, stats_or_skip, state, None)
         stats = stats_or_skip
-        avg, std = stats.avg, stats.std
-        cycle.reasons.append(f"load average {avg:.4f}, standard deviation {std:.4f}")
+        cycle.reasons.append(f"load average {stats.avg:.4f}, standard deviation {stats.std:.4f}")
         hit_count = state.unload_condition_hit_count + 1 if self._should_unload(emas, stats) else 0
         threshold = self.load_balancer_shedding_condition_hit_count_threshold
         if hit_count <= threshold:
             cycle.reasons.append(f"unload condition hit count {hit_count} <= threshold {threshold}")
-            return _skip(cycle, "HitCount", TransferShedderState(hit_count, emas), avg, std)
-        self._transfer(load_data, emas, stats, cycle)
+            return _skip(cycle, "HitCount", TransferShedderState(hit_count, emas), stats)
+        self._transfer(stats, cycle)
         if not cycle.unloads:
             reason = (
                 "NoLoadData"
@@ -242,14 +406,15 @@ class TransferShedder:
                 if cycle.brokers_with_few_bundles
                 else "HitCount"
             )
-            return _skip(cycle, reason, TransferShedderState(hit_count, emas), avg, std)
+            return _skip(cycle, reason, TransferShedderState(hit_count, emas), stats)
         return TransferSheddingResult(
             tuple(cycle.unloads),
             tuple(cycle.reasons),
             TransferShedderState(0, emas),
             decision_reasons=tuple(cycle.decision_reasons),
-            load_avg=avg,
-            load_std=std,
+            load_avg=stats.avg,
+            load_std=stats.initial_std,
+            load_std_after=stats.std,
         )
 
     def _updated_emas(
@@ -276,16 +441,12 @@ class TransferShedder:
         return emas
 
     def _load_stats(
-        self,
-        load_data: LoadData,
-        emas: Mapping[str, BrokerLoadEma],
-        now_ms: int,
-        recent_brokers: Mapping[str, int],
-        cycle: _Cycle,
+        self, cycle: _Cycle, now_ms: int, recent_brokers: Mapping[str, int]
     ) -> _LoadStats | str:
         """The load statistics over fresh reports, or the reason to skip this call."""
         ttl_ms = self.load_balancer_broker_load_data_ttl_in_seconds * 1000
         delay_ms = self.load_balance_shedding_delay_in_seconds * 1000
+        load_data = cycle.load_data
         loads: list[float] = []
         outdated = False
         for broker in load_data.brokers():
@@ -297,11 +458,16 @@ class TransferShedder:
             if broker in recent_brokers and updated_at - recent_brokers[broker] < delay_ms:
                 cycle.reasons.append(f"{broker}: load report too soon after its last unload")
                 return "CoolDown"
-            loads.append(emas[broker].weighted_max_ema)
+            loads.append(cycle.emas[broker].weighted_max_ema)
         if not loads:
             cycle.reasons.append("no broker has a fresh load report")
             return "OutDatedData" if outdated else "NoBrokers"
+        missing = sorted(cycle.available - set(load_data.broker_data))
+        if missing:
+            cycle.reasons.append(f"available brokers without a load report: {', '.join(missing)}")
+            return "NoLoadData"
         # Stale brokers stay in the ranking, as in Pulsar; only the statistics leave them out.
+        emas = cycle.emas
         ranked = sorted(emas, key=lambda b: (emas[b].weighted_max_ema, b))
         return _LoadStats(ranked, loads, self.load_balancer_max_number_of_broker_shedding_per_cycle)
 
@@ -326,11 +492,10 @@ class TransferShedder:
         threshold = self.load_balancer_broker_overloaded_threshold_percentage / 100.0
         return load > threshold and load > avg + self.load_balancer_broker_load_target_std
 
-    def _reason_to_continue(
-        self, emas: Mapping[str, BrokerLoadEma], stats: _LoadStats, cycle: _Cycle
-    ) -> str | None:
+    def _reason_to_continue(self, stats: _LoadStats, cycle: _Cycle) -> str | None:
         """Pulsar's label for the next transfer, or ``None`` when the cluster is balanced."""
         target = self.load_balancer_broker_load_target_std
+        emas = cycle.emas
         if not stats.has_transferable_brokers():
             cycle.reasons.append("no more broker pairs to transfer between this cycle")
             return None
@@ -346,17 +511,11 @@ class TransferShedder:
         )
         return None
 
-    def _transfer(
-        self,
-        load_data: LoadData,
-        emas: Mapping[str, BrokerLoadEma],
-        stats: _LoadStats,
-        cycle: _Cycle,
-    ) -> None:
-        while (reason := self._reason_to_continue(emas, stats, cycle)) is not None:
+    def _transfer(self, stats: _LoadStats, cycle: _Cycle) -> None:
+        while (reason := self._reason_to_continue(stats, cycle)) is not None:
             max_broker = stats.poll_max_broker()
             min_broker = stats.peek_min_broker()
-            top = self._top_bundles(load_data, max_broker)
+            top = self._top_bundles(cycle, max_broker)
             if not top:
                 cycle.brokers_without_load_data += 1
                 cycle.reasons.append(f"{max_broker}: no bundle with traffic reported")
@@ -365,14 +524,13 @@ class TransferShedder:
                 cycle.brokers_with_few_bundles += 1
                 cycle.reasons.append(f"{max_broker}: its sole bundle {top[0][0]} is not shed")
                 continue
-            max_load = emas[max_broker].weighted_max_ema
-            min_load = emas[min_broker].weighted_max_ema
-            max_throughput = load_data.broker_data[max_broker].rates.msg_throughput
+            max_load = cycle.emas[max_broker].weighted_max_ema
+            min_load = cycle.emas[min_broker].weighted_max_ema
+            max_throughput = cycle.load_data.broker_data[max_broker].rates.msg_throughput
             # Half the load gap, expressed as a share of the busy broker's throughput.
             offload_throughput = java_div(max_throughput * ((max_load - min_load) / 2), max_load)
-            marked, gained = self._shed_pair(
-                load_data, max_broker, min_broker, top, offload_throughput, reason, cycle
-            )
+            pair = _Pair(max_broker, min_broker, offload_throughput, reason)
+            marked, gained = self._shed_pair(pair, top, cycle)
             if marked > 0:
                 moved = java_div((marked - gained) * max_load, max_throughput)
                 stats.offload(max_load, min_load, moved)
@@ -383,41 +541,42 @@ class TransferShedder:
                     f"bundles or report more of them"
                 )
 
-    def _shed_pair(
-        self,
-        load_data: LoadData,
-        max_broker: str,
-        min_broker: str,
-        top: list[tuple[str, MessageRates]],
-        offload_throughput: float,
-        reason: str,
-        cycle: _Cycle,
-    ) -> tuple[float, float]:
-        """Move bundles from ``max_broker`` to ``min_broker``: bytes/s marked, and gained back.
+    def _shed_pair(self, pair: _Pair, top: TopBundles, cycle: _Cycle) -> tuple[float, float]:
+        """Move bundles from the busy to the idle broker: bytes/s marked, and gained back.
 
         Bundles go smallest first, while the marked traffic stays within half the load gap
         (as throughput); the broker keeps at least one reported bundle. A bundle too large
-        for that moves only if a swap of the idle broker's bundles balances it out.
+        for that moves only if a swap of the idle broker's bundles balances it out. Bundles
+        the busy broker does not own, recently unloaded, or whose policies forbid the move
+        are passed over, as are bundles without traffic.
         """
         transfer = self.load_balancer_transfer_enabled
-        max_throughput = load_data.broker_data[max_broker].rates.msg_throughput
-        min_throughput = load_data.broker_data[min_broker].rates.msg_throughput
+        max_broker, min_broker = pair.max_broker, pair.min_broker
+        rates_of = cycle.load_data.broker_data
+        max_throughput = rates_of[max_broker].rates.msg_throughput
+        min_throughput = rates_of[min_broker].rates.msg_throughput
         # One pass over the idle broker's bundles serves every swap of this pair, as in Pulsar.
-        swap_candidates = iter(self._top_bundles(load_data, min_broker))
+        swap_candidates = (
+            (bundle, rates)
+            for bundle, rates in self._top_bundles(cycle, min_broker)
+            if self._is_transferable(cycle, bundle, min_broker, max_broker)
+        )
         remaining = len(top)
         marked = gained = 0.0
         for bundle, rates in top:
-            if bundle in load_data.recently_unloaded_bundles:
+            if not self._is_movable(cycle, bundle, max_broker, min_broker):
                 continue
             if remaining <= 1:
                 break
             throughput = rates.msg_throughput
+            if throughput == 0:
+                continue
             swaps: list[str] = []
-            if marked - gained + throughput > offload_throughput:
+            if marked - gained + throughput > pair.offload_throughput:
                 picked = (
                     _swap(
                         swap_candidates,
-                        load_data.recently_unloaded_bundles,
+                        cycle.load_data.recently_unloaded_bundles,
                         max_throughput - marked + gained - throughput,
                         min_throughput + marked - gained + throughput,
                         max_throughput,
@@ -428,45 +587,86 @@ class TransferShedder:
                 if picked is None:
                     cycle.reasons.append(
                         f"{max_broker}: {bundle} ({throughput:.0f} B/s) would move more than "
-                        f"{offload_throughput:.0f} B/s to {min_broker}; stop"
+                        f"{pair.offload_throughput:.0f} B/s to {min_broker}; stop"
                     )
                     break
                 swaps = [bundle for bundle, _ in picked]
                 if self.load_balancer_debug_mode_enabled:
                     gained += sum(rates.msg_throughput for _, rates in picked)
             for swapped in swaps:
-                cycle.decide(Unload(min_broker, swapped, max_broker), reason)
-            cycle.decide(Unload(max_broker, bundle, min_broker if transfer else None), reason)
+                cycle.decide(Unload(min_broker, swapped, max_broker), pair.reason)
+            cycle.decide(Unload(max_broker, bundle, min_broker if transfer else None), pair.reason)
             destination = f" to {min_broker}" if transfer else ""
             swapped_for = f" in a swap for {', '.join(swaps)}" if swaps else ""
             cycle.reasons.append(
-                f"{max_broker}: {reason}, unloading {bundle} ({throughput:.0f} B/s)"
+                f"{max_broker}: {pair.reason}, unloading {bundle} ({throughput:.0f} B/s)"
                 f"{destination}{swapped_for}"
             )
             marked += throughput
             remaining -= 1
         return marked, gained
 
-    def _top_bundles(self, load_data: LoadData, broker: str) -> list[tuple[str, MessageRates]]:
-        """The broker's k busiest bundles with traffic, least busy first (``TopKBundles``).
+    def _is_movable(self, cycle: _Cycle, bundle: str, source: str, destination: str) -> bool:
+        """Pulsar's checks on a busy broker's bundle before it is weighed."""
+        owners = cycle.inputs.bundle_owners
+        if owners is not None and owners.get(bundle) != source:
+            cycle.reasons.append(f"{source}: {bundle} is not owned by it; skipped")
+            return False
+        if bundle in cycle.load_data.recently_unloaded_bundles:
+            return False
+        if not self._is_transferable(cycle, bundle, source, destination):
+            cycle.reasons.append(
+                f"{source}: {bundle} can't move to {destination} under its isolation or "
+                f"anti-affinity policies; skipped"
+            )
+            return False
+        return True
 
-        Ranked by throughput in, then out, then message rate; equal ones by name.
+    def _is_transferable(self, cycle: _Cycle, bundle: str, source: str, destination: str) -> bool:
+        """Pulsar's ``isTransferable``: the policies allow moving ``bundle`` off ``source``.
+
+        With transfer on, ``destination`` must be a candidate; with it off, any broker
+        other than ``source`` will do (the destination is picked later), but Pulsar still
+        requires ``destination`` among the candidates.
         """
-        with_traffic = [
-            (bundle, load_data.bundle_data[bundle])
+        allowed = cycle.inputs.allowed_brokers(bundle)
+        if allowed is not None and not self.load_balancer_shedding_bundles_with_policies_enabled:
+            return False
+        candidates = cycle.available if allowed is None else cycle.available & allowed
+        if destination not in candidates:
+            return False
+        return bool(candidates - {source})
+
+    def _top_bundles(self, cycle: _Cycle, broker: str) -> TopBundles:
+        """The broker's reported top bundles, least busy first (see :func:`top_k_bundles`)."""
+        reported = cycle.inputs.top_bundles_load_data
+        if reported is not None:
+            return reported.get(broker, ())
+        load_data = cycle.load_data
+        owned = {
+            bundle: load_data.bundle_data[bundle]
             for bundle in load_data.broker_data[broker].bundles
-            if bundle in load_data.bundle_data and load_data.bundle_data[bundle].msg_throughput != 0
-        ]
-        ranked = sorted(
-            with_traffic,
-            key=lambda entry: (
-                entry[1].msg_throughput_in,
-                entry[1].msg_throughput_out,
-                entry[1].msg_rate,
-                entry[0],
+            if bundle in load_data.bundle_data
+        }
+        with_policies = [b for b in owned if cycle.inputs.allowed_brokers(b) is not None]
+        return top_k_bundles(
+            owned,
+            self.load_balancer_max_number_of_bundles_in_bundle_load_report,
+            load_balancer_shedding_bundles_with_policies_enabled=(
+                self.load_balancer_shedding_bundles_with_policies_enabled
             ),
+            bundles_with_policies=with_policies,
         )
-        return ranked[-self.load_balancer_max_number_of_bundles_in_bundle_load_report :]
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """One transfer step: from the busy to the idle broker, how much, and Pulsar's label."""
+
+    max_broker: str
+    min_broker: str
+    offload_throughput: float
+    reason: str
 
 
 def _swap(
@@ -485,9 +685,9 @@ def _swap(
     """
     picked: list[tuple[str, MessageRates]] = []
     for bundle, rates in candidates:
-        if bundle in recently_unloaded:
-            continue
         throughput = rates.msg_throughput
+        if bundle in recently_unloaded or throughput == 0:
+            continue
         if max_new + throughput < max_throughput and min_new - throughput < max_throughput:
             picked.append((bundle, rates))
             max_new += throughput
@@ -497,21 +697,50 @@ def _swap(
     return None
 
 
-def _checked_times(times: Mapping[str, int]) -> Mapping[str, int]:
-    if not isinstance(times, Mapping):
-        raise TypeError("recently_unloaded_brokers must be a mapping")
-    return {
-        check_name("recently_unloaded_brokers key", broker): check_int(
-            f"recently_unloaded_brokers[{broker!r}]", at, minimum=0
+def _checked_top_bundles(name: str, value: object) -> tuple[tuple[str, MessageRates], ...]:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a sequence of (bundle, MessageRates) pairs")
+    checked = []
+    for index, entry in enumerate(value):
+        if not isinstance(entry, tuple) or len(entry) != 2:
+            raise TypeError(f"{name}[{index}] must be a (bundle, MessageRates) pair")
+        checked.append(
+            (
+                check_name(f"{name}[{index}] bundle", entry[0]),
+                check_rates(f"{name}[{index}] rates", entry[1]),
+            )
         )
-        for broker, at in times.items()
-    }
+    return tuple(checked)
+
+
+def _checked_times(times: Mapping[str, int]) -> Mapping[str, int]:
+    return check_mapping(
+        "recently_unloaded_brokers", times, lambda name, at: check_int(name, at, minimum=0)
+    )
+
+
+def _check_state(state: object) -> TransferShedderState:
+    if state is None:
+        return TransferShedderState()
+    if not isinstance(state, TransferShedderState):
+        raise TypeError(f"state must be a TransferShedderState, got {type(state).__name__}")
+    return state
 
 
 def _skip(
-    cycle: _Cycle, reason: str, state: TransferShedderState, avg: float, std: float
+    cycle: _Cycle, reason: str, state: TransferShedderState, stats: _LoadStats | None
 ) -> TransferSheddingResult:
     cycle.reasons.append(f"nothing unloaded: {reason}")
+    avg, std, after = (
+        (0.0, 0.0, 0.0) if stats is None else (stats.avg, stats.initial_std, stats.std)
+    )
     return TransferSheddingResult(
-        (), tuple(cycle.reasons), state, skip_reason=reason, load_avg=avg, load_std=std
+        (),
+        tuple(cycle.reasons),
+        state,
+        skip_reason=reason,
+        load_avg=avg,
+        load_std=std,
+        load_std_after=after,
+        label="Skip",
     )
