@@ -124,7 +124,7 @@ def test_decide_reads_stdin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     [
         ({"load_by_segment": {"5": {"modified_at_ms": 0}}}, "load_by_segment names segment 5"),
         ({"load_by_segment": {"0": {"msg_rate_in": -1, "modified_at_ms": 0}}}, "msg_rate_in"),
-        ({"policy": {"merge_msg_rate_in": 1e9}}, "split_msg_rate_in"),
+        ({"policy": {"merge_msg_rate_in": "x"}}, "merge_msg_rate_in"),
         ({"now_ms": "noon"}, "now_ms"),
     ],
 )
@@ -135,6 +135,26 @@ def test_decide_reports_bad_snapshots(
     assert status == 2 and out == ""
     err = capsys.readouterr().err
     assert err.startswith("keyshared decide: error:") and message in err
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"policy": {"merge_msg_rate_in": 1e9}},
+        {"policy": {"max_entry_buckets_per_segment": 0}},
+        {
+            "namespace_policy": {"merge_msg_rate_in": 5_000},
+            "topic_policy": {"split_msg_rate_in": 2_000},
+        },
+    ],
+)
+def test_decide_treats_an_invalid_resolved_policy_as_disabled(
+    tmp_path: Path, changes: dict
+) -> None:
+    status, text = run("decide", write_snapshot(tmp_path, **changes))
+    assert status == 0
+    action, reason = text.splitlines()
+    assert action == "none" and reason.startswith("reason: disabled: invalid policy: ")
 
 
 def test_decide_reports_missing_files_and_bad_json(

@@ -23,6 +23,14 @@ from keyshared.buckets import (
     entry_bucket,
     equal_width_splits,
 )
+from keyshared.controller import apply_decision
+from keyshared.coordinator import (
+    AssignedSegment,
+    ConsumerAssignment,
+    ConsumerSession,
+    SubscriptionCoordinator,
+    compute_assignment,
+)
 from keyshared.cursor import BucketCheckpoints, SafeCursor
 from keyshared.draining import (
     ConsumerDrainingHashesStats,
@@ -50,6 +58,8 @@ from keyshared.layout import (
     format_descriptor,
     parse_descriptor,
 )
+from keyshared.load_reporter import SegmentLoadReporter
+from keyshared.migration import create_migrated_metadata
 from keyshared.ownership import (
     BucketAssignment,
     BucketConsumer,
@@ -66,6 +76,7 @@ from keyshared.policy import (
     AutoScalePolicyOverride,
     Decision,
     DecisionSnapshot,
+    InvalidPolicy,
     LastOperationTimes,
     Merge,
     NoAction,
@@ -76,8 +87,11 @@ from keyshared.policy import (
     decide,
     is_material_change,
     last_operation_times,
+    resolve_auto_scale_config,
 )
 from keyshared.rings import ConsistentHashingStickyKeyConsumerSelector, KeySharedConsumerState
+from keyshared.router import ActiveSegment, SegmentRouter
+from keyshared.topic_name import SegmentTopicName, TopicDomain, TopicName
 from keyshared.window import (
     InFlightEntry,
     InFlightWindow,
@@ -89,6 +103,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "HASH_VERSION",
+    "ActiveSegment",
+    "AssignedSegment",
     "AutoScalePolicy",
     "AutoScalePolicyEvaluator",
     "AutoScalePolicyOverride",
@@ -100,7 +116,9 @@ __all__ = [
     "BucketMove",
     "BucketedBatcher",
     "ConsistentHashingStickyKeyConsumerSelector",
+    "ConsumerAssignment",
     "ConsumerDrainingHashesStats",
+    "ConsumerSession",
     "Decision",
     "DecisionSnapshot",
     "DrainingHash",
@@ -110,6 +128,7 @@ __all__ = [
     "HashRange",
     "InFlightEntry",
     "InFlightWindow",
+    "InvalidPolicy",
     "KeySharedConsumerState",
     "LastOperationTimes",
     "Merge",
@@ -119,15 +138,22 @@ __all__ = [
     "RoutingTable",
     "SafeCursor",
     "Segment",
+    "SegmentLoadReporter",
     "SegmentLoadSample",
     "SegmentLoadStats",
+    "SegmentRouter",
     "SegmentState",
+    "SegmentTopicName",
     "Split",
     "StickyKeyDispatcher",
+    "SubscriptionCoordinator",
     "SubscriptionFailurePolicy",
+    "TopicDomain",
     "TopicLayout",
+    "TopicName",
     "WindowAction",
     "__version__",
+    "apply_decision",
     "balanced_splits",
     "bucket_hash",
     "bucket_index",
@@ -136,7 +162,9 @@ __all__ = [
     "bucket_ranges",
     "buckets_for_budget",
     "canonical_bucket_hash",
+    "compute_assignment",
     "contiguous_assignment",
+    "create_migrated_metadata",
     "decide",
     "entry_bucket",
     "equal_width_splits",
@@ -150,6 +178,7 @@ __all__ = [
     "lost_buckets",
     "moved_buckets",
     "parse_descriptor",
+    "resolve_auto_scale_config",
     "route_entries",
     "route_entry",
     "segment_hash",
