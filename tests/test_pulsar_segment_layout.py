@@ -325,9 +325,7 @@ def test_migrated_layout_refuses_other_domains_and_bad_arguments() -> None:
 def test_operations_record_created_and_sealed_epochs() -> None:
     layout = TopicLayout.initial(2, 4).split_segment(0, 10)
     layout = layout.merge_segments(3, 1, 20).rebucket_segment(2, 8, 30)
-    epochs = {
-        sid: (s.created_at_epoch, s.sealed_at_epoch) for sid, s in layout.segments.items()
-    }
+    epochs = {sid: (s.created_at_epoch, s.sealed_at_epoch) for sid, s in layout.segments.items()}
     assert epochs == {
         0: (0, 1),
         1: (0, 2),

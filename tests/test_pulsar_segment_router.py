@@ -117,7 +117,10 @@ def test_all_legacy_segments_route_mod_n() -> None:
 
 
 def test_mixed_legacy_and_regular_still_uses_hash_routing() -> None:
-    mixed = [legacy_seg(0, 0x0000, 0x7FFF, "persistent://t/n/x-partition-0"), seg(1, 0x8000, 0xFFFF)]
+    mixed = [
+        legacy_seg(0, 0x0000, 0x7FFF, "persistent://t/n/x-partition-0"),
+        seg(1, 0x8000, 0xFFFF),
+    ]
     regular_key = find_key_in_range(0x8000, 0xFFFF)
     assert SegmentRouter().route(regular_key, mixed) == 1
 
