@@ -8,8 +8,9 @@ Property tests check the rule on random layouts and consumer groups."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from keyshared import (
     ConsumerAssignment,
@@ -350,3 +351,80 @@ def test_assignment_rule_properties(
             shared = len(owners[segment.segment_id]) > 1
             expected = tuple(layout.segments[segment.segment_id].bucket_ranges())
             assert segment.bucket_ranges == (expected if shared else ())
+
+
+class CoordinatorModel(RuleBasedStateMachine):
+    """The immutable coordinator's events against a plain model of Pulsar's sessions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layout = TopicLayout.initial(2, 4).split_segment(0, 1).rebucket_segment(1, 8, 2)
+        self.coordinator = SubscriptionCoordinator(
+            "sub", TOPIC, self.layout, grace_period_ms=GRACE_MS
+        )
+        self.sessions: dict[str, tuple[int | None, int | None]] = {}
+        self.drained: set[int] = set()
+        self.checker = False
+        self.now = 0
+
+    names = st.sampled_from(["a", "b", "c", "d", "e"])
+
+    @rule(name=names, consumer_id=st.integers(0, 3))
+    def register(self, name: str, consumer_id: int) -> None:
+        self.coordinator, result = self.coordinator.register_consumer(name, consumer_id)
+        self.sessions[name] = (consumer_id, None)
+        assert result == self.coordinator.current_assignment()
+
+    @rule(name=names, consumer_id=st.integers(0, 3))
+    def unregister(self, name: str, consumer_id: int) -> None:
+        self.coordinator, _ = self.coordinator.unregister_consumer(name, consumer_id)
+        if name in self.sessions and self.sessions[name][0] == consumer_id:
+            del self.sessions[name]
+
+    @rule(name=names, dt=st.integers(0, 150))
+    def disconnect(self, name: str, dt: int) -> None:
+        self.now += dt
+        self.coordinator = self.coordinator.on_consumer_disconnect(name, self.now)
+        if name in self.sessions and self.sessions[name][1] is None:
+            self.sessions[name] = (self.sessions[name][0], self.now)
+
+    @rule(dt=st.integers(0, 150))
+    def evict(self, dt: int) -> None:
+        self.now += dt
+        self.coordinator = self.coordinator.evict_expired(self.now)
+        self.sessions = {
+            n: s for n, s in self.sessions.items() if s[1] is None or self.now - s[1] < GRACE_MS
+        }
+
+    @rule(names=st.lists(names, unique=True, max_size=3))
+    def restore(self, names: list[str]) -> None:
+        self.coordinator, _ = self.coordinator.restore_consumers(names, self.now)
+        for name in names:
+            self.sessions.setdefault(name, (None, self.now))
+
+    @rule()
+    def install_checker(self) -> None:
+        self.coordinator = self.coordinator.install_drain_checker()
+        self.checker = True
+
+    @rule(pick=st.sampled_from([0, 1]))
+    def drain(self, pick: int) -> None:
+        self.coordinator = self.coordinator.mark_segments_drained({pick})
+        self.drained.add(pick)
+
+    @invariant()
+    def agrees(self) -> None:
+        sessions = {
+            n: (s.consumer_id, s.disconnected_at_ms) for n, s in self.coordinator.sessions.items()
+        }
+        assert sessions == self.sessions
+        expected = compute_assignment(
+            self.layout, TOPIC, self.sessions, self.drained if self.checker else None
+        )
+        assert self.coordinator.current_assignment() == expected
+        pending = sorted({0, 1} - self.drained) if self.checker and self.sessions else []
+        assert list(self.coordinator.segments_to_check()) == pending
+
+
+TestCoordinatorModel = CoordinatorModel.TestCase
+TestCoordinatorModel.settings = settings(max_examples=50, stateful_step_count=30, deadline=None)
