@@ -467,3 +467,22 @@ def test_migrated_layouts_are_valid_for_any_partition_count(
     assert len(md.active_segments()) == n and len(md.segments) == 2 * n
     assert md.total_bucket_count == n * ks.buckets_for_budget(budget, n)
     assert all(md.merge_depth(n + j) == (1 if n >= 2 else 0) for j in range(n))
+
+
+def test_a_synthetic_layout_of_legacy_segments_names_them_in_the_layout_response() -> None:
+    # The layout a not-yet-migrated partitioned topic shows V5 clients: one active legacy
+    # segment per partition, routed by mod-N (see the router's tests).
+    segments = {
+        i: ks.Segment(
+            i,
+            HashRange(i * 0x8000, i * 0x8000 + 0x7FFF),
+            legacy_topic_name=f"persistent://t/n/x-partition-{i}",
+        )
+        for i in range(2)
+    }
+    response = TopicLayout(0, 2, segments).layout_response()
+    assert [s["legacy_topic_name"] for s in response["segments"]] == [
+        "persistent://t/n/x-partition-0",
+        "persistent://t/n/x-partition-1",
+    ]
+    assert "legacy_topic_name" not in TopicLayout.initial(1).layout_response()["segments"][0]

@@ -580,7 +580,8 @@ class TopicLayout:
     def layout_response(self) -> dict[str, Any]:
         """What a producer needs to route and bucket its batches (PIP-486's extension of
         ``ScalableTopicLayoutResponse``): the epoch and, per active segment in range order,
-        its id, descriptor, range and bucket splits."""
+        its id, descriptor, range and bucket splits, and for a legacy segment the
+        ``persistent://`` topic it wraps (``legacy_topic_name``)."""
         return {
             "epoch": self.epoch,
             "segments": [
@@ -589,6 +590,7 @@ class TopicLayout:
                     "descriptor": s.descriptor,
                     "hash_range": s.hash_range.to_hex(),
                     "bucket_splits": list(s.bucket_splits),
+                    **({"legacy_topic_name": s.legacy_topic_name} if s.is_legacy else {}),
                 }
                 for s in self._active
             ],
