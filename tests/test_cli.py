@@ -124,7 +124,7 @@ def test_decide_reads_stdin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     [
         ({"load_by_segment": {"5": {"modified_at_ms": 0}}}, "load_by_segment names segment 5"),
         ({"load_by_segment": {"0": {"msg_rate_in": -1, "modified_at_ms": 0}}}, "msg_rate_in"),
-        ({"policy": {"merge_msg_rate_in": 1e9}}, "split_msg_rate_in"),
+        ({"policy": {"merge_msg_rate_in": "x"}}, "merge_msg_rate_in"),
         ({"now_ms": "noon"}, "now_ms"),
     ],
 )
@@ -135,6 +135,61 @@ def test_decide_reports_bad_snapshots(
     assert status == 2 and out == ""
     err = capsys.readouterr().err
     assert err.startswith("keyshared decide: error:") and message in err
+
+
+def test_decide_apply_prints_the_layout_the_controller_would_leave(tmp_path: Path) -> None:
+    path = write_snapshot(
+        tmp_path,
+        layout=TopicLayout.initial(2, 4)
+        .rebucket_segment(0, 600, 1)
+        .rebucket_segment(1, 600, 2)
+        .to_dict(),
+        load_by_segment={
+            "2": {"msg_rate_in": 10, "modified_at_ms": 0},
+            "3": {"msg_rate_in": 20, "modified_at_ms": 0},
+        },
+        last_rebucket_at_ms=None,
+    )
+    status, text = run("decide", path, "--apply")
+    assert status == 0
+    lines = text.splitlines()
+    assert lines[:2] == ["merge segment_id_1=2 segment_id_2=3", "reason: cold"]
+    assert lines[3].startswith("epoch 3, next segment id 5, 1 active segment(s), 1024 bucket(s)")
+    status, text = run("decide", path, "--apply", "--json")
+    result = json.loads(text)
+    assert result["decision"]["action"] == "merge"
+    layout = TopicLayout.from_dict(result["layout"])
+    # The merge is clamped to max_entry_buckets_per_segment, as the controller does.
+    assert [s.bucket_count for s in layout.active_segments()] == [1024]
+
+
+def test_decide_apply_with_no_action_prints_the_same_layout(tmp_path: Path) -> None:
+    path = write_snapshot(tmp_path, policy={"enabled": False})
+    status, text = run("decide", path, "--apply", "--json")
+    assert status == 0
+    result = json.loads(text)
+    assert result["decision"]["action"] == "none"
+    assert result["layout"] == TopicLayout.initial(2).to_dict()
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"policy": {"merge_msg_rate_in": 1e9}},
+        {"policy": {"max_entry_buckets_per_segment": 0}},
+        {
+            "namespace_policy": {"merge_msg_rate_in": 5_000},
+            "topic_policy": {"split_msg_rate_in": 2_000},
+        },
+    ],
+)
+def test_decide_treats_an_invalid_resolved_policy_as_disabled(
+    tmp_path: Path, changes: dict
+) -> None:
+    status, text = run("decide", write_snapshot(tmp_path, **changes))
+    assert status == 0
+    action, reason = text.splitlines()
+    assert action == "none" and reason.startswith("reason: disabled: invalid policy: ")
 
 
 def test_decide_reports_missing_files_and_bad_json(

@@ -510,9 +510,13 @@ def test_last_operation_times_are_recovered_from_the_layout() -> None:
     layout = layout.split_segment(0, 100).merge_segments(3, 1, 200).split_segment(4, 300)
     layout = layout.rebucket_segment(2, 8, 250)
     times = ks.last_operation_times(layout)
-    assert (times.split_at_ms, times.merge_at_ms, times.rebucket_at_ms) == (300, 200, 250)
+    assert times.to_dict() == {
+        "last_split_at_ms": 300,
+        "last_merge_at_ms": 200,
+        "last_rebucket_at_ms": 250,
+    }
     # Once the merged segment is pruned its children look like roots: the evidence is gone.
-    assert ks.last_operation_times(layout.prune_segment(4)).split_at_ms == 100
+    assert ks.last_operation_times(layout.prune_segment(4)).last_split_at_ms == 100
 
 
 # --- snapshots -------------------------------------------------------------------------------
@@ -571,8 +575,7 @@ def test_snapshot_overrides_resolve() -> None:
         ({"load_by_segment": {"0": {"msg_rate_in": 1}}}, ValueError, r"modified_at_ms is missing"),
         ({"load_by_segment": {"0": {"msg_rate": 1, "modified_at_ms": 0}}}, ValueError, "msg_rate"),
         ({"stream_consumer_count_by_sub": {"s": -2}}, ValueError, "stream_consumer_count_by_sub"),
-        ({"policy": {"split_msg_rate_in": 10}}, ValueError, "policy: split_msg_rate_in"),
-        ({"topic_policy": {"min_segments": 99}}, ValueError, "resolved policy: max_segments"),
+        ({"policy": {"split_msg_rate_in": "x"}}, TypeError, "policy.split_msg_rate_in"),
         ({"namespace_policy": {"max_segmnts": 9}}, ValueError, "namespace_policy has unknown"),
         ({"now_ms": -1}, ValueError, "now_ms"),
         ({"last_merge_at_ms": "soon"}, TypeError, "last_merge_at_ms"),
@@ -582,6 +585,24 @@ def test_snapshot_overrides_resolve() -> None:
 def test_bad_snapshots_name_the_field(changes: dict, error: type, message: str) -> None:
     with pytest.raises(error, match=message):
         DecisionSnapshot.from_dict(snapshot(**changes))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"policy": {"split_msg_rate_in": 10}}, "split_msg_rate_in"),
+        ({"topic_policy": {"min_segments": 99}}, "max_segments"),
+        ({"policy": {"max_entry_buckets_per_segment": 0}}, "max_entry_buckets_per_segment"),
+    ],
+)
+def test_an_invalid_resolved_snapshot_policy_disables_auto_scaling(
+    changes: dict, message: str
+) -> None:
+    snap = DecisionSnapshot.from_dict(snapshot(**changes))
+    assert isinstance(snap.policy, ks.InvalidPolicy) and message in snap.policy.reason
+    decision = snap.decide()
+    assert isinstance(decision, NoAction)
+    assert decision.reason.startswith("disabled: invalid policy: ") and message in decision.reason
 
 
 def test_inconsistent_snapshot_layouts_name_the_problem() -> None:

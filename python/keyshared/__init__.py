@@ -24,6 +24,14 @@ from keyshared.buckets import (
     entry_bucket,
     equal_width_splits,
 )
+from keyshared.controller import apply_decision
+from keyshared.coordinator import (
+    AssignedSegment,
+    ConsumerAssignment,
+    ConsumerSession,
+    SubscriptionCoordinator,
+    compute_assignment,
+)
 from keyshared.cursor import BucketCheckpoints, SafeCursor
 from keyshared.draining import (
     ConsumerDrainingHashesStats,
@@ -51,6 +59,8 @@ from keyshared.layout import (
     format_descriptor,
     parse_descriptor,
 )
+from keyshared.load_reporter import SegmentLoadReporter
+from keyshared.migration import create_migrated_metadata
 from keyshared.ownership import (
     BucketAssignment,
     BucketConsumer,
@@ -67,6 +77,7 @@ from keyshared.policy import (
     AutoScalePolicyOverride,
     Decision,
     DecisionSnapshot,
+    InvalidPolicy,
     LastOperationTimes,
     Merge,
     NoAction,
@@ -77,8 +88,11 @@ from keyshared.policy import (
     decide,
     is_material_change,
     last_operation_times,
+    resolve_auto_scale_config,
 )
 from keyshared.rings import ConsistentHashingStickyKeyConsumerSelector, KeySharedConsumerState
+from keyshared.router import ActiveSegment, SegmentRouter
+from keyshared.topic_name import SegmentTopicName, TopicDomain, TopicName
 from keyshared.window import (
     InFlightEntry,
     InFlightWindow,
@@ -88,6 +102,8 @@ from keyshared.window import (
 
 __all__ = [
     "HASH_VERSION",
+    "ActiveSegment",
+    "AssignedSegment",
     "AutoScalePolicy",
     "AutoScalePolicyEvaluator",
     "AutoScalePolicyOverride",
@@ -99,7 +115,9 @@ __all__ = [
     "BucketMove",
     "BucketedBatcher",
     "ConsistentHashingStickyKeyConsumerSelector",
+    "ConsumerAssignment",
     "ConsumerDrainingHashesStats",
+    "ConsumerSession",
     "Decision",
     "DecisionSnapshot",
     "DrainingHash",
@@ -109,6 +127,7 @@ __all__ = [
     "HashRange",
     "InFlightEntry",
     "InFlightWindow",
+    "InvalidPolicy",
     "KeySharedConsumerState",
     "LastOperationTimes",
     "Merge",
@@ -118,15 +137,22 @@ __all__ = [
     "RoutingTable",
     "SafeCursor",
     "Segment",
+    "SegmentLoadReporter",
     "SegmentLoadSample",
     "SegmentLoadStats",
+    "SegmentRouter",
     "SegmentState",
+    "SegmentTopicName",
     "Split",
     "StickyKeyDispatcher",
+    "SubscriptionCoordinator",
     "SubscriptionFailurePolicy",
+    "TopicDomain",
     "TopicLayout",
+    "TopicName",
     "WindowAction",
     "__version__",
+    "apply_decision",
     "balanced_splits",
     "bucket_hash",
     "bucket_index",
@@ -135,7 +161,9 @@ __all__ = [
     "bucket_ranges",
     "buckets_for_budget",
     "canonical_bucket_hash",
+    "compute_assignment",
     "contiguous_assignment",
+    "create_migrated_metadata",
     "decide",
     "entry_bucket",
     "equal_width_splits",
@@ -149,6 +177,7 @@ __all__ = [
     "lost_buckets",
     "moved_buckets",
     "parse_descriptor",
+    "resolve_auto_scale_config",
     "route_entries",
     "route_entry",
     "segment_hash",

@@ -5,7 +5,8 @@ Subcommands are entries of :data:`COMMANDS`; adding one is adding a :class:`Comm
 
 * ``keyshared layout``: print a layout (an initial one, or one read from JSON);
 * ``keyshared route KEY...``: route keys to (segment, bucket) under a layout;
-* ``keyshared decide SNAPSHOT.json``: what the auto split/merge controller would do, and why;
+* ``keyshared decide SNAPSHOT.json``: what the auto split/merge controller would do, and why
+  (``--apply``: and the layout after it);
 * ``keyshared demo``: hash and route a small sample of keys under an initial layout;
 * ``keyshared simulate``: replay a scenario on virtual time and check ordering end to end.
 """
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from keyshared.controller import apply_decision
 from keyshared.hashing import key_hashes
 from keyshared.layout import TopicLayout
 from keyshared.policy import DecisionSnapshot
@@ -96,12 +98,18 @@ def _run_layout(args: argparse.Namespace, out: TextIO) -> int:
     if args.response:
         _dump(layout.layout_response(), out)
         return 0
+    _print_layout(layout, args.all, out)
+    return 0
+
+
+def _print_layout(layout: TopicLayout, everything: bool, out: TextIO) -> None:
+    """A header line, then one row per active segment (every segment with ``everything``)."""
     out.write(
         f"epoch {layout.epoch}, next segment id {layout.next_segment_id},"
         f" {len(layout.active_segments())} active segment(s),"
         f" {layout.total_bucket_count} bucket(s)\n"
     )
-    shown = layout.segments.values() if args.all else layout.active_segments()
+    shown = layout.segments.values() if everything else layout.active_segments()
     rows = [
         (
             s.segment_id,
@@ -118,7 +126,6 @@ def _run_layout(args: argparse.Namespace, out: TextIO) -> int:
     ]
     headers = ("id", "descriptor", "state", "buckets", "splits", "parents", "children")
     _table((*headers, "created_ms", "sealed_ms"), rows, out)
-    return 0
 
 
 # --- route ---------------------------------------------------------------------------------
@@ -196,18 +203,35 @@ def _configure_decide(parser: argparse.ArgumentParser) -> None:
         "snapshot", metavar="SNAPSHOT.json", help="decision snapshot; '-' for stdin"
     )
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
+    parser.add_argument(
+        "--apply",
+        action="store_true",
+        help="also apply the decision as the controller does and print the resulting layout"
+        " (with --json: {decision, layout})",
+    )
 
 
 def _run_decide(args: argparse.Namespace, out: TextIO) -> int:
     snapshot = DecisionSnapshot.from_dict(_read_json(args.snapshot))
     decision = snapshot.decide()
+    layout = (
+        apply_decision(snapshot.layout, decision, snapshot.policy, snapshot.now_ms)
+        if args.apply
+        else None
+    )
     if args.json:
-        _dump(decision.to_dict(), out)
+        if layout is None:
+            _dump(decision.to_dict(), out)
+        else:
+            _dump({"decision": decision.to_dict(), "layout": layout.to_dict()}, out)
         return 0
     detail = {k: v for k, v in decision.to_dict().items() if k not in ("action", "reason")}
     action = decision.to_dict()["action"]
     out.write(action + "".join(f" {k}={v}" for k, v in detail.items()) + "\n")
     out.write(f"reason: {decision.reason}\n")
+    if layout is not None:
+        out.write("\n")
+        _print_layout(layout, False, out)
     return 0
 
 

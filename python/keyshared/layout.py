@@ -10,7 +10,8 @@ Invariants of every :class:`TopicLayout`:
 * a segment's bucket splits never change: a new bucket count is a new segment (rollover).
 
 Every operation returns a new layout with ``epoch + 1`` and raises ValueError when it cannot
-apply. Times are epoch milliseconds.
+apply; the segments it creates record that epoch as ``created_at_epoch``, the ones it seals
+as ``sealed_at_epoch``. Times are epoch milliseconds.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ _SEGMENT_FIELDS = frozenset(
         "bucket_splits",
         "created_at_ms",
         "sealed_at_ms",
+        "created_at_epoch",
+        "sealed_at_epoch",
+        "legacy_topic_name",
     }
 )
 _LAYOUT_FIELDS = frozenset({"epoch", "next_segment_id", "segments"})
@@ -101,8 +105,11 @@ class Segment:
     """One node of the layout DAG (Pulsar's ``SegmentInfo``).
 
     ``bucket_splits`` are the ascending starts of buckets 1..N-1 on the hashB ring (empty:
-    one bucket). ``created_at_ms`` and ``sealed_at_ms`` are epoch ms; ``sealed_at_ms`` is -1
-    exactly while the segment is active.
+    one bucket). ``created_at_ms`` and ``sealed_at_ms`` are epoch ms; ``created_at_epoch``
+    and ``sealed_at_epoch`` are the layout epochs (DAG generations) of the same events. Both
+    sealed values are -1 exactly while the segment is active. ``legacy_topic_name`` names
+    the ``persistent://`` topic a *legacy* segment wraps (a partition of a migrated topic);
+    it is None for the controller's own segments.
     """
 
     segment_id: int
@@ -113,6 +120,9 @@ class Segment:
     bucket_splits: tuple[int, ...] = ()
     created_at_ms: int = 0
     sealed_at_ms: int = -1
+    created_at_epoch: int = 0
+    sealed_at_epoch: int = -1
+    legacy_topic_name: str | None = None
 
     def __post_init__(self) -> None:
         check_int("segment_id", self.segment_id, minimum=0)
@@ -125,14 +135,39 @@ class Segment:
             self, "bucket_splits", _check_splits("bucket_splits", self.bucket_splits)
         )
         check_int("created_at_ms", self.created_at_ms, minimum=0)
+        created_epoch = check_int("created_at_epoch", self.created_at_epoch, minimum=0)
         if self.state is SegmentState.ACTIVE:
             check_int("sealed_at_ms", self.sealed_at_ms, minimum=-1, maximum=-1)
+            check_int("sealed_at_epoch", self.sealed_at_epoch, minimum=-1, maximum=-1)
         else:
             check_int("sealed_at_ms", self.sealed_at_ms, minimum=0)
+            check_int("sealed_at_epoch", self.sealed_at_epoch, minimum=created_epoch)
+        if self.legacy_topic_name is not None and not isinstance(self.legacy_topic_name, str):
+            kind = type(self.legacy_topic_name).__name__
+            raise TypeError(f"legacy_topic_name must be a str or None, got {kind}")
 
     @property
     def is_active(self) -> bool:
         return self.state is SegmentState.ACTIVE
+
+    @property
+    def is_sealed(self) -> bool:
+        return self.state is SegmentState.SEALED
+
+    @property
+    def is_root(self) -> bool:
+        """No parents: an initial segment (or one whose parents were pruned)."""
+        return not self.parent_ids
+
+    @property
+    def is_leaf(self) -> bool:
+        """No children: every active segment, and a sealed one whose children were pruned."""
+        return not self.child_ids
+
+    @property
+    def is_legacy(self) -> bool:
+        """Wraps an existing ``persistent://`` topic (an empty name does not count)."""
+        return bool(self.legacy_topic_name)
 
     @property
     def bucket_count(self) -> int:
@@ -164,6 +199,9 @@ class Segment:
             "bucket_splits": list(self.bucket_splits),
             "created_at_ms": self.created_at_ms,
             "sealed_at_ms": self.sealed_at_ms,
+            "created_at_epoch": self.created_at_epoch,
+            "sealed_at_epoch": self.sealed_at_epoch,
+            "legacy_topic_name": self.legacy_topic_name,
         }
 
     @classmethod
@@ -194,6 +232,11 @@ class Segment:
                 bucket_splits=tuple(_list(f"{name}.bucket_splits", data.get("bucket_splits", []))),
                 created_at_ms=data.get("created_at_ms", 0),
                 sealed_at_ms=data.get("sealed_at_ms", -1),
+                created_at_epoch=data.get("created_at_epoch", 0),
+                sealed_at_epoch=data.get(
+                    "sealed_at_epoch", -1 if state == "ACTIVE" else data.get("created_at_epoch", 0)
+                ),
+                legacy_topic_name=data.get("legacy_topic_name"),
             )
         except (TypeError, ValueError) as e:
             raise type(e)(f"{name}.{e}") from None
@@ -229,7 +272,7 @@ class TopicLayout:
                 raise ValueError(f"segments[{key!r}] holds segment {seg.segment_id}")
             by_id[seg.segment_id] = seg
         object.__setattr__(self, "segments", MappingProxyType(dict(sorted(by_id.items()))))
-        _check_dag(by_id, self.next_segment_id)
+        _check_dag(by_id, self.next_segment_id, self.epoch)
         _check_tiling(self.active_segments())
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -307,6 +350,47 @@ class TopicLayout:
             todo.extend(seg.parent_ids)
         return depth
 
+    def children(self, segment_id: int) -> tuple[Segment, ...]:
+        """The direct children of a segment, in the order it lists them."""
+        return tuple(self.segments[c] for c in self.segment(segment_id).child_ids)
+
+    def parents(self, segment_id: int) -> tuple[Segment, ...]:
+        """The direct parents of a segment, in the order it lists them (none for a root)."""
+        return tuple(self.segments[p] for p in self.segment(segment_id).parent_ids)
+
+    def lineage(self, segment_id: int) -> tuple[Segment, ...]:
+        """Pulsar's ``getLineage``: the segment's ancestors (each parent after its own
+        ancestors), the segment, then its descendants (each child before its own).
+
+        Pulsar lists an ancestor shared by two parents (a split followed by a merge) once
+        per path; here every segment appears once, at its first place."""
+        root = self.segment(segment_id)
+        ordered: dict[int, Segment] = {}
+        # Iterative depth-first walks: a long-lived topic's DAG can be deeper than Python's
+        # recursion limit. A segment already listed is not walked again.
+        stack = [(root, iter(root.parent_ids))]
+        while stack:
+            seg, parents = stack[-1]
+            pid = next(parents, None)
+            if pid is None:
+                stack.pop()
+                if stack:
+                    ordered.setdefault(seg.segment_id, seg)
+            elif pid not in ordered:
+                parent = self.segments[pid]
+                stack.append((parent, iter(parent.parent_ids)))
+        ordered.setdefault(root.segment_id, root)
+        walk = [iter(root.child_ids)]
+        while walk:
+            cid = next(walk[-1], None)
+            if cid is None:
+                walk.pop()
+            elif cid not in ordered:
+                child = self.segments[cid]
+                ordered[cid] = child
+                walk.append(iter(child.child_ids))
+        return tuple(ordered.values())
+
     # --- routing ----------------------------------------------------------------------
 
     @cached_property
@@ -342,15 +426,21 @@ class TopicLayout:
             low, high = seg.hash_range.split()
         except ValueError as e:
             raise ValueError(f"cannot split segment {seg.segment_id}: {e}") from None
-        first = self.next_segment_id
+        first, epoch = self.next_segment_id, self.epoch + 1
         splits = tuple(equal_width_splits(max(1, seg.bucket_count // 2)))
         children = [
             Segment(
-                cid, r, parent_ids=(seg.segment_id,), bucket_splits=splits, created_at_ms=now_ms
+                cid,
+                r,
+                parent_ids=(seg.segment_id,),
+                bucket_splits=splits,
+                created_at_ms=now_ms,
+                created_at_epoch=epoch,
             )
             for cid, r in ((first, low), (first + 1, high))
         ]
-        return self._apply([_sealed(seg, now_ms, (first, first + 1)), *children], first + 2)
+        sealed = _sealed(seg, now_ms, epoch, (first, first + 1))
+        return self._apply([sealed, *children], first + 2)
 
     def merge_segments(
         self, segment_id_1: int, segment_id_2: int, now_ms: int, max_buckets: int | None = None
@@ -371,17 +461,17 @@ class TopicLayout:
         count = min(a.bucket_count + b.bucket_count, RING_SIZE)
         if max_buckets is not None:
             count = min(count, check_int("max_buckets", max_buckets, minimum=1))
-        new_id = self.next_segment_id
+        new_id, epoch = self.next_segment_id, self.epoch + 1
         merged = Segment(
             new_id,
             a.hash_range.merge(b.hash_range),
             parent_ids=(a.segment_id, b.segment_id),
             bucket_splits=tuple(equal_width_splits(count)),
             created_at_ms=now_ms,
+            created_at_epoch=epoch,
         )
-        return self._apply(
-            [_sealed(a, now_ms, (new_id,)), _sealed(b, now_ms, (new_id,)), merged], new_id + 1
-        )
+        sealed = [_sealed(s, now_ms, epoch, (new_id,)) for s in (a, b)]
+        return self._apply([*sealed, merged], new_id + 1)
 
     def rebucket_segment(
         self,
@@ -410,15 +500,16 @@ class TopicLayout:
                 )
             if splits == seg.bucket_splits:
                 raise ValueError(f"segment {seg.segment_id} already has these bucket splits")
-        new_id = self.next_segment_id
+        new_id, epoch = self.next_segment_id, self.epoch + 1
         successor = Segment(
             new_id,
             seg.hash_range,
             parent_ids=(seg.segment_id,),
             bucket_splits=splits,
             created_at_ms=now_ms,
+            created_at_epoch=epoch,
         )
-        return self._apply([_sealed(seg, now_ms, (new_id,)), successor], new_id + 1)
+        return self._apply([_sealed(seg, now_ms, epoch, (new_id,)), successor], new_id + 1)
 
     def prune_segment(self, segment_id: int) -> TopicLayout:
         """Removes a sealed segment from the DAG (its data has expired), unlinking it from
@@ -489,7 +580,8 @@ class TopicLayout:
     def layout_response(self) -> dict[str, Any]:
         """What a producer needs to route and bucket its batches (PIP-486's extension of
         ``ScalableTopicLayoutResponse``): the epoch and, per active segment in range order,
-        its id, descriptor, range and bucket splits."""
+        its id, descriptor, range and bucket splits, and for a legacy segment the
+        ``persistent://`` topic it wraps (``legacy_topic_name``)."""
         return {
             "epoch": self.epoch,
             "segments": [
@@ -498,20 +590,29 @@ class TopicLayout:
                     "descriptor": s.descriptor,
                     "hash_range": s.hash_range.to_hex(),
                     "bucket_splits": list(s.bucket_splits),
+                    **({"legacy_topic_name": s.legacy_topic_name} if s.is_legacy else {}),
                 }
                 for s in self._active
             ],
         }
 
 
-def _sealed(seg: Segment, now_ms: int, child_ids: tuple[int, ...]) -> Segment:
-    return replace(seg, state=SegmentState.SEALED, child_ids=child_ids, sealed_at_ms=now_ms)
+def _sealed(seg: Segment, now_ms: int, epoch: int, child_ids: tuple[int, ...]) -> Segment:
+    return replace(
+        seg,
+        state=SegmentState.SEALED,
+        child_ids=child_ids,
+        sealed_at_ms=now_ms,
+        sealed_at_epoch=epoch,
+    )
 
 
-def _check_dag(segments: Mapping[int, Segment], next_segment_id: int) -> None:
+def _check_dag(segments: Mapping[int, Segment], next_segment_id: int, epoch: int) -> None:
     for sid, seg in segments.items():
         if sid >= next_segment_id:
             raise ValueError(f"segment {sid} is not below next_segment_id ({next_segment_id})")
+        if max(seg.created_at_epoch, seg.sealed_at_epoch) > epoch:
+            raise ValueError(f"segment {sid} records an epoch above the layout's ({epoch})")
         if seg.is_active and seg.child_ids:
             raise ValueError(f"segment {sid} is active but has children {list(seg.child_ids)}")
         for pid in seg.parent_ids:

@@ -6,6 +6,9 @@ returns exactly one of :class:`Split`, :class:`Merge`, :class:`Rebucket` or
 :class:`NoAction`. It holds no state: the caller passes the times of the last split, merge
 and rebucket (or recovers them from the layout with :func:`last_operation_times`).
 
+A resolved policy that breaks an invariant (:func:`resolve_auto_scale_config`) is an
+:class:`InvalidPolicy`: auto-scaling is off for that topic until it is fixed, as in Pulsar.
+
 Units: rates in msg/s and B/s, times and durations in ms.
 """
 
@@ -196,17 +199,13 @@ class AutoScalePolicy:
     ) -> AutoScalePolicy:
         """The effective policy of a topic, taking ``self`` as the broker defaults: each
         field from the topic override if set there, else the namespace override, else
-        ``self``. Validated once, on the result, so overrides may move thresholds together."""
-        chosen: dict[str, Any] = {}
-        for override in (namespace_override, topic_override):
-            if override is None:
-                continue
-            if not isinstance(override, AutoScalePolicyOverride):
-                raise TypeError(
-                    f"override must be AutoScalePolicyOverride, got {type(override).__name__}"
-                )
-            chosen.update(override.set_fields())
-        return replace(self, **chosen)
+        ``self``. Validated once, on the result, so overrides may move thresholds together;
+        ValueError when the result is invalid (:func:`resolve_auto_scale_config` returns an
+        :class:`InvalidPolicy` instead)."""
+        resolved = resolve_auto_scale_config(self, namespace_override, topic_override)
+        if isinstance(resolved, InvalidPolicy):
+            raise ValueError(resolved.reason)
+        return resolved
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -271,6 +270,61 @@ class AutoScalePolicyOverride:
             return cls(**data)
         except (TypeError, ValueError) as e:
             raise type(e)(f"{name}.{e}") from None
+
+
+@dataclass(frozen=True)
+class InvalidPolicy:
+    """A resolved policy that breaks an invariant (a bad override combination, or a broker
+    default such as 0 buckets per segment). Pulsar's controller then treats auto
+    split/merge as disabled for the topic until an operator fixes it, rather than failing
+    every evaluation: :func:`decide` answers NoAction saying so. ``reason`` is the
+    validation error."""
+
+    reason: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reason, str):
+            raise TypeError(f"reason must be a str, got {type(self.reason).__name__}")
+
+    @property
+    def enabled(self) -> bool:
+        return False
+
+
+def resolve_auto_scale_config(
+    broker: AutoScalePolicy | AutoScalePolicyOverride | None = None,
+    namespace_override: AutoScalePolicyOverride | None = None,
+    topic_override: AutoScalePolicyOverride | None = None,
+) -> AutoScalePolicy | InvalidPolicy:
+    """The effective policy of a topic (Pulsar's ``resolveAutoScaleConfig``): the broker
+    defaults (an :class:`AutoScalePolicy`, or the fields an :class:`AutoScalePolicyOverride`
+    sets over the built-in defaults, which may themselves be invalid), then the namespace
+    override, then the topic override, each set field winning. The result is validated
+    once; an invalid one is an :class:`InvalidPolicy`, never an exception."""
+    if broker is None or isinstance(broker, AutoScalePolicyOverride):
+        chosen = asdict(AutoScalePolicy())
+        if broker is not None:
+            chosen.update(broker.set_fields())
+    elif isinstance(broker, AutoScalePolicy):
+        chosen = asdict(broker)
+    else:
+        raise TypeError(
+            "broker must be an AutoScalePolicy or AutoScalePolicyOverride,"
+            f" got {type(broker).__name__}"
+        )
+    overrides = (("namespace_override", namespace_override), ("topic_override", topic_override))
+    for name, override in overrides:
+        if override is None:
+            continue
+        if not isinstance(override, AutoScalePolicyOverride):
+            raise TypeError(
+                f"{name} must be an AutoScalePolicyOverride, got {type(override).__name__}"
+            )
+        chosen.update(override.set_fields())
+    try:
+        return AutoScalePolicy(**chosen)
+    except ValueError as e:
+        return InvalidPolicy(str(e))
 
 
 # --- decisions ---------------------------------------------------------------------------
@@ -342,7 +396,7 @@ def decide(
     layout: TopicLayout,
     load_by_segment: Mapping[int, SegmentLoadSample],
     stream_consumer_count_by_sub: Mapping[str, int],
-    policy: AutoScalePolicy,
+    policy: AutoScalePolicy | InvalidPolicy,
     now_ms: int,
     last_split_at_ms: int | None = None,
     last_merge_at_ms: int | None = None,
@@ -352,7 +406,7 @@ def decide(
     ``AutoScalePolicyEvaluator.decide``). The rules, in order; a stage that does not act
     passes to the next one, and NoAction reports what held each stage back:
 
-    1. disabled: NoAction;
+    1. disabled, or an :class:`InvalidPolicy`: NoAction;
     2. consumer demand (the largest STREAM/CHECKPOINT consumer count of one subscription)
        above the active segment count: split the busiest segment by msgRateIn (ties to the
        lowest id) while under max segments and at or above the split-vs-rebucket floor;
@@ -368,14 +422,22 @@ def decide(
     A cooldown is in effect while ``now_ms - last < cooldown`` (``None``: never happened).
     A segment without a sample counts as zero load and never merges.
     """
+    if not isinstance(policy, AutoScalePolicy | InvalidPolicy):
+        raise TypeError(
+            f"policy must be an AutoScalePolicy or InvalidPolicy, got {type(policy).__name__}"
+        )
+    # The other arguments are checked even when the policy is invalid; a disabled policy
+    # stands in for it then.
     ctx = _Context.build(
         layout,
         load_by_segment,
         stream_consumer_count_by_sub,
-        policy,
+        policy if isinstance(policy, AutoScalePolicy) else _DISABLED,
         now_ms,
         (last_split_at_ms, last_merge_at_ms, last_rebucket_at_ms),
     )
+    if isinstance(policy, InvalidPolicy):
+        return NoAction(f"disabled: invalid policy: {policy.reason}")
     if not policy.enabled:
         return NoAction("disabled: auto split/merge is turned off for this topic")
     notes = []
@@ -417,8 +479,6 @@ class _Context:
     ) -> _Context:
         if not isinstance(layout, TopicLayout):
             raise TypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
-        if not isinstance(policy, AutoScalePolicy):
-            raise TypeError(f"policy must be an AutoScalePolicy, got {type(policy).__name__}")
         check_mapping("load_by_segment", load_by_segment)
         for sid, sample in load_by_segment.items():
             if sid not in layout.segments:
@@ -462,6 +522,7 @@ class _Context:
 
 
 _ZERO = SegmentLoadStats()
+_DISABLED = AutoScalePolicy(enabled=False)
 
 
 def _consumer_scale(ctx: _Context) -> Decision | str:
@@ -600,12 +661,35 @@ def _first(items: list[str], shown: int = 6) -> str:
 
 @dataclass(frozen=True)
 class LastOperationTimes:
-    """When the layout last split, merged and rebucketed (epoch ms; None: never, or the
-    evidence was pruned)."""
+    """The cooldown clocks: when the topic last split, merged and rebucketed (epoch ms;
+    None: never, or the evidence was pruned). The fields are :func:`decide`'s arguments of
+    the same names: ``decide(..., **times.to_dict())``."""
 
-    split_at_ms: int | None
-    merge_at_ms: int | None
-    rebucket_at_ms: int | None
+    last_split_at_ms: int | None = None
+    last_merge_at_ms: int | None = None
+    last_rebucket_at_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in self.to_dict().items():
+            check_optional_int(name, value, minimum=0)
+
+    def to_dict(self) -> dict[str, int | None]:
+        return asdict(self)
+
+    def after(self, decision: Decision, now_ms: int) -> LastOperationTimes:
+        """The clocks once ``decision`` was applied at ``now_ms``: its operation's clock
+        restarts (a NoAction changes nothing). Advance them only after the layout change
+        succeeded, so that a failed operation does not start a cooldown, as in Pulsar."""
+        check_int("now_ms", now_ms, minimum=0)
+        if isinstance(decision, Split):
+            return replace(self, last_split_at_ms=now_ms)
+        if isinstance(decision, Merge):
+            return replace(self, last_merge_at_ms=now_ms)
+        if isinstance(decision, Rebucket):
+            return replace(self, last_rebucket_at_ms=now_ms)
+        if isinstance(decision, NoAction):
+            return self
+        raise TypeError(f"decision must be a Decision, got {type(decision).__name__}")
 
 
 def last_operation_times(layout: TopicLayout) -> LastOperationTimes:
@@ -624,7 +708,11 @@ def last_operation_times(layout: TopicLayout) -> LastOperationTimes:
             continue
         seen = latest[kind]
         latest[kind] = seg.created_at_ms if seen is None else max(seen, seg.created_at_ms)
-    return LastOperationTimes(latest["split"], latest["merge"], latest["rebucket"])
+    return LastOperationTimes(
+        last_split_at_ms=latest["split"],
+        last_merge_at_ms=latest["merge"],
+        last_rebucket_at_ms=latest["rebucket"],
+    )
 
 
 _SNAPSHOT_FIELDS = frozenset(
@@ -655,12 +743,16 @@ class DecisionSnapshot:
          "namespace_policy": {...}, "topic_policy": {...},   # optional overrides
          "now_ms": 1700000300000,
          "last_split_at_ms": null}                   # optional
+
+    ``policy`` is the resolved policy (:func:`resolve_auto_scale_config`), an
+    :class:`InvalidPolicy` when the broker defaults and overrides combine into an invalid
+    one.
     """
 
     layout: TopicLayout
     load_by_segment: Mapping[int, SegmentLoadSample]
     stream_consumer_count_by_sub: Mapping[str, int]
-    policy: AutoScalePolicy
+    policy: AutoScalePolicy | InvalidPolicy
     now_ms: int
     last_split_at_ms: int | None = None
     last_merge_at_ms: int | None = None
@@ -688,24 +780,13 @@ class DecisionSnapshot:
             if key not in data:
                 raise ValueError(f"snapshot.{key} is missing")
         layout = TopicLayout.from_dict(data["layout"], "layout")
-        broker = AutoScalePolicy.from_dict(data.get("policy", {}), "policy")
-        overrides = [
+        broker, namespace, topic = (
             AutoScalePolicyOverride.from_dict(data[k], k) if data.get(k) is not None else None
-            for k in ("namespace_policy", "topic_policy")
-        ]
-        try:
-            policy = broker.resolve(*overrides)
-        except ValueError as e:
-            raise ValueError(f"resolved policy: {e}") from None
-        recovered = last_operation_times(layout)
-        lasts = {
-            name: data[name] if name in data else getattr(recovered, attr)
-            for name, attr in (
-                ("last_split_at_ms", "split_at_ms"),
-                ("last_merge_at_ms", "merge_at_ms"),
-                ("last_rebucket_at_ms", "rebucket_at_ms"),
-            )
-        }
+            for k in ("policy", "namespace_policy", "topic_policy")
+        )
+        policy = resolve_auto_scale_config(broker, namespace, topic)
+        recovered = last_operation_times(layout).to_dict()
+        lasts = {name: data.get(name, value) for name, value in recovered.items()}
         for name, value in lasts.items():
             check_optional_int(f"snapshot.{name}", value, minimum=0)
         return cls(
@@ -745,6 +826,7 @@ __all__ = [
     "AutoScalePolicyOverride",
     "Decision",
     "DecisionSnapshot",
+    "InvalidPolicy",
     "LastOperationTimes",
     "Merge",
     "NoAction",
@@ -755,4 +837,5 @@ __all__ = [
     "decide",
     "is_material_change",
     "last_operation_times",
+    "resolve_auto_scale_config",
 ]

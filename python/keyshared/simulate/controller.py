@@ -1,6 +1,9 @@
-"""The scalable-topic controller of one simulated topic: PIP-483 load reporting and
-split / merge / rebucket decisions (:func:`keyshared.decide`), and PIP-486 bucket
-assignment across the segments consumers may read.
+"""The scalable-topic controller of one simulated topic: PIP-483 load reporting
+(:class:`keyshared.SegmentLoadReporter`), split / merge / rebucket decisions
+(:func:`keyshared.decide`, applied by :func:`keyshared.apply_decision`), and the assignment
+of the segments consumers may read: PIP-486 bucket assignment (``"buckets"``), or Pulsar's
+``SubscriptionCoordinator`` rule (``"segments"``: whole segments, surplus consumers sharing
+bucketed ones).
 
 Times in ms of virtual time, rates in msg/s and B/s.
 """
@@ -8,29 +11,40 @@ Times in ms of virtual time, rates in msg/s and B/s.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from keyshared.controller import apply_decision
+from keyshared.coordinator import compute_assignment
 from keyshared.layout import TopicLayout
-from keyshared.ownership import BucketAssignment, BucketConsumer, sticky_assignment
+from keyshared.load_reporter import SegmentLoadReporter
+from keyshared.ownership import (
+    BucketAssignment,
+    BucketConsumer,
+    contiguous_assignment,
+    sticky_assignment,
+)
 from keyshared.policy import (
     AutoScalePolicy,
     Decision,
-    Merge,
     NoAction,
-    Rebucket,
     SegmentLoadSample,
     SegmentLoadStats,
-    Split,
     decide,
-    is_material_change,
     last_operation_times,
 )
+from keyshared.topic_name import TopicName
 
 #: The subscription every simulated topic has; the controller counts its consumers.
 SUBSCRIPTION = "sub"
+#: How consumers get what they read: PIP-486 buckets, or the coordinator's segments.
+Assignment = Literal["buckets", "segments"]
+ASSIGNMENTS: tuple[Assignment, ...] = ("buckets", "segments")
 _Counters = Sequence[int]
+_Unit = tuple[int, int]
+#: The coordinator names segment topics after the scalable topic; the simulator needs none.
+_TOPIC = TopicName.get("topic://public/default/simulated")
 
 
 class LoadReporter:
@@ -41,7 +55,7 @@ class LoadReporter:
 
     def __init__(self, window_ms: int, threshold: float = 0.25) -> None:
         self._window_ms = window_ms
-        self._threshold = threshold
+        self._writer = SegmentLoadReporter(threshold)
         self._history: dict[int, deque[tuple[int, tuple[int, ...]]]] = {}
         self.samples: dict[int, SegmentLoadSample] = {}
 
@@ -52,6 +66,7 @@ class LoadReporter:
     def untrack(self, segment_id: int) -> None:
         """Stops reporting a sealed segment; its last sample stays in the store."""
         self._history.pop(segment_id, None)
+        self._writer = self._writer.forget(SUBSCRIPTION, segment_id)
 
     def report(self, now_ms: int, counters: Mapping[int, _Counters]) -> None:
         """``counters``: per tracked segment, its cumulative messages in, bytes in, messages
@@ -68,8 +83,9 @@ class LoadReporter:
             stats = SegmentLoadStats(
                 *((c - b) / seconds for c, b in zip(current, base, strict=True))
             )
-            last = self.samples.get(segment_id)
-            if last is None or is_material_change(last.stats, stats, self._threshold):
+            write, writer = self._writer.report_if_changed(SUBSCRIPTION, segment_id, stats)
+            if write:
+                self._writer = writer
                 self.samples[segment_id] = SegmentLoadSample(stats, now_ms)
 
 
@@ -99,15 +115,15 @@ class Controller:
     consumer change) are all recorded, NoAction included, since they say why a new consumer
     got no segment; periodic ones are recorded when they act, and counted otherwise."""
 
-    def __init__(self, layout: TopicLayout, policy: AutoScalePolicy) -> None:
+    def __init__(
+        self, layout: TopicLayout, policy: AutoScalePolicy, assignment: Assignment = "buckets"
+    ) -> None:
+        if assignment not in ASSIGNMENTS:
+            raise ValueError(f'assignment must be "buckets" or "segments", got {assignment!r}')
         self.layout = layout
         self.policy = policy
-        recovered = last_operation_times(layout)
-        self._last = {
-            "split": recovered.split_at_ms,
-            "merge": recovered.merge_at_ms,
-            "rebucket": recovered.rebucket_at_ms,
-        }
+        self.assignment = assignment
+        self.clocks = last_operation_times(layout)
         self.decisions: list[DecisionRecord] = []
         self.idle_evaluations = 0
         self.last_idle_reason: str | None = None
@@ -127,9 +143,7 @@ class Controller:
             {SUBSCRIPTION: consumers},
             self.policy,
             now_ms,
-            self._last["split"],
-            self._last["merge"],
-            self._last["rebucket"],
+            **self.clocks.to_dict(),
         )
         if isinstance(decision, NoAction):
             self.last_idle_reason = decision.reason
@@ -137,7 +151,8 @@ class Controller:
                 self.idle_evaluations += 1
                 return None
         else:
-            self.layout = self._apply(decision, now_ms)
+            self.layout = apply_decision(self.layout, decision, self.policy, now_ms)
+            self.clocks = self.clocks.after(decision, now_ms)
         self.decisions.append(
             DecisionRecord(
                 now_ms,
@@ -149,24 +164,18 @@ class Controller:
         )
         return None if isinstance(decision, NoAction) else self.layout
 
-    def _apply(self, decision: Decision, now_ms: int) -> TopicLayout:
-        layout = self.layout
-        if isinstance(decision, Split):
-            self._last["split"] = now_ms
-            return layout.split_segment(decision.segment_id, now_ms)
-        if isinstance(decision, Merge):
-            self._last["merge"] = now_ms
-            return layout.merge_segments(
-                decision.segment_id_1,
-                decision.segment_id_2,
-                now_ms,
-                max_buckets=self.policy.max_entry_buckets_per_segment,
-            )
-        assert isinstance(decision, Rebucket)
-        self._last["rebucket"] = now_ms
-        for segment_id in decision.segment_ids:
-            layout = layout.rebucket_segment(segment_id, decision.bucket_count, now_ms)
-        return layout
+    def assign(
+        self,
+        units: Sequence[_Unit],
+        previous: Mapping[_Unit, int],
+        consumers: Sequence[BucketConsumer],
+        retired: Collection[int],
+    ) -> dict[_Unit, int | None]:
+        """The owner of every (segment, bucket) unit consumers may read, by this
+        controller's assignment rule. ``retired``: the sealed segments that drained."""
+        if self.assignment == "buckets":
+            return assign_units(units, previous, consumers)
+        return assign_segments(self.layout, units, consumers, retired)
 
 
 def assign_units(
@@ -185,4 +194,39 @@ def assign_units(
     return dict(zip(units, after.owners, strict=True))
 
 
-__all__ = ["SUBSCRIPTION", "Controller", "DecisionRecord", "LoadReporter", "assign_units"]
+def assign_segments(
+    layout: TopicLayout,
+    units: Sequence[_Unit],
+    consumers: Sequence[BucketConsumer],
+    retired: Collection[int],
+) -> dict[_Unit, int | None]:
+    """Pulsar's ``SubscriptionCoordinator`` rule (:func:`keyshared.compute_assignment`, with
+    parent-drain ordering: a STREAM subscription) over the units' segments: a segment owned
+    whole gives its owner every bucket; a shared one splits its buckets among its sharers
+    as the broker's entry-bucket dispatcher does (:func:`keyshared.contiguous_assignment`)."""
+    by_name = {c.name: c for c in consumers}
+    assignment = compute_assignment(layout, _TOPIC, by_name, retired)
+    sharers: dict[int, list[BucketConsumer]] = {}
+    for name, consumer_assignment in assignment.items():
+        for segment_id in consumer_assignment.segment_ids:
+            sharers.setdefault(segment_id, []).append(by_name[name])
+    owners: dict[int, BucketAssignment] = {
+        sid: contiguous_assignment(members, layout.segment(sid).bucket_count)
+        for sid, members in sharers.items()
+    }
+    return {
+        (sid, bucket): owners[sid].owners[bucket] if sid in owners else None
+        for sid, bucket in units
+    }
+
+
+__all__ = [
+    "ASSIGNMENTS",
+    "SUBSCRIPTION",
+    "Assignment",
+    "Controller",
+    "DecisionRecord",
+    "LoadReporter",
+    "assign_segments",
+    "assign_units",
+]

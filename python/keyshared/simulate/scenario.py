@@ -22,6 +22,7 @@ from keyshared._checks import check_int, check_keys, check_mapping, check_rate
 from keyshared.batching import DEFAULT_MAX_BYTES, DEFAULT_MAX_MESSAGES
 from keyshared.layout import RING_SIZE, TopicLayout
 from keyshared.policy import AutoScalePolicy
+from keyshared.simulate.controller import ASSIGNMENTS, Assignment
 
 _T = TypeVar("_T")
 
@@ -206,7 +207,10 @@ class WindowSpec:
 @dataclass(frozen=True)
 class TopicSpec:
     """One scalable topic, simulated ``count`` times side by side (replicas differ only in
-    their random draws), with one STREAM subscription."""
+    their random draws), with one STREAM subscription. ``assignment`` is how its consumers
+    get what they read: ``"buckets"`` (PIP-486 bucket assignment across the readable
+    segments) or ``"segments"`` (Pulsar's subscription coordinator: whole segments, surplus
+    consumers sharing bucketed ones)."""
 
     name: str
     layout: TopicLayout
@@ -216,9 +220,12 @@ class TopicSpec:
     count: int = 1
     batching: BatchingSpec = field(default_factory=BatchingSpec)
     window: WindowSpec = field(default_factory=WindowSpec)
+    assignment: Assignment = "buckets"
 
     def __post_init__(self) -> None:
         _check_name(self.name)
+        if self.assignment not in ASSIGNMENTS:
+            raise ValueError(f'assignment must be "buckets" or "segments", got {self.assignment!r}')
         if not isinstance(self.layout, TopicLayout):
             raise TypeError(f"layout must be a TopicLayout, got {type(self.layout).__name__}")
         check_int("count", self.count, minimum=1, maximum=10_000)
@@ -367,7 +374,17 @@ _CONSUMER_FIELDS = frozenset(
     }
 )
 _TOPIC_FIELDS = frozenset(
-    {"name", "count", "layout", "policy", "producers", "consumers", "batching", "window"}
+    {
+        "name",
+        "count",
+        "layout",
+        "policy",
+        "producers",
+        "consumers",
+        "batching",
+        "window",
+        "assignment",
+    }
 )
 _LAYOUT_FIELDS = frozenset({"segments", "bucket_budget", "dag"})
 _SCENARIO_FIELDS = frozenset(
@@ -479,7 +496,7 @@ def _topic(path: str, data: object) -> TopicSpec:
     return _build(
         path,
         TopicSpec,
-        {k: v for k, v in raw.items() if k in ("name", "count")},
+        {k: v for k, v in raw.items() if k in ("name", "count", "assignment")},
         layout=_layout(f"{path}.layout", raw.get("layout", {})),
         policy=policy,
         batching=batching,

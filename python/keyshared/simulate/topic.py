@@ -18,7 +18,7 @@ import numpy.typing as npt
 from keyshared.batching import EntryBatch
 from keyshared.cursor import BucketCheckpoints
 from keyshared.ownership import BucketAssignment, BucketConsumer
-from keyshared.simulate.controller import Controller, LoadReporter, assign_units
+from keyshared.simulate.controller import Controller, LoadReporter
 from keyshared.simulate.dispatch import HandOff, SegmentDispatcher, TopicContext
 from keyshared.simulate.invariants import EventTrail, TopicChecker
 from keyshared.simulate.scenario import Scenario, TopicSpec
@@ -90,7 +90,7 @@ class TopicSim:
             self._deliver,
             self._segment_drained,
         )
-        self.controller = Controller(spec.layout, spec.policy)
+        self.controller = Controller(spec.layout, spec.policy, spec.assignment)
         self.reporter = LoadReporter(scenario.load_rate_window_ms)
         self.dispatchers: dict[int, SegmentDispatcher] = {}
         self._retired: set[int] = set()
@@ -226,7 +226,7 @@ class TopicSim:
         members = [BucketConsumer(self.consumers[c].name, c) for c in connected]
         alive = set(connected)
         previous = {u: o for u, o in self._owners.items() if o in alive}
-        self._owners = assign_units(units, previous, members)
+        self._owners = self.controller.assign(units, previous, members, self._retired)
         for sid in readable:
             dispatcher = self.dispatchers[sid]
             owners = tuple(self._owners[(sid, b)] for b in range(dispatcher.bucket_count))
