@@ -43,6 +43,13 @@ from keyshared.hashing import (
     split_hashes,
     sticky_key_hash,
 )
+from keyshared.redelivery import (
+    DispatchResult,
+    HoldReason,
+    MessageRedeliveryController,
+    get_available_permits,
+    get_effective_look_ahead_limit,
+)
 from keyshared.layout import (
     Segment,
     SegmentState,
@@ -124,6 +131,11 @@ __all__ = [
     "SegmentState",
     "Split",
     "StickyKeyDispatcher",
+    "DispatchResult",
+    "HoldReason",
+    "MessageRedeliveryController",
+    "get_available_permits",
+    "get_effective_look_ahead_limit",
     "SubscriptionFailurePolicy",
     "TopicLayout",
     "WindowAction",
