@@ -540,7 +540,10 @@ def snapshot(d: StickyKeyDispatcher) -> tuple[Any, ...]:
     return (
         d.selector.get_consumer_key_hash_ranges(),
         d.redelivery.to_list(),
-        sorted((c, tuple(d.pending_acks(c).to_list())) for c in d.selector.get_consumer_key_hash_ranges()),
+        sorted(
+            (c, tuple(d.pending_acks(c).to_list()))
+            for c in d.selector.get_consumer_key_hash_ranges()
+        ),
     )
 
 
@@ -554,16 +557,16 @@ class OnlyIndex:
 
 def test_consumer_ids_are_normalised_before_any_change() -> None:
     d = StickyKeyDispatcher()
-    d.add_consumer(np.array(9), "c9")
-    d.add_consumer(OnlyIndex(2), "c2")
-    d.add_consumer(np.int64(3), "c3")
+    d.add_consumer(np.array(9), "c9")  # type: ignore[arg-type]
+    d.add_consumer(OnlyIndex(2), "c2")  # type: ignore[arg-type]
+    d.add_consumer(np.int64(3), "c3")  # type: ignore[arg-type]
     assert set(d.selector.get_consumer_key_hash_ranges()) == {2, 3, 9}
     for i, h in enumerate(HASHES):
         result = d.dispatch(1, i, h)  # no KeyError for any consumer
         assert result.delivered and type(result.consumer_id) is int
-    d.remove_consumer(np.array(2))
+    d.remove_consumer(np.array(2))  # type: ignore[arg-type]
     assert set(d.selector.get_consumer_key_hash_ranges()) == {3, 9}
-    assert d.pending_acks(OnlyIndex(9)) is d.pending_acks(9)
+    assert d.pending_acks(OnlyIndex(9)) is d.pending_acks(9)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -43,13 +43,6 @@ from keyshared.hashing import (
     split_hashes,
     sticky_key_hash,
 )
-from keyshared.redelivery import (
-    DispatchResult,
-    HoldReason,
-    MessageRedeliveryController,
-    get_available_permits,
-    get_effective_look_ahead_limit,
-)
 from keyshared.layout import (
     Segment,
     SegmentState,
@@ -84,6 +77,13 @@ from keyshared.policy import (
     is_material_change,
     last_operation_times,
 )
+from keyshared.redelivery import (
+    DispatchResult,
+    HoldReason,
+    MessageRedeliveryController,
+    get_available_permits,
+    get_effective_look_ahead_limit,
+)
 from keyshared.rings import ConsistentHashingStickyKeyConsumerSelector, KeySharedConsumerState
 from keyshared.window import (
     InFlightEntry,
@@ -110,16 +110,19 @@ __all__ = [
     "ConsumerDrainingHashesStats",
     "Decision",
     "DecisionSnapshot",
+    "DispatchResult",
     "DrainingHash",
     "DrainingHashEntry",
     "DrainingHashesTracker",
     "EntryBatch",
     "HashRange",
+    "HoldReason",
     "InFlightEntry",
     "InFlightWindow",
     "KeySharedConsumerState",
     "LastOperationTimes",
     "Merge",
+    "MessageRedeliveryController",
     "NoAction",
     "PendingAcksMap",
     "Rebucket",
@@ -131,11 +134,6 @@ __all__ = [
     "SegmentState",
     "Split",
     "StickyKeyDispatcher",
-    "DispatchResult",
-    "HoldReason",
-    "MessageRedeliveryController",
-    "get_available_permits",
-    "get_effective_look_ahead_limit",
     "SubscriptionFailurePolicy",
     "TopicLayout",
     "WindowAction",
@@ -153,6 +151,8 @@ __all__ = [
     "entry_bucket",
     "equal_width_splits",
     "format_descriptor",
+    "get_available_permits",
+    "get_effective_look_ahead_limit",
     "get_num_threads",
     "hash_b_histogram",
     "is_material_change",

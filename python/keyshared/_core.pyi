@@ -24,6 +24,7 @@ __all__ = [
     "InFlightEntry",
     "InFlightWindow",
     "KeySharedConsumerState",
+    "MessageRedeliveryController",
     "PendingAcksMap",
     "RoutingTable",
     "SafeCursor",
@@ -37,6 +38,8 @@ __all__ = [
     "canonical_bucket_hash",
     "entry_bucket",
     "equal_width_splits",
+    "get_available_permits",
+    "get_effective_look_ahead_limit",
     "get_num_threads",
     "key_hash",
     "key_hashes",
@@ -384,8 +387,9 @@ class PendingAcksMap:
 # --- dispatcher state: redelivery queue, permits, look-ahead (Key_Shared ordering) -------
 
 _Decision = tuple[
-    Literal["deliver", "blocked_in_read", "no_consumer", "no_permits", "awaiting_redelivery",
-            "draining"],
+    Literal[
+        "deliver", "blocked_in_read", "no_consumer", "no_permits", "awaiting_redelivery", "draining"
+    ],
     int | None,
     int | None,
 ]
