@@ -678,3 +678,90 @@ def test_the_readme_dispatcher_block_runs(capsys: pytest.CaptureFixture[str]) ->
     exec(compile(block[: block.index("```")], "README.md", "exec"), namespace)
     assert [r.consumer_id for r in namespace["results"] if r.delivered] == [1, 1]
     assert capsys.readouterr().out.strip() == str(0x1234)
+
+
+class KeyOrderMachine(RuleBasedStateMachine):
+    """Consumers come and go, permits and acks arrive, reads and replays interleave: per
+    hash, entries first go out in position order, and a redelivered entry goes out only
+    when no earlier entry of its hash is still queued."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d = StickyKeyDispatcher(number_of_points=4, flow_control=True)
+        self.live: set[int] = set()
+        self.next_consumer = 0
+        self.next_entry = 0
+        self.entries: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+        self.first_sent: dict[int, tuple[int, int]] = {}
+        self.sent: set[tuple[int, int]] = set()
+
+    @rule(name=st.sampled_from(["a", "b", "c"]))
+    def add(self, name: str) -> None:
+        self.d.add_consumer(self.next_consumer, name)
+        self.live.add(self.next_consumer)
+        self.next_consumer += 1
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data())
+    def remove(self, data: st.DataObject) -> None:
+        c = data.draw(st.sampled_from(sorted(self.live)))
+        self.d.remove_consumer(c)
+        self.live.discard(c)
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data(), permits=st.integers(1, 3))
+    def flow(self, data: st.DataObject, permits: int) -> None:
+        self.d.flow(data.draw(st.sampled_from(sorted(self.live))), permits)
+
+    @rule(hashes=st.lists(st.sampled_from(HASHES[:5]), max_size=5))
+    def normal_read(self, hashes: list[int]) -> None:
+        batch = []
+        for h in hashes:
+            self.next_entry += 1
+            batch.append((1, self.next_entry, h, 1))
+            self.entries[1, self.next_entry] = batch[-1]
+        self.check(self.d.dispatch_read(batch))
+
+    @rule(limit=st.integers(1, 5))
+    def replay_read(self, limit: int) -> None:
+        taken = [self.entries[p] for p in self.d.get_messages_to_replay_now(limit)]
+        queued_before = self.d.redelivery.to_list()
+        for r in self.d.dispatch_read(taken, replay=True):
+            if r.delivered:
+                earlier = [
+                    (ledger, e)
+                    for ledger, e, h in queued_before
+                    if h == r.sticky_key_hash and (ledger, e) < (r.ledger_id, r.entry_id)
+                ]
+                assert not [p for p in earlier if p in self.queued()], (r, earlier)
+        self.check([])
+
+    @precondition(lambda self: any(len(self.d.pending_acks(c)) for c in self.live))
+    @rule(data=st.data())
+    def ack(self, data: st.DataObject) -> None:
+        acks = [(c, a) for c in sorted(self.live) for a in self.d.pending_acks(c).to_list()]
+        c, a = data.draw(st.sampled_from(acks))
+        assert self.d.ack(c, a[0], a[1])
+
+    def queued(self) -> set[tuple[int, int]]:
+        return {(ledger, e) for ledger, e, _ in self.d.redelivery.to_list()}
+
+    def check(self, results: list[DispatchResult]) -> None:
+        for r in results:
+            position = (r.ledger_id, r.entry_id)
+            if r.delivered and position not in self.sent:
+                last = self.first_sent.get(r.sticky_key_hash)
+                assert last is None or last < position, (r, last)
+                self.first_sent[r.sticky_key_hash] = position
+                self.sent.add(position)
+
+    @invariant()
+    def a_hash_is_pending_on_one_consumer_at_most(self) -> None:
+        owner: dict[int, int] = {}
+        for c in self.live:
+            for _, _, _, h in self.d.pending_acks(c).to_list():
+                assert owner.setdefault(h, c) == c
+
+
+TestKeyOrder = KeyOrderMachine.TestCase
+TestKeyOrder.settings = settings(max_examples=80, stateful_step_count=40, deadline=None)

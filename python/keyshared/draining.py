@@ -235,10 +235,9 @@ class StickyKeyDispatcher:
         return self.pending_acks(consumer_id).remove(ledger_id, entry_id)
 
     def _normal_read_size(self) -> int:
-        """Pulsar's ``getMaxEntriesReadLimit``; 0 once the redelivery queue is at the limit
-        (``isNormalReadAllowed`` would not read at all)."""
-        room = self.get_effective_look_ahead_limit() - len(self.redelivery)
-        return max(room, 1) if room > 0 else 0
+        """Pulsar's ``getMaxEntriesReadLimit``: the room left under the look-ahead limit; 0
+        once the redelivery queue is at the limit (``isNormalReadAllowed`` reads nothing)."""
+        return max(self.get_effective_look_ahead_limit() - len(self.redelivery), 0)
 
     def _read_permits(self, consumers: Iterable[int | None]) -> dict[int, int]:
         """Each consumer's available permits, taken once per read."""

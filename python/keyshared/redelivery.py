@@ -24,7 +24,8 @@ class HoldReason(enum.Enum):
     """Why an entry was not sent."""
 
     NO_CONSUMER = "no_consumer"
-    """No consumer is connected (Pulsar rewinds the cursor; the entry is not queued)."""
+    """No consumer serves the hash. With none connected the entry is not queued: Pulsar
+    rewinds the cursor instead."""
     BLOCKED_IN_READ = "blocked_in_read"
     """An earlier entry of the same hash was held in this read, so this one waits too."""
     NO_PERMITS = "no_permits"

@@ -7,7 +7,7 @@ use pyo3::types::{PyBool, PyDict, PyString};
 
 use super::args::{hash_arg, int_arg, type_name};
 use super::draining::PyDrainingHashesTracker;
-use super::state_args::{consumer_arg, lock, with_state};
+use super::state_args::{consumer_arg, detached, lock, with_state};
 use crate::kernels::redelivery::{
     available_permits, check_position, effective_look_ahead_limit, ConsumerPermits, Decision,
     LookAheadConfig, MessageRedeliveryController, Position,
@@ -327,7 +327,7 @@ impl PyMessageRedeliveryController {
         }
         let permits = permits_arg(permits)?;
         let tracker = tracker.map(Bound::get);
-        let decisions = self.run(py, |c| {
+        let decisions = detached(py, &self.state, |c| {
             let mut guard = tracker.map(|t| lock(&t.state));
             let permits_of = |c: u64| permits.get(&c).copied().unwrap_or(0);
             c.filter_read(&read, &chosen, replay, permits_of, guard.as_deref_mut())
@@ -350,7 +350,7 @@ impl PyMessageRedeliveryController {
         let by_hash = consumers_by_hash(consumers)?;
         let permits = permits_arg(permits)?;
         let tracker = tracker.map(Bound::get);
-        Ok(self.run(py, |c| {
+        Ok(detached(py, &self.state, |c| {
             let mut guard = tracker.map(|t| lock(&t.state));
             c.replay_positions(
                 max,
