@@ -447,7 +447,8 @@ class MessageRedeliveryController:
         in order. ``consumers[i]`` is the consumer selected for entry i's hash, ``permits``
         each consumer's available permits for the read (absent = none), spent one per
         entry. A held hash holds its later entries in the read; held entries are queued,
-        delivered entries of a replay read dequeued. Hash 0 is a ValueError."""
+        delivered entries of a replay read dequeued. Hash 0 is a ValueError. Releases the
+        GIL; locks this queue, then the tracker."""
 
     def replay_positions(
         self,
@@ -457,7 +458,8 @@ class MessageRedeliveryController:
         tracker: DrainingHashesTracker | None = None,
     ) -> list[tuple[int, int]]:
         """Pulsar's replay filter: queued positions a replay read takes now, in order, at
-        most ``max_messages``; ``consumers`` maps each queued hash to its consumer."""
+        most ``max_messages``; ``consumers`` maps each queued hash to its consumer. Releases
+        the GIL."""
 
 def get_available_permits(
     available_permits: int,
