@@ -364,6 +364,55 @@ def test_makingProgressWithSlowerConsumer() -> None:
     assert received == non_slow
 
 
+def test_continueDispatchMessagesWhenMessageTTL() -> None:
+    number_of_keys, total = 50, 1000
+    d = StickyKeyDispatcher(flow_control=True)
+    d.add_consumer(1, "consumer1")
+    d.flow(1, number_of_keys + 1 + 10)  # 51 received, unacked, and 10 prefetched
+    first = [entry(1, i, str(i % number_of_keys)) for i in range(total)]
+    results = d.dispatch_read(first[:100])
+    assert len(positions(results, 1)) == number_of_keys + 1 + 10
+    blocked = {sticky_key_hash(str(i)) for i in range(number_of_keys)}
+
+    d.add_consumer(2, "consumer2")
+    d.add_consumer(3, "consumer3")
+    for c in (2, 3):
+        d.flow(c, 1000)
+    by_position = {e[:2]: e for e in first}
+    for start in range(100, total, 100):
+        results = d.dispatch_read(first[start : start + 100]) + replay(d, by_position)
+        # Every hash still has messages pending on consumer1: nothing gets through.
+        assert not any(r.delivered for r in results)
+    assert {h for _, _, h in d.redelivery.to_list()} <= blocked
+
+    # The messages expire: the mark-delete position passes them all.
+    for c in (1, 2, 3):
+        d.pending_acks(c).remove_all_up_to(1, total - 1)
+    d.redelivery.remove_all_up_to(1, total - 1)
+    assert len(d.tracker) == 0
+    d.flow(1, 10)  # consumer1's client takes its prefetched messages and asks for more
+
+    received = {1: 0, 2: 0, 3: 0}
+    second = [entry(2, i, str(i % number_of_keys)) for i in range(total)]
+    by_position = {e[:2]: e for e in second}
+
+    def receive(results: list[DispatchResult]) -> None:
+        for r in results:
+            if r.delivered and r.consumer_id is not None:
+                received[r.consumer_id] += 1
+                assert d.ack(r.consumer_id, r.ledger_id, r.entry_id)
+                d.flow(r.consumer_id, 1)
+
+    for start in range(0, total, 100):
+        receive(d.dispatch_read(second[start : start + 100]))
+        receive(replay(d, by_position))
+    while not d.redelivery.is_empty():
+        before = len(d.redelivery)
+        receive(replay(d, by_position))
+        assert len(d.redelivery) < before, "no progress"
+    assert sum(received.values()) >= total and all(n > 0 for n in received.values())
+
+
 # --- stateful: the dispatcher against a model -------------------------------------------
 
 HASHES = [sticky_key_hash(f"k{i}") for i in range(12)]
