@@ -215,16 +215,17 @@ def test_pip_379_scenario() -> None:
     d.add_consumer(1, "c1")
     hashes = list(range(1, 0x10000, 97))
     for i, h in enumerate(hashes):
-        assert d.dispatch(1, i, h) == 1
+        assert d.dispatch(1, i, h).consumer_id == 1
     d.add_consumer(2, "c2")
     moved = [h for h in hashes if d.select(h) == 2]
     assert moved
     h = moved[0]
     assert d.tracker.get_entry(h).consumer_id == 1  # type: ignore[union-attr]
-    assert d.dispatch(2, 0, h) is None  # blocked: still pending on consumer 1
+    assert d.dispatch(2, 0, h).draining_consumer_id == 1  # blocked: pending on consumer 1
     assert d.ack(1, 1, hashes.index(h))
     assert calls == [h]
-    assert d.dispatch(2, 0, h) == 2
+    assert d.get_messages_to_replay_now() == [(2, 0)]
+    assert d.dispatch_read([(2, 0, h, 1)], replay=True)[0].consumer_id == 2
     assert d.tracker.consumer_stats(1).draining_hashes_cleared_total == 1
     replay = d.remove_consumer(1)
     assert len(replay) == len(hashes) - 1
@@ -283,9 +284,10 @@ class DispatcherMachine(RuleBasedStateMachine):
     @rule(h=st.sampled_from(HASHES))
     def dispatch(self, h: int) -> None:
         self.next_entry += 1
-        chosen = self.d.dispatch(0, self.next_entry, h)
-        if chosen is not None:
-            assert self.d.pending_acks(chosen).contains(0, self.next_entry)
+        result = self.d.dispatch(0, self.next_entry, h)
+        if result.delivered:
+            assert result.consumer_id is not None
+            assert self.d.pending_acks(result.consumer_id).contains(0, self.next_entry)
 
     @rule()
     def dispatch_all(self) -> None:

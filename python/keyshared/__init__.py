@@ -90,6 +90,13 @@ from keyshared.policy import (
     last_operation_times,
     resolve_auto_scale_config,
 )
+from keyshared.redelivery import (
+    DispatchResult,
+    HoldReason,
+    MessageRedeliveryController,
+    get_available_permits,
+    get_effective_look_ahead_limit,
+)
 from keyshared.rings import ConsistentHashingStickyKeyConsumerSelector, KeySharedConsumerState
 from keyshared.router import ActiveSegment, SegmentRouter
 from keyshared.topic_name import SegmentTopicName, TopicDomain, TopicName
@@ -120,17 +127,20 @@ __all__ = [
     "ConsumerSession",
     "Decision",
     "DecisionSnapshot",
+    "DispatchResult",
     "DrainingHash",
     "DrainingHashEntry",
     "DrainingHashesTracker",
     "EntryBatch",
     "HashRange",
+    "HoldReason",
     "InFlightEntry",
     "InFlightWindow",
     "InvalidPolicy",
     "KeySharedConsumerState",
     "LastOperationTimes",
     "Merge",
+    "MessageRedeliveryController",
     "NoAction",
     "PendingAcksMap",
     "Rebucket",
@@ -168,6 +178,8 @@ __all__ = [
     "entry_bucket",
     "equal_width_splits",
     "format_descriptor",
+    "get_available_permits",
+    "get_effective_look_ahead_limit",
     "get_num_threads",
     "hash_b_histogram",
     "is_material_change",

@@ -24,6 +24,7 @@ __all__ = [
     "InFlightEntry",
     "InFlightWindow",
     "KeySharedConsumerState",
+    "MessageRedeliveryController",
     "PendingAcksMap",
     "RoutingTable",
     "SafeCursor",
@@ -38,6 +39,8 @@ __all__ = [
     "canonical_bucket_hash",
     "entry_bucket",
     "equal_width_splits",
+    "get_available_permits",
+    "get_effective_look_ahead_limit",
     "get_num_threads",
     "key_hash",
     "key_hashes",
@@ -384,6 +387,106 @@ class PendingAcksMap:
         """Registers in the tracker, as draining for this consumer, the hash of every ack in
         ``ranges`` (ranges the consumer lost); hash 0 is skipped. Returns how many acks
         matched. ValueError without a tracker or if another consumer drains one of them."""
+
+# --- dispatcher state: redelivery queue, permits, look-ahead (Key_Shared ordering) -------
+
+_Decision = tuple[
+    Literal[
+        "deliver", "blocked_in_read", "no_consumer", "no_permits", "awaiting_redelivery", "draining"
+    ],
+    int | None,
+    int | None,
+]
+
+@final
+class MessageRedeliveryController:
+    """Pulsar's redelivery queue: positions ``(ledger_id, entry_id)`` (each in
+    ``[0, 2**63 - 1]``) awaiting redelivery, in position order, each with its sticky key hash
+    when known, counted per hash. Unless out-of-order delivery is allowed, a hash with queued
+    positions holds back normal reads of that hash. Thread-safe; a call that raises changes
+    nothing."""
+
+    def __new__(cls, allow_out_of_order_delivery: bool = False) -> MessageRedeliveryController: ...
+    @property
+    def allow_out_of_order_delivery(self) -> bool: ...
+    def add(self, ledger_id: int, entry_id: int, sticky_key_hash: int | None = None) -> None:
+        """Queues the position; None means the hash is not known. Hash 0 is a ValueError
+        when ordering is enforced. Re-adding a position with another hash moves it."""
+
+    def remove(self, ledger_id: int, entry_id: int) -> bool: ...
+    def remove_all_up_to(self, ledger_id: int, entry_id: int) -> int:
+        """Removes every position at or below the mark; returns how many."""
+
+    def get_hash(self, ledger_id: int, entry_id: int) -> int | None: ...
+    def contains_sticky_key_hash(self, sticky_key_hash: int) -> bool: ...
+    def contains_sticky_key_hashes(self, sticky_key_hashes: Iterable[int]) -> bool: ...
+    def get_first_position_in_replay(self) -> tuple[int, int] | None: ...
+    def get_messages_to_replay_now(
+        self, max_messages: int, filter: Callable[[int, int], object] | None = None
+    ) -> list[tuple[int, int]]:
+        """Queued positions in order that ``filter(ledger_id, entry_id)`` admits, at most
+        ``max_messages``; the filter runs with nothing locked."""
+
+    def is_empty(self) -> bool: ...
+    def size(self) -> int: ...
+    def __len__(self) -> int: ...
+    def clear(self) -> None: ...
+    def to_list(self) -> list[tuple[int, int, int | None]]:
+        """``(ledger_id, entry_id, sticky_key_hash or None)`` in position order."""
+
+    def sticky_key_hashes(self) -> list[int]:
+        """The distinct known hashes of the queued positions, ascending."""
+
+    def filter_read(
+        self,
+        ledger_ids: Sequence[int],
+        entry_ids: Sequence[int],
+        sticky_key_hashes: Sequence[int],
+        consumers: Sequence[int | None],
+        permits: dict[int, int],
+        replay: bool = False,
+        tracker: DrainingHashesTracker | None = None,
+    ) -> list[_Decision]:
+        """Pulsar's per-read filter: each entry's ``(kind, consumer_id, draining_consumer_id)``
+        in order. ``consumers[i]`` is the consumer selected for entry i's hash, ``permits``
+        each consumer's available permits for the read (absent = none), spent one per
+        entry. A held hash holds its later entries in the read; held entries are queued,
+        delivered entries of a replay read dequeued. Hash 0 is a ValueError. Releases the
+        GIL; locks this queue, then the tracker."""
+
+    def replay_positions(
+        self,
+        max_messages: int,
+        consumers: dict[int, int | None],
+        permits: dict[int, int],
+        tracker: DrainingHashesTracker | None = None,
+    ) -> list[tuple[int, int]]:
+        """Pulsar's replay filter: queued positions a replay read takes now, in order, at
+        most ``max_messages``; ``consumers`` maps each queued hash to its consumer. Releases
+        the GIL."""
+
+def get_available_permits(
+    available_permits: int,
+    max_unacked_messages: int | None = None,
+    unacked_messages: int | None = None,
+    avg_messages_per_entry: int | None = None,
+    active: bool = True,
+) -> int:
+    """Pulsar's dispatcher ``getAvailablePermits``: entries the consumer may get now, its
+    flow permits (negative counts as 0) capped, when ``max_unacked_messages`` > 0, by the
+    room under that limit divided by the average messages per entry (rounded up; below 1
+    counts as 1); 0 when not active. None takes 0, 0 and 1."""
+
+def get_effective_look_ahead_limit(
+    consumer_count: int,
+    per_consumer: int | None = None,
+    per_subscription: int | None = None,
+    max_unacked_messages_per_consumer: int | None = None,
+    max_unacked_messages_per_subscription: int | None = None,
+) -> int:
+    """Pulsar's ``getEffectiveLookAheadLimit``: the redelivery-queue length at which normal
+    reads stop. None takes Pulsar's defaults (2000, 20000, 50000, 200000); 0 or less
+    disables a setting; at most 2**31 - 1."""
 
 # --- dispatcher state: consumer selection rings (SPEC 7) -------------------------------
 

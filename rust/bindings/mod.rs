@@ -7,6 +7,7 @@ mod draining;
 mod hashing;
 mod keys;
 mod pending_acks;
+mod redelivery;
 mod rings;
 mod routing;
 mod state_args;
@@ -20,6 +21,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     routing::register(m)?;
     draining::register(m)?;
     pending_acks::register(m)?;
+    redelivery::register(m)?;
     rings::register(m)?;
     cursor::register(m)?;
     window::register(m)?;

@@ -10,6 +10,7 @@ pub mod keys;
 pub mod murmur;
 pub mod parallel;
 pub mod pending_acks;
+pub mod redelivery;
 pub mod ring;
 pub mod routing;
 pub mod window;

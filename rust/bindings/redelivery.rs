@@ -1,0 +1,442 @@
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyString};
+
+use super::args::{hash_arg, int_arg, type_name};
+use super::draining::PyDrainingHashesTracker;
+use super::state_args::{consumer_arg, detached, lock, with_state};
+use crate::kernels::redelivery::{
+    available_permits, check_position, effective_look_ahead_limit, ConsumerPermits, Decision,
+    LookAheadConfig, MessageRedeliveryController, Position,
+};
+
+/// Pulsar's `MessageRedeliveryController`: positions awaiting redelivery, in position
+/// order, indexed by sticky key hash. Thread-safe; a call that raises changes nothing.
+#[pyclass(
+    name = "MessageRedeliveryController",
+    module = "keyshared._core",
+    frozen
+)]
+pub struct PyMessageRedeliveryController {
+    state: Mutex<MessageRedeliveryController>,
+}
+
+type Decided = (&'static str, Option<u64>, Option<u64>);
+
+/// An int that is not a bool (a bool as a position or count is a mistake, not a number).
+fn strict_int(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+    if obj.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be an int, got bool"
+        )));
+    }
+    int_arg(obj, what)
+}
+
+fn position_arg(ledger_id: &Bound<'_, PyAny>, entry_id: &Bound<'_, PyAny>) -> PyResult<Position> {
+    let position = (
+        strict_int(ledger_id, "ledger_id")?,
+        strict_int(entry_id, "entry_id")?,
+    );
+    Ok(check_position(position, "position")?)
+}
+
+fn strict_hash(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u16> {
+    strict_int(obj, what)?;
+    hash_arg(obj, what)
+}
+
+fn count_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
+    let value = strict_int(obj, what)?;
+    usize::try_from(value)
+        .map_err(|_| PyValueError::new_err(format!("{what} must not be negative, got {value}")))
+}
+
+/// The items of a list or tuple, by position (so errors can name the index).
+fn items<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    if obj.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a sequence, got str"
+        )));
+    }
+    obj.try_iter()
+        .map_err(|_| {
+            PyTypeError::new_err(format!("{what} must be a sequence, got {}", type_name(obj)))
+        })?
+        .collect()
+}
+
+fn optional_consumer(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<u64>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    if obj.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be an int or None, got bool"
+        )));
+    }
+    consumer_arg(obj, what).map(Some)
+}
+
+/// `{consumer_id: available permits}`; a consumer not in it has none.
+fn permits_arg(obj: &Bound<'_, PyAny>) -> PyResult<HashMap<u64, i64>> {
+    let dict = obj.cast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(format!("permits must be a dict, got {}", type_name(obj)))
+    })?;
+    dict.iter()
+        .map(|(k, v)| {
+            let consumer = optional_consumer(&k, "permits key")?
+                .ok_or_else(|| PyTypeError::new_err("permits key must be an int, got None"))?;
+            Ok((consumer, strict_int(&v, &format!("permits[{consumer}]"))?))
+        })
+        .collect()
+}
+
+/// `{sticky_key_hash: consumer_id or None}`.
+fn consumers_by_hash(obj: &Bound<'_, PyAny>) -> PyResult<HashMap<u16, Option<u64>>> {
+    let dict = obj.cast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(format!("consumers must be a dict, got {}", type_name(obj)))
+    })?;
+    dict.iter()
+        .map(|(k, v)| {
+            let hash = strict_hash(&k, "consumers key")?;
+            Ok((hash, optional_consumer(&v, &format!("consumers[{hash}]"))?))
+        })
+        .collect()
+}
+
+fn decided(d: Decision) -> Decided {
+    match d {
+        Decision::Deliver(c) => ("deliver", Some(c), None),
+        Decision::BlockedInRead => ("blocked_in_read", None, None),
+        Decision::NoConsumer => ("no_consumer", None, None),
+        Decision::NoPermits(c) => ("no_permits", Some(c), None),
+        Decision::AwaitingRedelivery(c) => ("awaiting_redelivery", Some(c), None),
+        Decision::Draining { consumer, draining } => ("draining", Some(consumer), Some(draining)),
+    }
+}
+
+impl PyMessageRedeliveryController {
+    fn run<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut MessageRedeliveryController) -> R + Send,
+    ) -> R {
+        with_state(py, &self.state, f)
+    }
+}
+
+#[pymethods]
+impl PyMessageRedeliveryController {
+    #[new]
+    #[pyo3(signature = (allow_out_of_order_delivery=false))]
+    fn new(allow_out_of_order_delivery: bool) -> Self {
+        Self {
+            state: Mutex::new(MessageRedeliveryController::new(
+                allow_out_of_order_delivery,
+            )),
+        }
+    }
+
+    #[getter]
+    fn allow_out_of_order_delivery(&self, py: Python<'_>) -> bool {
+        self.run(py, |c| c.allow_out_of_order_delivery())
+    }
+
+    #[pyo3(signature = (ledger_id, entry_id, sticky_key_hash=None))]
+    fn add(
+        &self,
+        py: Python<'_>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+        sticky_key_hash: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let position = position_arg(ledger_id, entry_id)?;
+        let hash = match sticky_key_hash {
+            Some(h) if !h.is_none() => Some(strict_hash(h, "sticky_key_hash")?),
+            _ => None,
+        };
+        Ok(self.run(py, |c| c.add(position, hash))?)
+    }
+
+    fn remove(
+        &self,
+        py: Python<'_>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let position = position_arg(ledger_id, entry_id)?;
+        Ok(self.run(py, |c| c.remove(position)))
+    }
+
+    fn remove_all_up_to(
+        &self,
+        py: Python<'_>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
+        let mark = position_arg(ledger_id, entry_id)?;
+        Ok(self.run(py, |c| c.remove_all_up_to(mark)))
+    }
+
+    fn get_hash(
+        &self,
+        py: Python<'_>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<u16>> {
+        let position = position_arg(ledger_id, entry_id)?;
+        Ok(self.run(py, |c| c.get_hash(position)))
+    }
+
+    fn contains_sticky_key_hash(
+        &self,
+        py: Python<'_>,
+        sticky_key_hash: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let hash = strict_hash(sticky_key_hash, "sticky_key_hash")?;
+        Ok(self.run(py, |c| c.contains_sticky_key_hash(hash)))
+    }
+
+    fn contains_sticky_key_hashes(
+        &self,
+        py: Python<'_>,
+        sticky_key_hashes: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let hashes = items(sticky_key_hashes, "sticky_key_hashes")?
+            .iter()
+            .enumerate()
+            .map(|(i, h)| strict_hash(h, &format!("sticky_key_hashes[{i}]")))
+            .collect::<PyResult<Vec<u16>>>()?;
+        Ok(self.run(py, |c| c.contains_sticky_key_hashes(hashes)))
+    }
+
+    fn get_first_position_in_replay(&self, py: Python<'_>) -> Option<Position> {
+        self.run(py, |c| c.first_position())
+    }
+
+    /// Queued positions in order that `filter(ledger_id, entry_id)` admits, at most
+    /// `max_messages`; the filter runs with nothing locked.
+    #[pyo3(signature = (max_messages, filter=None))]
+    fn get_messages_to_replay_now(
+        &self,
+        py: Python<'_>,
+        max_messages: &Bound<'_, PyAny>,
+        filter: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<Position>> {
+        let max = count_arg(max_messages, "max_messages")?;
+        let filter = filter.filter(|f| !f.is_none());
+        if let Some(f) = filter.filter(|f| !f.is_callable()) {
+            return Err(PyTypeError::new_err(format!(
+                "filter must be callable or None, got {}",
+                type_name(f)
+            )));
+        }
+        let Some(filter) = filter else {
+            return Ok(self.run(py, |c| c.messages_to_replay_now(max, |_, _| true)));
+        };
+        let queued: Vec<Position> = self.run(py, |c| c.iter().map(|(p, _)| p).collect());
+        let mut out = Vec::new();
+        for position in queued {
+            if out.len() >= max {
+                break;
+            }
+            if filter.call1(position)?.is_truthy()? {
+                out.push(position);
+            }
+        }
+        Ok(out)
+    }
+
+    fn is_empty(&self, py: Python<'_>) -> bool {
+        self.run(py, |c| c.is_empty())
+    }
+
+    fn size(&self, py: Python<'_>) -> usize {
+        self.run(py, |c| c.len())
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.size(py)
+    }
+
+    fn clear(&self, py: Python<'_>) {
+        self.run(py, MessageRedeliveryController::clear);
+    }
+
+    /// `(ledger_id, entry_id, sticky_key_hash or None)` in position order.
+    fn to_list(&self, py: Python<'_>) -> Vec<(i64, i64, Option<u16>)> {
+        self.run(py, |c| {
+            c.iter()
+                .map(|((l, e), h)| (l, e, (h != 0).then_some(h)))
+                .collect()
+        })
+    }
+
+    /// The distinct known hashes of the queued positions, ascending.
+    fn sticky_key_hashes(&self, py: Python<'_>) -> Vec<u16> {
+        self.run(py, |c| c.hashes())
+    }
+
+    /// One read's decisions, in order, as `(kind, consumer_id, draining_consumer_id)`;
+    /// held entries are queued, delivered entries of a replay read dequeued.
+    #[pyo3(signature = (ledger_ids, entry_ids, sticky_key_hashes, consumers, permits, replay=false, tracker=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn filter_read(
+        &self,
+        py: Python<'_>,
+        ledger_ids: &Bound<'_, PyAny>,
+        entry_ids: &Bound<'_, PyAny>,
+        sticky_key_hashes: &Bound<'_, PyAny>,
+        consumers: &Bound<'_, PyAny>,
+        permits: &Bound<'_, PyAny>,
+        replay: bool,
+        tracker: Option<&Bound<'_, PyDrainingHashesTracker>>,
+    ) -> PyResult<Vec<Decided>> {
+        let ledgers = items(ledger_ids, "ledger_ids")?;
+        let entries = items(entry_ids, "entry_ids")?;
+        let hashes = items(sticky_key_hashes, "sticky_key_hashes")?;
+        let selected = items(consumers, "consumers")?;
+        let n = ledgers.len();
+        for (name, len) in [
+            ("entry_ids", entries.len()),
+            ("sticky_key_hashes", hashes.len()),
+            ("consumers", selected.len()),
+        ] {
+            if len != n {
+                return Err(PyValueError::new_err(format!(
+                    "{name} has {len} items, ledger_ids has {n}"
+                )));
+            }
+        }
+        let mut read = Vec::with_capacity(n);
+        let mut chosen = Vec::with_capacity(n);
+        for i in 0..n {
+            let position = (
+                strict_int(&ledgers[i], &format!("ledger_ids[{i}]"))?,
+                strict_int(&entries[i], &format!("entry_ids[{i}]"))?,
+            );
+            read.push((
+                position,
+                strict_hash(&hashes[i], &format!("sticky_key_hashes[{i}]"))?,
+            ));
+            chosen.push(optional_consumer(&selected[i], &format!("consumers[{i}]"))?);
+        }
+        let permits = permits_arg(permits)?;
+        let tracker = tracker.map(Bound::get);
+        let decisions = detached(py, &self.state, |c| {
+            let mut guard = tracker.map(|t| lock(&t.state));
+            let permits_of = |c: u64| permits.get(&c).copied().unwrap_or(0);
+            c.filter_read(&read, &chosen, replay, permits_of, guard.as_deref_mut())
+        })?;
+        Ok(decisions.into_iter().map(decided).collect())
+    }
+
+    /// Pulsar's replay filter: the queued positions a replay read takes now, at most
+    /// `max_messages`, given each queued hash's consumer and each consumer's permits.
+    #[pyo3(signature = (max_messages, consumers, permits, tracker=None))]
+    fn replay_positions(
+        &self,
+        py: Python<'_>,
+        max_messages: &Bound<'_, PyAny>,
+        consumers: &Bound<'_, PyAny>,
+        permits: &Bound<'_, PyAny>,
+        tracker: Option<&Bound<'_, PyDrainingHashesTracker>>,
+    ) -> PyResult<Vec<Position>> {
+        let max = count_arg(max_messages, "max_messages")?;
+        let by_hash = consumers_by_hash(consumers)?;
+        let permits = permits_arg(permits)?;
+        let tracker = tracker.map(Bound::get);
+        Ok(detached(py, &self.state, |c| {
+            let mut guard = tracker.map(|t| lock(&t.state));
+            c.replay_positions(
+                max,
+                |h| by_hash.get(&h).copied().flatten(),
+                |c| permits.get(&c).copied().unwrap_or(0),
+                guard.as_deref_mut(),
+            )
+        }))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        self.run(py, |c| {
+            format!(
+                "MessageRedeliveryController(size={}, allow_out_of_order_delivery={})",
+                c.len(),
+                if c.allow_out_of_order_delivery() {
+                    "True"
+                } else {
+                    "False"
+                }
+            )
+        })
+    }
+}
+
+/// An optional int setting; None (or absent) takes `default`.
+fn setting(obj: Option<&Bound<'_, PyAny>>, what: &str, default: i64) -> PyResult<i64> {
+    match obj {
+        Some(v) if !v.is_none() => strict_int(v, what),
+        _ => Ok(default),
+    }
+}
+
+/// Pulsar's dispatcher `getAvailablePermits(consumer)`: the entries it may send a consumer
+/// now, from its flow permits, capped by its unacked-messages limit at the average
+/// messages per entry (rounded up); 0 for an inactive consumer.
+#[pyfunction]
+#[pyo3(signature = (available_permits, max_unacked_messages=None, unacked_messages=None, avg_messages_per_entry=None, active=true))]
+fn get_available_permits(
+    available_permits: &Bound<'_, PyAny>,
+    max_unacked_messages: Option<&Bound<'_, PyAny>>,
+    unacked_messages: Option<&Bound<'_, PyAny>>,
+    avg_messages_per_entry: Option<&Bound<'_, PyAny>>,
+    active: bool,
+) -> PyResult<i64> {
+    Ok(self::available_permits(ConsumerPermits {
+        available_permits: strict_int(available_permits, "available_permits")?,
+        max_unacked_messages: setting(max_unacked_messages, "max_unacked_messages", 0)?,
+        unacked_messages: setting(unacked_messages, "unacked_messages", 0)?,
+        avg_messages_per_entry: setting(avg_messages_per_entry, "avg_messages_per_entry", 1)?,
+        active,
+    }))
+}
+
+/// Pulsar's `getEffectiveLookAheadLimit`: the most entries the redelivery queue may hold
+/// before normal reads stop. A setting left None takes Pulsar's default.
+#[pyfunction]
+#[pyo3(signature = (consumer_count, per_consumer=None, per_subscription=None, max_unacked_messages_per_consumer=None, max_unacked_messages_per_subscription=None))]
+fn get_effective_look_ahead_limit(
+    consumer_count: &Bound<'_, PyAny>,
+    per_consumer: Option<&Bound<'_, PyAny>>,
+    per_subscription: Option<&Bound<'_, PyAny>>,
+    max_unacked_messages_per_consumer: Option<&Bound<'_, PyAny>>,
+    max_unacked_messages_per_subscription: Option<&Bound<'_, PyAny>>,
+) -> PyResult<i64> {
+    let d = LookAheadConfig::default();
+    let config = LookAheadConfig {
+        per_consumer: setting(per_consumer, "per_consumer", d.per_consumer)?,
+        per_subscription: setting(per_subscription, "per_subscription", d.per_subscription)?,
+        max_unacked_messages_per_consumer: setting(
+            max_unacked_messages_per_consumer,
+            "max_unacked_messages_per_consumer",
+            d.max_unacked_messages_per_consumer,
+        )?,
+        max_unacked_messages_per_subscription: setting(
+            max_unacked_messages_per_subscription,
+            "max_unacked_messages_per_subscription",
+            d.max_unacked_messages_per_subscription,
+        )?,
+    };
+    let count = count_arg(consumer_count, "consumer_count")? as u64;
+    Ok(effective_look_ahead_limit(config, count))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyMessageRedeliveryController>()?;
+    m.add_function(wrap_pyfunction!(get_available_permits, m)?)?;
+    m.add_function(wrap_pyfunction!(get_effective_look_ahead_limit, m)?)
+}
