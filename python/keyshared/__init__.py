@@ -38,10 +38,13 @@ from keyshared.hashing import (
     get_num_threads,
     key_hash,
     key_hashes,
+    make_sticky_key_hash,
+    make_sticky_key_hashes,
     segment_hash,
     set_num_threads,
     split_hashes,
     sticky_key_hash,
+    sticky_key_hashes,
 )
 from keyshared.layout import (
     Segment,
@@ -77,7 +80,12 @@ from keyshared.policy import (
     is_material_change,
     last_operation_times,
 )
-from keyshared.rings import ConsistentHashingStickyKeyConsumerSelector, KeySharedConsumerState
+from keyshared.rings import (
+    ConsistentHashingStickyKeyConsumerSelector,
+    ConsumerHashAssignmentsSnapshot,
+    ImpactedConsumersResult,
+    KeySharedConsumerState,
+)
 from keyshared.window import (
     InFlightEntry,
     InFlightWindow,
@@ -101,6 +109,7 @@ __all__ = [
     "BucketedBatcher",
     "ConsistentHashingStickyKeyConsumerSelector",
     "ConsumerDrainingHashesStats",
+    "ConsumerHashAssignmentsSnapshot",
     "Decision",
     "DecisionSnapshot",
     "DrainingHash",
@@ -108,6 +117,7 @@ __all__ = [
     "DrainingHashesTracker",
     "EntryBatch",
     "HashRange",
+    "ImpactedConsumersResult",
     "InFlightEntry",
     "InFlightWindow",
     "KeySharedConsumerState",
@@ -148,6 +158,8 @@ __all__ = [
     "key_hashes",
     "last_operation_times",
     "lost_buckets",
+    "make_sticky_key_hash",
+    "make_sticky_key_hashes",
     "moved_buckets",
     "parse_descriptor",
     "route_entries",
@@ -158,4 +170,5 @@ __all__ = [
     "split_hashes",
     "sticky_assignment",
     "sticky_key_hash",
+    "sticky_key_hashes",
 ]

@@ -5,6 +5,7 @@ mod buckets;
 mod cursor;
 mod draining;
 mod hashing;
+mod impacted;
 mod keys;
 mod pending_acks;
 mod rings;
@@ -21,6 +22,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     draining::register(m)?;
     pending_acks::register(m)?;
     rings::register(m)?;
+    impacted::register(m)?;
     cursor::register(m)?;
     window::register(m)?;
     Ok(())
