@@ -176,8 +176,12 @@ mod tests {
             let (was, now) = (owner(before, h), owner(after, h));
             if was != now {
                 let one = r(h.into(), h.into());
-                was.map(|c| removed.entry(c).or_default().push(one));
-                now.map(|c| added.entry(c).or_default().push(one));
+                if let Some(c) = was {
+                    removed.entry(c).or_default().push(one);
+                }
+                if let Some(c) = now {
+                    added.entry(c).or_default().push(one);
+                }
             }
         }
         ImpactedConsumers {
