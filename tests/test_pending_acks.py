@@ -705,7 +705,10 @@ def test_update_remaining_unacked_many_equals_one_at_a_time() -> None:
         m.add_pending_acks_if_allowed([1, 1, 2], [1, 2, 1], [5, 3, 1], [9, 9, 8])
     keys = [(1, 1), (1, 1), (2, 1), (1, 2), (7, 7), (1, 1)]
     deltas = [2, 2, 1, 4, 1, 1]
-    expected = [one.update_remaining_unacked(l, e, d) for (l, e), d in zip(keys, deltas)]
+    expected = [
+        one.update_remaining_unacked(ledger, e, d)
+        for (ledger, e), d in zip(keys, deltas, strict=True)
+    ]
     got = many.update_remaining_unacked_many(
         np.array([k[0] for k in keys]), np.array([k[1] for k in keys]), np.array(deltas)
     )
