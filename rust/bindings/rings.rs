@@ -125,17 +125,8 @@ impl PyConsistentHashingSelector {
         sticky_key_hashes: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let hashes = hash_array(sticky_key_hashes, "sticky_key_hashes")?;
-        let out = detached(py, &self.state, |s| {
-            hashes
-                .iter()
-                .map(|&h| s.select(h))
-                .collect::<Option<Vec<u64>>>()
-        });
-        let out = match out {
-            Some(out) => out,
-            None if hashes.is_empty() => Vec::new(),
-            None => return Err(PyValueError::new_err("the ring has no consumers")),
-        };
+        let out = detached(py, &self.state, |s| s.select_many(&hashes))
+            .ok_or_else(|| PyValueError::new_err("the ring has no consumers"))?;
         Ok(PyArray1::from_vec(py, out))
     }
 

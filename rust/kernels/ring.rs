@@ -21,6 +21,8 @@ use super::impacted::{impacted_consumers, merge_ranges, ImpactedConsumers};
 pub const MAX_POINTS: u32 = 1 << 16;
 /// Pulsar's default `rangeMaxValue`: `DEFAULT_RANGE_SIZE - 1`.
 pub const DEFAULT_RANGE_MAX: u16 = 65_535;
+/// From this many hashes on, `select_many` builds a table of all 65,536 hashes first.
+const TABLE_WORTH_IT: usize = 1 << 14;
 /// Key hash 0 means "not set" (Pulsar's `STICKY_KEY_HASH_NOT_SET`); ranges start above it.
 const FIRST_HASH: u16 = 1;
 
@@ -229,6 +231,24 @@ impl ConsistentHashingSelector {
         self.selected.get(at).or(self.selected.first()).map(|p| p.1)
     }
 
+    /// `select` of every hash; None when the ring is empty and there are hashes. Large
+    /// batches read a table of every hash's consumer, built once from the assignments.
+    pub fn select_many(&self, hashes: &[u16]) -> Option<Vec<u64>> {
+        if hashes.is_empty() {
+            return Some(Vec::new());
+        }
+        let &(_, first) = self.selected.first()?;
+        if hashes.len() < TABLE_WORTH_IT {
+            return hashes.iter().map(|&h| self.select(h)).collect();
+        }
+        // Hash 0 and hashes above the key hash range wrap to the first point's consumer.
+        let mut table = vec![first; 1 << 16];
+        for &(range, consumer) in &self.assignments {
+            table[usize::from(range.start())..=usize::from(range.end())].fill(consumer);
+        }
+        Some(hashes.iter().map(|&h| table[usize::from(h)]).collect())
+    }
+
     /// The ring as sorted `(range, consumer)` assignments tiling the key hash range, runs
     /// of one consumer's points joined.
     pub fn assignments(&self) -> &[(HashRange, u64)] {
@@ -377,6 +397,21 @@ mod tests {
         }
         assert_eq!(covered, 65_535);
         assert_eq!(o[0], Some(s.selected[0].1));
+    }
+
+    #[test]
+    fn select_many_with_and_without_the_table() {
+        let s = ConsistentHashingSelector::new(20, true, 30_000).unwrap();
+        assert_eq!(s.select_many(&[]), Some(vec![]));
+        assert_eq!(s.select_many(&[5]), None);
+        let mut s = s;
+        for (c, name) in [(1, "a"), (2, "b"), (3, "c")] {
+            s.add_consumer(c, name.as_bytes()).unwrap();
+        }
+        let all: Vec<u16> = (0..=u16::MAX).collect();
+        let one_by_one: Vec<u64> = all.iter().map(|&h| s.select(h).unwrap()).collect();
+        assert_eq!(s.select_many(&all), Some(one_by_one.clone()));
+        assert_eq!(s.select_many(&all[..100]), Some(one_by_one[..100].to_vec()));
     }
 
     #[test]
