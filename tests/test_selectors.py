@@ -361,6 +361,44 @@ def test_snapshots_and_results_are_values() -> None:
     )
 
 
+@st.composite
+def assignments(draw: st.DrawFn) -> list[tuple[HashRange, int]]:
+    """Sorted, disjoint ranges of a small ring, with gaps, each given one of 3 consumers."""
+    cuts = sorted(set(draw(st.lists(st.integers(0, 60), max_size=12))))
+    pairs = []
+    for a, b in itertools.pairwise(cuts):
+        if draw(st.booleans()):
+            pairs.append((HashRange(a, b - 1), draw(st.integers(0, 2))))
+    return pairs
+
+
+def owner_array(pairs: list[tuple[HashRange, int]]) -> np.ndarray:
+    owners = np.full(64, -1, dtype=np.int64)
+    for r, c in pairs:
+        owners[r.start : r.end + 1] = c
+    return owners
+
+
+@given(assignments(), assignments())
+@settings(max_examples=200)
+def test_impacted_consumers_are_the_hash_by_hash_diff(
+    before: list[tuple[HashRange, int]], after: list[tuple[HashRange, int]]
+) -> None:
+    result = ConsumerHashAssignmentsSnapshot(before).resolve_impacted_consumers(
+        ConsumerHashAssignmentsSnapshot(after)
+    )
+    b, a = owner_array(before), owner_array(after)
+    for side, was, now in (
+        (result.removed_hash_ranges, b, a),
+        (result.added_hash_ranges, a, b),
+    ):
+        assert set(side) == set(np.unique(was[(was != now) & (was >= 0)]).tolist())
+        for c, ranges in side.items():
+            assert ranges == sorted(ranges)
+            assert not any(x.end + 1 >= y.start for x, y in itertools.pairwise(ranges))
+            assert (mask_of(ranges)[:64] == ((was == c) & (now != c))).all()
+
+
 @pytest.mark.parametrize(
     ("pairs", "error", "message"),
     [
