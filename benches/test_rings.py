@@ -47,7 +47,7 @@ class PyRing:
 def test_ring_select_batch(benchmark: Any, lib: str) -> None:
     hashes = np.random.default_rng(5).integers(1, 0x10000, N, dtype=np.uint16)
     ring = PyRing()
-    expected = ring.select_many(hashes[:10_000].tolist())
+    expected = ring.select_many(hashes.tolist())
     if lib == "keyshared":
         selector = ConsistentHashingStickyKeyConsumerSelector(POINTS)
         for c in range(CONSUMERS):
@@ -62,5 +62,5 @@ def test_ring_select_batch(benchmark: Any, lib: str) -> None:
         picked = benchmark(
             lambda: owners[np.searchsorted(points, hashes, side="left") % len(points)]
         )
-    assert np.asarray(picked)[:10_000].tolist() == expected
+    assert np.asarray(picked).tolist() == expected
     benchmark.extra_info["hashes"] = N

@@ -598,6 +598,7 @@ class PulsarRingMachine(RuleBasedStateMachine):
             assert not self.model.slot
             return
         assert pairs[0][0].start == 1 and pairs[-1][0].end == self.range_max
+        assert all(b[0].start == a[0].end + 1 for a, b in itertools.pairwise(pairs))
         for r, c in pairs:
             assert (owners[r.start : r.end + 1] == c).all()
 
