@@ -29,6 +29,7 @@ FLOORS = [
     Floor("bucketed-batcher", "python", 10.0),
     Floor("should-block-batch", "python", 20.0),
     Floor("cursor-ack-batch", "python", 20.0),
+    Floor("ring-select-batch", "python", 20.0),
     # Within 1.15x of the transfer floor every Python UDF pays: 1 / 1.15 = 0.87.
     Floor("spark-route-5m", "arrow-len", 0.87),
     Floor("spark-route-5m", "pandas-mmh3", 2.5),

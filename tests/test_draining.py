@@ -409,3 +409,114 @@ class TrackerMachine(RuleBasedStateMachine):
 
 TestTracker = TrackerMachine.TestCase
 TestTracker.settings = settings(max_examples=60, stateful_step_count=40)
+
+
+# --- Pulsar's DrainingHashesTrackerTest --------------------------------------------------
+# Consumers are ids (1 for "consumer1", 2 for "consumer2"); the unblocking handler is a
+# list of the calls it got. Pulsar reads the batch level from a field; here it shows in
+# how many end_batch calls pass before one fails.
+
+
+def recording_tracker() -> tuple[DrainingHashesTracker, list[int]]:
+    calls: list[int] = []
+    return DrainingHashesTracker(calls.append, "dispatcher1"), calls
+
+
+def test_add_entry_adds_new_entry() -> None:
+    tracker, _ = recording_tracker()
+    tracker.add_entry(1, 1)
+    e = tracker.get_entry(1)
+    assert e is not None and e.consumer_id == 1
+
+
+def test_add_entry_throws_exception_for_zero_sticky_hash() -> None:
+    tracker, _ = recording_tracker()
+    with pytest.raises(ValueError):
+        tracker.add_entry(1, 0)
+    assert len(tracker) == 0
+
+
+def test_reduce_ref_count_reduces_reference_count() -> None:
+    tracker, _ = recording_tracker()
+    tracker.add_entry(1, 1)
+    tracker.reduce_ref_count(1, 1, False)
+    assert tracker.get_entry(1) is None
+
+
+def test_reduce_ref_count_does_not_reduce_for_different_consumer() -> None:
+    tracker, _ = recording_tracker()
+    tracker.add_entry(1, 1)
+    with pytest.raises(ValueError):
+        tracker.reduce_ref_count(2, 1, False)
+    assert entry(tracker, 1) == (1, 1, 0)
+
+
+def test_should_block_sticky_key_hash_does_not_block_for_existing_entry_when_same_consumer() -> (
+    None
+):
+    tracker, _ = recording_tracker()
+    tracker.add_entry(1, 1)
+    assert not tracker.should_block_sticky_key_hash(1, 1)
+
+
+def test_should_block_sticky_key_hash_blocks_for_existing_entry_when_different_consumer() -> None:
+    tracker, _ = recording_tracker()
+    tracker.add_entry(1, 1)
+    assert tracker.should_block_sticky_key_hash(2, 1)
+
+
+def test_should_block_sticky_key_hash_does_not_block_for_new_entry() -> None:
+    tracker, _ = recording_tracker()
+    assert not tracker.should_block_sticky_key_hash(1, 1)
+
+
+def test_start_batch_increments_batch_level() -> None:
+    tracker, _ = recording_tracker()
+    for _ in range(3):
+        tracker.start_batch()
+    for _ in range(3):  # level 3: three ends pass, the fourth has no batch to close
+        tracker.end_batch()
+    with pytest.raises(ValueError):
+        tracker.end_batch()
+
+
+def test_end_batch_decrements_batch_level() -> None:
+    tracker, _ = recording_tracker()
+    tracker.start_batch()
+    tracker.end_batch()
+    with pytest.raises(ValueError):  # back at level 0
+        tracker.end_batch()
+
+
+def test_end_batch_invokes_unblocking_handler_when_unblocked_while_batching() -> None:
+    tracker, calls = recording_tracker()
+    tracker.add_entry(1, 1)
+    tracker.start_batch()
+    tracker.should_block_sticky_key_hash(2, 1)
+    tracker.reduce_ref_count(1, 1, False)
+    assert calls == []
+    tracker.end_batch()
+    assert calls == [-1]
+
+
+def test_clear_removes_all_entries() -> None:
+    tracker, _ = recording_tracker()
+    tracker.add_entry(1, 1)
+    tracker.clear()
+    assert tracker.get_entry(1) is None
+
+
+def test_unblocking_handler_invokes_sticky_key_hash_unblocked() -> None:
+    tracker, calls = recording_tracker()
+    tracker.add_entry(1, 1)
+    tracker.should_block_sticky_key_hash(2, 1)
+    tracker.reduce_ref_count(1, 1, False)
+    assert calls == [1]
+
+
+def test_unblocking_handler_does_not_invoke_sticky_key_hash_unblocked_when_closing() -> None:
+    tracker, calls = recording_tracker()
+    tracker.add_entry(1, 1)
+    tracker.should_block_sticky_key_hash(2, 1)
+    tracker.reduce_ref_count(1, 1, True)
+    assert calls == []

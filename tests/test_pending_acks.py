@@ -328,3 +328,440 @@ class DispatcherMachine(RuleBasedStateMachine):
 
 TestDispatcher = DispatcherMachine.TestCase
 TestDispatcher.settings = settings(max_examples=60, stateful_step_count=40)
+
+
+# --- Pulsar's PendingAcksMapTest -------------------------------------------------------
+# Pulsar's sticky key hashes are Java ints; here they are 16-bit, so its extreme values
+# become the 16-bit ones with the same role: Integer.MIN_VALUE -> 0x8000, MAX_VALUE ->
+# 0x7FFF, -1 -> 0xFFFF, others their low 16 bits. Pulsar's add and remove handlers are the
+# draining-hashes tracker here: it refuses adds of hashes another consumer drains, and hears
+# each removal (an unblocking call shows it was told, with closing false).
+INT_MIN, INT_MAX, MINUS_ONE = 0x8000, 0x7FFF, 0xFFFF
+NOT_FOUND = PendingAcksMap.PENDING_ACK_NOT_FOUND
+
+
+def blocked_tracker(*hashes: int) -> tuple[DrainingHashesTracker, list[int]]:
+    """A tracker where consumer 1 drains `hashes` (one pending message each) and consumer 2
+    was blocked on each; unblocking calls land in the list."""
+    calls: list[int] = []
+    tracker = DrainingHashesTracker(calls.append)
+    for h in hashes:
+        tracker.add_entry(1, h)
+        assert tracker.should_block_sticky_key_hash(2, h)
+    return tracker, calls
+
+
+def test_add_pending_ack_if_allowed_adds_ack_when_allowed() -> None:
+    m = PendingAcksMap(1)
+    assert m.add_pending_ack_if_allowed(1, 1, 1, 123)
+    assert m.contains(1, 1) and m.size() == 1
+
+
+def test_add_pending_ack_if_allowed_does_not_add_ack_when_not_allowed() -> None:
+    tracker = DrainingHashesTracker()
+    tracker.add_entry(2, 123)  # draining on another consumer: the add handler refuses
+    m = PendingAcksMap(1, tracker)
+    assert not m.add_pending_ack_if_allowed(1, 1, 1, 123)
+    assert not m.contains(1, 1) and m.size() == 0
+
+
+def test_add_pending_ack_if_allowed_does_not_add_after_closed() -> None:
+    m = PendingAcksMap(1)
+    m.for_each_and_close(lambda *a: None)
+    assert not m.add_pending_ack_if_allowed(1, 1, 1, 123)
+    assert not m.contains(1, 1) and m.size() == 0
+
+
+def test_for_each_processes_all_pending_acks() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 1, 123)
+    m.add_pending_ack_if_allowed(1, 2, 1, 124)
+    assert [a[1] for a in collect(m.for_each)] == [1, 2]
+
+
+def test_for_each_and_close_processes_and_clears_all_pending_acks() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 1, 123)
+    m.add_pending_ack_if_allowed(1, 2, 1, 124)
+    assert [a[1] for a in collect(m.for_each_and_close)] == [1, 2]
+    assert m.size() == 0
+
+
+def test_remove_removes_pending_ack() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 1, 123)
+    assert m.remove(1, 1)
+    assert not m.contains(1, 1) and m.size() == 0
+
+
+def test_remove_all_up_to_removes_all_pending_acks_up_to_specified_entry() -> None:
+    m = PendingAcksMap(1)
+    for ledger, entry, h in [(1, 1, 123), (1, 2, 124), (2, 1, 125)]:
+        m.add_pending_ack_if_allowed(ledger, entry, 1, h)
+    m.remove_all_up_to(1, 2, lambda *a: None)
+    assert not m.contains(1, 1) and not m.contains(1, 2) and m.contains(2, 1)
+    assert m.size() == 1
+
+
+def test_remove_all_up_to_removes_all_pending_acks_up_to_specified_entry_across_multiple_ledgers() -> (  # noqa: E501
+    None
+):
+    m = PendingAcksMap(1)
+    for ledger, entry, h in [(1, 1, 123), (1, 2, 124), (2, 1, 125), (2, 2, 126), (3, 1, 127)]:
+        m.add_pending_ack_if_allowed(ledger, entry, 1, h)
+    m.remove_all_up_to(2, 1, lambda *a: None)
+    assert [m.contains(*k) for k in [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1)]] == [
+        False,
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert m.size() == 2
+
+
+def test_add_pending_ack_if_allowed_invokes_add_handler() -> None:
+    tracker = DrainingHashesTracker()
+    tracker.add_entry(2, 124)
+    m = PendingAcksMap(1, tracker)
+    # The handler is asked about this ack's hash: 123 passes while 124 drains elsewhere.
+    assert m.add_pending_ack_if_allowed(1, 1, 1, 123)
+    assert not m.add_pending_ack_if_allowed(1, 2, 1, 124)
+
+
+def test_remove_invokes_remove_handler() -> None:
+    tracker, calls = blocked_tracker(123)
+    m = PendingAcksMap(1, tracker)
+    m.add_pending_ack_if_allowed(1, 1, 1, 123)
+    m.remove(1, 1)
+    assert tracker.get_entry(123) is None and calls == [123]
+
+
+def test_remove_all_up_to_invokes_remove_handler_for_each_entry() -> None:
+    tracker, calls = blocked_tracker(123, 124, 125)
+    m = PendingAcksMap(1, tracker)
+    for ledger, entry, h in [(1, 1, 123), (1, 2, 124), (2, 1, 125)]:
+        m.add_pending_ack_if_allowed(ledger, entry, 1, h)
+    m.remove_all_up_to(1, 2, lambda *a: None)
+    assert tracker.get_entry(123) is None and tracker.get_entry(124) is None
+    assert tracker.get_entry(125) is not None
+    assert calls == [-1]  # removals in one batch
+
+
+def test_remove_all_up_to_with_callback_invokes_callback_for_each_removed_entry() -> None:
+    m = PendingAcksMap(1)
+    for ledger, entry, size, h in [(1, 1, 3, 123), (1, 2, 5, 124), (2, 1, 7, 125)]:
+        m.add_pending_ack_if_allowed(ledger, entry, size, h)
+    removed: list[Ack] = []
+    m.remove_all_up_to(1, 2, lambda *a: removed.append(a))
+    assert removed == [(1, 1, 3, 123), (1, 2, 5, 124)]
+    assert not m.contains(1, 1) and not m.contains(1, 2) and m.contains(2, 1)
+
+
+def test_size_returns_correct_size() -> None:
+    m = PendingAcksMap(1)
+    assert m.size() == 0
+    for ledger, entry, h in [(1, 1, 123), (1, 2, 124), (2, 1, 125)]:
+        m.add_pending_ack_if_allowed(ledger, entry, 1, h)
+    assert m.size() == 3
+    m.add_pending_ack_if_allowed(1, 1, 10, 123)
+    m.update_remaining_unacked(1, 1, 2)
+    assert m.size() == 3
+    m.remove(1, 2)
+    assert m.size() == 2
+    m.remove_all_up_to(1, 1, lambda *a: None)
+    assert m.size() == 1
+    assert not m.remove(2, 1, 10, 125)
+    assert m.size() == 1
+    assert m.remove(2, 1, 1, 125)
+    assert m.size() == 0
+
+
+def test_for_each_and_clear_processes_and_clears_all_pending_acks() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 1, 123)
+    m.add_pending_ack_if_allowed(1, 2, 1, 124)
+    assert [a[1] for a in collect(m.for_each_and_clear)] == [1, 2]
+    assert m.size() == 0
+
+
+def test_for_each_and_clear_allows_adding_after_clear() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 1, 123)
+    m.for_each_and_clear(lambda *a: None)
+    assert m.add_pending_ack_if_allowed(1, 2, 1, 124)
+    assert m.contains(1, 2)
+
+
+def test_for_each_and_clear_invokes_remove_handler() -> None:
+    tracker, calls = blocked_tracker(123, 124)
+    m = PendingAcksMap(1, tracker)
+    m.add_pending_ack_if_allowed(1, 1, 1, 123)
+    m.add_pending_ack_if_allowed(1, 2, 1, 124)
+    m.for_each_and_clear(lambda *a: None)
+    # start_batch, two removals not closing, end_batch: one unblocking call, -1.
+    assert len(tracker) == 0 and calls == [-1]
+
+
+def test_remove_and_get_removes_and_returns_entry() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 5, 123)
+    assert m.remove_and_get(1, 1) == (5, 123)
+    assert not m.contains(1, 1)
+
+
+def test_remove_and_get_returns_null_when_not_found() -> None:
+    assert PendingAcksMap(1).remove_and_get(1, 1) is None
+
+
+def test_remove_and_get_invokes_remove_handler() -> None:
+    tracker, calls = blocked_tracker(123)
+    m = PendingAcksMap(1, tracker)
+    m.add_pending_ack_if_allowed(1, 1, 5, 123)
+    m.remove_and_get(1, 1)
+    assert calls == [123]
+
+
+def test_remove_and_get_remaining_unacked_removes_and_returns_entry() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 5, 123)
+    assert m.remove_and_get_remaining_unacked(1, 1) == 5
+    assert not m.contains(1, 1) and m.size() == 0
+
+
+def test_remove_and_get_remaining_unacked_returns_not_found_when_not_found() -> None:
+    m = PendingAcksMap(1)
+    assert m.remove_and_get_remaining_unacked(1, 1) == NOT_FOUND == -1
+    assert m.size() == 0
+
+
+def test_remove_and_get_remaining_unacked_invokes_remove_handler() -> None:
+    tracker, calls = blocked_tracker(123)
+    m = PendingAcksMap(1, tracker)
+    m.add_pending_ack_if_allowed(1, 1, 5, 123)
+    assert m.remove_and_get_remaining_unacked(1, 1) == 5
+    assert m.remove_and_get_remaining_unacked(1, 1) == -1
+    assert calls == [123]
+
+
+def test_get_remaining_unacked_returns_stored_count() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 0, MINUS_ONE)
+    m.add_pending_ack_if_allowed(1, 2, 2**31 - 1, INT_MIN)
+    assert m.get_remaining_unacked(1, 1) == 0
+    assert m.get_remaining_unacked(1, 2) == 2**31 - 1
+    assert m.get_remaining_unacked(1, 3) == NOT_FOUND
+
+
+def test_get_remaining_unacked_returns_minus_one_when_not_found() -> None:
+    m = PendingAcksMap(1)
+    assert m.get_remaining_unacked(1, 1) == -1
+    m.add_pending_ack_if_allowed(1, 1, 0, 123)
+    assert m.get_remaining_unacked(1, 1) == 0
+
+
+def test_remove_and_get_remaining_unacked_removes_and_invokes_remove_handler() -> None:
+    tracker, calls = blocked_tracker(INT_MIN, MINUS_ONE)
+    m = PendingAcksMap(1, tracker)
+    m.add_pending_ack_if_allowed(1, 1, 0, INT_MIN)
+    m.add_pending_ack_if_allowed(1, 2, 2**31 - 1, MINUS_ONE)
+    assert m.remove_and_get_remaining_unacked(1, 1) == 0
+    assert m.remove_and_get_remaining_unacked(1, 2) == 2**31 - 1
+    assert m.remove_and_get_remaining_unacked(1, 3) == NOT_FOUND
+    assert calls == [INT_MIN, MINUS_ONE]  # and nothing else
+    assert m.size() == 0
+
+
+def test_packed_pending_ack_fields_round_trip_through_public_accessors() -> None:
+    m = PendingAcksMap(1)
+    values = [
+        (0, 0),
+        (0, MINUS_ONE),
+        (1, INT_MIN),
+        (1, INT_MAX),
+        (2**31 - 1, -123456789 & 0xFFFF),
+        (123456789, INT_MIN),
+        (42, 0x8001),
+        (1, 123),
+        (2, INT_MAX),
+    ]
+    for i, (remaining, h) in enumerate(values, start=1):
+        m.add_pending_ack_if_allowed(1, i, remaining, h)
+    expected = [(1, i, r, h) for i, (r, h) in enumerate(values, start=1)]
+    assert collect(m.for_each) == expected
+    for i, (remaining, h) in enumerate(values, start=1):
+        assert m.get(1, i) == (remaining, h)
+        assert m.get_remaining_unacked(1, i) == remaining
+        assert m.remove_and_get(1, i) == (remaining, h)
+        assert not m.contains(1, i)
+    for h in (-1, 0x10000, -(2**31)):  # beyond 16 bits: refused, nothing stored
+        with pytest.raises(ValueError, match="sticky_key_hash"):
+            m.add_pending_ack_if_allowed(1, 1, 1, h)
+    assert m.size() == 0
+
+
+def test_remove_all_up_to_preserves_packed_fields_in_callback() -> None:
+    m = PendingAcksMap(1)
+    values = [(7, 0), (8, MINUS_ONE), (9, INT_MIN), (10, INT_MAX)]
+    for i, (remaining, h) in enumerate(values, start=1):
+        m.add_pending_ack_if_allowed(1, i, remaining, h)
+    m.add_pending_ack_if_allowed(1, len(values) + 1, 11, -123 & 0xFFFF)
+    removed: list[Ack] = []
+    m.remove_all_up_to(1, len(values), lambda *a: removed.append(a))
+    assert removed == [(1, i, r, h) for i, (r, h) in enumerate(values, start=1)]
+    assert m.contains(1, len(values) + 1)
+
+
+def test_update_remaining_unacked_preserves_packed_sticky_key_hash() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 100, INT_MIN)
+    assert m.update_remaining_unacked(1, 1, 7)
+    assert m.get(1, 1) == (93, INT_MIN)
+    assert m.remove(1, 1, 93, INT_MIN)
+    assert not m.contains(1, 1)
+
+
+def test_update_remaining_unacked_preserves_sticky_key_hash() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 10, INT_MIN)
+    assert m.update_remaining_unacked(1, 1, 4)
+    assert m.to_list() == [(1, 1, 6, INT_MIN)]
+
+
+def test_update_remaining_unacked_allows_zero_remaining_unacked() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 1, MINUS_ONE)
+    assert m.update_remaining_unacked(1, 1, 1)
+    assert m.get_remaining_unacked(1, 1) == 0
+    assert m.to_list() == [(1, 1, 0, MINUS_ONE)] and m.size() == 1
+
+
+def test_update_remaining_unacked_does_not_store_negative_remaining_unacked() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 1, 123)
+    assert not m.update_remaining_unacked(1, 1, 2)
+    assert m.to_list() == [(1, 1, 1, 123)]
+
+
+def test_remove_with_value_matches_signed_packed_fields() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 2**31 - 1, MINUS_ONE)
+    assert not m.remove(1, 1, 2**31 - 1, 1)
+    assert m.remove(1, 1, 2**31 - 1, MINUS_ONE)
+    assert not m.contains(1, 1)
+
+
+def test_remove_all_up_to_removes_boundary_entries_with_unordered_inner_map() -> None:
+    m = PendingAcksMap(1)
+    for ledger, entry, h in [(2, 11, 111), (2, 3, 103), (2, 7, 107), (2, 1, 101), (2, 9, 109)]:
+        m.add_pending_ack_if_allowed(ledger, entry, 1, h)
+    m.add_pending_ack_if_allowed(3, 1, 1, 201)
+    m.remove_all_up_to(2, 7, lambda *a: None)
+    keys = [(2, 1), (2, 3), (2, 7), (2, 9), (2, 11), (3, 1)]
+    assert [m.contains(*k) for k in keys] == [False, False, False, True, True, True]
+
+
+def test_size_remains_correct_across_common_operations() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 1, 123)
+    m.add_pending_ack_if_allowed(1, 1, 2, 124)
+    assert m.size() == 1
+    m.add_pending_ack_if_allowed(2, 1, 3, 125)
+    assert m.size() == 2
+    assert m.update_remaining_unacked(1, 1, 1)
+    assert m.size() == 2
+    assert not m.remove(1, 1, 99, 124)
+    assert m.size() == 2
+    assert m.remove(1, 1)
+    assert m.size() == 1
+    m.remove_all_up_to(2, 1, lambda *a: None)
+    assert m.size() == 0
+    m.add_pending_ack_if_allowed(3, 1, 1, 126)
+    m.for_each_and_clear(lambda *a: None)
+    assert m.size() == 0
+
+
+# --- partial batch acks beyond Pulsar's cases ----------------------------------------
+
+
+def test_update_remaining_unacked_bad_input_changes_nothing() -> None:
+    m = PendingAcksMap(1)
+    m.add_pending_ack_if_allowed(1, 1, 5, 9)
+    # A negative delta would raise the count in Pulsar; here it is refused.
+    with pytest.raises(ValueError, match="acked_delta must not be negative"):
+        m.update_remaining_unacked(1, 1, -1)
+    with pytest.raises(ValueError, match=r"acked_delta must be in \[0, 2\*\*31 - 1\]"):
+        m.update_remaining_unacked(1, 1, 2**31)
+    with pytest.raises(TypeError, match="acked_delta must be an int"):
+        m.update_remaining_unacked(1, 1, "1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"acked_deltas\[1\]: acked_delta must not be negative"):
+        m.update_remaining_unacked_many([1, 1], [1, 1], [1, -1])
+    with pytest.raises(ValueError, match="acked_deltas has 1 items but ledger_ids has 2"):
+        m.update_remaining_unacked_many([1, 1], [1, 1], [1])
+    assert m.to_list() == [(1, 1, 5, 9)]
+
+
+def test_update_remaining_unacked_many_equals_one_at_a_time() -> None:
+    one, many = PendingAcksMap(1), PendingAcksMap(1)
+    for m in (one, many):
+        m.add_pending_acks_if_allowed([1, 1, 2], [1, 2, 1], [5, 3, 1], [9, 9, 8])
+    keys = [(1, 1), (1, 1), (2, 1), (1, 2), (7, 7), (1, 1)]
+    deltas = [2, 2, 1, 4, 1, 1]
+    expected = [
+        one.update_remaining_unacked(ledger, e, d)
+        for (ledger, e), d in zip(keys, deltas, strict=True)
+    ]
+    got = many.update_remaining_unacked_many(
+        np.array([k[0] for k in keys]), np.array([k[1] for k in keys]), np.array(deltas)
+    )
+    assert got.tolist() == expected == [True, True, True, False, False, True]
+    assert many.to_list() == one.to_list() == [(1, 1, 0, 9), (1, 2, 3, 9), (2, 1, 0, 8)]
+
+
+class RemainingUnackedMachine(RuleBasedStateMachine):
+    """Adds, partial acks and removals against a dict of (remaining, hash)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.m = PendingAcksMap(1)
+        self.model: dict[tuple[int, int], tuple[int, int]] = {}
+
+    keys = st.tuples(st.integers(0, 2), st.integers(0, 3))
+
+    @rule(key=keys, size=st.integers(0, 5), h=st.integers(0, 0xFFFF))
+    def add(self, key: tuple[int, int], size: int, h: int) -> None:
+        assert self.m.add_pending_ack_if_allowed(*key, size, h)
+        self.model[key] = (size, h)
+
+    @rule(key=keys, delta=st.integers(0, 4))
+    def partial_ack(self, key: tuple[int, int], delta: int) -> None:
+        found = self.model.get(key)
+        ok = found is not None and found[0] >= delta
+        assert self.m.update_remaining_unacked(*key, delta) == ok
+        if found is not None and ok:
+            self.model[key] = (found[0] - delta, found[1])
+
+    @rule(key=keys)
+    def remove_and_get_remaining(self, key: tuple[int, int]) -> None:
+        found = self.model.pop(key, None)
+        got = self.m.remove_and_get_remaining_unacked(*key)
+        assert got == (NOT_FOUND if found is None else found[0])
+
+    @rule(key=keys, size=st.integers(0, 5))
+    def remove_exact(self, key: tuple[int, int], size: int) -> None:
+        found = self.model.get(key)
+        h = found[1] if found is not None else 0
+        removed = self.m.remove(*key, size, h)
+        assert removed == (found == (size, h))
+        if removed:
+            del self.model[key]
+
+    @invariant()
+    def same_contents(self) -> None:
+        assert self.m.to_list() == [(*k, *v) for k, v in sorted(self.model.items())]
+        for key, (remaining, _) in self.model.items():
+            assert self.m.get_remaining_unacked(*key) == remaining
+
+
+TestRemainingUnacked = RemainingUnackedMachine.TestCase
+TestRemainingUnacked.settings = settings(max_examples=40, stateful_step_count=25)

@@ -47,10 +47,13 @@ from keyshared.hashing import (
     get_num_threads,
     key_hash,
     key_hashes,
+    make_sticky_key_hash,
+    make_sticky_key_hashes,
     segment_hash,
     set_num_threads,
     split_hashes,
     sticky_key_hash,
+    sticky_key_hashes,
 )
 from keyshared.layout import (
     Segment,
@@ -97,7 +100,12 @@ from keyshared.redelivery import (
     get_available_permits,
     get_effective_look_ahead_limit,
 )
-from keyshared.rings import ConsistentHashingStickyKeyConsumerSelector, KeySharedConsumerState
+from keyshared.rings import (
+    ConsistentHashingStickyKeyConsumerSelector,
+    ConsumerHashAssignmentsSnapshot,
+    ImpactedConsumersResult,
+    KeySharedConsumerState,
+)
 from keyshared.router import ActiveSegment, SegmentRouter
 from keyshared.topic_name import SegmentTopicName, TopicDomain, TopicName
 from keyshared.window import (
@@ -124,6 +132,7 @@ __all__ = [
     "ConsistentHashingStickyKeyConsumerSelector",
     "ConsumerAssignment",
     "ConsumerDrainingHashesStats",
+    "ConsumerHashAssignmentsSnapshot",
     "ConsumerSession",
     "Decision",
     "DecisionSnapshot",
@@ -134,6 +143,7 @@ __all__ = [
     "EntryBatch",
     "HashRange",
     "HoldReason",
+    "ImpactedConsumersResult",
     "InFlightEntry",
     "InFlightWindow",
     "InvalidPolicy",
@@ -187,6 +197,8 @@ __all__ = [
     "key_hashes",
     "last_operation_times",
     "lost_buckets",
+    "make_sticky_key_hash",
+    "make_sticky_key_hashes",
     "moved_buckets",
     "parse_descriptor",
     "resolve_auto_scale_config",
@@ -198,4 +210,5 @@ __all__ = [
     "split_hashes",
     "sticky_assignment",
     "sticky_key_hash",
+    "sticky_key_hashes",
 ]

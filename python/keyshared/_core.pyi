@@ -17,10 +17,12 @@ __all__ = [
     "BucketCheckpoints",
     "ConsistentHashingStickyKeyConsumerSelector",
     "ConsumerDrainingHashesStats",
+    "ConsumerHashAssignmentsSnapshot",
     "DrainingHash",
     "DrainingHashEntry",
     "DrainingHashesTracker",
     "HashRange",
+    "ImpactedConsumersResult",
     "InFlightEntry",
     "InFlightWindow",
     "KeySharedConsumerState",
@@ -44,10 +46,13 @@ __all__ = [
     "get_num_threads",
     "key_hash",
     "key_hashes",
+    "make_sticky_key_hash",
+    "make_sticky_key_hashes",
     "segment_hash",
     "set_num_threads",
     "split_hashes",
     "sticky_key_hash",
+    "sticky_key_hashes",
 ]
 
 __version__: Final[str]
@@ -67,7 +72,28 @@ def bucket_hash(key: str | bytes) -> int:
     """``key_hash(key) & 0xFFFF``: PIP-486's hashB, the key's place on a bucket ring."""
 
 def sticky_key_hash(key: str | bytes) -> int:
-    """Classic Key_Shared hash: ``key_hash(key) & 0xFFFF``, with 0 mapped to 1."""
+    """Classic Key_Shared hash of a current Pulsar broker's default selector:
+    ``(key_hash(key) & 0x7FFFFFFF) % 65535 + 1``, in ``[1, 65535]``."""
+
+def make_sticky_key_hash(key: str | bytes, hash_range: HashRange) -> int:
+    """Pulsar's ``makeStickyKeyHash(key, range)``:
+    ``(key_hash(key) & 0x7FFFFFFF) % hash_range.size + hash_range.start``, with 0 mapped to
+    1 (0 means "not set" in PIP-379 structures)."""
+
+def sticky_key_hashes(
+    keys: _KeyBatch, *, null_key: str | bytes | None = None, threads: int | None = None
+) -> npt.NDArray[np.uint16]:
+    """``sticky_key_hash`` of every key (batches as for ``key_hashes``)."""
+
+def make_sticky_key_hashes(
+    keys: _KeyBatch,
+    hash_range: HashRange,
+    *,
+    null_key: str | bytes | None = None,
+    threads: int | None = None,
+) -> npt.NDArray[np.uint16]:
+    """``make_sticky_key_hash(key, hash_range)`` of every key (batches as for
+    ``key_hashes``)."""
 
 def key_hashes(
     keys: _KeyBatch, *, null_key: str | bytes | None = None, threads: int | None = None
@@ -308,13 +334,16 @@ class DrainingHashesTracker:
 class PendingAcksMap:
     """One consumer's pending acks, ``(ledger_id, entry_id) -> (batch_size,
     sticky_key_hash)`` in key order (ids are signed 64-bit ints, batch sizes in
-    ``[0, 2**31 - 1]``, hashes in ``[0, 0xFFFF]``). With a ``tracker`` it acts as PIP-379's
+    ``[0, 2**31 - 1]``, hashes in ``[0, 0xFFFF]``). ``batch_size`` is the remaining unacked
+    count, as in Pulsar: the batch size when added, lowered by partial batch acks
+    (``update_remaining_unacked``). With a ``tracker`` it acts as PIP-379's
     dispatcher wires it: an add is refused while another consumer drains the hash (and hash
     0 is a ValueError), and each removal takes one reference off the hash in the tracker,
     several removals as one batch, passing ``closing`` once the map is closed. Callbacks
     run after the change with nothing locked; the tracker's unblocking handler runs last.
     A call that raises changes nothing here or in the tracker."""
 
+    PENDING_ACK_NOT_FOUND: Final[int]
     def __new__(
         cls, consumer_id: int, tracker: DrainingHashesTracker | None = None
     ) -> PendingAcksMap: ...
@@ -350,6 +379,24 @@ class PendingAcksMap:
 
     def remove_and_get(self, ledger_id: int, entry_id: int) -> tuple[int, int] | None:
         """Removes the ack and returns its ``(batch_size, sticky_key_hash)``."""
+
+    def remove_and_get_remaining_unacked(self, ledger_id: int, entry_id: int) -> int:
+        """Removes the ack and returns its remaining unacked count, or
+        ``PENDING_ACK_NOT_FOUND`` (-1)."""
+
+    def get_remaining_unacked(self, ledger_id: int, entry_id: int) -> int:
+        """The ack's remaining unacked count, or ``PENDING_ACK_NOT_FOUND`` (-1)."""
+
+    def update_remaining_unacked(self, ledger_id: int, entry_id: int, acked_delta: int) -> bool:
+        """``acked_delta`` (>= 0, else ValueError) more batch indexes of the ack were acked:
+        its remaining count goes down by that much. False, changing nothing, when the ack
+        is not pending or the count would go below zero."""
+
+    def update_remaining_unacked_many(
+        self, ledger_ids: _IntArray, entry_ids: _IntArray, acked_deltas: _IntArray
+    ) -> npt.NDArray[np.bool_]:
+        """``update_remaining_unacked`` for each i, in order; which were updated. Every
+        delta is checked first, so an error changes nothing. Releases the GIL."""
 
     def remove_many(self, ledger_ids: _IntArray, entry_ids: _IntArray) -> npt.NDArray[np.bool_]:
         """Removes each ``(ledger_ids[i], entry_ids[i])``; which were pending."""
@@ -491,36 +538,96 @@ def get_effective_look_ahead_limit(
 # --- dispatcher state: consumer selection rings (SPEC 7) -------------------------------
 
 @final
-class ConsistentHashingStickyKeyConsumerSelector:
-    """Pulsar's consistent-hashing selector on the 16-bit sticky-key-hash ring: each
-    consumer has ``number_of_points`` (1 to 65536) points at
-    ``sticky_key_hash(f"{name}\\0{name_index}\\0{i}")``, ``name_index`` being the lowest slot
-    free among namesakes; on a collision the newer consumer takes the point. A hash goes to
-    the first point at or above it, wrapping. Adding or removing a consumer returns, per
-    consumer id, the ranges it lost (sorted, adjacent ranges joined). Thread-safe."""
+class ImpactedConsumersResult:
+    """The consumers a change of hash-range assignments impacted (Pulsar's
+    ``ImpactedConsumersResult``): per consumer id, the ranges it lost and the ranges it
+    gained, each list sorted with adjacent ranges merged."""
 
-    def __new__(cls, number_of_points: int = 100) -> ConsistentHashingStickyKeyConsumerSelector: ...
+    @property
+    def removed_hash_ranges(self) -> dict[int, list[HashRange]]: ...
+    @property
+    def added_hash_ranges(self) -> dict[int, list[HashRange]]: ...
+    def is_empty(self) -> bool:
+        """No consumer lost a range (gains alone leave it empty, as in Pulsar)."""
+
+    def __eq__(self, other: object, /) -> bool: ...
+    def __ne__(self, other: object, /) -> bool: ...
+
+@final
+class ConsumerHashAssignmentsSnapshot:
+    """The hash ranges assigned to each consumer at one point in time (Pulsar's
+    ``ConsumerHashAssignmentsSnapshot``): ``(range, consumer_id)`` pairs sorted by range and
+    not overlapping (else ValueError); gaps are unassigned hashes."""
+
+    def __new__(
+        cls, hash_range_assignments: Iterable[tuple[HashRange, int]]
+    ) -> ConsumerHashAssignmentsSnapshot: ...
+    @staticmethod
+    def empty() -> ConsumerHashAssignmentsSnapshot: ...
+    @property
+    def hash_range_assignments(self) -> list[tuple[HashRange, int]]: ...
+    def get_ranges_by_consumer(self) -> dict[int, list[HashRange]]:
+        """Each consumer's ranges, sorted, adjacent ranges merged."""
+
+    def resolve_impacted_consumers(
+        self, assignments_after: ConsumerHashAssignmentsSnapshot
+    ) -> ImpactedConsumersResult:
+        """Per consumer, the hashes it held here and not in ``assignments_after`` (removed)
+        and the reverse (added), compared hash by hash."""
+
+    def __len__(self) -> int: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __ne__(self, other: object, /) -> bool: ...
+
+@final
+class ConsistentHashingStickyKeyConsumerSelector:
+    """Pulsar's consistent-hashing selector (master): each consumer has
+    ``number_of_points`` (1 to 65536) points on the key hash range ``[1, range_max_value]``
+    at ``make_sticky_key_hash(f"{name}\\0{name_index}\\0{i}")``, ``name_index`` being the
+    lowest slot free among namesakes. On a collision the consumer already on the point keeps
+    it and the newcomer queues behind it, taking over when the owner leaves. A hash goes to
+    the first point at or above it, wrapping. Adding or removing a consumer returns the
+    impacted consumers (ranges lost and gained), or None when built with
+    ``add_or_remove_returns_impacted_consumers_result=False``. Thread-safe."""
+
+    def __new__(
+        cls,
+        number_of_points: int = 100,
+        add_or_remove_returns_impacted_consumers_result: bool = True,
+        range_max_value: int = 65535,
+    ) -> ConsistentHashingStickyKeyConsumerSelector: ...
     @property
     def number_of_points(self) -> int: ...
+    @property
+    def add_or_remove_returns_impacted_consumers_result(self) -> bool: ...
+    @property
+    def key_hash_range(self) -> HashRange:
+        """``[1, range_max_value]``."""
+
     @property
     def consumer_ids(self) -> list[int]:
         """Ascending."""
 
-    def add_consumer(self, consumer_id: int, name: str | bytes) -> dict[int, list[HashRange]]:
+    def make_sticky_key_hash(self, key: str | bytes) -> int:
+        """Pulsar's ``makeStickyKeyHash(key)`` over ``key_hash_range``."""
+
+    def add_consumer(self, consumer_id: int, name: str | bytes) -> ImpactedConsumersResult | None:
         """ValueError for an id already added."""
 
-    def remove_consumer(self, consumer_id: int) -> dict[int, list[HashRange]]:
-        """The removed consumer's own ranges included; KeyError for an unknown id."""
+    def remove_consumer(self, consumer_id: int) -> ImpactedConsumersResult | None:
+        """An unknown id changes nothing (an empty result)."""
 
     def select(self, sticky_key_hash: int) -> int | None:
         """The consumer serving the hash; None when the ring is empty."""
 
     def select_many(self, sticky_key_hashes: _IntArray) -> npt.NDArray[np.uint64]:
-        """``select`` of every hash; ValueError when the ring is empty."""
+        """``select`` of every hash; ValueError when the ring is empty. Releases the GIL."""
 
     def get_consumer_key_hash_ranges(self) -> dict[int, list[HashRange]]:
-        """Each consumer's ranges, together tiling ``[0, 0xFFFF]``."""
+        """Each consumer's ranges, sorted, adjacent ones merged; together they tile
+        ``key_hash_range``."""
 
+    def get_consumer_hash_assignments_snapshot(self) -> ConsumerHashAssignmentsSnapshot: ...
     def __len__(self) -> int: ...
     def __contains__(self, consumer_id: int, /) -> bool: ...
 

@@ -107,7 +107,8 @@ class StickyKeyDispatcher:
         consumer_id = _consumer_id(consumer_id)
         with self._lock:
             before = self.selector.get_consumer_key_hash_ranges()
-            lost = self.selector.add_consumer(consumer_id, name)
+            impacted = self.selector.add_consumer(consumer_id, name)
+            lost = impacted.removed_hash_ranges if impacted is not None else {}
             pending = PendingAcksMap(consumer_id, self.tracker)
             self._pending[consumer_id] = pending
             self._register_draining_hashes(consumer_id, lost, before)
@@ -121,7 +122,8 @@ class StickyKeyDispatcher:
         consumer_id = _consumer_id(consumer_id)
         with self._lock:
             before = self.selector.get_consumer_key_hash_ranges()
-            lost = self.selector.remove_consumer(consumer_id)
+            impacted = self.selector.remove_consumer(consumer_id)
+            lost = impacted.removed_hash_ranges if impacted is not None else {}
             pending = self._pending.pop(consumer_id)
             replay: list[PendingAck] = []
             pending.for_each_and_close(lambda *ack: replay.append(ack))

@@ -1,5 +1,6 @@
-"""The pinned key hash (MurmurHash3_x86_32, seed 0) and its split into segment and bucket
-halves. ``HASH_VERSION`` changes only if the hash ever does; routing depends on it."""
+"""The pinned key hash (MurmurHash3_x86_32, seed 0), its split into segment and bucket
+halves, and Pulsar's sticky key hash over a key hash range. ``HASH_VERSION`` changes only
+if the hash ever does; routing depends on it."""
 
 from keyshared._core import (
     HASH_VERSION,
@@ -7,10 +8,13 @@ from keyshared._core import (
     get_num_threads,
     key_hash,
     key_hashes,
+    make_sticky_key_hash,
+    make_sticky_key_hashes,
     segment_hash,
     set_num_threads,
     split_hashes,
     sticky_key_hash,
+    sticky_key_hashes,
 )
 
 __all__ = [
@@ -19,8 +23,11 @@ __all__ = [
     "get_num_threads",
     "key_hash",
     "key_hashes",
+    "make_sticky_key_hash",
+    "make_sticky_key_hashes",
     "segment_hash",
     "set_num_threads",
     "split_hashes",
     "sticky_key_hash",
+    "sticky_key_hashes",
 ]

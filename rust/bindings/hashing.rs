@@ -2,8 +2,9 @@ use numpy::PyArray1;
 use pyo3::prelude::*;
 
 use super::args::{key_bytes, threads_arg};
+use super::buckets::PyHashRange;
 use super::keys::key_batch;
-use crate::kernels::hashing::{self, bucket_hash, segment_hash, HASH_VERSION};
+use crate::kernels::hashing::{self, bucket_hash, segment_hash, sticky_hash_in, HASH_VERSION};
 use crate::kernels::parallel::set_default_threads;
 
 /// MurmurHash3_x86_32 (seed 0) of a key, as an unsigned 32-bit int.
@@ -24,10 +25,23 @@ fn py_bucket_hash(key: &Bound<'_, PyAny>) -> PyResult<u16> {
     Ok(bucket_hash(key_hash(key)?))
 }
 
-/// The classic Key_Shared hash: `key_hash(key) & 0xFFFF`, 0 mapped to 1.
+/// The classic Key_Shared hash of a current Pulsar broker:
+/// `(key_hash(key) & 0x7FFFFFFF) % 65535 + 1`.
 #[pyfunction]
 fn sticky_key_hash(key: &Bound<'_, PyAny>) -> PyResult<u16> {
     Ok(hashing::sticky_key_hash(key_bytes(key, "key")?))
+}
+
+/// Pulsar's `makeStickyKeyHash(key, range)`:
+/// `(key_hash(key) & 0x7FFFFFFF) % range.size + range.start`, 0 mapped to 1.
+#[pyfunction]
+fn make_sticky_key_hash(key: &Bound<'_, PyAny>, hash_range: PyHashRange) -> PyResult<u16> {
+    let r = hash_range.0;
+    Ok(sticky_hash_in(
+        hashing::key_hash(key_bytes(key, "key")?),
+        r.start(),
+        r.size(),
+    ))
 }
 
 /// Hashes every key of a batch with the GIL released, writing `f(hash)` to two outputs.
@@ -56,6 +70,36 @@ fn key_hashes<'py>(
     threads: Option<i64>,
 ) -> PyResult<Bound<'py, PyArray1<u32>>> {
     let (hashes, _) = hash_keys(keys, null_key, threads, |h| (h, ()))?;
+    Ok(PyArray1::from_vec(keys.py(), hashes))
+}
+
+/// `sticky_key_hash` of every key, as a uint16 array.
+#[pyfunction]
+#[pyo3(signature = (keys, *, null_key=None, threads=None))]
+fn sticky_key_hashes<'py>(
+    keys: &Bound<'py, PyAny>,
+    null_key: Option<&Bound<'py, PyAny>>,
+    threads: Option<i64>,
+) -> PyResult<Bound<'py, PyArray1<u16>>> {
+    let (hashes, _) = hash_keys(keys, null_key, threads, |h| {
+        (hashing::sticky_from_hash(h), ())
+    })?;
+    Ok(PyArray1::from_vec(keys.py(), hashes))
+}
+
+/// `make_sticky_key_hash(key, hash_range)` of every key, as a uint16 array.
+#[pyfunction]
+#[pyo3(signature = (keys, hash_range, *, null_key=None, threads=None))]
+fn make_sticky_key_hashes<'py>(
+    keys: &Bound<'py, PyAny>,
+    hash_range: PyHashRange,
+    null_key: Option<&Bound<'py, PyAny>>,
+    threads: Option<i64>,
+) -> PyResult<Bound<'py, PyArray1<u16>>> {
+    let (start, size) = (hash_range.0.start(), hash_range.0.size());
+    let (hashes, _) = hash_keys(keys, null_key, threads, move |h| {
+        (sticky_hash_in(h, start, size), ())
+    })?;
     Ok(PyArray1::from_vec(keys.py(), hashes))
 }
 
@@ -99,6 +143,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_segment_hash, m)?)?;
     m.add_function(wrap_pyfunction!(py_bucket_hash, m)?)?;
     m.add_function(wrap_pyfunction!(sticky_key_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(make_sticky_key_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(sticky_key_hashes, m)?)?;
+    m.add_function(wrap_pyfunction!(make_sticky_key_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(key_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(split_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;

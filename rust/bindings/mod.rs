@@ -5,6 +5,7 @@ mod buckets;
 mod cursor;
 mod draining;
 mod hashing;
+mod impacted;
 mod keys;
 mod pending_acks;
 mod redelivery;
@@ -23,6 +24,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pending_acks::register(m)?;
     redelivery::register(m)?;
     rings::register(m)?;
+    impacted::register(m)?;
     cursor::register(m)?;
     window::register(m)?;
     Ok(())

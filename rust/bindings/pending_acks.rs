@@ -8,14 +8,15 @@ use super::args::{hash_arg, int_arg};
 use super::buckets::PyHashRange;
 use super::draining::PyDrainingHashesTracker;
 use super::state_args::{
-    consumer_arg, hash_array, i32_array, i64_array, lock, notify, same_lengths, with_state,
+    consumer_arg, detached, hash_array, i32_array, i64_array, lock, notify, same_lengths,
+    with_state,
 };
 use crate::kernels::draining::DrainingHashes;
 use crate::kernels::error::{InvalidInput, KernelResult};
 use crate::kernels::pending_acks::{PendingAck, PendingAcks, WithNotice};
 
 /// One consumer's pending acks, `(ledger_id, entry_id) -> (batch_size, sticky_key_hash)` in
-/// key order. Given a tracker, it acts as PIP-379's dispatcher wires it: adds are refused
+/// key order, `batch_size` being the remaining unacked count (lowered by partial acks). Given a tracker, it acts as PIP-379's dispatcher wires it: adds are refused
 /// while another consumer drains the hash, and removals take references off the tracker.
 #[pyclass(name = "PendingAcksMap", module = "keyshared._core", frozen)]
 pub struct PyPendingAcksMap {
@@ -83,6 +84,11 @@ fn position_args(
 
 #[pymethods]
 impl PyPendingAcksMap {
+    /// What `get_remaining_unacked` and `remove_and_get_remaining_unacked` return for an
+    /// ack that is not pending (Pulsar's `PENDING_ACK_NOT_FOUND`).
+    #[classattr]
+    const PENDING_ACK_NOT_FOUND: i32 = -1;
+
     #[new]
     #[pyo3(signature = (consumer_id, tracker=None))]
     fn new(
@@ -196,6 +202,73 @@ impl PyPendingAcksMap {
         let (removed, notice) = self.with_both(py, |m, t| m.remove_and_get(ledger, entry, t))?;
         self.notify(py, notice)?;
         Ok(removed)
+    }
+
+    /// The ack's remaining unacked count; `PENDING_ACK_NOT_FOUND` (-1) when not pending.
+    fn get_remaining_unacked(
+        &self,
+        py: Python<'_>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i32> {
+        let (ledger, entry) = position_args(ledger_id, entry_id)?;
+        let found = with_state(py, &self.state, |m| m.get(ledger, entry));
+        Ok(found.map_or(Self::PENDING_ACK_NOT_FOUND, |(remaining, _)| remaining))
+    }
+
+    /// Removes the ack, returning its remaining unacked count, or `PENDING_ACK_NOT_FOUND`.
+    fn remove_and_get_remaining_unacked(
+        &self,
+        py: Python<'_>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i32> {
+        let removed = self.remove_and_get(py, ledger_id, entry_id)?;
+        Ok(removed.map_or(Self::PENDING_ACK_NOT_FOUND, |(remaining, _)| remaining))
+    }
+
+    /// `acked_delta` more batch indexes of the ack were acked (a partial batch ack): its
+    /// remaining count goes down by that much. False, changing nothing, when the ack is not
+    /// pending or the count would go below zero.
+    fn update_remaining_unacked(
+        &self,
+        py: Python<'_>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+        acked_delta: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let (ledger, entry) = position_args(ledger_id, entry_id)?;
+        let delta = i32::try_from(int_arg(acked_delta, "acked_delta")?).map_err(|_| {
+            InvalidInput(format!(
+                "acked_delta must be in [0, 2**31 - 1], got {acked_delta}"
+            ))
+        })?;
+        Ok(with_state(py, &self.state, |m| {
+            m.update_remaining_unacked(ledger, entry, delta)
+        })?)
+    }
+
+    /// `update_remaining_unacked` for each i, in order; returns which were updated.
+    fn update_remaining_unacked_many<'py>(
+        &self,
+        py: Python<'py>,
+        ledger_ids: &Bound<'py, PyAny>,
+        entry_ids: &Bound<'py, PyAny>,
+        acked_deltas: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<bool>>> {
+        let ledgers = i64_array(ledger_ids, "ledger_ids")?;
+        let entries = i64_array(entry_ids, "entry_ids")?;
+        let deltas = i32_array(acked_deltas, "acked_deltas")?;
+        same_lengths(&[
+            ("ledger_ids", ledgers.len()),
+            ("entry_ids", entries.len()),
+            ("acked_deltas", deltas.len()),
+        ])?;
+        let keys: Vec<(i64, i64)> = ledgers.into_iter().zip(entries).collect();
+        let updated = detached(py, &self.state, |m| {
+            m.update_remaining_unacked_many(&keys, &deltas)
+        })?;
+        Ok(PyArray1::from_vec(py, updated))
     }
 
     /// Removes each `(ledger_ids[i], entry_ids[i])`; returns which were pending.

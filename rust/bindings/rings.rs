@@ -1,4 +1,3 @@
-use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use numpy::PyArray1;
@@ -8,14 +7,16 @@ use pyo3::types::{PyBytes, PyString};
 
 use super::args::{hash_arg, int_arg, key_bytes, type_name};
 use super::buckets::PyHashRange;
+use super::impacted::{
+    ranges_dict, PyConsumerHashAssignmentsSnapshot, PyImpactedConsumersResult, PyRanges,
+};
 use super::state_args::{consumer_arg, detached, hash_array, with_state};
 use crate::kernels::danube_ring::KeySharedConsumerState;
-use crate::kernels::ring::{ConsistentHashingSelector, LostRanges};
+use crate::kernels::ring::{ConsistentHashingSelector, DEFAULT_RANGE_MAX};
 
-type RangesByConsumer = BTreeMap<u64, Vec<PyHashRange>>;
-
-/// Pulsar's consistent-hashing selector on the 16-bit sticky-key-hash ring, as PIP-379 left
-/// it. Adding or removing a consumer returns, per consumer id, the hash ranges it lost.
+/// Pulsar's consistent-hashing selector on the key hash range `[1, range_max_value]`, with
+/// colliding consumers queued behind a point's owner. Adding or removing a consumer returns
+/// the impacted consumers (ranges lost and gained), unless built not to.
 #[pyclass(
     name = "ConsistentHashingStickyKeyConsumerSelector",
     module = "keyshared._core",
@@ -28,14 +29,35 @@ pub struct PyConsistentHashingSelector {
 #[pymethods]
 impl PyConsistentHashingSelector {
     #[new]
-    #[pyo3(signature = (number_of_points=None), text_signature = "(number_of_points=100)")]
-    fn new(number_of_points: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    #[pyo3(
+        signature = (
+            number_of_points=None,
+            add_or_remove_returns_impacted_consumers_result=true,
+            range_max_value=None
+        ),
+        text_signature = "(number_of_points=100, \
+            add_or_remove_returns_impacted_consumers_result=True, range_max_value=65535)"
+    )]
+    fn new(
+        number_of_points: Option<&Bound<'_, PyAny>>,
+        add_or_remove_returns_impacted_consumers_result: bool,
+        range_max_value: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         let points = match number_of_points {
             Some(p) => int_arg(p, "number_of_points")?,
             None => 100,
         };
+        let range_max = match range_max_value {
+            Some(r) => int_arg(r, "range_max_value")?,
+            None => i64::from(DEFAULT_RANGE_MAX),
+        };
+        let selector = ConsistentHashingSelector::new(
+            points,
+            add_or_remove_returns_impacted_consumers_result,
+            range_max,
+        )?;
         Ok(Self {
-            state: Mutex::new(ConsistentHashingSelector::new(points)?),
+            state: Mutex::new(selector),
         })
     }
 
@@ -44,10 +66,29 @@ impl PyConsistentHashingSelector {
         with_state(py, &self.state, |s| s.number_of_points())
     }
 
+    #[getter]
+    fn add_or_remove_returns_impacted_consumers_result(&self, py: Python<'_>) -> bool {
+        with_state(py, &self.state, |s| s.returns_impacted())
+    }
+
+    /// `[1, range_max_value]`: the range keys and ring points hash to.
+    #[getter]
+    fn key_hash_range(&self, py: Python<'_>) -> PyHashRange {
+        PyHashRange(with_state(py, &self.state, |s| s.key_hash_range()))
+    }
+
     /// The consumers in the ring, by id.
     #[getter]
     fn consumer_ids(&self, py: Python<'_>) -> Vec<u64> {
         with_state(py, &self.state, |s| s.consumer_ids())
+    }
+
+    /// Pulsar's `makeStickyKeyHash(key)` over this selector's key hash range.
+    fn make_sticky_key_hash(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u16> {
+        let key = key_bytes(key, "key")?.to_vec();
+        Ok(with_state(py, &self.state, |s| {
+            s.make_sticky_key_hash(&key)
+        }))
     }
 
     fn add_consumer(
@@ -55,21 +96,21 @@ impl PyConsistentHashingSelector {
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
         name: &Bound<'_, PyAny>,
-    ) -> PyResult<RangesByConsumer> {
+    ) -> PyResult<Option<PyImpactedConsumersResult>> {
         let consumer = consumer_arg(consumer_id, "consumer_id")?;
         let name = key_bytes(name, "name")?.to_vec();
-        let lost = with_state(py, &self.state, |s| s.add_consumer(consumer, &name))?;
-        Ok(ranges_by_consumer(lost))
+        let impacted = with_state(py, &self.state, |s| s.add_consumer(consumer, &name))?;
+        Ok(impacted.map(PyImpactedConsumersResult))
     }
 
     fn remove_consumer(
         &self,
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
-    ) -> PyResult<RangesByConsumer> {
+    ) -> PyResult<Option<PyImpactedConsumersResult>> {
         let consumer = consumer_arg(consumer_id, "consumer_id")?;
-        let lost = with_state(py, &self.state, |s| s.remove_consumer(consumer))?;
-        Ok(ranges_by_consumer(lost))
+        let impacted = with_state(py, &self.state, |s| s.remove_consumer(consumer));
+        Ok(impacted.map(PyImpactedConsumersResult))
     }
 
     fn select(&self, py: Python<'_>, sticky_key_hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
@@ -84,30 +125,24 @@ impl PyConsistentHashingSelector {
         sticky_key_hashes: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let hashes = hash_array(sticky_key_hashes, "sticky_key_hashes")?;
-        let out = detached(py, &self.state, |s| {
-            hashes
-                .iter()
-                .map(|&h| s.select(h))
-                .collect::<Option<Vec<u64>>>()
-        });
-        let out = match out {
-            Some(out) => out,
-            None if hashes.is_empty() => Vec::new(),
-            None => return Err(PyValueError::new_err("the ring has no consumers")),
-        };
+        let out = detached(py, &self.state, |s| s.select_many(&hashes))
+            .ok_or_else(|| PyValueError::new_err("the ring has no consumers"))?;
         Ok(PyArray1::from_vec(py, out))
     }
 
-    fn get_consumer_key_hash_ranges(&self, py: Python<'_>) -> RangesByConsumer {
-        let ranges = with_state(py, &self.state, |s| s.consumer_key_hash_ranges());
-        ranges
-            .into_iter()
-            .map(|(c, r)| (c, r.into_iter().map(PyHashRange).collect()))
-            .collect()
+    fn get_consumer_key_hash_ranges(&self, py: Python<'_>) -> PyRanges {
+        with_state(py, &self.state, |s| ranges_dict(s.assignments()))
+    }
+
+    fn get_consumer_hash_assignments_snapshot(
+        &self,
+        py: Python<'_>,
+    ) -> PyConsumerHashAssignmentsSnapshot {
+        PyConsumerHashAssignmentsSnapshot(with_state(py, &self.state, |s| s.assignments().to_vec()))
     }
 
     fn __len__(&self, py: Python<'_>) -> usize {
-        self.consumer_ids(py).len()
+        with_state(py, &self.state, |s| s.len())
     }
 
     fn __contains__(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -116,20 +151,15 @@ impl PyConsistentHashingSelector {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        let (points, consumers) = with_state(py, &self.state, |s| {
-            (s.number_of_points(), s.consumer_ids().len())
+        let (points, range, consumers) = with_state(py, &self.state, |s| {
+            (s.number_of_points(), s.key_hash_range(), s.len())
         });
         format!(
             "ConsistentHashingStickyKeyConsumerSelector(number_of_points={points}, \
-             consumers={consumers})"
+             range_max_value={}, consumers={consumers})",
+            range.end()
         )
     }
-}
-
-fn ranges_by_consumer(lost: LostRanges) -> RangesByConsumer {
-    lost.into_iter()
-        .map(|(c, r)| (c, r.into_iter().map(PyHashRange).collect()))
-        .collect()
 }
 
 /// Danube's Key-Shared consumer state: consumers with optional glob key filters on a

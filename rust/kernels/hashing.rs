@@ -21,19 +21,41 @@ pub fn bucket_hash(hash: u32) -> u16 {
     hash as u16
 }
 
-/// The classic Key_Shared hash: `key_hash & 0xFFFF`, with 0 mapped to 1 because
-/// PIP-379 structures use 0 for "not set".
+/// The key hash range of a current Pulsar broker's default (consistent-hashing) selector,
+/// `[1, 65535]`: as `(start, size)`.
+pub const STICKY_KEY_HASH_RANGE: (u16, u32) = (1, 65_535);
+
+/// Pulsar's `Murmur3_32Hash.makeHash`: the key hash with its sign bit cleared.
+#[inline]
+pub fn make_hash(hash: u32) -> u32 {
+    hash & 0x7FFF_FFFF
+}
+
+/// Pulsar's `makeStickyKeyHash(key, range)` from a key hash: `make_hash % size + start`
+/// over the range starting at `start` and holding `size` hashes (1 to 65,536, the range
+/// inside `[0, 0xFFFF]`); 0 becomes 1, since PIP-379 structures use 0 for "not set".
+#[inline]
+pub fn sticky_hash_in(hash: u32, start: u16, size: u32) -> u16 {
+    // start + (x % size) <= start + size - 1 <= 0xFFFF, so the sum fits in u16.
+    let h = u32::from(start) + make_hash(hash) % size;
+    match h as u16 {
+        0 => 1,
+        h => h,
+    }
+}
+
+/// The classic Key_Shared hash of a current Pulsar broker:
+/// `(key_hash & 0x7FFFFFFF) % 65535 + 1`, in `[1, 65535]`.
 #[inline]
 pub fn sticky_key_hash(key: &[u8]) -> u16 {
     sticky_from_hash(key_hash(key))
 }
 
+/// `sticky_key_hash` from a key hash.
 #[inline]
 pub fn sticky_from_hash(hash: u32) -> u16 {
-    match bucket_hash(hash) {
-        0 => 1,
-        h => h,
-    }
+    let (start, size) = STICKY_KEY_HASH_RANGE;
+    sticky_hash_in(hash, start, size)
 }
 
 #[cfg(test)]
@@ -69,10 +91,27 @@ mod tests {
     }
 
     #[test]
-    fn sticky_hash_is_never_zero() {
-        assert_eq!(sticky_from_hash(0x1234_0000), 1);
-        assert_eq!(sticky_from_hash(0x1234_0001), 1);
-        assert_eq!(sticky_from_hash(0x0000_ABCD), 0xABCD);
+    fn sticky_hash_is_pulsars_make_sticky_key_hash() {
+        // (0x248BFA47 & 0x7FFFFFFF) % 65535 + 1
+        assert_eq!(sticky_key_hash(b"hello"), 7892);
         assert_eq!(sticky_key_hash(b""), 1);
+        assert_eq!(
+            sticky_from_hash(0xFFFF_FFFF),
+            (0x7FFF_FFFF % 65_535 + 1) as u16
+        );
+        for h in [0, 1, 65_534, 65_535, 0x8000_0000, 0x8000_FFFE] {
+            let s = sticky_from_hash(h);
+            assert!((1..=65_535).contains(&s));
+            assert_eq!(u32::from(s), (h & 0x7FFF_FFFF) % 65_535 + 1);
+        }
+    }
+
+    #[test]
+    fn zero_becomes_one_only_when_the_range_starts_at_zero() {
+        assert_eq!(sticky_hash_in(0, 0, 65_536), 1);
+        assert_eq!(sticky_hash_in(65_536, 0, 65_536), 1);
+        assert_eq!(sticky_hash_in(0x8000_0005, 0, 65_536), 5);
+        assert_eq!(sticky_hash_in(7, 10, 5), 12);
+        assert_eq!(sticky_hash_in(u32::MAX, 0xFFFF, 1), 0xFFFF);
     }
 }

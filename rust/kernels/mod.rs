@@ -6,6 +6,7 @@ pub mod danube_ring;
 pub mod draining;
 pub mod error;
 pub mod hashing;
+pub mod impacted;
 pub mod keys;
 pub mod murmur;
 pub mod parallel;

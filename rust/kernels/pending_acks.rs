@@ -1,6 +1,7 @@
 //! One consumer's pending acks (SPEC 6), following Pulsar's `PendingAcksMap`: messages sent
-//! and not yet acknowledged, ordered by (ledger id, entry id), each with its batch size and
-//! sticky key hash.
+//! and not yet acknowledged, ordered by (ledger id, entry id), each with its remaining
+//! unacked count (the batch size when sent, less the batch indexes acked since) and sticky
+//! key hash.
 //!
 //! When wired to a `DrainingHashes` table, the map plays the part PIP-379's dispatcher gives
 //! it: an add is refused while another consumer drains the hash, and every removal takes a
@@ -14,7 +15,8 @@ use super::buckets::HashRange;
 use super::draining::DrainingHashes;
 use super::error::{InvalidInput, KernelResult};
 
-/// A pending ack as the iterating operations report it.
+/// A pending ack as the iterating operations report it; `batch_size` is the remaining
+/// unacked count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PendingAck {
     pub ledger_id: i64,
@@ -114,7 +116,48 @@ impl PendingAcks {
         self.acks.get(&(ledger_id, entry_id)).copied()
     }
 
-    /// Removes a pending ack; with `expected` (batch size, hash), only on an exact match.
+    /// Pulsar's `updateRemainingUnacked`: `acked_delta` more batch indexes of a pending ack
+    /// were acked. False (and nothing changes) when it is not pending or the count would go
+    /// below zero; a negative delta is an error (Pulsar would raise the count).
+    pub fn update_remaining_unacked(
+        &mut self,
+        ledger_id: i64,
+        entry_id: i64,
+        acked_delta: i32,
+    ) -> KernelResult<bool> {
+        check_acked_delta(acked_delta)?;
+        Ok(self.apply_acked_delta((ledger_id, entry_id), acked_delta))
+    }
+
+    /// `update_remaining_unacked` for each `(keys[i], acked_deltas[i])` in order; every
+    /// delta is checked first, so an error changes nothing.
+    pub fn update_remaining_unacked_many(
+        &mut self,
+        keys: &[(i64, i64)],
+        acked_deltas: &[i32],
+    ) -> KernelResult<Vec<bool>> {
+        for (i, &delta) in acked_deltas.iter().enumerate() {
+            check_acked_delta(delta)
+                .map_err(|e| InvalidInput(format!("acked_deltas[{i}]: {e}")))?;
+        }
+        Ok(keys
+            .iter()
+            .zip(acked_deltas)
+            .map(|(&key, &delta)| self.apply_acked_delta(key, delta))
+            .collect())
+    }
+
+    fn apply_acked_delta(&mut self, key: (i64, i64), acked_delta: i32) -> bool {
+        match self.acks.get_mut(&key) {
+            Some((remaining, _)) if *remaining >= acked_delta => {
+                *remaining -= acked_delta;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Removes a pending ack; with `expected` (remaining count, hash), only on an exact match.
     pub fn remove(
         &mut self,
         ledger_id: i64,
@@ -284,6 +327,15 @@ fn check_batch_size(batch_size: i32) -> KernelResult<()> {
     Ok(())
 }
 
+fn check_acked_delta(acked_delta: i32) -> KernelResult<()> {
+    if acked_delta < 0 {
+        return Err(InvalidInput(format!(
+            "acked_delta must not be negative, got {acked_delta}"
+        )));
+    }
+    Ok(())
+}
+
 fn missing_hash(ack: PendingAck) -> InvalidInput {
     InvalidInput(format!(
         "sticky key hash is missing (0) for {}:{}",
@@ -352,6 +404,29 @@ mod tests {
         let (removed, _) = m.remove_all_up_to(3, i64::MAX, None).unwrap();
         assert_eq!(removed.len(), 2);
         assert!(m.is_empty());
+    }
+
+    #[test]
+    fn partial_acks_lower_the_remaining_count() {
+        let mut m = PendingAcks::new(1);
+        let batch = PendingAck {
+            batch_size: 100,
+            ..ack(1, 1, 9)
+        };
+        m.add_pending_ack_if_allowed(batch, None).unwrap();
+        assert_eq!(m.update_remaining_unacked(1, 1, 7), Ok(true));
+        assert_eq!(m.get(1, 1), Some((93, 9)));
+        assert_eq!(m.update_remaining_unacked(1, 1, 94), Ok(false));
+        assert_eq!(m.update_remaining_unacked(1, 2, 1), Ok(false));
+        assert!(m.update_remaining_unacked(1, 1, -1).is_err());
+        assert_eq!(m.remove(1, 1, Some((100, 9)), None), Ok((false, None)));
+        assert_eq!(
+            m.update_remaining_unacked_many(&[(1, 1), (1, 1), (2, 2)], &[90, 4, 1]),
+            Ok(vec![true, false, false])
+        );
+        assert!(m.update_remaining_unacked_many(&[(1, 1)], &[-3]).is_err());
+        assert_eq!(m.get(1, 1), Some((3, 9)));
+        assert_eq!(m.remove(1, 1, Some((3, 9)), None), Ok((true, None)));
     }
 
     #[test]

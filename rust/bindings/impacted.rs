@@ -1,0 +1,179 @@
+use std::collections::BTreeMap;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use super::args::type_name;
+use super::buckets::PyHashRange;
+use super::state_args::consumer_arg;
+use crate::kernels::buckets::HashRange;
+use crate::kernels::impacted::{impacted_consumers, validate_assignments, ImpactedConsumers};
+use crate::kernels::ring::ranges_by_consumer;
+
+pub type PyRanges = BTreeMap<u64, Vec<PyHashRange>>;
+
+fn py_ranges(ranges: &BTreeMap<u64, Vec<HashRange>>) -> PyRanges {
+    ranges
+        .iter()
+        .map(|(&c, r)| (c, r.iter().copied().map(PyHashRange).collect()))
+        .collect()
+}
+
+/// Each consumer's ranges in sorted assignments, merged, by consumer id.
+pub fn ranges_dict(assignments: &[(HashRange, u64)]) -> PyRanges {
+    py_ranges(&ranges_by_consumer(assignments).into_iter().collect())
+}
+
+fn ranges_repr(ranges: &BTreeMap<u64, Vec<HashRange>>) -> String {
+    let items: Vec<String> = ranges
+        .iter()
+        .map(|(c, r)| format!("{c}: [{}]", hash_ranges_repr(r)))
+        .collect();
+    format!("{{{}}}", items.join(", "))
+}
+
+fn hash_ranges_repr(ranges: &[HashRange]) -> String {
+    let items: Vec<String> = ranges
+        .iter()
+        .map(|r| format!("HashRange({:#06x}, {:#06x})", r.start(), r.end()))
+        .collect();
+    items.join(", ")
+}
+
+/// The consumers a change of hash-range assignments impacted (Pulsar's
+/// `ImpactedConsumersResult`): per consumer id, the ranges it lost and the ranges it gained.
+#[pyclass(
+    name = "ImpactedConsumersResult",
+    module = "keyshared._core",
+    frozen,
+    eq
+)]
+#[derive(PartialEq)]
+pub struct PyImpactedConsumersResult(pub ImpactedConsumers);
+
+#[pymethods]
+impl PyImpactedConsumersResult {
+    /// Per consumer id, the ranges it lost: sorted, adjacent ranges merged.
+    #[getter]
+    fn removed_hash_ranges(&self) -> PyRanges {
+        py_ranges(&self.0.removed)
+    }
+
+    /// Per consumer id, the ranges it gained: sorted, adjacent ranges merged.
+    #[getter]
+    fn added_hash_ranges(&self) -> PyRanges {
+        py_ranges(&self.0.added)
+    }
+
+    /// No consumer lost a range (gains alone leave it empty, as in Pulsar).
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ImpactedConsumersResult(removed_hash_ranges={}, added_hash_ranges={})",
+            ranges_repr(&self.0.removed),
+            ranges_repr(&self.0.added)
+        )
+    }
+}
+
+/// The hash ranges assigned to each consumer at one point in time (Pulsar's
+/// `ConsumerHashAssignmentsSnapshot`): `(range, consumer_id)` pairs sorted by range, not
+/// overlapping.
+#[pyclass(
+    name = "ConsumerHashAssignmentsSnapshot",
+    module = "keyshared._core",
+    frozen,
+    eq
+)]
+#[derive(PartialEq)]
+pub struct PyConsumerHashAssignmentsSnapshot(pub Vec<(HashRange, u64)>);
+
+#[pymethods]
+impl PyConsumerHashAssignmentsSnapshot {
+    #[new]
+    fn new(hash_range_assignments: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let pairs = assignments_arg(hash_range_assignments)?;
+        validate_assignments(&pairs, "hash_range_assignments")?;
+        Ok(Self(pairs))
+    }
+
+    #[staticmethod]
+    fn empty() -> Self {
+        Self(Vec::new())
+    }
+
+    /// The `(range, consumer_id)` pairs, sorted by range.
+    #[getter]
+    fn hash_range_assignments(&self) -> Vec<(PyHashRange, u64)> {
+        self.0.iter().map(|&(r, c)| (PyHashRange(r), c)).collect()
+    }
+
+    /// Each consumer's ranges, sorted, adjacent ranges merged; consumers by id.
+    fn get_ranges_by_consumer(&self) -> PyRanges {
+        ranges_dict(&self.0)
+    }
+
+    /// What changed from this snapshot to `assignments_after`, per consumer.
+    fn resolve_impacted_consumers(
+        &self,
+        py: Python<'_>,
+        assignments_after: &Self,
+    ) -> PyImpactedConsumersResult {
+        let result = py.detach(|| impacted_consumers(&self.0, &assignments_after.0));
+        PyImpactedConsumersResult(result)
+    }
+
+    fn __len__(&self) -> usize {
+        self.0.len()
+    }
+
+    fn __repr__(&self) -> String {
+        let items: Vec<String> = self
+            .0
+            .iter()
+            .map(|(r, c)| format!("(HashRange({:#06x}, {:#06x}), {c})", r.start(), r.end()))
+            .collect();
+        format!("ConsumerHashAssignmentsSnapshot([{}])", items.join(", "))
+    }
+}
+
+/// `(HashRange, consumer_id)` pairs from any iterable.
+fn assignments_arg(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(HashRange, u64)>> {
+    let items = obj.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "hash_range_assignments must be an iterable of (HashRange, consumer id) pairs, \
+             got {}",
+            type_name(obj)
+        ))
+    })?;
+    items
+        .enumerate()
+        .map(|(i, item)| {
+            let item = item?;
+            let what = format!("hash_range_assignments[{i}]");
+            let bad = || {
+                PyTypeError::new_err(format!(
+                    "{what} must be a (HashRange, consumer id) pair, got {}",
+                    type_name(&item)
+                ))
+            };
+            let pair = item.cast::<PyTuple>().map_err(|_| bad())?;
+            if pair.len() != 2 {
+                return Err(bad());
+            }
+            let range: PyHashRange = pair.get_item(0)?.extract().map_err(|_| bad())?;
+            let consumer = consumer_arg(&pair.get_item(1)?, &format!("{what}[1]"))?;
+            Ok((range.0, consumer))
+        })
+        .collect()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyImpactedConsumersResult>()?;
+    m.add_class::<PyConsumerHashAssignmentsSnapshot>()?;
+    Ok(())
+}
