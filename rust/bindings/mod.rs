@@ -4,7 +4,10 @@ mod args;
 mod buckets;
 mod cursor;
 mod draining;
+mod entry_bucket;
+mod handoff;
 mod hashing;
+mod impacted;
 mod keys;
 mod pending_acks;
 mod rings;
@@ -21,6 +24,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     draining::register(m)?;
     pending_acks::register(m)?;
     rings::register(m)?;
+    impacted::register(m)?;
+    entry_bucket::register(m)?;
+    handoff::register(m)?;
     cursor::register(m)?;
     window::register(m)?;
     Ok(())

@@ -232,7 +232,9 @@ mod tests {
             assert_eq!(s.bucket_index_of_hash(hash), bucket);
         }
         assert_eq!(s.bucket_index_of_hash(0xFFFF), 3);
-        let canonical: Vec<u16> = (0..4).map(|b| s.canonical_hash_of_bucket(b).unwrap()).collect();
+        let canonical: Vec<u16> = (0..4)
+            .map(|b| s.canonical_hash_of_bucket(b).unwrap())
+            .collect();
         assert_eq!(canonical, vec![1, 0x4000, 0x8000, 0xC000]);
         assert!(s.canonical_hash_of_bucket(4).is_err() && s.canonical_hash_of_bucket(-1).is_err());
         assert_eq!(s.canonical_hash_of(0x1234), 1);
@@ -250,7 +252,10 @@ mod tests {
         for b in 0..4 {
             let h = one.canonical_hash_of_bucket(b).unwrap();
             let expected = if b < 2 { 1 } else { 2 };
-            assert_eq!((one.select(h), two.select(h)), (Some(expected), Some(expected)));
+            assert_eq!(
+                (one.select(h), two.select(h)),
+                (Some(expected), Some(expected))
+            );
         }
         assert!(one.add_consumer(1, "again").is_err());
     }
@@ -274,7 +279,10 @@ mod tests {
         assert!(first.is_empty());
         assert_eq!(first.added, BTreeMap::from([(1, vec![HashRange::full()])]));
         let joined = s.add_consumer(2, "consumer-b").unwrap();
-        assert_eq!(joined.removed, BTreeMap::from([(1, vec![r(0x8000, 0xFFFF)])]));
+        assert_eq!(
+            joined.removed,
+            BTreeMap::from([(1, vec![r(0x8000, 0xFFFF)])])
+        );
         assert_eq!(joined.added, BTreeMap::from([(2, vec![r(0x8000, 0xFFFF)])]));
         let left = s.remove_consumer(2);
         assert_eq!(left.removed, BTreeMap::from([(2, vec![r(0x8000, 0xFFFF)])]));
@@ -314,7 +322,10 @@ mod tests {
             s.add_consumer(i, "c").unwrap();
         }
         assert!(s.select_many(&hashes, &mut out));
-        assert!(hashes.iter().zip(&out).all(|(&h, &o)| s.select(h) == Some(o)));
+        assert!(hashes
+            .iter()
+            .zip(&out)
+            .all(|(&h, &o)| s.select(h) == Some(o)));
         let mut few = vec![0; 3];
         assert!(s.select_many(&[0, 2, 0xFFFF], &mut few));
         assert_eq!(few, vec![0, 1, 2]);
@@ -326,13 +337,21 @@ mod tests {
         for i in 0..100 {
             let key = format!("key-{i}");
             let hash_b = (key_hash(key.as_bytes()) & 0xFFFF) as u16;
-            assert_eq!(s.make_sticky_key_hash(key.as_bytes()), s.canonical_hash_of(hash_b));
+            assert_eq!(
+                s.make_sticky_key_hash(key.as_bytes()),
+                s.canonical_hash_of(hash_b)
+            );
         }
     }
 
     #[test]
     fn boundaries_are_validated_as_pulsar_does() {
-        let four = [(0, 0x3FFF), (0x4000, 0x7FFF), (0x8000, 0xBFFF), (0xC000, 0xFFFF)];
+        let four = [
+            (0, 0x3FFF),
+            (0x4000, 0x7FFF),
+            (0x8000, 0xBFFF),
+            (0xC000, 0xFFFF),
+        ];
         assert_eq!(validate_bucket_boundaries(&four).unwrap().len(), 4);
         assert_eq!(
             validate_bucket_boundaries(&[(0, 0xFFFF)]).unwrap(),

@@ -142,8 +142,14 @@ mod tests {
         let before = [(r(0, 0xFFFF), 1)];
         let after = [(r(0, 0x7FFF), 1), (r(0x8000, 0xFFFF), 2)];
         let impacted = impacted_consumers(&before, &after);
-        assert_eq!(impacted.removed, BTreeMap::from([(1, vec![r(0x8000, 0xFFFF)])]));
-        assert_eq!(impacted.added, BTreeMap::from([(2, vec![r(0x8000, 0xFFFF)])]));
+        assert_eq!(
+            impacted.removed,
+            BTreeMap::from([(1, vec![r(0x8000, 0xFFFF)])])
+        );
+        assert_eq!(
+            impacted.added,
+            BTreeMap::from([(2, vec![r(0x8000, 0xFFFF)])])
+        );
         assert!(!impacted.is_empty());
         let back = impacted_consumers(&after, &before);
         assert_eq!(back.removed, BTreeMap::from([(2, vec![r(0x8000, 0xFFFF)])]));
@@ -189,7 +195,10 @@ mod tests {
     fn assignments_must_be_sorted_and_disjoint() {
         assert!(check_assignments(&[(r(0, 9), 1), (r(10, 19), 2)], "a").is_ok());
         let err = check_assignments(&[(r(0, 9), 1), (r(9, 19), 2)], "after").unwrap_err();
-        assert!(err.0.contains("after") && err.0.contains("index 1"), "{err}");
+        assert!(
+            err.0.contains("after") && err.0.contains("index 1"),
+            "{err}"
+        );
         assert!(check_assignments(&[(r(10, 19), 1), (r(0, 9), 2)], "a").is_err());
     }
 
