@@ -8,7 +8,8 @@ them by (name, id).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -16,8 +17,18 @@ import numpy as np
 import numpy.typing as npt
 
 from keyshared._checks import check_int
-from keyshared.draining import DrainingHashesTracker
+from keyshared._core import (
+    EntryBucketConsumerSelector,
+    ImpactedConsumersResult,
+    impacted_consumers,
+    register_draining_hashes,
+    validate_bucket_boundaries,
+)
+from keyshared.buckets import HashRange
+from keyshared.draining import DrainingHashesTracker, PendingAcksMap
 from keyshared.layout import RING_SIZE, Segment
+
+PendingAck = tuple[int, int, int, int]
 
 
 @dataclass(frozen=True, order=True)
@@ -184,20 +195,40 @@ def _check_same_segment(before: BucketAssignment, after: BucketAssignment) -> No
         )
 
 
+def assignment_ranges(
+    segment_ranges: Sequence[HashRange], assignment: BucketAssignment
+) -> dict[int, list[HashRange]]:
+    """Each owning consumer's hash ranges under ``assignment`` (a bucket per range), as a
+    selector's ``get_consumer_key_hash_ranges()`` reports them."""
+    out: dict[int, list[HashRange]] = {}
+    for bucket, owner in enumerate(assignment.owners):
+        if owner is not None:
+            out.setdefault(owner, []).append(segment_ranges[bucket])
+    return out
+
+
+def check_consumer_id(name: str, value: object) -> int:
+    """A consumer id: an ``int`` (``bool`` refused) in ``[0, 2**64 - 1]``."""
+    return check_int(name, value, minimum=0, maximum=2**64 - 1)
+
+
 class BucketHandoff:
     """Hands buckets of one segment from consumer to consumer without ever letting two
     consumers hold unacked messages of the same bucket (PIP-486 over PIP-379).
 
-    It counts each consumer's pending (dispatched, unacked) messages per bucket. When a
-    reassignment takes a bucket from a consumer that still has pending messages in it, they
-    go into a :class:`DrainingHashesTracker` under the bucket's canonical hash, and the new
-    owner is withheld the bucket until the old one has acked them all; then the tracker
-    releases it (and tells ``unblocking_handler`` the bucket index, or -1 for several at
-    once, if a dispatch was held back meanwhile). A bucket handed back to the consumer still
-    draining it is simply released.
+    Each consumer's pending (dispatched, unacked) messages are a :class:`PendingAcksMap`
+    wired to a :class:`DrainingHashesTracker`, each message a pending ack under its bucket's
+    canonical hash. A reassignment goes through the one hand-off rule
+    (:func:`register_draining_hashes`): a consumer that loses a bucket with pending
+    messages has them registered as draining, and the new owner is withheld the bucket
+    until the old one has acked them all; then the tracker releases it (and tells
+    ``unblocking_handler`` the bucket index, or -1 for several at once, if a dispatch was
+    held back meanwhile). A bucket handed back to the consumer still draining it is
+    released by that consumer.
 
     Invariant: at most one consumer has pending messages of a bucket, and while it is not
-    the owner, the tracker holds exactly its pending count under the bucket's hash.
+    the owner, the tracker holds exactly its pending count under the bucket's hash. Every
+    argument is checked before anything changes.
     """
 
     def __init__(
@@ -210,11 +241,15 @@ class BucketHandoff:
         if not isinstance(segment, Segment):
             raise TypeError(f"segment must be a Segment, got {type(segment).__name__}")
         n = segment.bucket_count
+        self._ranges = segment.bucket_ranges()
         self._hashes = [segment.canonical_bucket_hash(b) for b in range(n)]
         self._bucket_of_hash = {h: b for b, h in enumerate(self._hashes)}
         self._assignment = BucketAssignment((None,) * n)
-        # bucket -> (holding consumer, its pending count); absent when nothing is pending.
-        self._pending: dict[int, tuple[int, int]] = {}
+        # bucket -> (holding consumer, first pending sequence number, next one); a pending
+        # message is the ack (bucket, sequence number) in its holder's map.
+        self._pending: dict[int, tuple[int, int, int]] = {}
+        self._next_seq = [0] * n
+        self._maps: dict[int, PendingAcksMap] = {}
         self._handler = unblocking_handler
         self.tracker = DrainingHashesTracker(
             None if unblocking_handler is None else self._unblocked, segment.descriptor
@@ -233,40 +268,56 @@ class BucketHandoff:
     def _bucket(self, bucket: int) -> int:
         return check_int("bucket", bucket, minimum=0, maximum=len(self._hashes) - 1)
 
+    def _map(self, consumer_id: int) -> PendingAcksMap:
+        pending = self._maps.get(consumer_id)
+        if pending is None:
+            pending = self._maps[consumer_id] = PendingAcksMap(consumer_id, self.tracker)
+        return pending
+
     def reassign(self, assignment: BucketAssignment) -> dict[int, tuple[int, ...]]:
         """Moves to new owners; returns, per consumer, the buckets it lost. A lost bucket
         with pending messages is withheld from its new owner until they are acked."""
         lost = lost_buckets(self._assignment, assignment)
+        impacted = impacted_consumers(
+            assignment_ranges(self._ranges, self._assignment),
+            assignment_ranges(self._ranges, assignment),
+        )
         self._assignment = assignment
-        for bucket, (holder, count) in self._pending.items():
-            owner, h = assignment.owners[bucket], self._hashes[bucket]
-            entry = self.tracker.get_entry(h)
-            if owner == holder and entry is not None:
-                # Handed back to the consumer still draining it: nothing to wait for.
-                self.tracker.should_block_sticky_key_hash(holder, h)
-            elif owner != holder and entry is None:
-                self.tracker.add_entries(holder, np.full(count, h, dtype=np.uint16))
+        register_draining_hashes(impacted, list(self._maps.values()))
         return lost
 
     def try_dispatch(self, consumer_id: int, bucket: int, count: int = 1) -> bool:
         """Records ``count`` messages of ``bucket`` as dispatched to ``consumer_id`` if it may
         have them: it owns the bucket and no other consumer is still draining it."""
+        consumer_id = check_consumer_id("consumer_id", consumer_id)
         b = self._bucket(bucket)
-        check_int("count", count, minimum=1)
+        check_int("count", count, minimum=1, maximum=2**31 - 1)
         if self._assignment.owners[b] != consumer_id:
             return False
         if self.tracker.should_block_sticky_key_hash(consumer_id, self._hashes[b]):
             return False
-        _, held = self._pending.get(b, (consumer_id, 0))
-        self._pending[b] = (consumer_id, held + count)
+        _, first, _ = self._pending.get(b, (consumer_id, self._next_seq[b], 0))
+        seq = self._next_seq[b]
+        added = self._map(consumer_id).add_pending_acks_if_allowed(
+            np.full(count, b, dtype=np.int64),
+            np.arange(seq, seq + count, dtype=np.int64),
+            np.ones(count, dtype=np.int32),
+            np.full(count, self._hashes[b], dtype=np.uint16),
+        )
+        assert added.all(), "the owner's map refused a bucket no one else drains"
+        self._next_seq[b] = seq + count
+        self._pending[b] = (consumer_id, first, seq + count)
         return True
 
     def ack(self, consumer_id: int, bucket: int, count: int = 1) -> None:
-        """``consumer_id`` acked ``count`` of its pending messages of ``bucket``; if it was
-        draining the bucket and that was the last, the bucket goes to its new owner."""
+        """``consumer_id`` acked ``count`` of its pending messages of ``bucket`` (oldest
+        first); if it was draining the bucket and that was the last, the bucket goes to its
+        new owner."""
+        consumer_id = check_consumer_id("consumer_id", consumer_id)
         b = self._bucket(bucket)
         check_int("count", count, minimum=1)
-        holder, held = self._pending.get(b, (None, 0))
+        holder, first, end = self._pending.get(b, (None, 0, 0))
+        held = end - first
         if holder != consumer_id or held < count:
             have = held if holder == consumer_id else 0
             raise ValueError(
@@ -276,33 +327,39 @@ class BucketHandoff:
         if held == count:
             del self._pending[b]
         else:
-            self._pending[b] = (holder, held - count)
-        if self._assignment.owners[b] != consumer_id:
-            for _ in range(count):
-                self.tracker.reduce_ref_count(consumer_id, self._hashes[b])
+            self._pending[b] = (consumer_id, first + count, end)
+        pending = self._maps[consumer_id]
+        # All but the last in one batch; the last alone, so that an unblocking names the
+        # bucket rather than -1.
+        last = first + count - 1
+        pending.remove_many(
+            np.full(count - 1, b, dtype=np.int64), np.arange(first, last, dtype=np.int64)
+        )
+        pending.remove(b, last)
 
     def close_consumer(self, consumer_id: int) -> dict[int, int]:
         """``consumer_id`` disconnected: its pending messages will be redelivered, so it holds
         nothing any more. Returns how many messages of each bucket it held. Reassign its
         buckets afterwards."""
-        held = {b: n for b, (c, n) in self._pending.items() if c == consumer_id}
-        for b, n in held.items():
+        consumer_id = check_consumer_id("consumer_id", consumer_id)
+        held = {b: end - first for b, (c, first, end) in self._pending.items() if c == consumer_id}
+        for b in held:
             del self._pending[b]
-            if self.tracker.get_entry(self._hashes[b]) is not None:
-                self.tracker.reduce_ref_counts(
-                    consumer_id, np.full(n, self._hashes[b], dtype=np.uint16), closing=True
-                )
+        pending = self._maps.pop(consumer_id, None)
+        if pending is not None:
+            pending.for_each_and_close(lambda *_: None)
         self.tracker.consumer_removed(consumer_id)
-        return held
+        return dict(sorted(held.items()))
 
     def pending(self, consumer_id: int, bucket: int) -> int:
         """How many messages of ``bucket`` ``consumer_id`` holds unacked."""
-        holder, held = self._pending.get(self._bucket(bucket), (None, 0))
-        return held if holder == consumer_id else 0
+        consumer_id = check_consumer_id("consumer_id", consumer_id)
+        holder, first, end = self._pending.get(self._bucket(bucket), (None, 0, 0))
+        return end - first if holder == consumer_id else 0
 
     def holder(self, bucket: int) -> int | None:
         """The consumer holding unacked messages of ``bucket``, if any."""
-        return self._pending.get(self._bucket(bucket), (None, 0))[0]
+        return self._pending.get(self._bucket(bucket), (None, 0, 0))[0]
 
     def withheld_buckets(self) -> tuple[int, ...]:
         """Buckets whose owner must wait for another consumer's acks (PIP-486's withheld
@@ -310,10 +367,136 @@ class BucketHandoff:
         return tuple(
             sorted(
                 b
-                for b, (holder, _) in self._pending.items()
+                for b, (holder, _, _) in self._pending.items()
                 if self._assignment.owners[b] != holder and self._assignment.owners[b] is not None
             )
         )
+
+
+class EntryBucketDispatcher:
+    """The pure part of Pulsar's ``PersistentEntryBucketDispatcherMultipleConsumers``
+    (PIP-486): Key_Shared dispatch of one segment by entry bucket.
+
+    An entry goes whole to the owner of its bucket in an :class:`EntryBucketConsumerSelector`:
+    a stamped entry by the bucket of its ``entry_hash_min``, an unstamped one by its key's
+    hash. Every hash is normalized to its bucket's canonical hash, so the PIP-379 machinery
+    (one :class:`PendingAcksMap` per consumer wired to a :class:`DrainingHashesTracker`)
+    works per bucket: when a consumer change moves a bucket, the previous owner's pending
+    acks in it drain (:func:`register_draining_hashes`, the one hand-off rule) and the
+    bucket is withheld from its new owner until they are acked. Thread-safe: changes and
+    dispatches are serialized, as the Java methods are ``synchronized``. Every argument is
+    checked before anything changes.
+    """
+
+    def __init__(
+        self,
+        bucket_splits: Sequence[int] = (),
+        *,
+        unblocking_handler: Callable[[int], object] | None = None,
+        dispatcher_name: str = "",
+    ) -> None:
+        self.selector = EntryBucketConsumerSelector(bucket_splits)
+        self.tracker = DrainingHashesTracker(unblocking_handler, dispatcher_name)
+        self._pending: dict[int, PendingAcksMap] = {}
+        self._lock = threading.RLock()
+
+    @classmethod
+    def from_bucket_ranges(
+        cls,
+        ranges: Sequence[HashRange | tuple[int, int]],
+        *,
+        unblocking_handler: Callable[[int], object] | None = None,
+        dispatcher_name: str = "",
+    ) -> EntryBucketDispatcher:
+        """A dispatcher for the bucket ranges a subscription declares, validated as
+        Pulsar's ``validateBucketBoundaries`` does (ValueError otherwise)."""
+        splits = [r.start for r in validate_bucket_boundaries(ranges)[1:]]
+        return cls(splits, unblocking_handler=unblocking_handler, dispatcher_name=dispatcher_name)
+
+    def add_consumer(self, consumer_id: int, name: str = "") -> PendingAcksMap:
+        """Connects a consumer (ValueError if its id is connected already); returns its
+        pending-acks map. Buckets it takes from others drain first."""
+        with self._lock:
+            impacted = self.selector.add_consumer(consumer_id, name)
+            pending = self._pending[consumer_id] = PendingAcksMap(consumer_id, self.tracker)
+            register_draining_hashes(impacted, list(self._pending.values()), consumer_id)
+            return pending
+
+    def remove_consumer(self, consumer_id: int) -> list[PendingAck]:
+        """Disconnects a consumer (one not connected changes nothing). Its pending acks are
+        closed and returned, in order, as ``(ledger_id, entry_id, batch_size,
+        sticky_key_hash)``, for redelivery."""
+        with self._lock:
+            impacted = self.selector.remove_consumer(consumer_id)
+            pending = self._pending.pop(consumer_id, None)
+            if pending is None:
+                return []
+            replay: list[PendingAck] = []
+            pending.for_each_and_close(lambda *ack: replay.append(ack))
+            if not self._pending:
+                self.tracker.clear()
+            register_draining_hashes(impacted, list(self._pending.values()), consumer_id)
+            self.tracker.consumer_removed(consumer_id)
+            return replay
+
+    def pending_acks(self, consumer_id: int) -> PendingAcksMap:
+        """The consumer's pending-acks map (KeyError if not connected)."""
+        return self._pending[check_consumer_id("consumer_id", consumer_id)]
+
+    def sticky_key_hash(self, entry_hash_min: int | None = None, key: str | bytes | None = None) -> int:
+        """The canonical hash an entry is dispatched under: the bucket of its stamped
+        ``entry_hash_min`` or, for an unstamped entry, of its ``key`` (exactly one given)."""
+        if (entry_hash_min is None) == (key is None):
+            raise TypeError("give exactly one of entry_hash_min (stamped entry) and key")
+        if entry_hash_min is not None:
+            check_int("entry_hash_min", entry_hash_min, minimum=0, maximum=RING_SIZE - 1)
+            return self.selector.canonical_hash_of(entry_hash_min)
+        return self.selector.make_sticky_key_hash(key)
+
+    def dispatch(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        *,
+        entry_hash_min: int | None = None,
+        key: str | bytes | None = None,
+        batch_size: int = 1,
+    ) -> int | None:
+        """Sends one entry if it may go now: returns the consumer it goes to, or None when
+        no consumer is connected, its bucket drains on another consumer (withheld), or the
+        consumer's pending-acks map refuses it."""
+        check_int("ledger_id", ledger_id, minimum=-(2**63), maximum=2**63 - 1)
+        check_int("entry_id", entry_id, minimum=-(2**63), maximum=2**63 - 1)
+        check_int("batch_size", batch_size, minimum=0, maximum=2**31 - 1)
+        with self._lock:
+            sticky_key_hash = self.sticky_key_hash(entry_hash_min, key)
+            consumer = self.selector.select(sticky_key_hash)
+            if consumer is None:
+                return None
+            if self.tracker.should_block_sticky_key_hash(consumer, sticky_key_hash):
+                return None
+            pending = self._pending[consumer]
+            if not pending.add_pending_ack_if_allowed(
+                ledger_id, entry_id, batch_size, sticky_key_hash
+            ):
+                return None
+            return consumer
+
+    def ack(self, consumer_id: int, ledger_id: int, entry_id: int) -> bool:
+        """The consumer acked an entry; False if it was not pending there."""
+        with self._lock:
+            return self.pending_acks(consumer_id).remove(ledger_id, entry_id)
+
+    def withheld_buckets(self) -> tuple[int, ...]:
+        """Buckets whose owner waits for another consumer's acks."""
+        with self._lock:
+            out = []
+            for bucket in range(self.selector.bucket_count):
+                h = self.selector.canonical_hash_of_bucket(bucket)
+                entry = self.tracker.get_entry(h)
+                if entry is not None and entry.consumer_id != self.selector.select(h):
+                    out.append(bucket)
+            return tuple(out)
 
 
 __all__ = [
@@ -321,8 +504,16 @@ __all__ = [
     "BucketConsumer",
     "BucketHandoff",
     "BucketMove",
+    "EntryBucketConsumerSelector",
+    "EntryBucketDispatcher",
+    "ImpactedConsumersResult",
+    "assignment_ranges",
+    "check_consumer_id",
     "contiguous_assignment",
+    "impacted_consumers",
     "lost_buckets",
     "moved_buckets",
+    "register_draining_hashes",
     "sticky_assignment",
+    "validate_bucket_boundaries",
 ]
