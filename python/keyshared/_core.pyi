@@ -1,6 +1,6 @@
 """Native kernels of keyshared (Rust). Users import them through ``keyshared``."""
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, final
 
 import numpy as np
@@ -20,7 +20,9 @@ __all__ = [
     "DrainingHash",
     "DrainingHashEntry",
     "DrainingHashesTracker",
+    "EntryBucketConsumerSelector",
     "HashRange",
+    "ImpactedConsumersResult",
     "InFlightEntry",
     "InFlightWindow",
     "KeySharedConsumerState",
@@ -38,12 +40,15 @@ __all__ = [
     "entry_bucket",
     "equal_width_splits",
     "get_num_threads",
+    "impacted_consumers",
     "key_hash",
     "key_hashes",
+    "register_draining_hashes",
     "segment_hash",
     "set_num_threads",
     "split_hashes",
     "sticky_key_hash",
+    "validate_bucket_boundaries",
 ]
 
 HASH_VERSION: Final[int]
@@ -130,7 +135,9 @@ class HashRange:
     def __getnewargs__(self) -> tuple[int, int]: ...
 
 def equal_width_splits(n: int) -> list[int]:
-    """``[floor(i * 65536 / n) for i in 1..n-1]``; ``[]`` for n of 0 or 1."""
+    """``[floor(i * 65536 / n) for i in 1..n-1]``; ``[]`` for n of 0 or 1; n above 65,536 is
+    clamped to 65,536. Bucket 0 keeps at least ``[0, 1]``: above 32,768 buckets the split at
+    1 is left out (one bucket fewer than asked)."""
 
 def bucket_ranges(splits: _Splits) -> list[HashRange]:
     """``[0, s1-1], [s1, s2-1], ..., [s_last, 0xFFFF]`` for ascending splits."""
@@ -413,6 +420,111 @@ class ConsistentHashingStickyKeyConsumerSelector:
 
     def get_consumer_key_hash_ranges(self) -> dict[int, list[HashRange]]:
         """Each consumer's ranges, together tiling ``[0, 0xFFFF]``."""
+
+    def __len__(self) -> int: ...
+    def __contains__(self, consumer_id: int, /) -> bool: ...
+
+@final
+class ImpactedConsumersResult:
+    """The consumers a selector change impacted (Pulsar's ``ImpactedConsumersResult``): per
+    consumer id, the hash ranges it lost and those it gained, each list sorted with
+    overlapping or adjacent ranges merged. Immutable; equal when both maps are."""
+
+    def __new__(
+        cls,
+        removed_hash_ranges: Mapping[int, Iterable[HashRange]] | None = None,
+        added_hash_ranges: Mapping[int, Iterable[HashRange]] | None = None,
+    ) -> ImpactedConsumersResult: ...
+    @property
+    def removed_hash_ranges(self) -> dict[int, list[HashRange]]: ...
+    @property
+    def added_hash_ranges(self) -> dict[int, list[HashRange]]: ...
+    def is_empty(self) -> bool:
+        """True when no consumer lost a range (Pulsar's ``isEmpty``; gains are ignored)."""
+
+    def __eq__(self, other: object, /) -> bool: ...
+
+def impacted_consumers(
+    before: Mapping[int, Iterable[HashRange]], after: Mapping[int, Iterable[HashRange]]
+) -> ImpactedConsumersResult:
+    """The impacted consumers between two ``{consumer_id: ranges}`` snapshots (such as a
+    selector's ``get_consumer_key_hash_ranges()`` before and after a change); a snapshot
+    whose ranges overlap is a ValueError."""
+
+def register_draining_hashes(
+    impacted: ImpactedConsumersResult,
+    pending_acks: Iterable[PendingAcksMap],
+    skip_consumer: int | None = None,
+) -> tuple[int, int]:
+    """PIP-379's hand-off after a change of range owners (Pulsar's
+    ``registerDrainingHashes``): each consumer's pending acks in ranges it lost are
+    registered as draining in the maps' tracker (all maps wired to the same one), and each
+    consumer releases its own draining entries in ranges it got back. ``skip_consumer`` (the
+    consumer just added or removed) is left out. Returns (acks registered, references
+    released); on an error nothing changes."""
+
+def validate_bucket_boundaries(
+    ranges: Iterable[HashRange | tuple[int, int]],
+) -> list[HashRange]:
+    """Pulsar's ``validateBucketBoundaries``: bucket ranges that are ascending, contiguous,
+    start at 0, tile ``[0, 0xFFFF]`` and leave bucket 0 at least ``[0, 1]``; else
+    ValueError."""
+
+@final
+class EntryBucketConsumerSelector:
+    """PIP-486's entry-bucket selector (Pulsar's ``EntryBucketConsumerSelector``): a
+    segment's fixed buckets (split points as SPEC 2, first split at least 2) spread over
+    the consumers sorted by (name, id), consumer j of k owning buckets
+    ``j*N//k .. (j+1)*N//k - 1``. Hashes are 16-bit (key hash range ``[0, 65535]``); the
+    hashes it makes are canonical bucket hashes (bucket start, 1 for bucket 0).
+    Thread-safe."""
+
+    def __new__(cls, bucket_splits: _Splits | None = None) -> EntryBucketConsumerSelector: ...
+    @staticmethod
+    def from_bucket_ranges(
+        ranges: Iterable[HashRange | tuple[int, int]],
+    ) -> EntryBucketConsumerSelector:
+        """From declared bucket ranges, checked as ``validate_bucket_boundaries`` does."""
+
+    @property
+    def bucket_ranges(self) -> list[HashRange]: ...
+    @property
+    def bucket_splits(self) -> list[int]: ...
+    @property
+    def bucket_count(self) -> int: ...
+    @property
+    def key_hash_range(self) -> HashRange:
+        """``[0, 65535]``."""
+
+    @property
+    def consumer_ids(self) -> list[int]:
+        """In (name, id) order."""
+
+    def bucket_index_of_hash(self, hash: int) -> int: ...
+    def canonical_hash_of_bucket(self, bucket: int) -> int: ...
+    def canonical_hash_of(self, hash: int) -> int:
+        """Any 16-bit hash as its bucket's canonical hash."""
+
+    def make_sticky_key_hash(self, key: str | bytes) -> int:
+        """The key's hashB (0 becoming 1) as its bucket's canonical hash."""
+
+    def add_consumer(self, consumer_id: int, name: str | None = None) -> ImpactedConsumersResult:
+        """ValueError for an id already connected."""
+
+    def remove_consumer(self, consumer_id: int) -> ImpactedConsumersResult:
+        """An id not connected changes nothing (an empty result)."""
+
+    def select(self, hash: int) -> int | None:
+        """The owner of the bucket holding ``hash``; None with no consumer."""
+
+    def select_many(self, hashes: _IntArray) -> npt.NDArray[np.uint64]:
+        """``select`` of every hash; ValueError when no consumer is connected."""
+
+    def get_consumer_key_hash_ranges(self) -> dict[int, list[HashRange]]:
+        """Each owning consumer's ranges, adjacent buckets merged."""
+
+    def bucket_owners(self) -> list[int]:
+        """The owner of each bucket; empty while no consumer is connected."""
 
     def __len__(self) -> int: ...
     def __contains__(self, consumer_id: int, /) -> bool: ...

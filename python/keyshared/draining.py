@@ -125,4 +125,3 @@ class StickyKeyDispatcher:
     ) -> None:
         impacted = impacted_consumers(before, self.selector.get_consumer_key_hash_ranges())
         register_draining_hashes(impacted, list(self._pending.values()), skip_consumer)
-

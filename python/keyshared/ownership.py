@@ -443,15 +443,17 @@ class EntryBucketDispatcher:
         """The consumer's pending-acks map (KeyError if not connected)."""
         return self._pending[check_consumer_id("consumer_id", consumer_id)]
 
-    def sticky_key_hash(self, entry_hash_min: int | None = None, key: str | bytes | None = None) -> int:
+    def sticky_key_hash(
+        self, entry_hash_min: int | None = None, key: str | bytes | None = None
+    ) -> int:
         """The canonical hash an entry is dispatched under: the bucket of its stamped
         ``entry_hash_min`` or, for an unstamped entry, of its ``key`` (exactly one given)."""
-        if (entry_hash_min is None) == (key is None):
-            raise TypeError("give exactly one of entry_hash_min (stamped entry) and key")
-        if entry_hash_min is not None:
+        if key is None and entry_hash_min is not None:
             check_int("entry_hash_min", entry_hash_min, minimum=0, maximum=RING_SIZE - 1)
             return self.selector.canonical_hash_of(entry_hash_min)
-        return self.selector.make_sticky_key_hash(key)
+        if key is not None and entry_hash_min is None:
+            return self.selector.make_sticky_key_hash(key)
+        raise TypeError("give exactly one of entry_hash_min (stamped entry) and key")
 
     def dispatch(
         self,
