@@ -9,13 +9,14 @@ use super::state_args::{lock, notify};
 use crate::kernels::handoff;
 use crate::kernels::pending_acks::PendingAcks;
 
-/// The pending-acks maps of a hand-off, checked to be distinct and wired to one tracker.
-fn maps_arg<'py>(
-    pending_acks: &Bound<'py, PyAny>,
-) -> PyResult<(
+/// The maps of a hand-off and the one tracker they are wired to (None for no maps).
+type WiredMaps<'py> = (
     Vec<Bound<'py, PyPendingAcksMap>>,
     Option<Py<PyDrainingHashesTracker>>,
-)> {
+);
+
+/// The pending-acks maps of a hand-off, checked to be distinct and wired to one tracker.
+fn maps_arg<'py>(pending_acks: &Bound<'py, PyAny>) -> PyResult<WiredMaps<'py>> {
     let mut maps: Vec<Bound<'py, PyPendingAcksMap>> = Vec::new();
     let mut tracker: Option<Py<PyDrainingHashesTracker>> = None;
     for (i, item) in pending_acks.try_iter()?.enumerate() {
