@@ -449,7 +449,7 @@ class DispatcherMachine(RuleBasedStateMachine):
         m = self.model
         expected = sorted(m.pending.get(cid, {}))
         replay = self.dispatcher.remove_consumer(cid)
-        assert [(l, e) for l, e, _, _ in replay] == expected
+        assert [(ledger, entry) for ledger, entry, _, _ in replay] == expected
         if cid not in m.members:
             return
 
