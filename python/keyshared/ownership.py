@@ -373,6 +373,26 @@ class BucketHandoff:
         )
 
 
+_I64 = 2**63
+
+
+def _check_entry(ledger_id: object, entry_id: object, batch_size: object) -> None:
+    """Checks an entry's position and batch size before any state changes (a fast path
+    first: dispatch is the hot call)."""
+    if (
+        type(ledger_id) is int
+        and type(entry_id) is int
+        and type(batch_size) is int
+        and -_I64 <= ledger_id < _I64
+        and -_I64 <= entry_id < _I64
+        and 0 <= batch_size < 2**31
+    ):
+        return
+    check_int("ledger_id", ledger_id, minimum=-_I64, maximum=_I64 - 1)
+    check_int("entry_id", entry_id, minimum=-_I64, maximum=_I64 - 1)
+    check_int("batch_size", batch_size, minimum=0, maximum=2**31 - 1)
+
+
 class EntryBucketDispatcher:
     """The pure part of Pulsar's ``PersistentEntryBucketDispatcherMultipleConsumers``
     (PIP-486): Key_Shared dispatch of one segment by entry bucket.
@@ -467,11 +487,12 @@ class EntryBucketDispatcher:
         """Sends one entry if it may go now: returns the consumer it goes to, or None when
         no consumer is connected, its bucket drains on another consumer (withheld), or the
         consumer's pending-acks map refuses it."""
-        check_int("ledger_id", ledger_id, minimum=-(2**63), maximum=2**63 - 1)
-        check_int("entry_id", entry_id, minimum=-(2**63), maximum=2**63 - 1)
-        check_int("batch_size", batch_size, minimum=0, maximum=2**31 - 1)
+        _check_entry(ledger_id, entry_id, batch_size)
         with self._lock:
-            sticky_key_hash = self.sticky_key_hash(entry_hash_min, key)
+            if key is None and type(entry_hash_min) is int and 0 <= entry_hash_min < RING_SIZE:
+                sticky_key_hash = self.selector.canonical_hash_of(entry_hash_min)
+            else:  # unstamped, or a bad argument for sticky_key_hash to report
+                sticky_key_hash = self.sticky_key_hash(entry_hash_min, key)
             consumer = self.selector.select(sticky_key_hash)
             if consumer is None:
                 return None
