@@ -529,3 +529,46 @@ def test_the_readme_entry_bucket_example_runs() -> None:
     d = namespace["d"]
     assert isinstance(d, EntryBucketDispatcher)
     assert d.pending_acks(2).to_list()[0] == (1, 1, 1, 0x8000)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 0xFFFF), st.integers(0, 3)), max_size=60),
+    st.integers(1, 4),
+)
+@settings(max_examples=40)
+def test_dispatch_many_agrees_with_dispatch(entries: list[tuple[int, int]], late: int) -> None:
+    """The batch decides as one dispatch per entry would, draining buckets included."""
+    import numpy as np
+
+    def make() -> EntryBucketDispatcher:
+        d = EntryBucketDispatcher([0x3000, 0x5000, 0xA000])
+        d.add_consumer(1, "a")
+        d.dispatch(9, 0, entry_hash_min=0x3100)
+        d.dispatch(9, 1, entry_hash_min=0xB000)
+        d.add_consumer(late + 1, "b")  # buckets move while consumer 1 holds entries
+        return d
+
+    one, many = make(), make()
+    want = [one.dispatch(0, i, entry_hash_min=h, batch_size=n) for i, (h, n) in enumerate(entries)]
+    consumers, sent = many.dispatch_many(
+        np.zeros(len(entries), dtype=np.int64),
+        np.arange(len(entries)),
+        [h for h, _ in entries],
+        [n for _, n in entries],
+    )
+    assert [int(c) if s else None for c, s in zip(consumers, sent, strict=True)] == want
+    for c in (1, late + 1):
+        assert many.pending_acks(c).to_list() == one.pending_acks(c).to_list()
+    assert many.withheld_buckets() == one.withheld_buckets()
+
+
+def test_dispatch_many_refuses_bad_input_without_change() -> None:
+    d = EntryBucketDispatcher([0x8000])
+    d.add_consumer(1, "a")
+    with pytest.raises(ValueError, match="entry_hash_mins has 1 items but ledger_ids has 2"):
+        d.dispatch_many([1, 1], [1, 2], [5])
+    with pytest.raises(ValueError, match=r"batch_sizes\[1\] must not be negative"):
+        d.dispatch_many([1, 1], [1, 2], [5, 6], [1, -1])
+    with pytest.raises(ValueError, match="entry_hash_mins"):
+        d.dispatch_many([1], [1], [0x10000])
+    assert len(d.pending_acks(1)) == 0

@@ -21,6 +21,7 @@ __all__ = [
     "DrainingHashEntry",
     "DrainingHashesTracker",
     "EntryBucketConsumerSelector",
+    "EntryBucketDispatcher",
     "HashRange",
     "ImpactedConsumersResult",
     "InFlightEntry",
@@ -528,6 +529,83 @@ class EntryBucketConsumerSelector:
 
     def __len__(self) -> int: ...
     def __contains__(self, consumer_id: int, /) -> bool: ...
+
+@final
+class EntryBucketDispatcher:
+    """The pure part of Pulsar's ``PersistentEntryBucketDispatcherMultipleConsumers``
+    (PIP-486): an entry goes whole to the owner of its bucket (an ``EntryBucketConsumerSelector``),
+    a stamped entry by its ``entry_hash_min``, an unstamped one by its key. Each consumer's
+    pending acks are a ``PendingAcksMap`` wired to ``tracker`` under canonical bucket hashes,
+    so a bucket that moves is withheld from its new owner until the previous owner's acks
+    drain; consumer changes hand off through ``register_draining_hashes``' rule.
+    Thread-safe: changes and dispatches are serialized; a call that raises changes
+    nothing."""
+
+    def __new__(
+        cls,
+        bucket_splits: _Splits | None = None,
+        *,
+        unblocking_handler: Callable[[int], object] | None = None,
+        dispatcher_name: str = "",
+    ) -> EntryBucketDispatcher: ...
+    @staticmethod
+    def from_bucket_ranges(
+        ranges: Iterable[HashRange | tuple[int, int]],
+        *,
+        unblocking_handler: Callable[[int], object] | None = None,
+        dispatcher_name: str = "",
+    ) -> EntryBucketDispatcher:
+        """Declared bucket ranges, checked as ``validate_bucket_boundaries`` does."""
+
+    @property
+    def selector(self) -> EntryBucketConsumerSelector:
+        """Read it; change consumers through the dispatcher only."""
+
+    @property
+    def tracker(self) -> DrainingHashesTracker: ...
+    def add_consumer(self, consumer_id: int, name: str | None = None) -> PendingAcksMap:
+        """ValueError for an id already connected; returns the consumer's pending acks."""
+
+    def remove_consumer(self, consumer_id: int) -> list[tuple[int, int, int, int]]:
+        """The consumer's pending acks ``(ledger_id, entry_id, batch_size, sticky_key_hash)``
+        in order, for redelivery; an id not connected changes nothing (``[]``)."""
+
+    def pending_acks(self, consumer_id: int) -> PendingAcksMap:
+        """KeyError for an id not connected."""
+
+    def sticky_key_hash(
+        self, entry_hash_min: int | None = None, key: str | bytes | None = None
+    ) -> int:
+        """The canonical hash of the entry's bucket (exactly one argument given)."""
+
+    def dispatch(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        *,
+        entry_hash_min: int | None = None,
+        key: str | bytes | None = None,
+        batch_size: int = 1,
+    ) -> int | None:
+        """The consumer the entry goes to; None when no consumer is connected, its bucket
+        drains on another consumer (withheld), or the consumer's map refuses it."""
+
+    def dispatch_many(
+        self,
+        ledger_ids: _IntArray,
+        entry_ids: _IntArray,
+        entry_hash_mins: _IntArray,
+        batch_sizes: _IntArray | None = None,
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+        """``dispatch`` of each stamped entry in order: the selected consumer of each
+        (0 with no consumer) and whether it went."""
+
+    def ack(self, consumer_id: int, ledger_id: int, entry_id: int) -> bool:
+        """False if the entry was not pending for the consumer."""
+
+    def withheld_buckets(self) -> tuple[int, ...]:
+        """Buckets whose owner waits for another consumer's acks, ascending."""
+
 
 @final
 class KeySharedConsumerState:

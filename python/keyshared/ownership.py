@@ -8,7 +8,6 @@ them by (name, id).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -19,6 +18,7 @@ import numpy.typing as npt
 from keyshared._checks import check_int
 from keyshared._core import (
     EntryBucketConsumerSelector,
+    EntryBucketDispatcher,
     ImpactedConsumersResult,
     impacted_consumers,
     register_draining_hashes,
@@ -27,8 +27,6 @@ from keyshared._core import (
 from keyshared.buckets import HashRange
 from keyshared.draining import DrainingHashesTracker, PendingAcksMap
 from keyshared.layout import RING_SIZE, Segment
-
-PendingAck = tuple[int, int, int, int]
 
 
 @dataclass(frozen=True, order=True)
@@ -371,155 +369,6 @@ class BucketHandoff:
                 if self._assignment.owners[b] != holder and self._assignment.owners[b] is not None
             )
         )
-
-
-_I64 = 2**63
-
-
-def _check_entry(ledger_id: object, entry_id: object, batch_size: object) -> None:
-    """Checks an entry's position and batch size before any state changes (a fast path
-    first: dispatch is the hot call)."""
-    if (
-        type(ledger_id) is int
-        and type(entry_id) is int
-        and type(batch_size) is int
-        and -_I64 <= ledger_id < _I64
-        and -_I64 <= entry_id < _I64
-        and 0 <= batch_size < 2**31
-    ):
-        return
-    check_int("ledger_id", ledger_id, minimum=-_I64, maximum=_I64 - 1)
-    check_int("entry_id", entry_id, minimum=-_I64, maximum=_I64 - 1)
-    check_int("batch_size", batch_size, minimum=0, maximum=2**31 - 1)
-
-
-class EntryBucketDispatcher:
-    """The pure part of Pulsar's ``PersistentEntryBucketDispatcherMultipleConsumers``
-    (PIP-486): Key_Shared dispatch of one segment by entry bucket.
-
-    An entry goes whole to the owner of its bucket in an :class:`EntryBucketConsumerSelector`:
-    a stamped entry by the bucket of its ``entry_hash_min``, an unstamped one by its key's
-    hash. Every hash is normalized to its bucket's canonical hash, so the PIP-379 machinery
-    (one :class:`PendingAcksMap` per consumer wired to a :class:`DrainingHashesTracker`)
-    works per bucket: when a consumer change moves a bucket, the previous owner's pending
-    acks in it drain (:func:`register_draining_hashes`, the one hand-off rule) and the
-    bucket is withheld from its new owner until they are acked. Thread-safe: changes and
-    dispatches are serialized, as the Java methods are ``synchronized``. Every argument is
-    checked before anything changes.
-    """
-
-    def __init__(
-        self,
-        bucket_splits: Sequence[int] = (),
-        *,
-        unblocking_handler: Callable[[int], object] | None = None,
-        dispatcher_name: str = "",
-    ) -> None:
-        self.selector = EntryBucketConsumerSelector(bucket_splits)
-        self.tracker = DrainingHashesTracker(unblocking_handler, dispatcher_name)
-        self._pending: dict[int, PendingAcksMap] = {}
-        self._lock = threading.RLock()
-
-    @classmethod
-    def from_bucket_ranges(
-        cls,
-        ranges: Sequence[HashRange | tuple[int, int]],
-        *,
-        unblocking_handler: Callable[[int], object] | None = None,
-        dispatcher_name: str = "",
-    ) -> EntryBucketDispatcher:
-        """A dispatcher for the bucket ranges a subscription declares, validated as
-        Pulsar's ``validateBucketBoundaries`` does (ValueError otherwise)."""
-        splits = [r.start for r in validate_bucket_boundaries(ranges)[1:]]
-        return cls(splits, unblocking_handler=unblocking_handler, dispatcher_name=dispatcher_name)
-
-    def add_consumer(self, consumer_id: int, name: str = "") -> PendingAcksMap:
-        """Connects a consumer (ValueError if its id is connected already); returns its
-        pending-acks map. Buckets it takes from others drain first."""
-        with self._lock:
-            impacted = self.selector.add_consumer(consumer_id, name)
-            pending = self._pending[consumer_id] = PendingAcksMap(consumer_id, self.tracker)
-            register_draining_hashes(impacted, list(self._pending.values()), consumer_id)
-            return pending
-
-    def remove_consumer(self, consumer_id: int) -> list[PendingAck]:
-        """Disconnects a consumer (one not connected changes nothing). Its pending acks are
-        closed and returned, in order, as ``(ledger_id, entry_id, batch_size,
-        sticky_key_hash)``, for redelivery."""
-        with self._lock:
-            impacted = self.selector.remove_consumer(consumer_id)
-            pending = self._pending.pop(consumer_id, None)
-            if pending is None:
-                return []
-            replay: list[PendingAck] = []
-            pending.for_each_and_close(lambda *ack: replay.append(ack))
-            if not self._pending:
-                self.tracker.clear()
-            register_draining_hashes(impacted, list(self._pending.values()), consumer_id)
-            self.tracker.consumer_removed(consumer_id)
-            return replay
-
-    def pending_acks(self, consumer_id: int) -> PendingAcksMap:
-        """The consumer's pending-acks map (KeyError if not connected)."""
-        return self._pending[check_consumer_id("consumer_id", consumer_id)]
-
-    def sticky_key_hash(
-        self, entry_hash_min: int | None = None, key: str | bytes | None = None
-    ) -> int:
-        """The canonical hash an entry is dispatched under: the bucket of its stamped
-        ``entry_hash_min`` or, for an unstamped entry, of its ``key`` (exactly one given)."""
-        if key is None and entry_hash_min is not None:
-            check_int("entry_hash_min", entry_hash_min, minimum=0, maximum=RING_SIZE - 1)
-            return self.selector.canonical_hash_of(entry_hash_min)
-        if key is not None and entry_hash_min is None:
-            return self.selector.make_sticky_key_hash(key)
-        raise TypeError("give exactly one of entry_hash_min (stamped entry) and key")
-
-    def dispatch(
-        self,
-        ledger_id: int,
-        entry_id: int,
-        *,
-        entry_hash_min: int | None = None,
-        key: str | bytes | None = None,
-        batch_size: int = 1,
-    ) -> int | None:
-        """Sends one entry if it may go now: returns the consumer it goes to, or None when
-        no consumer is connected, its bucket drains on another consumer (withheld), or the
-        consumer's pending-acks map refuses it."""
-        _check_entry(ledger_id, entry_id, batch_size)
-        with self._lock:
-            if key is None and type(entry_hash_min) is int and 0 <= entry_hash_min < RING_SIZE:
-                sticky_key_hash = self.selector.canonical_hash_of(entry_hash_min)
-            else:  # unstamped, or a bad argument for sticky_key_hash to report
-                sticky_key_hash = self.sticky_key_hash(entry_hash_min, key)
-            consumer = self.selector.select(sticky_key_hash)
-            if consumer is None:
-                return None
-            if self.tracker.should_block_sticky_key_hash(consumer, sticky_key_hash):
-                return None
-            pending = self._pending[consumer]
-            if not pending.add_pending_ack_if_allowed(
-                ledger_id, entry_id, batch_size, sticky_key_hash
-            ):
-                return None
-            return consumer
-
-    def ack(self, consumer_id: int, ledger_id: int, entry_id: int) -> bool:
-        """The consumer acked an entry; False if it was not pending there."""
-        with self._lock:
-            return self.pending_acks(consumer_id).remove(ledger_id, entry_id)
-
-    def withheld_buckets(self) -> tuple[int, ...]:
-        """Buckets whose owner waits for another consumer's acks."""
-        with self._lock:
-            out = []
-            for bucket in range(self.selector.bucket_count):
-                h = self.selector.canonical_hash_of_bucket(bucket)
-                entry = self.tracker.get_entry(h)
-                if entry is not None and entry.consumer_id != self.selector.select(h):
-                    out.append(bucket)
-            return tuple(out)
 
 
 __all__ = [

@@ -23,7 +23,7 @@ use crate::kernels::entry_bucket::{validate_bucket_boundaries, EntryBucketSelect
     frozen
 )]
 pub struct PyEntryBucketSelector {
-    state: Mutex<EntryBucketSelector>,
+    pub(crate) state: Mutex<EntryBucketSelector>,
 }
 
 /// `(start, end)` of a bucket range given as a HashRange or a pair of ints.
@@ -48,7 +48,7 @@ fn range_item(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(i64, i64)> {
     ))
 }
 
-fn boundaries_arg(ranges: &Bound<'_, PyAny>) -> PyResult<Vec<HashRange>> {
+pub(crate) fn boundaries_arg(ranges: &Bound<'_, PyAny>) -> PyResult<Vec<HashRange>> {
     let items = ranges.try_iter().map_err(|_| {
         PyTypeError::new_err(format!(
             "ranges must be a sequence of bucket ranges, got {}",
@@ -72,7 +72,7 @@ fn validate_bucket_boundaries_py(ranges: &Bound<'_, PyAny>) -> PyResult<Vec<PyHa
         .collect())
 }
 
-fn name_arg(name: &Bound<'_, PyAny>) -> PyResult<String> {
+pub(crate) fn name_arg(name: &Bound<'_, PyAny>) -> PyResult<String> {
     name.cast::<PyString>()
         .map_err(|_| PyTypeError::new_err(format!("name must be a str, got {}", type_name(name))))?
         .to_str()

@@ -5,6 +5,7 @@ mod buckets;
 mod cursor;
 mod draining;
 mod entry_bucket;
+mod entry_bucket_dispatcher;
 mod handoff;
 mod hashing;
 mod impacted;
@@ -26,6 +27,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rings::register(m)?;
     impacted::register(m)?;
     entry_bucket::register(m)?;
+    entry_bucket_dispatcher::register(m)?;
     handoff::register(m)?;
     cursor::register(m)?;
     window::register(m)?;

@@ -9,9 +9,11 @@
 use std::cmp::Ordering;
 
 use super::buckets::{bucket_ranges, HashRange, MAX_HASH, MIN_FIRST_SPLIT, RING_SIZE};
+use super::draining::DrainingHashes;
 use super::error::{InvalidInput, KernelResult, StateResult};
 use super::hashing::key_hash;
 use super::impacted::{impacted_consumers, merge_ranges, ImpactedConsumers};
+use super::pending_acks::{PendingAck, PendingAcks};
 
 /// Pulsar's `validateBucketBoundaries`: ranges `(start, end)` that are ascending, contiguous,
 /// start at 0, tile the 16-bit ring, and leave bucket 0 at least `[0, 1]` wide.
@@ -214,6 +216,22 @@ impl EntryBucketSelector {
     }
 }
 
+/// The dispatcher's decision for an entry whose bucket `consumer` owns (the sticky key hash
+/// in `ack` being the bucket's canonical hash): withheld while another consumer drains the
+/// bucket (PIP-379), else recorded as pending for `consumer` if its map allows it. Returns
+/// whether the entry goes.
+pub fn dispatch_to(
+    consumer: u64,
+    ack: PendingAck,
+    pending: &mut PendingAcks,
+    tracker: &mut DrainingHashes,
+) -> KernelResult<bool> {
+    if tracker.should_block_sticky_key_hash(consumer, ack.sticky_key_hash) {
+        return Ok(false);
+    }
+    pending.add_pending_ack_if_allowed(ack, Some(tracker))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,6 +360,26 @@ mod tests {
                 s.canonical_hash_of(hash_b)
             );
         }
+    }
+
+    #[test]
+    fn dispatch_withholds_a_bucket_draining_elsewhere() {
+        let mut tracker = DrainingHashes::new();
+        let (mut a, mut b) = (PendingAcks::new(1), PendingAcks::new(2));
+        let ack = |entry_id| PendingAck {
+            ledger_id: 1,
+            entry_id,
+            batch_size: 1,
+            sticky_key_hash: 0x8000,
+        };
+        assert!(dispatch_to(1, ack(0), &mut a, &mut tracker).unwrap());
+        tracker.add_entry(1, 0x8000).unwrap();
+        assert!(!dispatch_to(2, ack(1), &mut b, &mut tracker).unwrap());
+        assert_eq!(tracker.get_entry(0x8000).unwrap().blocked_count, 1);
+        assert!(b.is_empty());
+        // Its own drainer takes it back: the entry goes, and so does the draining entry.
+        assert!(dispatch_to(1, ack(2), &mut a, &mut tracker).unwrap());
+        assert!(tracker.is_empty() && a.len() == 2);
     }
 
     #[test]
