@@ -27,6 +27,8 @@ FLOORS = [
     Floor("hash-list", "mmh3-loop", 3.0),
     Floor("bucket-index", "bisect-loop", 20.0),
     Floor("entry-bucket-select-batch", "python", 20.0),
+    Floor("entry-bucket-dispatch", "python", 2.0),
+    Floor("entry-bucket-dispatch-batch", "python", 3.0),
     Floor("bucketed-batcher", "python", 10.0),
     Floor("should-block-batch", "python", 20.0),
     Floor("cursor-ack-batch", "python", 20.0),

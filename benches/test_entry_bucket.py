@@ -95,11 +95,44 @@ def test_entry_bucket_dispatch_decisions(benchmark: Any, lib: str) -> None:
         return [d.dispatch(1, i, h) for i, h in enumerate(hash_mins)]
 
     (reference,), _ = setup()
-    (ours,), _ = (EntryBucketDispatcher(SPLITS),), {}
+    ours = EntryBucketDispatcher(SPLITS)
     for i in range(CONSUMERS):
         ours.add_consumer(i, f"consumer-{i}")
     assert run(reference) == [
         ours.dispatch(1, i, entry_hash_min=h) for i, h in enumerate(hash_mins)
     ]
+    benchmark.pedantic(run, setup=setup, rounds=5, iterations=1)
+    benchmark.extra_info["decisions_per_second"] = round(ENTRIES / benchmark.stats.stats.median)
+
+
+@pytest.mark.benchmark(group="entry-bucket-dispatch-batch")
+@pytest.mark.parametrize("lib", ["keyshared", "python"])
+def test_entry_bucket_dispatch_batch(benchmark: Any, lib: str) -> None:
+    hash_mins = np.random.default_rng(9).integers(0, 0x10000, ENTRIES)
+    ledgers, entries = np.ones(ENTRIES, dtype=np.int64), np.arange(ENTRIES, dtype=np.int64)
+    as_list = hash_mins.tolist()
+
+    def setup() -> tuple[tuple[Any], dict[str, Any]]:
+        d: Any
+        if lib == "keyshared":
+            d = EntryBucketDispatcher(SPLITS)
+            for i in range(CONSUMERS):
+                d.add_consumer(i, f"consumer-{i}")
+        else:
+            d = PyEntryBucketDispatcher([0, *SPLITS], selector().bucket_owners())
+        return (d,), {}
+
+    def run(d: Any) -> Any:
+        if lib == "keyshared":
+            return d.dispatch_many(ledgers, entries, hash_mins)
+        return [d.dispatch(1, i, h) for i, h in enumerate(as_list)]
+
+    ours = EntryBucketDispatcher(SPLITS)
+    for i in range(CONSUMERS):
+        ours.add_consumer(i, f"consumer-{i}")
+    consumers, sent = ours.dispatch_many(ledgers, entries, hash_mins)
+    reference = PyEntryBucketDispatcher([0, *SPLITS], selector().bucket_owners())
+    want = [reference.dispatch(1, i, h) for i, h in enumerate(as_list)]
+    assert [int(c) if s else None for c, s in zip(consumers, sent, strict=True)] == want
     benchmark.pedantic(run, setup=setup, rounds=5, iterations=1)
     benchmark.extra_info["decisions_per_second"] = round(ENTRIES / benchmark.stats.stats.median)

@@ -606,7 +606,6 @@ class EntryBucketDispatcher:
     def withheld_buckets(self) -> tuple[int, ...]:
         """Buckets whose owner waits for another consumer's acks, ascending."""
 
-
 @final
 class KeySharedConsumerState:
     """Danube's Key-Shared consumer state: 100 virtual nodes per consumer at
