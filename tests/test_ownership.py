@@ -328,3 +328,16 @@ def test_bad_arguments_change_nothing(call: object, error: type[Exception]) -> N
     with pytest.raises(error):
         call(handoff)  # type: ignore[operator]
     assert handoff_state(handoff) == before
+
+
+def test_contiguous_assignment_orders_names_as_the_entry_bucket_selector() -> None:
+    from keyshared import EntryBucketConsumerSelector
+
+    # U+FF61 sorts after U+1F600 in UTF-16 (a surrogate pair starts at 0xD83D), as in Java.
+    consumers = [BucketConsumer("\uff61", 1), BucketConsumer("\U0001f600", 2)]
+    assignment = contiguous_assignment(consumers, 4)
+    selector = EntryBucketConsumerSelector([0x4000, 0x8000, 0xC000])
+    for c in consumers:
+        selector.add_consumer(c.consumer_id, c.name)
+    assert assignment.owners == (2, 2, 1, 1)
+    assert tuple(selector.bucket_owners()) == assignment.owners

@@ -1,5 +1,6 @@
 """PIP-486 bucket ownership on the broker: which consumer owns each of a segment's buckets,
-what moves when the consumers change, and the hand-off of a moving bucket.
+what moves when the consumers change, and the hand-off of a moving bucket; with Pulsar's
+``EntryBucketConsumerSelector`` and entry-bucket dispatcher (native) re-exported here.
 
 One owner per bucket (a consumer may own several), so an entry, which always lies inside one
 bucket, goes to exactly one consumer. Consumers are identified by integer ids; Pulsar orders
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, total_ordering
 
 import numpy as np
 import numpy.typing as npt
@@ -29,10 +30,12 @@ from keyshared.draining import DrainingHashesTracker, PendingAcksMap
 from keyshared.layout import RING_SIZE, Segment
 
 
-@dataclass(frozen=True, order=True)
+@total_ordering
+@dataclass(frozen=True)
 class BucketConsumer:
     """A consumer as bucket assignment sees it; instances sort by (name, id) as Pulsar's
-    ``EntryBucketConsumerSelector`` orders its consumers."""
+    ``EntryBucketConsumerSelector`` orders its consumers (names as Java compares strings,
+    by UTF-16 code unit)."""
 
     name: str
     consumer_id: int
@@ -41,6 +44,15 @@ class BucketConsumer:
         if not isinstance(self.name, str):
             raise TypeError(f"name must be a str, got {type(self.name).__name__}")
         check_int("consumer_id", self.consumer_id, minimum=0, maximum=2**64 - 1)
+
+    def _order(self) -> tuple[bytes, int]:
+        # Big-endian UTF-16 bytes compare as Java's String.compareTo compares code units.
+        return self.name.encode("utf-16-be", "surrogatepass"), self.consumer_id
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, BucketConsumer):
+            return NotImplemented
+        return self._order() < other._order()
 
 
 def _consumers(consumers: Iterable[BucketConsumer | int]) -> list[BucketConsumer]:
