@@ -12,7 +12,8 @@ import keyshared as ks
 from keyshared import HashRange
 
 hashes = st.integers(0, 0xFFFF)
-split_lists = st.lists(st.integers(1, 0xFFFF), unique=True, max_size=40).map(sorted)
+# Bucket 0 spans at least [0, 1], so the first split is 2 or more (SPEC 2).
+split_lists = st.lists(st.integers(2, 0xFFFF), unique=True, max_size=40).map(sorted)
 
 
 @st.composite
@@ -103,13 +104,25 @@ def test_equal_width_splits() -> None:
     assert ks.equal_width_splits(4) == [0x4000, 0x8000, 0xC000]
     with pytest.raises(ValueError, match="must not be negative"):
         ks.equal_width_splits(-1)
-    with pytest.raises(ValueError, match="exceeds"):
-        ks.equal_width_splits(65537)
+    # Clamped at 65,536 buckets, with bucket 0 kept at [0, 1]: 65,535 buckets at most.
+    most = ks.equal_width_splits(65536)
+    assert most == list(range(2, 65536))
+    assert ks.equal_width_splits(65537) == ks.equal_width_splits(2**62) == most
 
 
-@given(st.integers(2, 65536))
+@given(st.integers(2, 32768))
 def test_equal_width_splits_formula(n: int) -> None:
     assert ks.equal_width_splits(n) == [i * 65536 // n for i in range(1, n)]
+
+
+@given(st.integers(32769, 2**40))
+def test_equal_width_splits_above_32768_buckets_keep_bucket_zero_two_wide(n: int) -> None:
+    formula = [i * 65536 // min(n, 65536) for i in range(1, min(n, 65536))]
+    assert formula[0] == 1
+    splits = ks.equal_width_splits(n)
+    assert splits == formula[1:]
+    assert ks.bucket_ranges(splits)[0] == HashRange(0, splits[0] - 1)
+    assert ks.canonical_bucket_hash(0, splits) != ks.canonical_bucket_hash(1, splits)
 
 
 @given(split_lists)
@@ -156,6 +169,8 @@ def test_bucket_indices_bad_input() -> None:
     ("splits", "message"),
     [
         ([0], r"splits\[0\] = 0 is outside"),
+        ([1], r"splits\[0\] = 1 leaves bucket 0 narrower than \[0, 1\]"),
+        ([1, 0x8000], "the first split must be at least 2"),
         ([5, 0x10000], r"splits\[1\] = 65536 is outside"),
         ([5, 5], "strictly ascending"),
         ([9, 5], "strictly ascending"),
@@ -231,3 +246,11 @@ def test_buckets_for_budget_bad_input() -> None:
         ks.buckets_for_budget(-1, 1)
     with pytest.raises(ValueError, match="segment count must be at least 1"):
         ks.buckets_for_budget(4, 0)
+
+
+def test_a_layout_refuses_a_bucket_zero_one_hash_wide() -> None:
+    from keyshared import TopicLayout
+
+    layout = TopicLayout.initial(1, bucket_budget=2)
+    with pytest.raises(ValueError, match=r"bucket_splits\[0\] = 1 leaves bucket 0 narrower"):
+        layout.rebucket_segment(layout.segments[0].segment_id, 3, 1, bucket_splits=[1, 0x8000])

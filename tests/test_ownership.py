@@ -253,3 +253,91 @@ class HandoffMachine(RuleBasedStateMachine):
 
 HandoffMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=40)
 TestHandoffMachine = HandoffMachine.TestCase
+
+
+# --- bad input leaves the hand-off unchanged (issue 13, item 2) --------------------------------
+
+
+def handoff_state(handoff: BucketHandoff) -> tuple[object, ...]:
+    buckets = range(handoff.assignment.bucket_count)
+    hashes = [SEGMENT.canonical_bucket_hash(b) for b in buckets]
+    return (
+        handoff.assignment,
+        handoff.withheld_buckets(),
+        tuple(handoff.holder(b) for b in buckets),
+        tuple(handoff.pending(c, b) for c in (1, 2, 3) for b in buckets),
+        tuple(
+            None if (e := handoff.tracker.get_entry(h)) is None else (e.consumer_id, e.ref_count)
+            for h in hashes
+        ),
+    )
+
+
+def draining_handoff() -> BucketHandoff:
+    handoff = BucketHandoff(SEGMENT, contiguous_assignment([1], 4))
+    assert handoff.try_dispatch(1, 0, count=2) and handoff.try_dispatch(1, 3)
+    handoff.reassign(contiguous_assignment([1, 2], 4))
+    assert handoff.withheld_buckets() == (3,)
+    return handoff
+
+
+@pytest.mark.parametrize("bad_id", [1.0, True, "1", None, -1, 2**64])
+def test_bad_consumer_ids_are_refused_before_any_change(bad_id: object) -> None:
+    handoff = draining_handoff()
+    before = handoff_state(handoff)
+    calls = (
+        lambda: handoff.ack(bad_id, 0),  # type: ignore[arg-type]
+        lambda: handoff.ack(bad_id, 3),  # type: ignore[arg-type]
+        lambda: handoff.close_consumer(bad_id),  # type: ignore[arg-type]
+        lambda: handoff.pending(bad_id, 0),  # type: ignore[arg-type]
+        lambda: handoff.try_dispatch(bad_id, 1),  # type: ignore[arg-type]
+    )
+    for call in calls:
+        with pytest.raises((TypeError, ValueError), match="consumer_id"):
+            call()
+        assert handoff_state(handoff) == before
+    # The bucket still drains and is released by the real acks.
+    handoff.ack(1, 3)
+    assert handoff.withheld_buckets() == () and handoff.try_dispatch(2, 3)
+
+
+def test_a_float_id_does_not_match_consumer_1() -> None:
+    handoff = draining_handoff()
+    with pytest.raises(TypeError, match="consumer_id must be an int, got float"):
+        handoff.pending(1.0, 0)  # type: ignore[arg-type]
+    assert handoff.pending(1, 0) == 2
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda h: h.ack(1, 0, count=3), ValueError),
+        (lambda h: h.ack(1, 0, count=0), ValueError),
+        (lambda h: h.ack(1, 0, count=1.0), TypeError),
+        (lambda h: h.ack(1, 9), ValueError),
+        (lambda h: h.ack(1, True), TypeError),
+        (lambda h: h.try_dispatch(1, 0, count=2**31), ValueError),
+        (lambda h: h.try_dispatch(1, -1), ValueError),
+        (lambda h: h.reassign("1 2 3 4"), TypeError),
+        (lambda h: h.reassign(contiguous_assignment([1], 5)), ValueError),
+    ],
+)
+def test_bad_arguments_change_nothing(call: object, error: type[Exception]) -> None:
+    handoff = draining_handoff()
+    before = handoff_state(handoff)
+    with pytest.raises(error):
+        call(handoff)  # type: ignore[operator]
+    assert handoff_state(handoff) == before
+
+
+def test_contiguous_assignment_orders_names_as_the_entry_bucket_selector() -> None:
+    from keyshared import EntryBucketConsumerSelector
+
+    # U+FF61 sorts after U+1F600 in UTF-16 (a surrogate pair starts at 0xD83D), as in Java.
+    consumers = [BucketConsumer("\uff61", 1), BucketConsumer("\U0001f600", 2)]
+    assignment = contiguous_assignment(consumers, 4)
+    selector = EntryBucketConsumerSelector([0x4000, 0x8000, 0xC000])
+    for c in consumers:
+        selector.add_consumer(c.consumer_id, c.name)
+    assert assignment.owners == (2, 2, 1, 1)
+    assert tuple(selector.bucket_owners()) == assignment.owners

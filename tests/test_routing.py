@@ -17,7 +17,7 @@ def tilings(draw: st.DrawFn) -> list[tuple[int, HashRange, list[int]]]:
     cuts = sorted(draw(st.lists(st.integers(1, 0xFFFF), unique=True, max_size=12)))
     starts, ends = [0, *cuts], [c - 1 for c in cuts] + [0xFFFF]
     ids = draw(st.permutations(range(100, 100 + len(starts))))
-    split_st = st.lists(st.integers(1, 0xFFFF), unique=True, max_size=8).map(sorted)
+    split_st = st.lists(st.integers(2, 0xFFFF), unique=True, max_size=8).map(sorted)
     return [
         (ids[i], HashRange(a, b), draw(split_st))
         for i, (a, b) in enumerate(zip(starts, ends, strict=True))

@@ -3,13 +3,14 @@ caught, the PIP-486 claims hold, runs are deterministic, and bad scenarios say w
 wrong with them."""
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from keyshared import AutoScalePolicy, TopicLayout
+from keyshared import AutoScalePolicy, ImpactedConsumersResult, TopicLayout
 from keyshared.cli import main
 from keyshared.draining import PendingAcksMap
 from keyshared.simulate import (
@@ -183,8 +184,10 @@ class EarlyRelease(HandOff):
     """A broken hand-off: the previous owner's pending acks are not drained, so the bucket
     goes to its new owner at once."""
 
-    def lost(self, pending: PendingAcksMap, ranges: Any) -> int:
-        return 0
+    def hand_off(
+        self, impacted: ImpactedConsumersResult, pending_acks: Sequence[PendingAcksMap]
+    ) -> None:
+        return None
 
 
 def slow_handoff_scenario() -> Scenario:

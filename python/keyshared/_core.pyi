@@ -1,6 +1,6 @@
 """Native kernels of keyshared (Rust). Users import them through ``keyshared``."""
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, final
 
 import numpy as np
@@ -21,6 +21,8 @@ __all__ = [
     "DrainingHash",
     "DrainingHashEntry",
     "DrainingHashesTracker",
+    "EntryBucketConsumerSelector",
+    "EntryBucketDispatcher",
     "HashRange",
     "ImpactedConsumersResult",
     "InFlightEntry",
@@ -44,15 +46,18 @@ __all__ = [
     "get_available_permits",
     "get_effective_look_ahead_limit",
     "get_num_threads",
+    "impacted_consumers",
     "key_hash",
     "key_hashes",
     "make_sticky_key_hash",
     "make_sticky_key_hashes",
+    "register_draining_hashes",
     "segment_hash",
     "set_num_threads",
     "split_hashes",
     "sticky_key_hash",
     "sticky_key_hashes",
+    "validate_bucket_boundaries",
 ]
 
 __version__: Final[str]
@@ -163,7 +168,9 @@ class HashRange:
     def __getnewargs__(self) -> tuple[int, int]: ...
 
 def equal_width_splits(n: int) -> list[int]:
-    """``[floor(i * 65536 / n) for i in 1..n-1]``; ``[]`` for n of 0 or 1."""
+    """``[floor(i * 65536 / n) for i in 1..n-1]``; ``[]`` for n of 0 or 1; n above 65,536 is
+    clamped to 65,536. Bucket 0 keeps at least ``[0, 1]``: above 32,768 buckets the split at
+    1 is left out (one bucket fewer than asked)."""
 
 def bucket_ranges(splits: _Splits) -> list[HashRange]:
     """``[0, s1-1], [s1, s2-1], ..., [s_last, 0xFFFF]`` for ascending splits."""
@@ -541,8 +548,14 @@ def get_effective_look_ahead_limit(
 class ImpactedConsumersResult:
     """The consumers a change of hash-range assignments impacted (Pulsar's
     ``ImpactedConsumersResult``): per consumer id, the ranges it lost and the ranges it
-    gained, each list sorted with adjacent ranges merged."""
+    gained, each list sorted with adjacent ranges merged. Immutable; equal when both maps
+    are."""
 
+    def __new__(
+        cls,
+        removed_hash_ranges: Mapping[int, Iterable[HashRange]] | None = None,
+        added_hash_ranges: Mapping[int, Iterable[HashRange]] | None = None,
+    ) -> ImpactedConsumersResult: ...
     @property
     def removed_hash_ranges(self) -> dict[int, list[HashRange]]: ...
     @property
@@ -630,6 +643,167 @@ class ConsistentHashingStickyKeyConsumerSelector:
     def get_consumer_hash_assignments_snapshot(self) -> ConsumerHashAssignmentsSnapshot: ...
     def __len__(self) -> int: ...
     def __contains__(self, consumer_id: int, /) -> bool: ...
+
+def impacted_consumers(
+    before: Mapping[int, Iterable[HashRange]], after: Mapping[int, Iterable[HashRange]]
+) -> ImpactedConsumersResult:
+    """The impacted consumers between two ``{consumer_id: ranges}`` snapshots (such as a
+    selector's ``get_consumer_key_hash_ranges()`` before and after a change); a snapshot
+    whose ranges overlap is a ValueError."""
+
+def register_draining_hashes(
+    impacted: ImpactedConsumersResult,
+    pending_acks: Iterable[PendingAcksMap],
+    skip_consumer: int | None = None,
+) -> tuple[int, int]:
+    """PIP-379's hand-off after a change of range owners (Pulsar's
+    ``registerDrainingHashes``): each consumer's pending acks in ranges it lost are
+    registered as draining in the maps' tracker (all maps wired to the same one), and each
+    consumer releases its own draining entries in ranges it got back. ``skip_consumer`` (the
+    consumer just added or removed) is left out. Returns (acks registered, references
+    released); on an error nothing changes."""
+
+def validate_bucket_boundaries(
+    ranges: Iterable[HashRange | tuple[int, int]],
+) -> list[HashRange]:
+    """Pulsar's ``validateBucketBoundaries``: bucket ranges that are ascending, contiguous,
+    start at 0, tile ``[0, 0xFFFF]`` and leave bucket 0 at least ``[0, 1]``; else
+    ValueError."""
+
+@final
+class EntryBucketConsumerSelector:
+    """PIP-486's entry-bucket selector (Pulsar's ``EntryBucketConsumerSelector``): a
+    segment's fixed buckets (split points as SPEC 2, first split at least 2) spread over
+    the consumers sorted by (name, id), consumer j of k owning buckets
+    ``j*N//k .. (j+1)*N//k - 1``. Hashes are 16-bit (key hash range ``[0, 65535]``); the
+    hashes it makes are canonical bucket hashes (bucket start, 1 for bucket 0).
+    Thread-safe."""
+
+    def __new__(cls, bucket_splits: _Splits | None = None) -> EntryBucketConsumerSelector: ...
+    @staticmethod
+    def from_bucket_ranges(
+        ranges: Iterable[HashRange | tuple[int, int]],
+    ) -> EntryBucketConsumerSelector:
+        """From declared bucket ranges, checked as ``validate_bucket_boundaries`` does."""
+
+    @property
+    def bucket_ranges(self) -> list[HashRange]: ...
+    @property
+    def bucket_splits(self) -> list[int]: ...
+    @property
+    def bucket_count(self) -> int: ...
+    @property
+    def key_hash_range(self) -> HashRange:
+        """``[0, 65535]``."""
+
+    @property
+    def consumer_ids(self) -> list[int]:
+        """In (name, id) order."""
+
+    def bucket_index_of_hash(self, hash: int) -> int: ...
+    def canonical_hash_of_bucket(self, bucket: int) -> int: ...
+    def canonical_hash_of(self, hash: int) -> int:
+        """Any 16-bit hash as its bucket's canonical hash."""
+
+    def make_sticky_key_hash(self, key: str | bytes) -> int:
+        """The key's hashB (0 becoming 1) as its bucket's canonical hash."""
+
+    def add_consumer(self, consumer_id: int, name: str | None = None) -> ImpactedConsumersResult:
+        """ValueError for an id already connected."""
+
+    def remove_consumer(self, consumer_id: int) -> ImpactedConsumersResult:
+        """An id not connected changes nothing (an empty result)."""
+
+    def select(self, hash: int) -> int | None:
+        """The owner of the bucket holding ``hash``; None with no consumer."""
+
+    def select_many(self, hashes: _IntArray) -> npt.NDArray[np.uint64]:
+        """``select`` of every hash; ValueError when no consumer is connected."""
+
+    def get_consumer_key_hash_ranges(self) -> dict[int, list[HashRange]]:
+        """Each owning consumer's ranges, adjacent buckets merged."""
+
+    def bucket_owners(self) -> list[int]:
+        """The owner of each bucket; empty while no consumer is connected."""
+
+    def __len__(self) -> int: ...
+    def __contains__(self, consumer_id: int, /) -> bool: ...
+
+@final
+class EntryBucketDispatcher:
+    """The pure part of Pulsar's ``PersistentEntryBucketDispatcherMultipleConsumers``
+    (PIP-486): an entry goes whole to the owner of its bucket (an ``EntryBucketConsumerSelector``),
+    a stamped entry by its ``entry_hash_min``, an unstamped one by its key. Each consumer's
+    pending acks are a ``PendingAcksMap`` wired to ``tracker`` under canonical bucket hashes,
+    so a bucket that moves is withheld from its new owner until the previous owner's acks
+    drain; consumer changes hand off through ``register_draining_hashes``' rule.
+    Thread-safe: changes and dispatches are serialized; a call that raises changes
+    nothing."""
+
+    def __new__(
+        cls,
+        bucket_splits: _Splits | None = None,
+        *,
+        unblocking_handler: Callable[[int], object] | None = None,
+        dispatcher_name: str = "",
+    ) -> EntryBucketDispatcher: ...
+    @staticmethod
+    def from_bucket_ranges(
+        ranges: Iterable[HashRange | tuple[int, int]],
+        *,
+        unblocking_handler: Callable[[int], object] | None = None,
+        dispatcher_name: str = "",
+    ) -> EntryBucketDispatcher:
+        """Declared bucket ranges, checked as ``validate_bucket_boundaries`` does."""
+
+    @property
+    def selector(self) -> EntryBucketConsumerSelector:
+        """Read it; change consumers through the dispatcher only."""
+
+    @property
+    def tracker(self) -> DrainingHashesTracker: ...
+    def add_consumer(self, consumer_id: int, name: str | None = None) -> PendingAcksMap:
+        """ValueError for an id already connected; returns the consumer's pending acks."""
+
+    def remove_consumer(self, consumer_id: int) -> list[tuple[int, int, int, int]]:
+        """The consumer's pending acks ``(ledger_id, entry_id, batch_size, sticky_key_hash)``
+        in order, for redelivery; an id not connected changes nothing (``[]``)."""
+
+    def pending_acks(self, consumer_id: int) -> PendingAcksMap:
+        """KeyError for an id not connected."""
+
+    def sticky_key_hash(
+        self, entry_hash_min: int | None = None, key: str | bytes | None = None
+    ) -> int:
+        """The canonical hash of the entry's bucket (exactly one argument given)."""
+
+    def dispatch(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        *,
+        entry_hash_min: int | None = None,
+        key: str | bytes | None = None,
+        batch_size: int = 1,
+    ) -> int | None:
+        """The consumer the entry goes to; None when no consumer is connected, its bucket
+        drains on another consumer (withheld), or the consumer's map refuses it."""
+
+    def dispatch_many(
+        self,
+        ledger_ids: _IntArray,
+        entry_ids: _IntArray,
+        entry_hash_mins: _IntArray,
+        batch_sizes: _IntArray | None = None,
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+        """``dispatch`` of each stamped entry in order: the selected consumer of each
+        (0 with no consumer) and whether it went."""
+
+    def ack(self, consumer_id: int, ledger_id: int, entry_id: int) -> bool:
+        """False if the entry was not pending for the consumer."""
+
+    def withheld_buckets(self) -> tuple[int, ...]:
+        """Buckets whose owner waits for another consumer's acks, ascending."""
 
 @final
 class KeySharedConsumerState:

@@ -22,6 +22,8 @@ from keyshared.buckets import bucket_indices, equal_width_splits
 from keyshared.layout import RING_SIZE
 
 _ITERATIONS = 64
+#: The smallest first split (SPEC 2): bucket 0 holds at least hashes 0 and 1.
+_MIN_FIRST_SPLIT = 2
 
 
 def hash_b_histogram(
@@ -80,18 +82,22 @@ def balanced_splits(
 ) -> BalancedSplits:
     """N-1 split points on the histogram's bin edges that minimise the heaviest bucket's
     load (an optimal linear partition), compared with ``current_splits`` (default:
-    equal-width). Every bucket keeps at least one bin, so ``bucket_count`` may not exceed
-    the number of bins. With no load at all the splits are (nearly) equal-width."""
+    equal-width). Every bucket keeps at least one bin, and bucket 0 at least hashes 0 and 1
+    (with 65,536 bins, bins 0 and 1 count as one), so ``bucket_count`` may not exceed the
+    number of such units. With no load at all the splits are (nearly) equal-width."""
     w = _weights(weights, "weights")
     width = _bin_width(len(w))
-    n = check_int("bucket_count", bucket_count, minimum=1, maximum=len(w))
+    # Bucket 0 spans at least [0, 1]: with one bin per hash, bins 0 and 1 go together.
+    head = max(1, _MIN_FIRST_SPLIT // width)
+    units = np.concatenate((w[:head].sum(keepdims=True), w[head:]))
+    n = check_int("bucket_count", bucket_count, minimum=1, maximum=len(units))
     before = list(equal_width_splits(n) if current_splits is None else current_splits)
-    prefix = np.concatenate(([0.0], np.cumsum(w)))
+    prefix = np.concatenate(([0.0], np.cumsum(units)))
     if prefix[-1] == 0.0:
-        cuts = [i * len(w) // n for i in range(1, n)]
+        cuts = [i * len(units) // n for i in range(1, n)]
     else:
-        cuts = _refine(prefix, _greedy(prefix, _min_max_load(prefix, w, n)), n)
-    splits = tuple(c * width for c in cuts)
+        cuts = _refine(prefix, _greedy(prefix, _min_max_load(prefix, units, n)), n)
+    splits = tuple((c + head - 1) * width for c in cuts)
     loads_before, loads_after = bucket_loads(w, before), bucket_loads(w, splits)
     return BalancedSplits(
         bucket_splits=splits,

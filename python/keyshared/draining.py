@@ -13,8 +13,9 @@ from keyshared._core import (
     DrainingHash,
     DrainingHashEntry,
     DrainingHashesTracker,
-    HashRange,
+    ImpactedConsumersResult,
     PendingAcksMap,
+    register_draining_hashes,
 )
 from keyshared.redelivery import (
     DispatchResult,
@@ -32,7 +33,6 @@ __all__ = [
     "PendingAcksMap",
     "StickyKeyDispatcher",
     "batch",
-    "subtract_ranges",
 ]
 
 PendingAck = tuple[int, int, int, int]
@@ -106,12 +106,10 @@ class StickyKeyDispatcher:
         """Adds the consumer to the ring; returns its pending-acks map."""
         consumer_id = _consumer_id(consumer_id)
         with self._lock:
-            before = self.selector.get_consumer_key_hash_ranges()
             impacted = self.selector.add_consumer(consumer_id, name)
-            lost = impacted.removed_hash_ranges if impacted is not None else {}
             pending = PendingAcksMap(consumer_id, self.tracker)
             self._pending[consumer_id] = pending
-            self._register_draining_hashes(consumer_id, lost, before)
+            self._register_draining_hashes(consumer_id, impacted)
             return pending
 
     def remove_consumer(self, consumer_id: int) -> list[PendingAck]:
@@ -121,9 +119,7 @@ class StickyKeyDispatcher:
         remain)."""
         consumer_id = _consumer_id(consumer_id)
         with self._lock:
-            before = self.selector.get_consumer_key_hash_ranges()
             impacted = self.selector.remove_consumer(consumer_id)
-            lost = impacted.removed_hash_ranges if impacted is not None else {}
             pending = self._pending.pop(consumer_id)
             replay: list[PendingAck] = []
             pending.for_each_and_close(lambda *ack: replay.append(ack))
@@ -131,7 +127,7 @@ class StickyKeyDispatcher:
             if not self._pending:
                 self.tracker.clear()
             self._queue_for_redelivery(replay)
-            self._register_draining_hashes(consumer_id, lost, before)
+            self._register_draining_hashes(consumer_id, impacted)
             self.tracker.consumer_removed(consumer_id)
             return replay
 
@@ -293,52 +289,11 @@ class StickyKeyDispatcher:
             self.redelivery.add(ledger_id, entry_id, h or None)
 
     def _register_draining_hashes(
-        self,
-        skip_consumer: int,
-        lost: dict[int, list[HashRange]],
-        before: dict[int, list[HashRange]],
+        self, skip_consumer: int, impacted: ImpactedConsumersResult | None
     ) -> None:
-        for consumer, ranges in lost.items():
-            pending = self._pending.get(consumer)
-            if consumer != skip_consumer and pending is not None:
-                pending.register_draining_hashes(ranges)
-        after = self.selector.get_consumer_key_hash_ranges()
-        for consumer, ranges in after.items():
-            gained = subtract_ranges(ranges, before.get(consumer, []))
-            pending = self._pending.get(consumer)
-            if consumer != skip_consumer and pending is not None and gained:
-                self._release_regained(consumer, pending, gained)
-
-    def _release_regained(
-        self, consumer: int, pending: PendingAcksMap, gained: list[HashRange]
-    ) -> None:
-        for _, _, _, h in pending.to_list():
-            entry = self.tracker.get_entry(h)
-            if entry is not None and entry.consumer_id == consumer and _inside(gained, h):
-                self.tracker.reduce_ref_count(consumer, h)
-
-
-def subtract_ranges(ranges: list[HashRange], minus: list[HashRange]) -> list[HashRange]:
-    """The parts of ``ranges`` (sorted, disjoint) outside every range of ``minus``."""
-    out: list[HashRange] = []
-    cuts = sorted(minus)
-    for r in ranges:
-        start = r.start
-        for m in cuts:
-            if m.end < start or m.start > r.end:
-                continue
-            if m.start > start:
-                out.append(HashRange(start, m.start - 1))
-            start = m.end + 1
-            if start > r.end:
-                break
-        if start <= r.end:
-            out.append(HashRange(start, r.end))
-    return out
-
-
-def _inside(ranges: list[HashRange], h: int) -> bool:
-    return any(r.start <= h <= r.end for r in ranges)
+        # The dispatcher's own selector always reports impacted consumers.
+        assert impacted is not None
+        register_draining_hashes(impacted, list(self._pending.values()), skip_consumer)
 
 
 @dataclass

@@ -87,6 +87,11 @@ def _check_splits(name: str, splits: Iterable[object]) -> tuple[int, ...]:
     out = tuple(
         check_int(f"{name}[{i}]", s, minimum=1, maximum=0xFFFF) for i, s in enumerate(splits)
     )
+    if out and out[0] < 2:
+        raise ValueError(
+            f"{name}[0] = {out[0]} leaves bucket 0 narrower than [0, 1]:"
+            " the first split must be at least 2"
+        )
     for i in range(1, len(out)):
         if out[i] <= out[i - 1]:
             raise ValueError(f"{name} must be strictly ascending, but {name}[{i}] is {out[i]}")

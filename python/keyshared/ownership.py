@@ -1,5 +1,6 @@
 """PIP-486 bucket ownership on the broker: which consumer owns each of a segment's buckets,
-what moves when the consumers change, and the hand-off of a moving bucket.
+what moves when the consumers change, and the hand-off of a moving bucket; with Pulsar's
+``EntryBucketConsumerSelector`` and entry-bucket dispatcher (native) re-exported here.
 
 One owner per bucket (a consumer may own several), so an entry, which always lies inside one
 bucket, goes to exactly one consumer. Consumers are identified by integer ids; Pulsar orders
@@ -8,22 +9,33 @@ them by (name, id).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, total_ordering
 
 import numpy as np
 import numpy.typing as npt
 
 from keyshared._checks import check_int
-from keyshared.draining import DrainingHashesTracker
+from keyshared._core import (
+    EntryBucketConsumerSelector,
+    EntryBucketDispatcher,
+    ImpactedConsumersResult,
+    impacted_consumers,
+    register_draining_hashes,
+    validate_bucket_boundaries,
+)
+from keyshared.buckets import HashRange
+from keyshared.draining import DrainingHashesTracker, PendingAcksMap
 from keyshared.layout import RING_SIZE, Segment
 
 
-@dataclass(frozen=True, order=True)
+@total_ordering
+@dataclass(frozen=True)
 class BucketConsumer:
     """A consumer as bucket assignment sees it; instances sort by (name, id) as Pulsar's
-    ``EntryBucketConsumerSelector`` orders its consumers."""
+    ``EntryBucketConsumerSelector`` orders its consumers (names as Java compares strings,
+    by UTF-16 code unit)."""
 
     name: str
     consumer_id: int
@@ -32,6 +44,15 @@ class BucketConsumer:
         if not isinstance(self.name, str):
             raise TypeError(f"name must be a str, got {type(self.name).__name__}")
         check_int("consumer_id", self.consumer_id, minimum=0, maximum=2**64 - 1)
+
+    def _order(self) -> tuple[bytes, int]:
+        # Big-endian UTF-16 bytes compare as Java's String.compareTo compares code units.
+        return self.name.encode("utf-16-be", "surrogatepass"), self.consumer_id
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, BucketConsumer):
+            return NotImplemented
+        return self._order() < other._order()
 
 
 def _consumers(consumers: Iterable[BucketConsumer | int]) -> list[BucketConsumer]:
@@ -184,20 +205,40 @@ def _check_same_segment(before: BucketAssignment, after: BucketAssignment) -> No
         )
 
 
+def assignment_ranges(
+    segment_ranges: Sequence[HashRange], assignment: BucketAssignment
+) -> dict[int, list[HashRange]]:
+    """Each owning consumer's hash ranges under ``assignment`` (a bucket per range), as a
+    selector's ``get_consumer_key_hash_ranges()`` reports them."""
+    out: dict[int, list[HashRange]] = {}
+    for bucket, owner in enumerate(assignment.owners):
+        if owner is not None:
+            out.setdefault(owner, []).append(segment_ranges[bucket])
+    return out
+
+
+def check_consumer_id(name: str, value: object) -> int:
+    """A consumer id: an ``int`` (``bool`` refused) in ``[0, 2**64 - 1]``."""
+    return check_int(name, value, minimum=0, maximum=2**64 - 1)
+
+
 class BucketHandoff:
     """Hands buckets of one segment from consumer to consumer without ever letting two
     consumers hold unacked messages of the same bucket (PIP-486 over PIP-379).
 
-    It counts each consumer's pending (dispatched, unacked) messages per bucket. When a
-    reassignment takes a bucket from a consumer that still has pending messages in it, they
-    go into a :class:`DrainingHashesTracker` under the bucket's canonical hash, and the new
-    owner is withheld the bucket until the old one has acked them all; then the tracker
-    releases it (and tells ``unblocking_handler`` the bucket index, or -1 for several at
-    once, if a dispatch was held back meanwhile). A bucket handed back to the consumer still
-    draining it is simply released.
+    Each consumer's pending (dispatched, unacked) messages are a :class:`PendingAcksMap`
+    wired to a :class:`DrainingHashesTracker`, each message a pending ack under its bucket's
+    canonical hash. A reassignment goes through the one hand-off rule
+    (:func:`register_draining_hashes`): a consumer that loses a bucket with pending
+    messages has them registered as draining, and the new owner is withheld the bucket
+    until the old one has acked them all; then the tracker releases it (and tells
+    ``unblocking_handler`` the bucket index, or -1 for several at once, if a dispatch was
+    held back meanwhile). A bucket handed back to the consumer still draining it is
+    released by that consumer.
 
     Invariant: at most one consumer has pending messages of a bucket, and while it is not
-    the owner, the tracker holds exactly its pending count under the bucket's hash.
+    the owner, the tracker holds exactly its pending count under the bucket's hash. Every
+    argument is checked before anything changes.
     """
 
     def __init__(
@@ -210,11 +251,15 @@ class BucketHandoff:
         if not isinstance(segment, Segment):
             raise TypeError(f"segment must be a Segment, got {type(segment).__name__}")
         n = segment.bucket_count
+        self._ranges = segment.bucket_ranges()
         self._hashes = [segment.canonical_bucket_hash(b) for b in range(n)]
         self._bucket_of_hash = {h: b for b, h in enumerate(self._hashes)}
         self._assignment = BucketAssignment((None,) * n)
-        # bucket -> (holding consumer, its pending count); absent when nothing is pending.
-        self._pending: dict[int, tuple[int, int]] = {}
+        # bucket -> (holding consumer, first pending sequence number, next one); a pending
+        # message is the ack (bucket, sequence number) in its holder's map.
+        self._pending: dict[int, tuple[int, int, int]] = {}
+        self._next_seq = [0] * n
+        self._maps: dict[int, PendingAcksMap] = {}
         self._handler = unblocking_handler
         self.tracker = DrainingHashesTracker(
             None if unblocking_handler is None else self._unblocked, segment.descriptor
@@ -233,40 +278,56 @@ class BucketHandoff:
     def _bucket(self, bucket: int) -> int:
         return check_int("bucket", bucket, minimum=0, maximum=len(self._hashes) - 1)
 
+    def _map(self, consumer_id: int) -> PendingAcksMap:
+        pending = self._maps.get(consumer_id)
+        if pending is None:
+            pending = self._maps[consumer_id] = PendingAcksMap(consumer_id, self.tracker)
+        return pending
+
     def reassign(self, assignment: BucketAssignment) -> dict[int, tuple[int, ...]]:
         """Moves to new owners; returns, per consumer, the buckets it lost. A lost bucket
         with pending messages is withheld from its new owner until they are acked."""
         lost = lost_buckets(self._assignment, assignment)
+        impacted = impacted_consumers(
+            assignment_ranges(self._ranges, self._assignment),
+            assignment_ranges(self._ranges, assignment),
+        )
         self._assignment = assignment
-        for bucket, (holder, count) in self._pending.items():
-            owner, h = assignment.owners[bucket], self._hashes[bucket]
-            entry = self.tracker.get_entry(h)
-            if owner == holder and entry is not None:
-                # Handed back to the consumer still draining it: nothing to wait for.
-                self.tracker.should_block_sticky_key_hash(holder, h)
-            elif owner != holder and entry is None:
-                self.tracker.add_entries(holder, np.full(count, h, dtype=np.uint16))
+        register_draining_hashes(impacted, list(self._maps.values()))
         return lost
 
     def try_dispatch(self, consumer_id: int, bucket: int, count: int = 1) -> bool:
         """Records ``count`` messages of ``bucket`` as dispatched to ``consumer_id`` if it may
         have them: it owns the bucket and no other consumer is still draining it."""
+        consumer_id = check_consumer_id("consumer_id", consumer_id)
         b = self._bucket(bucket)
-        check_int("count", count, minimum=1)
+        check_int("count", count, minimum=1, maximum=2**31 - 1)
         if self._assignment.owners[b] != consumer_id:
             return False
         if self.tracker.should_block_sticky_key_hash(consumer_id, self._hashes[b]):
             return False
-        _, held = self._pending.get(b, (consumer_id, 0))
-        self._pending[b] = (consumer_id, held + count)
+        _, first, _ = self._pending.get(b, (consumer_id, self._next_seq[b], 0))
+        seq = self._next_seq[b]
+        added = self._map(consumer_id).add_pending_acks_if_allowed(
+            np.full(count, b, dtype=np.int64),
+            np.arange(seq, seq + count, dtype=np.int64),
+            np.ones(count, dtype=np.int32),
+            np.full(count, self._hashes[b], dtype=np.uint16),
+        )
+        assert added.all(), "the owner's map refused a bucket no one else drains"
+        self._next_seq[b] = seq + count
+        self._pending[b] = (consumer_id, first, seq + count)
         return True
 
     def ack(self, consumer_id: int, bucket: int, count: int = 1) -> None:
-        """``consumer_id`` acked ``count`` of its pending messages of ``bucket``; if it was
-        draining the bucket and that was the last, the bucket goes to its new owner."""
+        """``consumer_id`` acked ``count`` of its pending messages of ``bucket`` (oldest
+        first); if it was draining the bucket and that was the last, the bucket goes to its
+        new owner."""
+        consumer_id = check_consumer_id("consumer_id", consumer_id)
         b = self._bucket(bucket)
         check_int("count", count, minimum=1)
-        holder, held = self._pending.get(b, (None, 0))
+        holder, first, end = self._pending.get(b, (None, 0, 0))
+        held = end - first
         if holder != consumer_id or held < count:
             have = held if holder == consumer_id else 0
             raise ValueError(
@@ -276,33 +337,39 @@ class BucketHandoff:
         if held == count:
             del self._pending[b]
         else:
-            self._pending[b] = (holder, held - count)
-        if self._assignment.owners[b] != consumer_id:
-            for _ in range(count):
-                self.tracker.reduce_ref_count(consumer_id, self._hashes[b])
+            self._pending[b] = (consumer_id, first + count, end)
+        pending = self._maps[consumer_id]
+        # All but the last in one batch; the last alone, so that an unblocking names the
+        # bucket rather than -1.
+        last = first + count - 1
+        pending.remove_many(
+            np.full(count - 1, b, dtype=np.int64), np.arange(first, last, dtype=np.int64)
+        )
+        pending.remove(b, last)
 
     def close_consumer(self, consumer_id: int) -> dict[int, int]:
         """``consumer_id`` disconnected: its pending messages will be redelivered, so it holds
         nothing any more. Returns how many messages of each bucket it held. Reassign its
         buckets afterwards."""
-        held = {b: n for b, (c, n) in self._pending.items() if c == consumer_id}
-        for b, n in held.items():
+        consumer_id = check_consumer_id("consumer_id", consumer_id)
+        held = {b: end - first for b, (c, first, end) in self._pending.items() if c == consumer_id}
+        for b in held:
             del self._pending[b]
-            if self.tracker.get_entry(self._hashes[b]) is not None:
-                self.tracker.reduce_ref_counts(
-                    consumer_id, np.full(n, self._hashes[b], dtype=np.uint16), closing=True
-                )
+        pending = self._maps.pop(consumer_id, None)
+        if pending is not None:
+            pending.for_each_and_close(lambda *_: None)
         self.tracker.consumer_removed(consumer_id)
-        return held
+        return dict(sorted(held.items()))
 
     def pending(self, consumer_id: int, bucket: int) -> int:
         """How many messages of ``bucket`` ``consumer_id`` holds unacked."""
-        holder, held = self._pending.get(self._bucket(bucket), (None, 0))
-        return held if holder == consumer_id else 0
+        consumer_id = check_consumer_id("consumer_id", consumer_id)
+        holder, first, end = self._pending.get(self._bucket(bucket), (None, 0, 0))
+        return end - first if holder == consumer_id else 0
 
     def holder(self, bucket: int) -> int | None:
         """The consumer holding unacked messages of ``bucket``, if any."""
-        return self._pending.get(self._bucket(bucket), (None, 0))[0]
+        return self._pending.get(self._bucket(bucket), (None, 0, 0))[0]
 
     def withheld_buckets(self) -> tuple[int, ...]:
         """Buckets whose owner must wait for another consumer's acks (PIP-486's withheld
@@ -310,7 +377,7 @@ class BucketHandoff:
         return tuple(
             sorted(
                 b
-                for b, (holder, _) in self._pending.items()
+                for b, (holder, _, _) in self._pending.items()
                 if self._assignment.owners[b] != holder and self._assignment.owners[b] is not None
             )
         )
@@ -321,8 +388,16 @@ __all__ = [
     "BucketConsumer",
     "BucketHandoff",
     "BucketMove",
+    "EntryBucketConsumerSelector",
+    "EntryBucketDispatcher",
+    "ImpactedConsumersResult",
+    "assignment_ranges",
+    "check_consumer_id",
     "contiguous_assignment",
+    "impacted_consumers",
     "lost_buckets",
     "moved_buckets",
+    "register_draining_hashes",
     "sticky_assignment",
+    "validate_bucket_boundaries",
 ]

@@ -4,6 +4,9 @@ mod args;
 mod buckets;
 mod cursor;
 mod draining;
+mod entry_bucket;
+mod entry_bucket_dispatcher;
+mod handoff;
 mod hashing;
 mod impacted;
 mod keys;
@@ -25,6 +28,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     redelivery::register(m)?;
     rings::register(m)?;
     impacted::register(m)?;
+    entry_bucket::register(m)?;
+    entry_bucket_dispatcher::register(m)?;
+    handoff::register(m)?;
     cursor::register(m)?;
     window::register(m)?;
     Ok(())

@@ -20,8 +20,8 @@ use crate::kernels::pending_acks::{PendingAck, PendingAcks, WithNotice};
 /// while another consumer drains the hash, and removals take references off the tracker.
 #[pyclass(name = "PendingAcksMap", module = "keyshared._core", frozen)]
 pub struct PyPendingAcksMap {
-    state: Mutex<PendingAcks>,
-    tracker: Option<Py<PyDrainingHashesTracker>>,
+    pub(crate) state: Mutex<PendingAcks>,
+    pub(crate) tracker: Option<Py<PyDrainingHashesTracker>>,
 }
 
 type Ack = (i64, i64, i32, u16);

@@ -28,6 +28,11 @@ impl HashRange {
         Ok(Self { start, end })
     }
 
+    /// `[start, end]`, or None when `start > end`.
+    pub fn between(start: u16, end: u16) -> Option<Self> {
+        (start <= end).then_some(Self { start, end })
+    }
+
     pub const fn full() -> Self {
         Self {
             start: 0,
@@ -123,14 +128,25 @@ pub fn ring_hash(value: i64, what: &str) -> KernelResult<u16> {
     })
 }
 
-/// Checks that bucket split points are strictly ascending and each in `[1, 0xffff]`
-/// (a split at 0 would leave bucket 0 empty).
+/// The smallest first split: bucket 0 spans at least `[0, 1]`, so that it holds its
+/// canonical hash 1 and no two buckets share a canonical hash (Pulsar rejects a narrower
+/// bucket 0 at subscribe time).
+pub const MIN_FIRST_SPLIT: u16 = 2;
+
+/// Checks that bucket split points are strictly ascending, each in `[1, 0xffff]`, and the
+/// first at least `MIN_FIRST_SPLIT`.
 pub fn validate_splits(splits: &[i64]) -> KernelResult<Vec<u16>> {
     let mut out = Vec::with_capacity(splits.len());
     for (i, &s) in splits.iter().enumerate() {
         if !(1..=i64::from(MAX_HASH)).contains(&s) {
             return Err(InvalidInput(format!(
                 "splits[{i}] = {s} is outside [1, 0xffff]"
+            )));
+        }
+        if i == 0 && s < i64::from(MIN_FIRST_SPLIT) {
+            return Err(InvalidInput(format!(
+                "splits[0] = {s} leaves bucket 0 narrower than [0, 1]: the first split must \
+                 be at least {MIN_FIRST_SPLIT}"
             )));
         }
         let s = s as u16;
@@ -146,20 +162,22 @@ pub fn validate_splits(splits: &[i64]) -> KernelResult<Vec<u16>> {
     Ok(out)
 }
 
-/// `[floor(i * 65536 / n) for i in 1..n]`; no splits for one bucket or none.
+/// `[floor(i * 65536 / n) for i in 1..n]`; no splits for one bucket or none; `n` above
+/// 65,536 is clamped to 65,536, as Pulsar's `EntryBucketSplits.equalWidth` caps it.
+///
+/// Above 32,768 buckets that formula puts the first split at 1, a bucket 0 of `[0, 0]`
+/// that Pulsar's own dispatcher then rejects; here bucket 0 keeps `[0, 1]` instead (the
+/// split at 1 is dropped), so such counts give one bucket fewer than asked.
 pub fn equal_width_splits(n: i64) -> KernelResult<Vec<u16>> {
     if n < 0 {
         return Err(InvalidInput(format!(
             "bucket count must not be negative, got {n}"
         )));
     }
-    if n > i64::from(RING_SIZE) {
-        return Err(InvalidInput(format!(
-            "bucket count {n} exceeds the {RING_SIZE} hashes of the ring"
-        )));
-    }
+    let n = n.min(i64::from(RING_SIZE));
     Ok((1..n.max(1))
         .map(|i| (i * i64::from(RING_SIZE) / n) as u16)
+        .filter(|&s| s >= MIN_FIRST_SPLIT)
         .collect())
 }
 
@@ -306,9 +324,21 @@ mod tests {
         assert_eq!(equal_width_splits(1).unwrap(), Vec::<u16>::new());
         assert_eq!(equal_width_splits(3).unwrap(), vec![21845, 43690]);
         assert_eq!(equal_width_splits(4).unwrap(), vec![0x4000, 0x8000, 0xC000]);
-        assert_eq!(equal_width_splits(65536).unwrap().len(), 65535);
         assert!(equal_width_splits(-1).is_err());
-        assert!(equal_width_splits(65537).is_err());
+    }
+
+    #[test]
+    fn equal_width_splits_clamp_and_keep_bucket_zero_two_wide() {
+        let most = equal_width_splits(65536).unwrap();
+        assert_eq!(most.len(), 65534);
+        assert_eq!((most[0], most[most.len() - 1]), (2, 0xFFFF));
+        assert_eq!(equal_width_splits(1 << 40).unwrap(), most);
+        assert_eq!(equal_width_splits(32768).unwrap()[0], 2);
+        for n in [2, 3, 1000, 32768, 32769, 50000, 65535, 65536] {
+            let splits = equal_width_splits(n).unwrap();
+            let wide: Vec<i64> = splits.iter().map(|&s| i64::from(s)).collect();
+            assert!(validate_splits(&wide).is_ok(), "{n}");
+        }
     }
 
     #[test]
@@ -333,7 +363,7 @@ mod tests {
 
     #[test]
     fn bucket_table_agrees_with_bucket_index() {
-        for splits in [vec![], vec![1], vec![10u16, 11, 0x8000, 0xFFFF]] {
+        for splits in [vec![], vec![2], vec![10u16, 11, 0x8000, 0xFFFF]] {
             let table = bucket_table(&splits);
             for h in 0..=u16::MAX {
                 assert_eq!(table[h as usize], bucket_index(h, &splits));
@@ -343,8 +373,10 @@ mod tests {
 
     #[test]
     fn splits_are_validated() {
-        assert_eq!(validate_splits(&[1, 0xFFFF]).unwrap(), vec![1, 0xFFFF]);
+        assert_eq!(validate_splits(&[2, 0xFFFF]).unwrap(), vec![2, 0xFFFF]);
         assert!(validate_splits(&[0]).is_err());
+        let err = validate_splits(&[1, 0xFFFF]).unwrap_err();
+        assert!(err.0.contains("splits[0]"), "{err}");
         assert!(validate_splits(&[0x1_0000]).is_err());
         assert!(validate_splits(&[5, 5]).is_err());
         assert!(validate_splits(&[6, 5]).is_err());

@@ -1,27 +1,41 @@
-//! The consumers a change of hash-range assignments impacts (Pulsar's
-//! `ImpactedConsumersResult`, resolved from two `ConsumerHashAssignmentsSnapshot`s): per
-//! consumer, the ranges it lost and the ranges it gained. Lost ranges feed PIP-379's
-//! draining hashes; gained ones let a consumer release the draining hashes it gets back.
+//! The consumers a selector change impacts (Pulsar's `ImpactedConsumersResult`, computed as
+//! `ConsumerHashAssignmentsSnapshot.resolveImpactedConsumers` does): per consumer, the hash
+//! ranges it lost and the ranges it gained between two snapshots of range assignments.
 
 use std::collections::BTreeMap;
 
 use super::buckets::HashRange;
 use super::error::{InvalidInput, KernelResult};
 
-/// Ranges by consumer id (ascending), each list sorted with adjacent ranges merged.
-pub type RangesByConsumer = BTreeMap<u64, Vec<HashRange>>;
-
+/// Ranges lost (`removed`) and gained (`added`) per consumer id; each list sorted, with
+/// overlapping or adjacent ranges merged.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ImpactedConsumers {
-    pub removed: RangesByConsumer,
-    pub added: RangesByConsumer,
+    pub removed: BTreeMap<u64, Vec<HashRange>>,
+    pub added: BTreeMap<u64, Vec<HashRange>>,
 }
 
 impl ImpactedConsumers {
-    /// No consumer lost a range. As in Pulsar, gains alone (the first consumer taking the
-    /// whole range) leave the result empty: nothing needs draining.
+    /// Pulsar's `isEmpty`: no consumer lost a range (gains alone need no draining).
     pub fn is_empty(&self) -> bool {
         self.removed.is_empty()
+    }
+
+    /// Builds a result from unsorted, unmerged range lists; empty lists are dropped.
+    pub fn from_ranges(
+        removed: BTreeMap<u64, Vec<HashRange>>,
+        added: BTreeMap<u64, Vec<HashRange>>,
+    ) -> Self {
+        let tidy = |m: BTreeMap<u64, Vec<HashRange>>| {
+            m.into_iter()
+                .filter(|(_, r)| !r.is_empty())
+                .map(|(c, r)| (c, merge_ranges(r)))
+                .collect()
+        };
+        Self {
+            removed: tidy(removed),
+            added: tidy(added),
+        }
     }
 }
 
@@ -39,112 +53,69 @@ pub fn validate_assignments(assignments: &[(HashRange, u64)], what: &str) -> Ker
     Ok(())
 }
 
-/// Per consumer, the hashes it held in `before` and not in `after` (removed) and the ones
-/// it holds in `after` and did not in `before` (added). Both inputs are sorted,
-/// non-overlapping `(range, consumer)` assignments; gaps are unassigned hashes.
+/// Diffs two sorted, non-overlapping range -> consumer assignments: every part of the ring
+/// whose consumer differs is lost by its consumer before (if any) and gained by its
+/// consumer after (if any).
 ///
-/// Pulsar's `diffRanges` reports, where an old and a new range only partly overlap, just
-/// the overlap as removed (its test `testResolveConsumerUpdatedHashRanges_OverlappingRanges`
-/// expects `[3, 5]` removed from a consumer that held `[1, 5]` and now holds nothing). This
-/// compares hash by hash instead, so every hash a consumer stops serving is reported and
-/// drained; for selectors whose snapshots tile the same key hash range both agree.
+/// Pulsar's `diffRanges` walks the two lists pairwise and, where a range of one list has no
+/// overlap in the other, pairs it with whichever consumer the other list's current entry
+/// has; that only matters for assignments with gaps (never the case for a selector, whose
+/// ranges tile its key hash range). This sweep attributes every hash exactly instead.
 pub fn impacted_consumers(
     before: &[(HashRange, u64)],
     after: &[(HashRange, u64)],
 ) -> ImpactedConsumers {
-    let mut removed: RangesByConsumer = BTreeMap::new();
-    let mut added: RangesByConsumer = BTreeMap::new();
-    let (mut b, mut a) = (Cursor::new(before), Cursor::new(after));
-    let mut pos = 0u32;
-    while let Some(end) = segment_end(pos, &mut b, &mut a) {
-        let (was, now) = (b.owner_at(pos), a.owner_at(pos));
-        if was != now {
-            let range = span(pos, end);
-            if let Some(c) = was {
-                removed.entry(c).or_default().push(range);
-            }
-            if let Some(c) = now {
-                added.entry(c).or_default().push(range);
-            }
+    let mut cuts: Vec<u32> = before
+        .iter()
+        .chain(after)
+        .flat_map(|(r, _)| [u32::from(r.start()), u32::from(r.end()) + 1])
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut removed: BTreeMap<u64, Vec<HashRange>> = BTreeMap::new();
+    let mut added: BTreeMap<u64, Vec<HashRange>> = BTreeMap::new();
+    let (mut i, mut j) = (0, 0);
+    for piece in cuts.windows(2) {
+        let (start, end) = (piece[0], piece[1] - 1);
+        let old = owner_at(before, &mut i, start);
+        let new = owner_at(after, &mut j, start);
+        if old == new {
+            continue;
         }
-        pos = end + 1;
-    }
-    ImpactedConsumers {
-        removed: merged(removed),
-        added: merged(added),
-    }
-}
-
-/// Walks one side's assignments in order.
-struct Cursor<'a> {
-    items: &'a [(HashRange, u64)],
-    at: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn new(items: &'a [(HashRange, u64)]) -> Self {
-        Self { items, at: 0 }
-    }
-
-    /// Skips the ranges that end before `pos`; returns the first one left.
-    fn seek(&mut self, pos: u32) -> Option<(HashRange, u64)> {
-        while self
-            .items
-            .get(self.at)
-            .is_some_and(|(r, _)| u32::from(r.end()) < pos)
-        {
-            self.at += 1;
+        let Some(range) = HashRange::between(start as u16, end as u16) else {
+            continue;
+        };
+        if let Some(c) = old {
+            removed.entry(c).or_default().push(range);
         }
-        self.items.get(self.at).copied()
+        if let Some(c) = new {
+            added.entry(c).or_default().push(range);
+        }
     }
+    ImpactedConsumers::from_ranges(removed, added)
+}
 
-    /// The consumer holding `pos`, after a `seek(pos)`.
-    fn owner_at(&self, pos: u32) -> Option<u64> {
-        self.items
-            .get(self.at)
-            .filter(|(r, _)| u32::from(r.start()) <= pos)
-            .map(|&(_, c)| c)
+/// The consumer of the assignment holding `hash`, advancing the cursor `at` (hashes are
+/// asked in ascending order).
+fn owner_at(assignments: &[(HashRange, u64)], at: &mut usize, hash: u32) -> Option<u64> {
+    while *at < assignments.len() && u32::from(assignments[*at].0.end()) < hash {
+        *at += 1;
     }
+    assignments
+        .get(*at)
+        .filter(|(r, _)| u32::from(r.start()) <= hash)
+        .map(|&(_, c)| c)
 }
 
-/// The last hash of the stretch starting at `pos` over which neither side's owner changes
-/// (a side's range ends, or its next range starts); None when both sides are done.
-fn segment_end(pos: u32, b: &mut Cursor<'_>, a: &mut Cursor<'_>) -> Option<u32> {
-    let (next_b, next_a) = (b.seek(pos), a.seek(pos));
-    [next_b, next_a]
-        .into_iter()
-        .flatten()
-        .map(|(r, _)| {
-            let (start, end) = (u32::from(r.start()), u32::from(r.end()));
-            if start <= pos {
-                end
-            } else {
-                start - 1
-            }
-        })
-        .min()
-}
-
-fn span(start: u32, end: u32) -> HashRange {
-    HashRange::new(i64::from(start), i64::from(end)).unwrap_or(HashRange::full())
-}
-
-fn merged(by_consumer: RangesByConsumer) -> RangesByConsumer {
-    by_consumer
-        .into_iter()
-        .map(|(c, ranges)| (c, merge_ranges(ranges)))
-        .collect()
-}
-
-/// Sorts ranges and joins the ones that overlap or touch (Pulsar's
-/// `mergeOverlappingRanges`).
+/// Sorts ranges and joins the ones that overlap or touch.
 pub fn merge_ranges(mut ranges: Vec<HashRange>) -> Vec<HashRange> {
     ranges.sort();
     let mut out: Vec<HashRange> = Vec::with_capacity(ranges.len());
     for r in ranges {
         match out.last_mut() {
             Some(last) if u32::from(last.end()) + 1 >= u32::from(r.start()) => {
-                *last = span(last.start().into(), last.end().max(r.end()).into());
+                let end = last.end().max(r.end());
+                *last = HashRange::between(last.start(), end).unwrap_or(*last);
             }
             _ => out.push(r),
         }
@@ -152,73 +123,102 @@ pub fn merge_ranges(mut ranges: Vec<HashRange>) -> Vec<HashRange> {
     out
 }
 
+/// Whether `hash` lies in one of `ranges` (sorted, disjoint).
+pub fn contains_hash(ranges: &[HashRange], hash: u16) -> bool {
+    let after = ranges.partition_point(|r| r.start() <= hash);
+    after > 0 && ranges[after - 1].contains_hash(hash)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn r(start: i64, end: i64) -> HashRange {
-        HashRange::new(start, end).unwrap()
+    fn r(start: u16, end: u16) -> HashRange {
+        HashRange::between(start, end).unwrap()
     }
 
-    fn map(entries: &[(u64, &[HashRange])]) -> RangesByConsumer {
-        entries.iter().map(|&(c, v)| (c, v.to_vec())).collect()
+    #[test]
+    fn a_joining_consumer_takes_ranges_from_its_neighbour() {
+        let before = [(r(0, 0xFFFF), 1)];
+        let after = [(r(0, 0x7FFF), 1), (r(0x8000, 0xFFFF), 2)];
+        let impacted = impacted_consumers(&before, &after);
+        assert_eq!(
+            impacted.removed,
+            BTreeMap::from([(1, vec![r(0x8000, 0xFFFF)])])
+        );
+        assert_eq!(
+            impacted.added,
+            BTreeMap::from([(2, vec![r(0x8000, 0xFFFF)])])
+        );
+        assert!(!impacted.is_empty());
+        let back = impacted_consumers(&after, &before);
+        assert_eq!(back.removed, BTreeMap::from([(2, vec![r(0x8000, 0xFFFF)])]));
+        assert_eq!(back.added, BTreeMap::from([(1, vec![r(0x8000, 0xFFFF)])]));
     }
 
-    /// Hash-by-hash reading of the same rule.
+    #[test]
+    fn adjacent_pieces_merge_and_unchanged_parts_are_left_out() {
+        let before = [(r(0, 9), 1), (r(10, 19), 2), (r(20, 29), 1), (r(30, 39), 2)];
+        let after = [(r(0, 4), 1), (r(5, 24), 3), (r(25, 39), 2)];
+        let impacted = impacted_consumers(&before, &after);
+        assert_eq!(
+            impacted.removed,
+            BTreeMap::from([(1, vec![r(5, 9), r(20, 29)]), (2, vec![r(10, 19)])])
+        );
+        assert_eq!(
+            impacted.added,
+            BTreeMap::from([(2, vec![r(25, 29)]), (3, vec![r(5, 24)])])
+        );
+    }
+
+    #[test]
+    fn first_and_last_consumers_gain_and_lose_everything() {
+        let all = [(r(1, 0xFFFF), 7)];
+        let first = impacted_consumers(&[], &all);
+        assert!(first.is_empty() && first.removed.is_empty());
+        assert_eq!(first.added, BTreeMap::from([(7, vec![r(1, 0xFFFF)])]));
+        let last = impacted_consumers(&all, &[]);
+        assert_eq!(last.removed, BTreeMap::from([(7, vec![r(1, 0xFFFF)])]));
+        assert!(impacted_consumers(&all, &all) == ImpactedConsumers::default());
+    }
+
+    #[test]
+    fn gaps_are_attributed_exactly() {
+        let before = [(r(0, 9), 1)];
+        let after = [(r(20, 29), 2)];
+        let impacted = impacted_consumers(&before, &after);
+        assert_eq!(impacted.removed, BTreeMap::from([(1, vec![r(0, 9)])]));
+        assert_eq!(impacted.added, BTreeMap::from([(2, vec![r(20, 29)])]));
+    }
+
+    #[test]
+    fn assignments_must_be_sorted_and_disjoint() {
+        assert!(validate_assignments(&[(r(0, 9), 1), (r(10, 19), 2)], "a").is_ok());
+        let err = validate_assignments(&[(r(0, 9), 1), (r(9, 19), 2)], "after").unwrap_err();
+        assert!(err.0.contains("after[1]"), "{err}");
+        assert!(validate_assignments(&[(r(10, 19), 1), (r(0, 9), 2)], "a").is_err());
+    }
+
+    /// The same rule read hash by hash.
     fn brute(before: &[(HashRange, u64)], after: &[(HashRange, u64)]) -> ImpactedConsumers {
         let owner = |side: &[(HashRange, u64)], h: u16| {
             side.iter()
                 .find(|(r, _)| r.contains_hash(h))
                 .map(|&(_, c)| c)
         };
-        let (mut removed, mut added) = (RangesByConsumer::new(), RangesByConsumer::new());
+        let (mut removed, mut added) = (BTreeMap::new(), BTreeMap::new());
         for h in 0..=u16::MAX {
             let (was, now) = (owner(before, h), owner(after, h));
             if was != now {
-                let one = r(h.into(), h.into());
                 if let Some(c) = was {
-                    removed.entry(c).or_default().push(one);
+                    removed.entry(c).or_insert_with(Vec::new).push(r(h, h));
                 }
                 if let Some(c) = now {
-                    added.entry(c).or_default().push(one);
+                    added.entry(c).or_insert_with(Vec::new).push(r(h, h));
                 }
             }
         }
-        ImpactedConsumers {
-            removed: merged(removed),
-            added: merged(added),
-        }
-    }
-
-    #[test]
-    fn no_change_impacts_nobody() {
-        let same = [(r(1, 5), 1)];
-        let result = impacted_consumers(&same, &same);
-        assert!(result.is_empty() && result.added.is_empty());
-    }
-
-    #[test]
-    fn a_range_changing_hands() {
-        let result = impacted_consumers(&[(r(1, 5), 1)], &[(r(1, 5), 2)]);
-        assert_eq!(result.removed, map(&[(1, &[r(1, 5)])]));
-        assert_eq!(result.added, map(&[(2, &[r(1, 5)])]));
-    }
-
-    #[test]
-    fn ranges_appearing_and_disappearing() {
-        let added = impacted_consumers(&[], &[(r(1, 5), 1)]);
-        assert!(added.is_empty());
-        assert_eq!(added.added, map(&[(1, &[r(1, 5)])]));
-        let removed = impacted_consumers(&[(r(1, 5), 1)], &[]);
-        assert_eq!(removed.removed, map(&[(1, &[r(1, 5)])]));
-        assert!(removed.added.is_empty());
-    }
-
-    #[test]
-    fn partial_overlaps_report_every_hash_lost() {
-        let result = impacted_consumers(&[(r(1, 5), 1)], &[(r(3, 7), 2)]);
-        assert_eq!(result.removed, map(&[(1, &[r(1, 5)])]));
-        assert_eq!(result.added, map(&[(2, &[r(3, 7)])]));
+        ImpactedConsumers::from_ranges(removed, added)
     }
 
     #[test]
@@ -237,14 +237,10 @@ mod tests {
     }
 
     #[test]
-    fn merging_and_validation() {
-        assert_eq!(
-            merge_ranges(vec![r(15, 20), r(1, 5), r(6, 10), r(8, 12), r(21, 25)]),
-            vec![r(1, 12), r(15, 25)]
-        );
-        assert!(validate_assignments(&[(r(1, 5), 1), (r(6, 9), 2)], "a").is_ok());
-        let err = validate_assignments(&[(r(1, 5), 1), (r(5, 9), 2)], "a").unwrap_err();
-        assert!(err.0.contains("a[1]"), "{err}");
-        assert!(validate_assignments(&[(r(6, 9), 1), (r(1, 5), 2)], "a").is_err());
+    fn merging_and_lookup() {
+        let merged = merge_ranges(vec![r(10, 19), r(0, 9), r(30, 40), r(35, 39)]);
+        assert_eq!(merged, vec![r(0, 19), r(30, 40)]);
+        assert!(contains_hash(&merged, 19) && !contains_hash(&merged, 20));
+        assert!(contains_hash(&merged, 0) && !contains_hash(&[], 0));
     }
 }

@@ -9,9 +9,10 @@ dispatcher kernels.
   backoff and poison policy, run by its heartbeat.
 * Hand-off (PIP-379 draining hashes, per bucket): each consumer's pending acks are a
   ``PendingAcksMap`` wired to the segment's ``DrainingHashesTracker`` under each bucket's
-  canonical hash. When a bucket moves, the previous owner's pending acks in it are
-  registered as draining, and the bucket is withheld from the new owner (for first
-  deliveries and for redeliveries alike) until they are acked.
+  canonical hash. When a bucket moves, keyshared's one hand-off rule
+  (``register_draining_hashes``, as ``BucketHandoff`` and the dispatchers use it) registers
+  the previous owner's pending acks in it as draining, and the bucket is withheld from the
+  new owner (for first deliveries and for redeliveries alike) until they are acked.
 * Checkpoints: each bucket's own sequence of entries has a safe cursor (PIP-486: the bucket
   is the unit of checkpointing), kept in the topic's ``BucketCheckpoints``.
 
@@ -26,11 +27,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from keyshared.batching import route_entry
-from keyshared.buckets import HashRange
 from keyshared.cursor import BucketCheckpoints
 from keyshared.draining import DrainingHashesTracker, PendingAcksMap
 from keyshared.layout import Segment
-from keyshared.ownership import BucketAssignment, lost_buckets, moved_buckets
+from keyshared.ownership import (
+    BucketAssignment,
+    ImpactedConsumersResult,
+    assignment_ranges,
+    impacted_consumers,
+    moved_buckets,
+    register_draining_hashes,
+)
 from keyshared.rings import KeySharedConsumerState
 from keyshared.simulate.invariants import TopicChecker
 from keyshared.simulate.scenario import WindowSpec
@@ -40,26 +47,19 @@ from keyshared.window import InFlightWindow, SubscriptionFailurePolicy
 
 
 class HandOff:
-    """How a bucket changes owner (PIP-379's draining hashes, per bucket): a connected
-    consumer that loses a bucket has its pending acks in it registered as draining, which
-    withholds the bucket from every other consumer until they are acked (or it leaves); a
-    consumer that gets a bucket back releases what it still drained there itself (else a
-    bucket lost twice would count its pending acks twice and never drain)."""
+    """How a bucket changes owner: keyshared's one hand-off rule
+    (:func:`keyshared.register_draining_hashes`, PIP-379's draining hashes per bucket). A
+    connected consumer that loses a bucket has its pending acks in it registered as
+    draining, which withholds the bucket from every other consumer until they are acked (or
+    it leaves); a consumer that gets a bucket back releases what it still drained there.
+    A subclass may replace it to check that the invariants catch a broken hand-off."""
 
-    def lost(self, pending: PendingAcksMap, ranges: Sequence[HashRange]) -> int:
-        """The owner of ``pending`` lost the buckets of ``ranges`` (their hashB ranges);
-        returns how many of its pending acks now drain."""
-        return pending.register_draining_hashes(list(ranges))
-
-    def regained(
-        self, tracker: DrainingHashesTracker, pending: PendingAcksMap, hashes: Sequence[int]
+    def hand_off(
+        self, impacted: ImpactedConsumersResult, pending_acks: Sequence[PendingAcksMap]
     ) -> None:
-        """The owner of ``pending`` got back the buckets of these canonical hashes."""
-        consumer_id = pending.consumer_id
-        for _, _, _, h in pending.to_list():
-            entry = tracker.get_entry(h)
-            if h in hashes and entry is not None and entry.consumer_id == consumer_id:
-                tracker.reduce_ref_count(consumer_id, h)
+        """The owners changed as ``impacted`` says; ``pending_acks`` are the maps of the
+        connected consumers."""
+        register_draining_hashes(impacted, pending_acks)
 
 
 @dataclass(frozen=True)
@@ -171,17 +171,12 @@ class SegmentDispatcher:
     def reassign(self, now_us: int, new: BucketAssignment, connected: set[int]) -> int:
         """Gives the buckets to their new owners; returns how many moved. A connected
         consumer that lost buckets drains its pending acks in them first."""
-        handoff = self.ctx.handoff
-        for loser, buckets in lost_buckets(self.assignment, new).items():
-            if loser in connected and loser in self._pending:
-                handoff.lost(self._pending[loser], [self._ranges[b] for b in buckets])
+        impacted = impacted_consumers(
+            assignment_ranges(self._ranges, self.assignment), assignment_ranges(self._ranges, new)
+        )
         moves = moved_buckets(self.assignment, new)
-        gained: dict[int, list[int]] = {}
-        for move in moves:
-            if move.to_consumer is not None and move.to_consumer in self._pending:
-                gained.setdefault(move.to_consumer, []).append(self._hashes[move.bucket])
-        for consumer_id, hashes in gained.items():
-            handoff.regained(self.tracker, self._pending[consumer_id], hashes)
+        maps = [m for c, m in self._pending.items() if c in connected]
+        self.ctx.handoff.hand_off(impacted, maps)
         self.assignment = new
         for move in moves:
             self.ctx.checker.trail.add(

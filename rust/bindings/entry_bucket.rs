@@ -1,0 +1,248 @@
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use numpy::PyArray1;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use super::args::{hash_arg, int_arg, key_bytes, splits_arg, type_name};
+use super::buckets::PyHashRange;
+use super::impacted::{strict_consumer_arg, PyImpactedConsumersResult};
+use super::state_args::{detached, hash_array, with_state};
+use crate::kernels::buckets::HashRange;
+use crate::kernels::entry_bucket::{validate_bucket_boundaries, EntryBucketSelector};
+
+/// PIP-486's entry-bucket selector (Pulsar's `EntryBucketConsumerSelector`): a segment's
+/// fixed buckets spread over the consumers sorted by (name, id), each owning a contiguous
+/// run of buckets. Hashes are 16-bit (key hash range `[0, 65535]`); every hash it makes is
+/// a bucket's canonical hash. Thread-safe.
+#[pyclass(
+    name = "EntryBucketConsumerSelector",
+    module = "keyshared._core",
+    frozen
+)]
+pub struct PyEntryBucketSelector {
+    pub(crate) state: Mutex<EntryBucketSelector>,
+}
+
+/// `(start, end)` of a bucket range given as a HashRange or a pair of ints.
+fn range_item(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(i64, i64)> {
+    if let Ok(r) = item.cast::<PyHashRange>() {
+        let r = r.get().0;
+        return Ok((i64::from(r.start()), i64::from(r.end())));
+    }
+    let bad = || {
+        PyTypeError::new_err(format!(
+            "ranges[{i}] must be a HashRange or a (start, end) pair of ints, got {}",
+            type_name(item)
+        ))
+    };
+    if item.is_instance_of::<PyString>() {
+        return Err(bad());
+    }
+    let (start, end): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract().map_err(|_| bad())?;
+    Ok((
+        int_arg(&start, &format!("ranges[{i}][0]"))?,
+        int_arg(&end, &format!("ranges[{i}][1]"))?,
+    ))
+}
+
+pub(crate) fn boundaries_arg(ranges: &Bound<'_, PyAny>) -> PyResult<Vec<HashRange>> {
+    let items = ranges.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "ranges must be a sequence of bucket ranges, got {}",
+            type_name(ranges)
+        ))
+    })?;
+    let pairs = items
+        .enumerate()
+        .map(|(i, item)| range_item(&item?, i))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(validate_bucket_boundaries(&pairs)?)
+}
+
+/// Pulsar's `validateBucketBoundaries`: the bucket ranges a subscription declares, checked
+/// to be ascending, contiguous, from 0, tiling the ring, with bucket 0 at least `[0, 1]`.
+#[pyfunction(name = "validate_bucket_boundaries")]
+fn validate_bucket_boundaries_py(ranges: &Bound<'_, PyAny>) -> PyResult<Vec<PyHashRange>> {
+    Ok(boundaries_arg(ranges)?
+        .into_iter()
+        .map(PyHashRange)
+        .collect())
+}
+
+pub(crate) fn name_arg(name: &Bound<'_, PyAny>) -> PyResult<String> {
+    name.cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err(format!("name must be a str, got {}", type_name(name))))?
+        .to_str()
+        .map(str::to_owned)
+}
+
+#[pymethods]
+impl PyEntryBucketSelector {
+    #[new]
+    #[pyo3(signature = (bucket_splits=None))]
+    fn new(bucket_splits: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let splits = match bucket_splits {
+            Some(s) => splits_arg(s)?,
+            None => Vec::new(),
+        };
+        Ok(Self {
+            state: Mutex::new(EntryBucketSelector::new(&splits)),
+        })
+    }
+
+    /// A selector over bucket ranges as a subscription declares them (validated as Pulsar's
+    /// `validateBucketBoundaries` does).
+    #[staticmethod]
+    fn from_bucket_ranges(ranges: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let ranges = boundaries_arg(ranges)?;
+        let splits: Vec<u16> = ranges[1..].iter().map(|r| r.start()).collect();
+        Ok(Self {
+            state: Mutex::new(EntryBucketSelector::new(&splits)),
+        })
+    }
+
+    #[getter]
+    fn bucket_ranges(&self, py: Python<'_>) -> Vec<PyHashRange> {
+        with_state(py, &self.state, |s| {
+            s.bucket_ranges().iter().copied().map(PyHashRange).collect()
+        })
+    }
+
+    #[getter]
+    fn bucket_splits(&self, py: Python<'_>) -> Vec<u16> {
+        with_state(py, &self.state, |s| {
+            s.bucket_ranges()[1..].iter().map(|r| r.start()).collect()
+        })
+    }
+
+    #[getter]
+    fn bucket_count(&self, py: Python<'_>) -> usize {
+        with_state(py, &self.state, |s| s.bucket_count())
+    }
+
+    /// The range the selector's sticky key hashes come from: `[0, 65535]`.
+    #[getter]
+    fn key_hash_range(&self) -> PyHashRange {
+        PyHashRange(HashRange::full())
+    }
+
+    /// The connected consumers' ids, in (name, id) order.
+    #[getter]
+    fn consumer_ids(&self, py: Python<'_>) -> Vec<u64> {
+        with_state(py, &self.state, |s| s.consumer_ids())
+    }
+
+    fn bucket_index_of_hash(&self, py: Python<'_>, hash: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let hash = hash_arg(hash, "hash")?;
+        Ok(with_state(py, &self.state, |s| {
+            s.bucket_index_of_hash(hash)
+        }))
+    }
+
+    fn canonical_hash_of_bucket(&self, py: Python<'_>, bucket: &Bound<'_, PyAny>) -> PyResult<u16> {
+        if bucket.is_instance_of::<pyo3::types::PyBool>() {
+            return Err(PyTypeError::new_err("bucket must be an int, got bool"));
+        }
+        let bucket = int_arg(bucket, "bucket")?;
+        Ok(with_state(py, &self.state, |s| {
+            s.canonical_hash_of_bucket(bucket)
+        })?)
+    }
+
+    fn canonical_hash_of(&self, py: Python<'_>, hash: &Bound<'_, PyAny>) -> PyResult<u16> {
+        let hash = hash_arg(hash, "hash")?;
+        Ok(with_state(py, &self.state, |s| s.canonical_hash_of(hash)))
+    }
+
+    /// The key's sticky hash: its hashB (0 becoming 1), as its bucket's canonical hash.
+    fn make_sticky_key_hash(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u16> {
+        let key = key_bytes(key, "key")?;
+        Ok(with_state(py, &self.state, |s| s.make_sticky_key_hash(key)))
+    }
+
+    /// Adds a consumer (ValueError if its id is connected already); returns the impact.
+    #[pyo3(signature = (consumer_id, name=None))]
+    fn add_consumer(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+        name: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyImpactedConsumersResult> {
+        let consumer = strict_consumer_arg(consumer_id, "consumer_id")?;
+        let name = name.map(name_arg).transpose()?.unwrap_or_default();
+        let impacted = with_state(py, &self.state, |s| s.add_consumer(consumer, &name))?;
+        Ok(PyImpactedConsumersResult(impacted))
+    }
+
+    /// Removes a consumer (one not connected changes nothing); returns the impact.
+    fn remove_consumer(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+    ) -> PyResult<PyImpactedConsumersResult> {
+        let consumer = strict_consumer_arg(consumer_id, "consumer_id")?;
+        let impacted = with_state(py, &self.state, |s| s.remove_consumer(consumer));
+        Ok(PyImpactedConsumersResult(impacted))
+    }
+
+    /// The consumer owning the bucket of `hash` (any 16-bit hash); None with no consumer.
+    fn select(&self, py: Python<'_>, hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+        let hash = hash_arg(hash, "hash")?;
+        Ok(with_state(py, &self.state, |s| s.select(hash)))
+    }
+
+    /// `select` of every hash, as a uint64 array; ValueError when no consumer is connected.
+    fn select_many<'py>(
+        &self,
+        py: Python<'py>,
+        hashes: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let hashes = hash_array(hashes, "hashes")?;
+        let mut out = vec![0u64; hashes.len()];
+        let selected = detached(py, &self.state, |s| s.select_many(&hashes, &mut out));
+        if !selected && !hashes.is_empty() {
+            return Err(PyValueError::new_err("the selector has no consumers"));
+        }
+        Ok(PyArray1::from_vec(py, out))
+    }
+
+    /// Each owning consumer's hash ranges, adjacent buckets merged.
+    fn get_consumer_key_hash_ranges(&self, py: Python<'_>) -> BTreeMap<u64, Vec<PyHashRange>> {
+        let ranges = with_state(py, &self.state, |s| s.consumer_key_hash_ranges());
+        ranges
+            .into_iter()
+            .map(|(c, r)| (c, r.into_iter().map(PyHashRange).collect()))
+            .collect()
+    }
+
+    /// The owner of each bucket (consumer ids; empty while no consumer is connected).
+    fn bucket_owners(&self, py: Python<'_>) -> Vec<u64> {
+        with_state(py, &self.state, |s| {
+            s.assignments().into_iter().map(|a| a.1).collect()
+        })
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        with_state(py, &self.state, |s| s.consumer_ids().len())
+    }
+
+    fn __contains__(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let consumer = strict_consumer_arg(consumer_id, "consumer_id")?;
+        Ok(with_state(py, &self.state, |s| s.contains(consumer)))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let (buckets, consumers) = with_state(py, &self.state, |s| {
+            (s.bucket_count(), s.consumer_ids().len())
+        });
+        format!("EntryBucketConsumerSelector(buckets={buckets}, consumers={consumers})")
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyEntryBucketSelector>()?;
+    m.add_function(wrap_pyfunction!(validate_bucket_boundaries_py, m)?)
+}
