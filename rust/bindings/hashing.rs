@@ -34,7 +34,7 @@ fn sticky_key_hash(key: &Bound<'_, PyAny>) -> PyResult<u16> {
 pub(super) fn hash_keys<A, B, F>(
     keys: &Bound<'_, PyAny>,
     null_key: Option<&Bound<'_, PyAny>>,
-    threads: Option<i64>,
+    threads: Option<&Bound<'_, PyAny>>,
     f: F,
 ) -> PyResult<(Vec<A>, Vec<B>)>
 where
@@ -53,7 +53,7 @@ where
 fn key_hashes<'py>(
     keys: &Bound<'py, PyAny>,
     null_key: Option<&Bound<'py, PyAny>>,
-    threads: Option<i64>,
+    threads: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<u32>>> {
     let (hashes, _) = hash_keys(keys, null_key, threads, |h| (h, ()))?;
     Ok(PyArray1::from_vec(keys.py(), hashes))
@@ -66,7 +66,7 @@ fn key_hashes<'py>(
 fn split_hashes<'py>(
     keys: &Bound<'py, PyAny>,
     null_key: Option<&Bound<'py, PyAny>>,
-    threads: Option<i64>,
+    threads: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(Bound<'py, PyArray1<u16>>, Bound<'py, PyArray1<u16>>)> {
     let (seg, bucket) = hash_keys(keys, null_key, threads, |h| {
         (segment_hash(h), bucket_hash(h))

@@ -32,6 +32,45 @@ impl PackedKeys {
         self.offsets.push(self.data.len());
     }
 
+    /// Pushes a NumPy `U` item: UTF-32 code units in the given byte order, padded with zero
+    /// units, as UTF-8. Fails with the first unit that is not a Unicode scalar value, and
+    /// then leaves the keys as they were.
+    pub fn push_ucs4(&mut self, raw: &[u8], big_endian: bool) -> Result<(), u32> {
+        let decode = |u: &[u8]| {
+            let unit = [u[0], u[1], u[2], u[3]];
+            match big_endian {
+                true => u32::from_be_bytes(unit),
+                false => u32::from_le_bytes(unit),
+            }
+        };
+        let units = raw.chunks_exact(4).map(decode);
+        let len = units
+            .clone()
+            .rposition(|u| u != 0)
+            .map_or(0, |last| last + 1);
+        let start = self.data.len();
+        self.data.reserve(len);
+        for code in units.take(len) {
+            if code < 0x80 {
+                self.data.push(code as u8);
+            } else if let Some(c) = char::from_u32(code) {
+                let mut buf = [0u8; 4];
+                self.data
+                    .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            } else {
+                self.data.truncate(start);
+                return Err(code);
+            }
+        }
+        self.offsets.push(self.data.len());
+        Ok(())
+    }
+
+    /// The keys, each as its bytes.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        self.offsets.windows(2).map(|w| &self.data[w[0]..w[1]])
+    }
+
     pub fn len(&self) -> usize {
         self.offsets.len() - 1
     }
@@ -123,6 +162,19 @@ impl KeyBatch {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Calls `f` with every key's bytes in order, the null key's in place of a null.
+    pub fn for_each_key(&self, mut f: impl FnMut(&[u8])) {
+        let null = self.null_key.as_deref().unwrap_or_default();
+        for chunk in &self.chunks {
+            match chunk {
+                KeyChunk::Packed(k) => k.iter().for_each(&mut f),
+                KeyChunk::Binary(a) => a.iter().for_each(|k| f(k.unwrap_or(null))),
+                KeyChunk::LargeBinary(a) => a.iter().for_each(|k| f(k.unwrap_or(null))),
+                KeyChunk::BinaryView(a) => a.iter().for_each(|k| f(k.unwrap_or(null))),
+            }
+        }
     }
 
     /// `f(key_hash(key))` for every key, unzipped into two outputs, on up to `threads` threads.
