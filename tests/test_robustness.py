@@ -268,7 +268,8 @@ def test_select_consumers_takes_arrow_arrays() -> None:
     state.add_consumer(2, key_filters=["ord*"])
     keys = ["payment", "order", "other"]
     expected = [state.select_consumer(k) for k in keys]
-    for batch in (pa.array(keys), pa.chunked_array([keys[:1], keys[1:]]), np.array(keys)):
+    batches = (pa.array(keys), pa.chunked_array([keys[:1], keys[1:]]), np.array(keys), iter(keys))
+    for batch in batches:
         ids, selected = state.select_consumers(batch)
         assert [
             i if s else None for i, s in zip(ids.tolist(), selected.tolist(), strict=True)

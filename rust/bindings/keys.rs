@@ -26,6 +26,27 @@ pub fn key_batch(
     Ok(KeyBatch::new(chunks, null_key)?)
 }
 
+/// `key_batch`, also taking any other iterable of keys (a generator, a set), collected into
+/// a list first.
+pub fn any_key_batch(keys: &Bound<'_, PyAny>) -> PyResult<KeyBatch> {
+    match key_batch(keys, None) {
+        Err(err) if err.is_instance_of::<PyTypeError>(keys.py()) && is_other_iterable(keys) => {
+            let items = keys.try_iter()?.collect::<PyResult<Vec<_>>>()?;
+            key_batch(PyList::new(keys.py(), items)?.as_any(), None)
+        }
+        result => result,
+    }
+}
+
+fn is_other_iterable(keys: &Bound<'_, PyAny>) -> bool {
+    !(keys.is_instance_of::<PyString>()
+        || keys.is_instance_of::<PyBytes>()
+        || keys.is_instance_of::<PyList>()
+        || keys.is_instance_of::<PyTuple>()
+        || keys.cast::<PyUntypedArray>().is_ok())
+        && keys.try_iter().is_ok()
+}
+
 fn key_chunks(keys: &Bound<'_, PyAny>, null_key: Option<&[u8]>) -> PyResult<Vec<KeyChunk>> {
     let py = keys.py();
     if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {

@@ -8,7 +8,7 @@ use pyo3::types::{PyBytes, PyString};
 
 use super::args::{hash_arg, int_arg, key_bytes, type_name};
 use super::buckets::PyHashRange;
-use super::keys::key_batch;
+use super::keys::any_key_batch;
 use super::state_args::{consumer_arg, detached, hash_array, with_state};
 use crate::kernels::danube_ring::KeySharedConsumerState;
 use crate::kernels::ring::{ConsistentHashingSelector, LostRanges};
@@ -216,7 +216,7 @@ impl PyKeySharedConsumerState {
         py: Python<'py>,
         keys: &Bound<'py, PyAny>,
     ) -> PyResult<(Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<bool>>)> {
-        let batch = key_batch(keys, None)?;
+        let batch = any_key_batch(keys)?;
         let (ids, selected) = detached(py, &self.state, |s| {
             let mut eligible = Vec::new();
             let mut ids = Vec::with_capacity(batch.len());

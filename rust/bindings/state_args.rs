@@ -7,7 +7,7 @@ use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUnt
 use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple};
 
 use super::args::{key_bytes, refuse_bool, type_name};
 use super::buckets::PyHashRange;
@@ -160,6 +160,7 @@ fn int_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, Py
             return Err(not_ints(obj, what));
         }
         Err(_) => {
+            refuse_bools(obj, what)?;
             let numpy = py.import(intern!(py, "numpy"))?;
             let converted = numpy
                 .call_method1(intern!(py, "asarray"), (obj,))
@@ -173,6 +174,22 @@ fn int_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, Py
         return Err(not_ints(&array, what));
     }
     Ok(array)
+}
+
+/// NumPy reads `[True, 3]` as `[1, 3]`: a bool in a list or tuple is refused by index.
+fn refuse_bools(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
+    let items = match (obj.cast::<PyList>(), obj.cast::<PyTuple>()) {
+        (Ok(list), _) => list.iter().collect::<Vec<_>>(),
+        (_, Ok(tuple)) => tuple.iter().collect(),
+        _ => return Ok(()),
+    };
+    match items
+        .iter()
+        .position(|item| item.is_instance_of::<PyBool>())
+    {
+        Some(i) => refuse_bool(&items[i], &format!("{what}[{i}]")),
+        None => Ok(()),
+    }
 }
 
 fn not_ints(obj: &Bound<'_, PyAny>, what: &str) -> PyErr {

@@ -320,6 +320,66 @@ mod tests {
         }
     }
 
+    fn utf32(text: &str, big_endian: bool, pad: usize) -> Vec<u8> {
+        let units = text
+            .chars()
+            .map(u32::from)
+            .chain(std::iter::repeat_n(0, pad));
+        units
+            .flat_map(|u| match big_endian {
+                true => u.to_be_bytes(),
+                false => u.to_le_bytes(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ucs4_items_decode_in_either_byte_order() {
+        let texts = ["Ā", "ab", "", "€uro\u{10FFFF}"];
+        for big_endian in [false, true] {
+            let mut packed = PackedKeys::default();
+            for (text, pad) in texts.iter().zip([0, 2, 3, 1]) {
+                packed
+                    .push_ucs4(&utf32(text, big_endian, pad), big_endian)
+                    .unwrap();
+            }
+            let keys: Vec<&[u8]> = packed.iter().collect();
+            assert_eq!(keys, texts.map(str::as_bytes));
+        }
+    }
+
+    #[test]
+    fn an_invalid_ucs4_unit_leaves_the_keys_as_they_were() {
+        let mut packed = PackedKeys::default();
+        packed.push(b"x");
+        let mut raw = utf32("ab", true, 0);
+        raw.extend_from_slice(&0xD800u32.to_be_bytes());
+        assert_eq!(packed.push_ucs4(&raw, true), Err(0xD800));
+        assert_eq!(
+            packed.push_ucs4(&utf32("a", false, 0), true),
+            Err(0x6100_0000)
+        );
+        assert_eq!(packed.iter().collect::<Vec<_>>(), vec![&b"x"[..]]);
+        assert_eq!(packed.data, b"x");
+    }
+
+    #[test]
+    fn every_key_is_seen_in_order_with_nulls_as_the_stand_in() {
+        let mut packed = PackedKeys::default();
+        packed.push(b"p");
+        let arr = BinaryArray::from_opt_vec(vec![Some(&b"a"[..]), None]);
+        let view = BinaryViewArray::from_iter_values([&b"v"[..]]);
+        let chunks = vec![
+            KeyChunk::Packed(packed),
+            KeyChunk::Binary(arr),
+            KeyChunk::BinaryView(view),
+        ];
+        let batch = KeyBatch::new(chunks, Some(b"n".to_vec())).unwrap();
+        let mut seen = vec![];
+        batch.for_each_key(|k| seen.push(k.to_vec()));
+        assert_eq!(seen, [&b"p"[..], b"a", b"n", b"v"]);
+    }
+
     #[test]
     fn nulls_need_a_stand_in() {
         let arr = BinaryArray::from_opt_vec(vec![Some(&b"a"[..]), None]);
