@@ -25,6 +25,7 @@ FLOORS = [
     Floor("hash-split-arrow", "mmh3-loop", 6.0),
     Floor("hash-split-arrow", "polars", 1.0),
     Floor("hash-list", "mmh3-loop", 3.0),
+    Floor("hash-numpy-unicode", "mmh3-loop", 3.0),
     Floor("bucket-index", "bisect-loop", 20.0),
     Floor("bucketed-batcher", "python", 10.0),
     Floor("should-block-batch", "python", 20.0),

@@ -60,6 +60,21 @@ def test_hash_python_list(benchmark: Any, lib: str, key_list: list[str]) -> None
     benchmark(run)
 
 
+@pytest.mark.benchmark(group="hash-numpy-unicode")
+@pytest.mark.parametrize("lib", ["keyshared", "mmh3-loop"])
+def test_hash_numpy_unicode(benchmark: Any, lib: str, key_list: list[str]) -> None:
+    # NumPy "U" arrays hold UTF-32: keyshared encodes each item to UTF-8 natively.
+    keys = np.array(key_list)
+    run: Callable[[], object] = {
+        "keyshared": lambda: ks.key_hashes(keys),
+        "mmh3-loop": lambda: np.fromiter(
+            (mmh3.hash(k, signed=False) for k in keys.tolist()), np.uint32, len(keys)
+        ),
+    }[lib]
+    assert_same(run(), ks.key_hashes(key_list))
+    benchmark(run)
+
+
 @pytest.mark.benchmark(group="bucket-index")
 @pytest.mark.parametrize("lib", ["keyshared", "bisect-loop", "numpy-searchsorted"])
 def test_bucket_index(benchmark: Any, lib: str) -> None:

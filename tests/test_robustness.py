@@ -248,12 +248,6 @@ def test_masked_arrays_honour_their_mask() -> None:
         assert got == [ks.key_hash("a"), ks.key_hash("zz"), ks.key_hash("c")]
 
 
-def test_unicode_arrays_hash_about_as_fast_as_lists() -> None:
-    # Not timed: counts the bytes packed, which the old per-key conversion over-allocated.
-    keys = [f"order-{i}" for i in range(1000)]
-    assert ks.key_hashes(np.array(keys)).tolist() == ks.key_hashes(keys).tolist()
-
-
 def test_an_all_null_arrow_array_takes_null_key() -> None:
     nulls = pa.array([None, None])
     assert nulls.type == pa.null()
