@@ -18,10 +18,10 @@ from typing import Any
 
 import atheris
 
-with atheris.instrument_imports():
-    import numpy as np
-    import pyarrow as pa
+import numpy as np
+import pyarrow as pa
 
+with atheris.instrument_imports(include=["keyshared"]):
     import keyshared as ks
 
 LAYOUT = ks.TopicLayout.initial(3, bucket_budget=12)
