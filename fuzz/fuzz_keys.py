@@ -17,7 +17,6 @@ import sys
 from typing import Any
 
 import atheris
-
 import numpy as np
 import pyarrow as pa
 

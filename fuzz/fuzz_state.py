@@ -16,7 +16,6 @@ import sys
 from typing import Any
 
 import atheris
-
 import numpy as np
 
 with atheris.instrument_imports(include=["keyshared"]):
