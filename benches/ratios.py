@@ -25,6 +25,7 @@ FLOORS = [
     Floor("hash-split-arrow", "mmh3-loop", 6.0),
     Floor("hash-split-arrow", "polars", 1.0),
     Floor("hash-list", "mmh3-loop", 3.0),
+    Floor("hash-numpy-unicode", "mmh3-loop", 3.0),
     Floor("bucket-index", "bisect-loop", 20.0),
     Floor("entry-bucket-select-batch", "python", 20.0),
     Floor("entry-bucket-dispatch", "python", 2.0),

@@ -16,3 +16,14 @@ step "ruff format";  ruff format --check .
 step "mypy";         mypy python/keyshared spark_udfs
 step "stubtest";     python -m mypy.stubtest keyshared._core
 step "pytest";       python -m pytest -q "$@"
+# A short coverage-guided run of each fuzz target (scripts/fuzz.sh runs them for long).
+fuzz_log=$(mktemp)
+for target in keys state; do
+  step "fuzz $target"
+  if ! python "fuzz/fuzz_$target.py" -runs=3000 -artifact_prefix="${TMPDIR:-/tmp}/" \
+    >"$fuzz_log" 2>&1; then
+    cat "$fuzz_log"
+    exit 1
+  fi
+  tail -n 1 "$fuzz_log"
+done

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 
 def check_int(
@@ -18,6 +20,13 @@ def check_int(
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def check_instance(name: str, value: object, cls: type[_T]) -> _T:
+    """``value`` if it is a ``cls``; a clear TypeError naming ``name`` otherwise."""
+    if not isinstance(value, cls):
+        raise TypeError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
     return value
 
 

@@ -834,9 +834,10 @@ class KeySharedConsumerState:
         """The consumer for the key; None when no consumer accepts it."""
 
     def select_consumers(
-        self, keys: Iterable[str | bytes]
+        self, keys: _KeyBatch | Iterable[str | bytes]
     ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
-        """Consumer ids (0 where none) and whether one was selected, per key."""
+        """Consumer ids (0 where none) and whether one was selected, per key: any batch
+        ``key_hashes`` takes (list, NumPy, Arrow) or other iterable of str/bytes."""
 
     def __len__(self) -> int: ...
     def __contains__(self, consumer_id: int, /) -> bool: ...

@@ -57,8 +57,14 @@ def bucket_loads(weights: npt.ArrayLike, splits: Sequence[int]) -> npt.NDArray[n
 
 
 def skew(loads: npt.ArrayLike) -> float:
-    """Heaviest load over mean load: 1.0 is perfectly even (also for no load at all)."""
+    """Heaviest load over mean load: 1.0 is perfectly even (also for no load at all).
+    ``loads`` is one-dimensional, finite and non-negative."""
     arr = np.asarray(loads, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"loads must be one-dimensional, got {arr.ndim} dimensions")
+    bad = np.flatnonzero(~np.isfinite(arr) | (arr < 0))
+    if len(bad):
+        raise ValueError(f"loads[{bad[0]}] = {arr[bad[0]]} is not a finite load >= 0")
     total = float(arr.sum())
     return 1.0 if total == 0.0 else float(arr.max()) * len(arr) / total
 

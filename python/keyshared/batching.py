@@ -235,7 +235,20 @@ def _sizes(payload_sizes: object, n: int) -> npt.NDArray[np.int64]:
         raise TypeError(f"payload_sizes must be integers, got dtype {sizes.dtype}")
     if n and sizes.min() < 0:
         raise ValueError(f"payload_sizes must not be negative (index {int(np.argmin(sizes))})")
+    # Batch sizes are summed as int64: refuse what would wrap rather than cut wrong batches.
+    if n and int(sizes.max()) > _MAX_TOTAL_BYTES // n:
+        total = sum(sizes.tolist())
+        if total > _MAX_TOTAL_BYTES:
+            raise ValueError(
+                f"payload_sizes add up to {total} B, more than one call can batch"
+                f" ({_MAX_TOTAL_BYTES} B); pass them in smaller calls"
+            )
     return sizes.astype(np.int64, copy=False)
+
+
+#: The largest sum of payload sizes one ``add_many`` call takes (B): batches are cut by
+#: int64 prefix sums, and an open batch may already hold up to ``max_bytes`` more.
+_MAX_TOTAL_BYTES = 2**62
 
 
 class _Routing:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -62,8 +63,11 @@ def _load_layout(args: argparse.Namespace) -> TopicLayout:
 
 
 def _read_json(path: str) -> Any:
-    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    return json.loads(text)
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8-sig")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{'stdin' if path == '-' else path}: JSON nested too deeply") from None
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], out: TextIO) -> None:
@@ -182,6 +186,8 @@ def _print_routes(rows: list[dict[str, Any]], out: TextIO) -> None:
 
 def _run_route(args: argparse.Namespace, out: TextIO) -> int:
     keys = list(args.keys)
+    if args.stdin and args.layout == "-":
+        raise ValueError("--stdin and --layout - cannot both read standard input")
     if args.stdin:
         keys.extend(line.rstrip("\r\n") for line in sys.stdin)
     if not keys:
@@ -283,9 +289,12 @@ COMMANDS: list[Command] = [
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from keyshared import __version__
+
     parser = argparse.ArgumentParser(
         prog="keyshared", description="Key_Shared routing and policy for scalable topics."
     )
+    parser.add_argument("--version", action="version", version=f"keyshared {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.configure(sub.add_parser(command.name, help=command.help, description=command.help))
@@ -299,6 +308,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     command = next(c for c in COMMANDS if c.name == args.command)
     try:
         return command.run(args, out if out is not None else sys.stdout)
+    except BrokenPipeError:
+        # The reader went away (`keyshared route --stdin | head`): nothing more to say.
+        # Point stdout at devnull so that the interpreter's final flush fails quietly too.
+        if out is None:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (ValueError, TypeError, OSError) as e:
         print(f"keyshared {command.name}: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

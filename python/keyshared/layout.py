@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from keyshared._checks import check_int, check_keys, check_mapping
+from keyshared._checks import check_instance, check_int, check_keys, check_mapping
 from keyshared.buckets import (
     HashRange,
     RoutingTable,
@@ -70,6 +70,7 @@ class SegmentState(StrEnum):
 def format_descriptor(hash_range: HashRange, segment_id: int) -> str:
     """Pulsar's segment descriptor, ``"{start:04x}-{end:04x}-{segment_id}"``, e.g.
     ``"0000-7fff-1"``: the last part of a ``segment://`` topic name."""
+    hash_range = check_instance("hash_range", hash_range, HashRange)
     return f"{hash_range.to_hex()}-{check_int('segment_id', segment_id, minimum=0)}"
 
 
@@ -98,8 +99,14 @@ def _check_splits(name: str, splits: Iterable[object]) -> tuple[int, ...]:
     return out
 
 
+#: Segment ids are routed as int64 (``RoutingTable``), so larger ones are refused up front.
+MAX_SEGMENT_ID = 2**63 - 1
+
+
 def _check_ids(name: str, ids: Iterable[object]) -> tuple[int, ...]:
-    out = tuple(check_int(f"{name}[{i}]", v, minimum=0) for i, v in enumerate(ids))
+    out = tuple(
+        check_int(f"{name}[{i}]", v, minimum=0, maximum=MAX_SEGMENT_ID) for i, v in enumerate(ids)
+    )
     if len(set(out)) != len(out):
         raise ValueError(f"{name} has a repeated id: {list(out)}")
     return out
@@ -130,7 +137,7 @@ class Segment:
     legacy_topic_name: str | None = None
 
     def __post_init__(self) -> None:
-        check_int("segment_id", self.segment_id, minimum=0)
+        check_int("segment_id", self.segment_id, minimum=0, maximum=MAX_SEGMENT_ID)
         if not isinstance(self.hash_range, HashRange):
             raise TypeError(f"hash_range must be a HashRange, got {type(self.hash_range).__name__}")
         object.__setattr__(self, "state", SegmentState(self.state))
@@ -227,14 +234,18 @@ class Segment:
         state = str(data.get("state", "ACTIVE")).upper()
         if state not in SegmentState.__members__:
             raise ValueError(f"{name}.state must be ACTIVE or SEALED, got {data.get('state')!r}")
+        # Read before the try below, whose errors get the name prefixed: these have it.
+        parent_ids = tuple(_list(f"{name}.parent_ids", data.get("parent_ids", [])))
+        child_ids = tuple(_list(f"{name}.child_ids", data.get("child_ids", [])))
+        bucket_splits = tuple(_list(f"{name}.bucket_splits", data.get("bucket_splits", [])))
         try:
             return cls(
                 segment_id=data["segment_id"],
                 hash_range=hash_range,
                 state=SegmentState(state),
-                parent_ids=tuple(_list(f"{name}.parent_ids", data.get("parent_ids", []))),
-                child_ids=tuple(_list(f"{name}.child_ids", data.get("child_ids", []))),
-                bucket_splits=tuple(_list(f"{name}.bucket_splits", data.get("bucket_splits", []))),
+                parent_ids=parent_ids,
+                child_ids=child_ids,
+                bucket_splits=bucket_splits,
                 created_at_ms=data.get("created_at_ms", 0),
                 sealed_at_ms=data.get("sealed_at_ms", -1),
                 created_at_epoch=data.get("created_at_epoch", 0),
@@ -267,7 +278,7 @@ class TopicLayout:
 
     def __post_init__(self) -> None:
         check_int("epoch", self.epoch, minimum=0)
-        check_int("next_segment_id", self.next_segment_id, minimum=0)
+        check_int("next_segment_id", self.next_segment_id, minimum=0, maximum=MAX_SEGMENT_ID + 1)
         check_mapping("segments", self.segments)
         by_id: dict[int, Segment] = {}
         for key, seg in self.segments.items():
@@ -332,6 +343,9 @@ class TopicLayout:
 
     def segment(self, segment_id: int) -> Segment:
         """The segment with this id; ValueError naming the id if there is none."""
+        if isinstance(segment_id, bool):
+            # True == 1 as a dict key, but a bool is never meant as a segment id.
+            raise TypeError("segment_id must be an int, got bool")
         try:
             return self.segments[segment_id]
         except (KeyError, TypeError):

@@ -57,6 +57,11 @@ class BucketConsumer:
 
 def _consumers(consumers: Iterable[BucketConsumer | int]) -> list[BucketConsumer]:
     """Consumers in (name, id) order; a bare int is a consumer with an empty name."""
+    if isinstance(consumers, str | bytes | bytearray):
+        # Iterating text or bytes would make a consumer of each character or byte.
+        raise TypeError(
+            f"consumers must be an iterable of consumers, got {type(consumers).__name__}"
+        )
     out = [c if isinstance(c, BucketConsumer) else BucketConsumer("", c) for c in consumers]
     ids = [c.consumer_id for c in out]
     if len(set(ids)) != len(ids):

@@ -21,6 +21,7 @@ from typing import Any
 
 from keyshared._checks import (
     check_bool,
+    check_instance,
     check_int,
     check_keys,
     check_mapping,
@@ -116,6 +117,8 @@ def is_material_change(
     rate moved by more than ``threshold`` (a fraction: 0.25 is 25%) of its last written
     value, or moved off zero. Staying at zero is no change."""
     limit = check_rate("threshold", threshold)
+    last = check_instance("last", last, SegmentLoadStats)
+    current = check_instance("current", current, SegmentLoadStats)
     for old, new in zip(last.rates(), current.rates(), strict=True):
         if old == 0.0:
             if new != 0.0:
@@ -515,10 +518,12 @@ class _Context:
         return sample.stats if sample is not None else _ZERO
 
     def cooldown_left(self, last_ms: int | None, cooldown_ms: int) -> int:
-        """How many ms of the cooldown remain (0: not in effect)."""
-        if last_ms is None or self.now_ms - last_ms >= cooldown_ms:
+        """How many ms of the cooldown remain (0: not in effect). An operation stamped
+        after ``now_ms`` (clock skew between brokers) counts as happening now, so the wait
+        is never longer than the cooldown itself."""
+        if last_ms is None:
             return 0
-        return cooldown_ms - (self.now_ms - last_ms)
+        return max(0, cooldown_ms - max(0, self.now_ms - last_ms))
 
 
 _ZERO = SegmentLoadStats()
@@ -697,6 +702,7 @@ def last_operation_times(layout: TopicLayout) -> LastOperationTimes:
     creates a segment with two parents, a split a child with one parent and half its range,
     a rebucket rollover a child with one parent and the same range. Each time is the latest
     such ``created_at_ms``."""
+    layout = check_instance("layout", layout, TopicLayout)
     latest: dict[str, int | None] = {"split": None, "merge": None, "rebucket": None}
     for seg in layout.segments.values():
         if len(seg.parent_ids) >= 2:

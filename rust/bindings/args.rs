@@ -3,7 +3,7 @@
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyBool, PyBytes, PyString};
 
 use crate::kernels::buckets::{ring_hash, validate_splits};
 use crate::kernels::error::InvalidInput;
@@ -45,6 +45,27 @@ fn key_bytes_named<'a>(
     }
 }
 
+/// A `str` argument as Rust text; lone surrogates are refused by name.
+pub fn text_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
+    let text = obj
+        .cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err(format!("{what} must be str, got {}", type_name(obj))))?;
+    key_bytes(text.as_any(), what).map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+/// `err` with `prefix` (where it happened) put before its message, keeping TypeError a
+/// TypeError; any other error becomes a ValueError.
+pub fn prefixed(err: PyErr, prefix: &str) -> PyErr {
+    Python::attach(|py| {
+        let message = format!("{prefix} {}", err.value(py));
+        if err.is_instance_of::<PyTypeError>(py) {
+            PyTypeError::new_err(message)
+        } else {
+            PyValueError::new_err(message)
+        }
+    })
+}
+
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
@@ -54,6 +75,7 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
 /// An integer argument (anything with `__index__`) as i64; a non-integer is a TypeError, an
 /// integer beyond i64 a ValueError.
 pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+    refuse_bool(obj, what)?;
     obj.extract::<i64>().map_err(|err| {
         if err.is_instance_of::<PyOverflowError>(obj.py()) {
             PyValueError::new_err(format!("{what} = {obj} is out of range"))
@@ -61,6 +83,16 @@ pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
             PyTypeError::new_err(format!("{what} must be an int, got {}", type_name(obj)))
         }
     })
+}
+
+/// `bool` is an `int` subclass, but `True` as an id or a hash is a mistake, not a 1.
+pub fn refuse_bool(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
+    if obj.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be an int, got bool"
+        )));
+    }
+    Ok(())
 }
 
 /// A 16-bit ring hash argument.
@@ -71,9 +103,10 @@ pub fn hash_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u16> {
 /// Ascending bucket split points from any sequence of ints.
 pub fn splits_arg(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u16>> {
     if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
-        return Err(PyTypeError::new_err(
-            "splits must be a sequence of ints, got str",
-        ));
+        return Err(PyTypeError::new_err(format!(
+            "splits must be a sequence of ints, got {}",
+            type_name(obj)
+        )));
     }
     let items = obj.try_iter().map_err(|_| {
         PyTypeError::new_err(format!(
@@ -89,12 +122,14 @@ pub fn splits_arg(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u16>> {
 }
 
 /// The thread count of a batch call; None means the process-wide default.
-pub fn threads_arg(threads: Option<i64>) -> PyResult<usize> {
-    match threads {
-        None => Ok(default_threads()),
-        Some(n) if n >= 1 => usize::try_from(n)
-            .map_err(|_| PyValueError::new_err(format!("threads = {n} is out of range"))),
-        Some(n) => Err(PyValueError::new_err(format!(
+pub fn threads_arg(threads: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+    let Some(threads) = threads.filter(|t| !t.is_none()) else {
+        return Ok(default_threads());
+    };
+    let n = int_arg(threads, "threads")?;
+    match usize::try_from(n) {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(PyValueError::new_err(format!(
             "threads must be at least 1, got {n}"
         ))),
     }

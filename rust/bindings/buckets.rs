@@ -166,7 +166,7 @@ const TABLE_MIN_BATCH: usize = 16 * 1024;
 fn bucket_indices<'py>(
     hash_b: &Bound<'py, PyAny>,
     splits: &Bound<'py, PyAny>,
-    threads: Option<i64>,
+    threads: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<i32>>> {
     let threads = threads_arg(threads)?;
     let splits = splits_arg(splits)?;

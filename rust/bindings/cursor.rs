@@ -199,7 +199,10 @@ impl PyBucketCheckpoints {
         if pair.len() != 2 {
             return Ok(false);
         }
-        let (segment, bucket) = bucket_args(&pair.get_item(0)?, &pair.get_item(1)?)?;
+        // Like a dict, a key of the wrong type is simply not there.
+        let Ok((segment, bucket)) = bucket_args(&pair.get_item(0)?, &pair.get_item(1)?) else {
+            return Ok(false);
+        };
         Ok(with_state(py, &self.state, |cp| {
             cp.cursor(segment, bucket).is_ok()
         }))

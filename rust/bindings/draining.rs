@@ -1,12 +1,14 @@
 use std::sync::Mutex;
 
 use numpy::{PyArray1, PyUntypedArray};
+use pyo3::gc::PyVisit;
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::PyTraverseError;
 
 use super::args::hash_arg;
 use super::state_args::{
-    callable_arg, consumer_arg, consumer_array, detached, hash_array, notify, same_lengths,
+    callable_arg, consumer_arg, consumer_array, detached, hash_array, lock, notify, same_lengths,
     with_state,
 };
 use crate::kernels::draining::{
@@ -19,13 +21,15 @@ use crate::kernels::draining::{
 #[pyclass(name = "DrainingHashesTracker", module = "keyshared._core", frozen)]
 pub struct PyDrainingHashesTracker {
     pub(crate) state: Mutex<DrainingHashes>,
-    pub(crate) handler: Option<Py<PyAny>>,
+    /// Behind a lock only so that the garbage collector can clear it (`__clear__`): a
+    /// handler that is a bound method of the tracker's owner makes a reference cycle.
+    handler: Mutex<Option<Py<PyAny>>>,
     dispatcher_name: String,
 }
 
 impl PyDrainingHashesTracker {
-    pub(crate) fn handler(&self) -> Option<&Py<PyAny>> {
-        self.handler.as_ref()
+    pub(crate) fn handler(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        lock(&self.handler).as_ref().map(|h| h.clone_ref(py))
     }
 }
 
@@ -42,7 +46,7 @@ impl PyDrainingHashesTracker {
     ) -> PyResult<Self> {
         Ok(Self {
             state: Mutex::new(DrainingHashes::new()),
-            handler: callable_arg(unblocking_handler, "unblocking_handler")?,
+            handler: Mutex::new(callable_arg(unblocking_handler, "unblocking_handler")?),
             dispatcher_name,
         })
     }
@@ -54,7 +58,21 @@ impl PyDrainingHashesTracker {
 
     #[getter]
     fn unblocking_handler(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        self.handler.as_ref().map(|h| h.clone_ref(py))
+        self.handler(py)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // The lock is only ever held to copy or take the reference, never across Python
+        // code; were it held, skipping the visit only keeps the object alive this round.
+        if let Ok(handler) = self.handler.try_lock() {
+            visit.call(handler.as_ref())?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        let handler = lock(&self.handler).take();
+        drop(handler);
     }
 
     fn add_entry(
@@ -96,7 +114,7 @@ impl PyDrainingHashesTracker {
         let notice = with_state(py, &self.state, |t| {
             t.reduce_ref_count(consumer, hash, closing)
         })?;
-        notify(py, self.handler(), notice)
+        notify(py, self.handler(py).as_ref(), notice)
     }
 
     #[pyo3(signature = (consumer_id, sticky_key_hashes, closing=false))]
@@ -112,7 +130,7 @@ impl PyDrainingHashesTracker {
         let notice = detached(py, &self.state, |t| {
             t.reduce_ref_counts(consumer, &hashes, closing)
         })?;
-        notify(py, self.handler(), notice)
+        notify(py, self.handler(py).as_ref(), notice)
     }
 
     fn should_block_sticky_key_hash(
@@ -162,7 +180,7 @@ impl PyDrainingHashesTracker {
 
     fn end_batch(&self, py: Python<'_>) -> PyResult<()> {
         let notice = with_state(py, &self.state, DrainingHashes::end_batch)?;
-        notify(py, self.handler(), notice)
+        notify(py, self.handler(py).as_ref(), notice)
     }
 
     fn clear(&self, py: Python<'_>) {

@@ -122,8 +122,10 @@ impl PyEntryBucketDispatcher {
     }
 
     fn notify(&self, py: Python<'_>, notices: &[Option<i32>]) -> PyResult<()> {
-        let handler = self.tracker.get().handler();
-        notices.iter().try_for_each(|n| notify(py, handler, *n))
+        let handler = self.tracker.get().handler(py);
+        notices
+            .iter()
+            .try_for_each(|n| notify(py, handler.as_ref(), *n))
     }
 }
 

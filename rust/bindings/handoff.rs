@@ -83,7 +83,7 @@ fn register_draining_hashes(
         let refs: Vec<&PendingAcks> = guards.iter().map(|g| &**g).collect();
         handoff::register_draining_hashes(impacted, skip, &refs, &mut lock(&t.state))
     })?;
-    notify(py, t.handler(), done.notice)?;
+    notify(py, t.handler(py).as_ref(), done.notice)?;
     Ok((done.registered, done.released))
 }
 

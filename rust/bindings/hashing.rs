@@ -48,7 +48,7 @@ fn make_sticky_key_hash(key: &Bound<'_, PyAny>, hash_range: PyHashRange) -> PyRe
 pub(super) fn hash_keys<A, B, F>(
     keys: &Bound<'_, PyAny>,
     null_key: Option<&Bound<'_, PyAny>>,
-    threads: Option<i64>,
+    threads: Option<&Bound<'_, PyAny>>,
     f: F,
 ) -> PyResult<(Vec<A>, Vec<B>)>
 where
@@ -67,7 +67,7 @@ where
 fn key_hashes<'py>(
     keys: &Bound<'py, PyAny>,
     null_key: Option<&Bound<'py, PyAny>>,
-    threads: Option<i64>,
+    threads: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<u32>>> {
     let (hashes, _) = hash_keys(keys, null_key, threads, |h| (h, ()))?;
     Ok(PyArray1::from_vec(keys.py(), hashes))
@@ -79,7 +79,7 @@ fn key_hashes<'py>(
 fn sticky_key_hashes<'py>(
     keys: &Bound<'py, PyAny>,
     null_key: Option<&Bound<'py, PyAny>>,
-    threads: Option<i64>,
+    threads: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<u16>>> {
     let (hashes, _) = hash_keys(keys, null_key, threads, |h| {
         (hashing::sticky_from_hash(h), ())
@@ -94,7 +94,7 @@ fn make_sticky_key_hashes<'py>(
     keys: &Bound<'py, PyAny>,
     hash_range: PyHashRange,
     null_key: Option<&Bound<'py, PyAny>>,
-    threads: Option<i64>,
+    threads: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<u16>>> {
     let (start, size) = (hash_range.0.start(), hash_range.0.size());
     let (hashes, _) = hash_keys(keys, null_key, threads, move |h| {
@@ -110,7 +110,7 @@ fn make_sticky_key_hashes<'py>(
 fn split_hashes<'py>(
     keys: &Bound<'py, PyAny>,
     null_key: Option<&Bound<'py, PyAny>>,
-    threads: Option<i64>,
+    threads: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(Bound<'py, PyArray1<u16>>, Bound<'py, PyArray1<u16>>)> {
     let (seg, bucket) = hash_keys(keys, null_key, threads, |h| {
         (segment_hash(h), bucket_hash(h))

@@ -1,7 +1,5 @@
 //! Python key batches -> `KeyBatch`: lists and tuples, NumPy arrays, Arrow arrays.
 
-use std::borrow::Cow;
-
 use arrow_array::cast::AsArray;
 use arrow_array::{ArrayRef, BinaryArray, LargeBinaryArray};
 use arrow_schema::DataType;
@@ -28,6 +26,27 @@ pub fn key_batch(
     Ok(KeyBatch::new(chunks, null_key)?)
 }
 
+/// `key_batch`, also taking any other iterable of keys (a generator, a set), collected into
+/// a list first.
+pub fn any_key_batch(keys: &Bound<'_, PyAny>) -> PyResult<KeyBatch> {
+    match key_batch(keys, None) {
+        Err(err) if err.is_instance_of::<PyTypeError>(keys.py()) && is_other_iterable(keys) => {
+            let items = keys.try_iter()?.collect::<PyResult<Vec<_>>>()?;
+            key_batch(PyList::new(keys.py(), items)?.as_any(), None)
+        }
+        result => result,
+    }
+}
+
+fn is_other_iterable(keys: &Bound<'_, PyAny>) -> bool {
+    !(keys.is_instance_of::<PyString>()
+        || keys.is_instance_of::<PyBytes>()
+        || keys.is_instance_of::<PyList>()
+        || keys.is_instance_of::<PyTuple>()
+        || keys.cast::<PyUntypedArray>().is_ok())
+        && keys.try_iter().is_ok()
+}
+
 fn key_chunks(keys: &Bound<'_, PyAny>, null_key: Option<&[u8]>) -> PyResult<Vec<KeyChunk>> {
     let py = keys.py();
     if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
@@ -44,7 +63,12 @@ fn key_chunks(keys: &Bound<'_, PyAny>, null_key: Option<&[u8]>) -> PyResult<Vec<
         return arrays.into_iter().map(arrow_chunk).collect();
     }
     if let Ok(array) = keys.cast::<PyUntypedArray>() {
-        return Ok(vec![KeyChunk::Packed(pack_numpy(array, null_key)?)]);
+        let mask = numpy_mask(array)?;
+        return Ok(vec![KeyChunk::Packed(pack_numpy(
+            array,
+            null_key,
+            mask.as_deref(),
+        )?)]);
     }
     if let Ok(list) = keys.cast::<PyList>() {
         return Ok(vec![KeyChunk::Packed(pack_list(list, null_key)?)]);
@@ -75,6 +99,8 @@ fn arrow_chunk(array: ArrayRef) -> PyResult<KeyChunk> {
         DataType::LargeBinary => KeyChunk::LargeBinary(array.as_binary::<i64>().clone()),
         DataType::Utf8View => KeyChunk::BinaryView(array.as_string_view().clone().to_binary_view()),
         DataType::BinaryView => KeyChunk::BinaryView(array.as_binary_view().clone()),
+        // What pyarrow infers for a batch of nothing but nulls.
+        DataType::Null => KeyChunk::Binary(BinaryArray::new_null(array.len())),
         other => {
             return Err(PyTypeError::new_err(format!(
                 "keys: Arrow type {other} is not supported; use string, large_string, \
@@ -170,7 +196,30 @@ fn null_error(i: usize) -> PyErr {
     ))
 }
 
-fn pack_numpy(array: &Bound<'_, PyUntypedArray>, null_key: Option<&[u8]>) -> PyResult<PackedKeys> {
+/// A masked array's mask (True where an item is masked, a null key), or None.
+fn numpy_mask(array: &Bound<'_, PyUntypedArray>) -> PyResult<Option<Vec<bool>>> {
+    let py = array.py();
+    // Plain arrays are by far the most common: only subclasses can be masked.
+    if array.get_type().is(numpy_type(py, "ndarray")?) {
+        return Ok(None);
+    }
+    let ma = py.import(intern!(py, "numpy.ma"))?;
+    if !array.is_instance(&ma.getattr(intern!(py, "MaskedArray"))?)? {
+        return Ok(None);
+    }
+    let mask = ma.call_method1(intern!(py, "getmaskarray"), (array,))?;
+    Ok(Some(mask.call_method0(intern!(py, "tolist"))?.extract()?))
+}
+
+fn numpy_type<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    py.import(intern!(py, "numpy"))?.getattr(name)
+}
+
+fn pack_numpy(
+    array: &Bound<'_, PyUntypedArray>,
+    null_key: Option<&[u8]>,
+    mask: Option<&[bool]>,
+) -> PyResult<PackedKeys> {
     if array.ndim() != 1 {
         return Err(PyValueError::new_err(format!(
             "keys must be a one-dimensional array, got {} dimensions",
@@ -178,62 +227,79 @@ fn pack_numpy(array: &Bound<'_, PyUntypedArray>, null_key: Option<&[u8]>) -> PyR
         )));
     }
     let dtype = array.dtype();
+    let null = |i: usize| null_key.ok_or_else(|| masked_error(i));
     match dtype.kind() {
         b'O' => {
             // Object arrays are copied to a contiguous list of pointers first, whatever
             // their strides; the copy holds the array's own references.
             let list = array.call_method0("tolist")?;
-            pack_list(list.cast::<PyList>()?, null_key)
+            let list = list.cast::<PyList>()?;
+            for (i, _) in mask.into_iter().flatten().enumerate().filter(|&(_, &m)| m) {
+                null(i)?;
+                list.set_item(i, array.py().None())?;
+            }
+            pack_list(list, null_key)
         }
-        b'S' => pack_fixed(array, dtype.itemsize(), |raw, _| {
-            Ok(Cow::Borrowed(trim_nuls(raw, 1)))
+        b'S' => pack_fixed(array, dtype.itemsize(), 1, |packed, raw, i| {
+            match mask.is_some_and(|m| m[i]) {
+                true => packed.push(null(i)?),
+                false => packed.push(trim_nuls(raw)),
+            }
+            Ok(())
         }),
-        b'U' => pack_fixed(array, dtype.itemsize(), ucs4_to_utf8),
+        b'U' => {
+            let big_endian = match dtype.byteorder() {
+                b'>' => true,
+                b'<' => false,
+                _ => cfg!(target_endian = "big"),
+            };
+            pack_fixed(array, dtype.itemsize(), 4, |packed, raw, i| {
+                if mask.is_some_and(|m| m[i]) {
+                    packed.push(null(i)?);
+                    return Ok(());
+                }
+                packed.push_ucs4(raw, big_endian).map_err(|code| {
+                    PyValueError::new_err(format!(
+                        "keys[{i}] holds {code:#x}, which is not a Unicode scalar value"
+                    ))
+                })
+            })
+        }
         _ => Err(PyTypeError::new_err(format!(
             "keys: NumPy dtype {dtype} holds neither text nor bytes; use str, bytes or object"
         ))),
     }
 }
 
-/// NumPy pads fixed-width items with trailing zeros, which are not part of the value.
-fn trim_nuls(raw: &[u8], unit: usize) -> &[u8] {
-    let mut end = raw.len();
-    while end >= unit && raw[end - unit..end].iter().all(|&b| b == 0) {
-        end -= unit;
-    }
+fn masked_error(i: usize) -> PyErr {
+    PyValueError::new_err(format!(
+        "keys[{i}] is masked (null); pass null_key= to hash nulls as given bytes"
+    ))
+}
+
+/// NumPy pads fixed-width bytes with trailing zeros, which are not part of the value.
+fn trim_nuls(raw: &[u8]) -> &[u8] {
+    let end = raw.iter().rposition(|&b| b != 0).map_or(0, |last| last + 1);
     &raw[..end]
 }
 
-fn ucs4_to_utf8(raw: &[u8], i: usize) -> PyResult<Cow<'_, [u8]>> {
-    let raw = trim_nuls(raw, 4);
-    let mut out = String::with_capacity(raw.len() / 4);
-    for unit in raw.chunks_exact(4) {
-        let code = u32::from_ne_bytes([unit[0], unit[1], unit[2], unit[3]]);
-        let c = char::from_u32(code).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "keys[{i}] holds {code:#x}, which is not a Unicode scalar value"
-            ))
-        })?;
-        out.push(c);
-    }
-    Ok(Cow::Owned(out.into_bytes()))
-}
-
-/// Packs the items of a one-dimensional fixed-width array, following its stride.
+/// Packs the items of a one-dimensional fixed-width array, following its stride; items of
+/// `unit` bytes a character take about `itemsize / unit` bytes packed.
 fn pack_fixed(
     array: &Bound<'_, PyUntypedArray>,
     itemsize: usize,
-    convert: impl for<'a> Fn(&'a [u8], usize) -> PyResult<Cow<'a, [u8]>>,
+    unit: usize,
+    push: impl Fn(&mut PackedKeys, &[u8], usize) -> PyResult<()>,
 ) -> PyResult<PackedKeys> {
     let len = array.len();
     let stride = array.strides()[0];
-    let mut packed = PackedKeys::with_capacity(len, len * itemsize);
+    let mut packed = PackedKeys::with_capacity(len, len * itemsize / unit);
     // SAFETY: the array is alive and borrowed for this whole call, which holds the GIL; the
     // item at index i starts `i * stride` bytes from the data pointer and spans itemsize bytes.
     let base = unsafe { (*array.as_array_ptr()).data as *const u8 };
     for i in 0..len {
         let raw = unsafe { std::slice::from_raw_parts(base.offset(i as isize * stride), itemsize) };
-        packed.push(&convert(raw, i)?);
+        push(&mut packed, raw, i)?;
     }
     Ok(packed)
 }

@@ -2,14 +2,15 @@ use std::sync::Mutex;
 
 use numpy::PyArray1;
 use pyo3::exceptions::PyTypeError;
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
+use pyo3::PyTraverseError;
 
 use super::args::{hash_arg, int_arg};
-use super::buckets::PyHashRange;
 use super::draining::PyDrainingHashesTracker;
 use super::state_args::{
-    consumer_arg, detached, hash_array, i32_array, i64_array, lock, notify, same_lengths,
-    with_state,
+    consumer_arg, detached, hash_array, hash_ranges_arg, i32_array, i64_array, lock, notify,
+    same_lengths, with_state,
 };
 use crate::kernels::draining::DrainingHashes;
 use crate::kernels::error::{InvalidInput, KernelResult};
@@ -45,7 +46,11 @@ impl PyPendingAcksMap {
     }
 
     fn notify(&self, py: Python<'_>, notice: Option<i32>) -> PyResult<()> {
-        notify(py, self.tracker().and_then(|t| t.handler()), notice)
+        notify(
+            py,
+            self.tracker().and_then(|t| t.handler(py)).as_ref(),
+            notice,
+        )
     }
 
     /// Calls `processor(ledger_id, entry_id, batch_size, sticky_key_hash)` for each ack, then
@@ -105,6 +110,12 @@ impl PyPendingAcksMap {
     #[getter]
     fn consumer_id(&self, py: Python<'_>) -> u64 {
         with_state(py, &self.state, |m| m.consumer_id())
+    }
+
+    /// The tracker's handler may hold this map (a bound method of its owner), so the
+    /// collector must see the map's reference to the tracker; the tracker clears the cycle.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.tracker)
     }
 
     #[getter(tracker)]
@@ -370,9 +381,9 @@ impl PyPendingAcksMap {
     fn register_draining_hashes(
         &self,
         py: Python<'_>,
-        ranges: Vec<PyHashRange>,
+        ranges: &Bound<'_, PyAny>,
     ) -> PyResult<usize> {
-        let ranges: Vec<_> = ranges.into_iter().map(|r| r.0).collect();
+        let ranges = hash_ranges_arg(ranges, "ranges")?;
         let registered = self.with_both(py, |m, t| match t {
             Some(t) => m.register_draining_hashes(&ranges, t),
             None => Err(InvalidInput::new(

@@ -10,6 +10,7 @@ use super::buckets::PyHashRange;
 use super::impacted::{
     ranges_dict, PyConsumerHashAssignmentsSnapshot, PyImpactedConsumersResult, PyRanges,
 };
+use super::keys::any_key_batch;
 use super::state_args::{consumer_arg, detached, hash_array, with_state};
 use crate::kernels::danube_ring::KeySharedConsumerState;
 use crate::kernels::ring::{ConsistentHashingSelector, DEFAULT_RANGE_MAX};
@@ -245,18 +246,16 @@ impl PyKeySharedConsumerState {
         py: Python<'py>,
         keys: &Bound<'py, PyAny>,
     ) -> PyResult<(Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<bool>>)> {
-        let (data, ends) = pack_keys(keys)?;
+        let batch = any_key_batch(keys)?;
         let (ids, selected) = detached(py, &self.state, |s| {
             let mut eligible = Vec::new();
-            let mut start = 0;
-            let mut ids = Vec::with_capacity(ends.len());
-            let mut selected = Vec::with_capacity(ends.len());
-            for &end in &ends {
-                let chosen = s.select_with(&data[start..end], &mut eligible);
+            let mut ids = Vec::with_capacity(batch.len());
+            let mut selected = Vec::with_capacity(batch.len());
+            batch.for_each_key(|key| {
+                let chosen = s.select_with(key, &mut eligible);
                 ids.push(chosen.unwrap_or(0));
                 selected.push(chosen.is_some());
-                start = end;
-            }
+            });
             (ids, selected)
         });
         Ok((
@@ -300,39 +299,6 @@ fn filters_arg(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Box<[u8]>>> {
         .enumerate()
         .map(|(i, item)| Ok(key_bytes(&item?, &format!("key_filters[{i}]"))?.into()))
         .collect()
-}
-
-/// Keys of a batch (an iterable of str/bytes, such as a list or a NumPy array) packed end
-/// to end, with each key's end offset.
-fn pack_keys(keys: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<usize>)> {
-    if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
-        return Err(PyTypeError::new_err(
-            "keys must be a batch of keys, not a single str or bytes",
-        ));
-    }
-    let items = keys.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "keys must be an iterable of str or bytes, got {}",
-            type_name(keys)
-        ))
-    })?;
-    let (mut data, mut ends) = (Vec::new(), Vec::new());
-    for (i, item) in items.enumerate() {
-        let item = item?;
-        let bytes = match (item.cast::<PyString>(), item.cast::<PyBytes>()) {
-            (Ok(s), _) => s.to_str()?.as_bytes(),
-            (_, Ok(b)) => b.as_bytes(),
-            _ => {
-                return Err(PyTypeError::new_err(format!(
-                    "keys[{i}] must be str or bytes, got {}",
-                    type_name(&item)
-                )))
-            }
-        };
-        data.extend_from_slice(bytes);
-        ends.push(data.len());
-    }
-    Ok((data, ends))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

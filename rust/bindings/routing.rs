@@ -2,7 +2,7 @@ use numpy::PyArray1;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-use super::args::{int_arg, key_bytes, splits_arg, threads_arg, type_name};
+use super::args::{int_arg, key_bytes, prefixed, splits_arg, threads_arg, type_name};
 use super::buckets::PyHashRange;
 use super::hashing::hash_keys;
 use super::state_args::u32_array;
@@ -62,7 +62,7 @@ impl PyRoutingTable {
         &self,
         keys: &Bound<'py, PyAny>,
         null_key: Option<&Bound<'py, PyAny>>,
-        threads: Option<i64>,
+        threads: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i32>>)> {
         let (ids, buckets) = hash_keys(keys, null_key, threads, |h| route_out(&self.0, h))?;
         let py = keys.py();
@@ -75,7 +75,7 @@ impl PyRoutingTable {
     fn route_hashes<'py>(
         &self,
         key_hashes: &Bound<'py, PyAny>,
-        threads: Option<i64>,
+        threads: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i32>>)> {
         let threads = threads_arg(threads)?;
         let hashes = u32_array(key_hashes, "key_hashes")?;
@@ -109,8 +109,8 @@ fn segment_route(item: &Bound<'_, PyAny>, i: usize) -> PyResult<SegmentRoute> {
         ))
     })?;
     let range = range.cast::<PyHashRange>().map_err(|_| bad())?.get().0;
-    let splits = splits_arg(&splits)
-        .map_err(|e| PyValueError::new_err(format!("segments[{i}] bucket splits: {e}")))?;
+    let splits =
+        splits_arg(&splits).map_err(|e| prefixed(e, &format!("segments[{i}] bucket splits:")))?;
     Ok(SegmentRoute {
         segment_id,
         range,

@@ -7,9 +7,11 @@ use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUnt
 use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple};
 
-use super::args::{key_bytes, type_name};
+use super::args::{key_bytes, refuse_bool, type_name};
+use super::buckets::PyHashRange;
+use crate::kernels::buckets::HashRange;
 use crate::kernels::cursor::MAX_OFFSET;
 use crate::kernels::error::{NotFound, StateError};
 use crate::kernels::window::RoutingKey;
@@ -60,6 +62,7 @@ pub fn lock<S>(state: &Mutex<S>) -> MutexGuard<'_, S> {
 
 /// A consumer id: an int in `[0, 2**64 - 1]`.
 pub fn consumer_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
+    refuse_bool(obj, what)?;
     obj.extract::<u64>().map_err(|err| {
         if err.is_instance_of::<PyOverflowError>(obj.py()) {
             PyValueError::new_err(format!("{what} must be in [0, 2**64 - 1], got {obj}"))
@@ -71,6 +74,7 @@ pub fn consumer_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
 
 /// A non-negative int up to `max`, as u64.
 pub fn bounded_arg(obj: &Bound<'_, PyAny>, what: &str, max: u64, bound: &str) -> PyResult<u64> {
+    refuse_bool(obj, what)?;
     if let Some(v) = obj
         .extract::<i64>()
         .ok()
@@ -156,6 +160,7 @@ fn int_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, Py
             return Err(not_ints(obj, what));
         }
         Err(_) => {
+            refuse_bools(obj, what)?;
             let numpy = py.import(intern!(py, "numpy"))?;
             let converted = numpy
                 .call_method1(intern!(py, "asarray"), (obj,))
@@ -169,6 +174,22 @@ fn int_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, Py
         return Err(not_ints(&array, what));
     }
     Ok(array)
+}
+
+/// NumPy reads `[True, 3]` as `[1, 3]`: a bool in a list or tuple is refused by index.
+fn refuse_bools(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
+    let items = match (obj.cast::<PyList>(), obj.cast::<PyTuple>()) {
+        (Ok(list), _) => list.iter().collect::<Vec<_>>(),
+        (_, Ok(tuple)) => tuple.iter().collect(),
+        _ => return Ok(()),
+    };
+    match items
+        .iter()
+        .position(|item| item.is_instance_of::<PyBool>())
+    {
+        Some(i) => refuse_bool(&items[i], &format!("{what}[{i}]")),
+        None => Ok(()),
+    }
 }
 
 fn not_ints(obj: &Bound<'_, PyAny>, what: &str) -> PyErr {
@@ -188,7 +209,6 @@ fn checked_values<T>(
     (min, max): (i128, i128),
     convert: impl Fn(i128) -> T,
 ) -> PyResult<Vec<T>> {
-    let array = int_array(obj, what)?;
     let check = |(i, v): (usize, i128)| {
         if v < min || v > max {
             return Err(PyValueError::new_err(format!(
@@ -196,6 +216,20 @@ fn checked_values<T>(
             )));
         }
         Ok(convert(v))
+    };
+    let array = match int_array(obj, what) {
+        Ok(array) => array,
+        // A list NumPy holds as floats or objects (a value beyond int64, a bool, a float):
+        // its items one by one, so the error names the one at fault.
+        Err(err) if obj.cast::<PyUntypedArray>().is_err() => {
+            return item_values(obj, what)
+                .map_err(|item_err| item_err.unwrap_or(err))?
+                .into_iter()
+                .enumerate()
+                .map(check)
+                .collect();
+        }
+        Err(err) => return Err(err),
     };
     if array.dtype().kind() == b'u' {
         let values = wide::<u64>(&array, "uint64")?;
@@ -214,6 +248,31 @@ fn checked_values<T>(
             .map(check)
             .collect()
     }
+}
+
+/// The items of a Python iterable of ints, each checked; `Err(None)` when it is not
+/// iterable (the caller's error then stands).
+fn item_values(obj: &Bound<'_, PyAny>, what: &str) -> Result<Vec<i128>, Option<PyErr>> {
+    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+        return Err(None);
+    }
+    let items = obj.try_iter().map_err(|_| None)?;
+    items
+        .enumerate()
+        .map(|(i, item)| {
+            let item = item?;
+            let what = format!("{what}[{i}]");
+            refuse_bool(&item, &what)?;
+            item.extract::<i128>().map_err(|err| {
+                if err.is_instance_of::<PyOverflowError>(obj.py()) {
+                    PyValueError::new_err(format!("{what} = {item} is out of range"))
+                } else {
+                    PyTypeError::new_err(format!("{what} must be an int, got {}", type_name(&item)))
+                }
+            })
+        })
+        .collect::<PyResult<Vec<i128>>>()
+        .map_err(Some)
 }
 
 /// The array's values as `W`, converting the dtype only when it differs.
@@ -237,8 +296,7 @@ fn values<W: numpy::Element + Copy>(array: &Bound<'_, PyArray1<W>>) -> Vec<W> {
 
 /// 16-bit hashes, each in `[0, 0xFFFF]`.
 pub fn hash_array(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u16>> {
-    let array = int_array(obj, what)?;
-    if let Ok(exact) = array.cast::<PyArray1<u16>>() {
+    if let Ok(exact) = obj.cast::<PyArray1<u16>>() {
         return Ok(values(exact));
     }
     checked_values(obj, what, (0, 0xFFFF), |v| v as u16)
@@ -268,11 +326,37 @@ pub fn i32_array(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i32>> {
 
 /// Unsigned 32-bit values (bucket indices, key hashes).
 pub fn u32_array(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u32>> {
-    let array = int_array(obj, what)?;
-    if let Ok(exact) = array.cast::<PyArray1<u32>>() {
+    if let Ok(exact) = obj.cast::<PyArray1<u32>>() {
         return Ok(values(exact));
     }
     checked_values(obj, what, (0, i128::from(u32::MAX)), |v| v as u32)
+}
+
+/// Hash ranges from any iterable of `HashRange` (a lone str or bytes is refused).
+pub fn hash_ranges_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<HashRange>> {
+    let not_ranges = || {
+        PyTypeError::new_err(format!(
+            "{what} must be an iterable of HashRange, got {}",
+            type_name(obj)
+        ))
+    };
+    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+        return Err(not_ranges());
+    }
+    let items = obj.try_iter().map_err(|_| not_ranges())?;
+    items
+        .enumerate()
+        .map(|(i, item)| {
+            let item = item?;
+            let range = item.cast::<PyHashRange>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "{what}[{i}] must be a HashRange, got {}",
+                    type_name(&item)
+                ))
+            })?;
+            Ok(range.get().0)
+        })
+        .collect()
 }
 
 /// Fails unless every named length equals the first.

@@ -4,7 +4,7 @@ use std::sync::Mutex;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-use super::args::type_name;
+use super::args::{text_arg, type_name};
 use super::rings::PyKeySharedConsumerState;
 use super::state_args::{
     consumer_arg, count_arg, lock, millis_arg, offset_arg, routing_key_arg, routing_key_object,
@@ -467,8 +467,12 @@ impl PyInFlightWindow {
         offset: &Bound<'_, PyAny>,
         now_ms: &Bound<'_, PyAny>,
         delay_ms: Option<&Bound<'_, PyAny>>,
-        reason: Option<String>,
+        reason: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<&'static str>> {
+        let reason = reason
+            .filter(|r| !r.is_none())
+            .map(|r| text_arg(r, "reason"))
+            .transpose()?;
         let offset = offset_arg(offset, "offset")?;
         let now = millis_arg(now_ms, "now_ms")?;
         let delay = delay_ms.map(|d| millis_arg(d, "delay_ms")).transpose()?;

@@ -32,6 +32,53 @@ impl PackedKeys {
         self.offsets.push(self.data.len());
     }
 
+    /// Pushes a NumPy `U` item: UTF-32 code units in the given byte order, padded with zero
+    /// units, as UTF-8. Fails with the first unit that is not a Unicode scalar value, and
+    /// then leaves the keys as they were.
+    pub fn push_ucs4(&mut self, raw: &[u8], big_endian: bool) -> Result<(), u32> {
+        match big_endian {
+            true => self.push_utf32::<true>(raw),
+            false => self.push_utf32::<false>(raw),
+        }
+    }
+
+    fn push_utf32<const BIG_ENDIAN: bool>(&mut self, raw: &[u8]) -> Result<(), u32> {
+        let unit = |u: &[u8]| {
+            let bytes = [u[0], u[1], u[2], u[3]];
+            match BIG_ENDIAN {
+                true => u32::from_be_bytes(bytes),
+                false => u32::from_le_bytes(bytes),
+            }
+        };
+        let len = raw
+            .chunks_exact(4)
+            .rposition(|u| u != [0; 4])
+            .map_or(0, |last| last + 1);
+        let units = raw[..len * 4].chunks_exact(4);
+        // Keys are mostly ASCII: one byte a unit, in two passes the compiler vectorises.
+        if units.clone().all(|u| unit(u) < 0x80) {
+            self.data.extend(units.map(|u| unit(u) as u8));
+        } else {
+            let start = self.data.len();
+            for code in units.map(unit) {
+                let Some(c) = char::from_u32(code) else {
+                    self.data.truncate(start);
+                    return Err(code);
+                };
+                let mut buf = [0u8; 4];
+                self.data
+                    .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+        self.offsets.push(self.data.len());
+        Ok(())
+    }
+
+    /// The keys, each as its bytes.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        self.offsets.windows(2).map(|w| &self.data[w[0]..w[1]])
+    }
+
     pub fn len(&self) -> usize {
         self.offsets.len() - 1
     }
@@ -123,6 +170,19 @@ impl KeyBatch {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Calls `f` with every key's bytes in order, the null key's in place of a null.
+    pub fn for_each_key(&self, mut f: impl FnMut(&[u8])) {
+        let null = self.null_key.as_deref().unwrap_or_default();
+        for chunk in &self.chunks {
+            match chunk {
+                KeyChunk::Packed(k) => k.iter().for_each(&mut f),
+                KeyChunk::Binary(a) => a.iter().for_each(|k| f(k.unwrap_or(null))),
+                KeyChunk::LargeBinary(a) => a.iter().for_each(|k| f(k.unwrap_or(null))),
+                KeyChunk::BinaryView(a) => a.iter().for_each(|k| f(k.unwrap_or(null))),
+            }
+        }
     }
 
     /// `f(key_hash(key))` for every key, unzipped into two outputs, on up to `threads` threads.
@@ -266,6 +326,66 @@ mod tests {
         for threads in [1, 2, 3] {
             assert_eq!(hashes(&batch, threads), expected);
         }
+    }
+
+    fn utf32(text: &str, big_endian: bool, pad: usize) -> Vec<u8> {
+        let units = text
+            .chars()
+            .map(u32::from)
+            .chain(std::iter::repeat_n(0, pad));
+        units
+            .flat_map(|u| match big_endian {
+                true => u.to_be_bytes(),
+                false => u.to_le_bytes(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ucs4_items_decode_in_either_byte_order() {
+        let texts = ["Ā", "ab", "", "€uro\u{10FFFF}"];
+        for big_endian in [false, true] {
+            let mut packed = PackedKeys::default();
+            for (text, pad) in texts.iter().zip([0, 2, 3, 1]) {
+                packed
+                    .push_ucs4(&utf32(text, big_endian, pad), big_endian)
+                    .unwrap();
+            }
+            let keys: Vec<&[u8]> = packed.iter().collect();
+            assert_eq!(keys, texts.map(str::as_bytes));
+        }
+    }
+
+    #[test]
+    fn an_invalid_ucs4_unit_leaves_the_keys_as_they_were() {
+        let mut packed = PackedKeys::default();
+        packed.push(b"x");
+        let mut raw = utf32("ab", true, 0);
+        raw.extend_from_slice(&0xD800u32.to_be_bytes());
+        assert_eq!(packed.push_ucs4(&raw, true), Err(0xD800));
+        assert_eq!(
+            packed.push_ucs4(&utf32("a", false, 0), true),
+            Err(0x6100_0000)
+        );
+        assert_eq!(packed.iter().collect::<Vec<_>>(), vec![&b"x"[..]]);
+        assert_eq!(packed.data, b"x");
+    }
+
+    #[test]
+    fn every_key_is_seen_in_order_with_nulls_as_the_stand_in() {
+        let mut packed = PackedKeys::default();
+        packed.push(b"p");
+        let arr = BinaryArray::from_opt_vec(vec![Some(&b"a"[..]), None]);
+        let view = BinaryViewArray::from_iter_values([&b"v"[..]]);
+        let chunks = vec![
+            KeyChunk::Packed(packed),
+            KeyChunk::Binary(arr),
+            KeyChunk::BinaryView(view),
+        ];
+        let batch = KeyBatch::new(chunks, Some(b"n".to_vec())).unwrap();
+        let mut seen = vec![];
+        batch.for_each_key(|k| seen.push(k.to_vec()));
+        assert_eq!(seen, [&b"p"[..], b"a", b"n", b"v"]);
     }
 
     #[test]

@@ -70,6 +70,11 @@ fn check_tiling(segments: &[SegmentRoute]) -> KernelResult<()> {
         }
         next_start = end + 1;
     }
+    if segments.is_empty() {
+        return Err(InvalidInput(
+            "segments must tile 0000-ffff, got no segments".to_owned(),
+        ));
+    }
     if next_start != RING_SIZE {
         return Err(InvalidInput(format!(
             "segments must tile 0000-ffff, but they end at {:04x}",

@@ -304,14 +304,17 @@ class Scenario:
             raise ScenarioError(f"cannot read scenario {path}: {e.strerror or e}") from None
         suffix = path.suffix.lower()
         try:
+            # "utf-8-sig": a byte-order mark, as some editors write, is not content.
             if suffix == ".toml":
-                data = tomllib.loads(text.decode("utf-8"))
+                data = tomllib.loads(text.decode("utf-8-sig"))
             elif suffix == ".json":
-                data = json.loads(text)
+                data = json.loads(text.decode("utf-8-sig"))
             else:
                 raise ScenarioError(f"scenario {path} must end in .toml or .json")
         except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ScenarioError(f"scenario {path} is not valid {suffix[1:].upper()}: {e}") from None
+        except RecursionError:
+            raise ScenarioError(f"scenario {path} is nested too deeply") from None
         if not isinstance(data, Mapping):
             raise ScenarioError(f"scenario {path} must hold an object at the top")
         return cls.from_dict(data)
