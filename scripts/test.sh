@@ -15,7 +15,8 @@ step "ruff";         ruff check .
 step "ruff format";  ruff format --check .
 step "mypy";         mypy python/keyshared spark_udfs
 step "stubtest";     python -m mypy.stubtest keyshared._core
-step "pytest";       python -m pytest -q "$@"
+# -m "" runs every test; plain `pytest` leaves out the Spark and slow ones.
+step "pytest";       python -m pytest -q -m "" "$@"
 # A short coverage-guided run of each fuzz target (scripts/fuzz.sh runs them for long).
 fuzz_log=$(mktemp)
 for target in keys state; do

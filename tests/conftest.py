@@ -1,12 +1,13 @@
 """Shared test settings."""
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
-from pyspark.sql import SparkSession
 
-from spark_udfs.session import get_session
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Two shared cores make wall-clock deadlines meaningless; correctness is what is tested here.
 settings.register_profile("keyshared", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -23,8 +24,23 @@ SPARK_TEST_CONF = {
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def spark() -> Iterator["SparkSession"]:
+    from spark_udfs.session import get_session
+
     session = get_session("local[2]", "keyshared-tests", SPARK_TEST_CONF)
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+# Plain `pytest` runs the fast suite; scripts/test.sh passes `-m ""` to run everything.
+SLOW_MODULES = {"test_packaging"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.path.stem
+        if module.startswith("test_spark") or "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+        if module in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
