@@ -6,6 +6,7 @@ import org.apache.spark.sql.Column;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.FunctionIdentifier;
 import org.apache.spark.sql.catalyst.analysis.FunctionRegistry;
+import org.apache.spark.sql.catalyst.analysis.FunctionRegistry$;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.ExpressionInfo;
 import org.apache.spark.sql.classic.ExpressionUtils;
@@ -120,8 +121,25 @@ public final class Functions {
     Defaults defaults = new Defaults(layoutJson == null ? null : Router.parse(layoutJson), nullKey);
     FunctionRegistry registry = spark.sessionState().functionRegistry();
     for (KeyFunction function : KeyFunction.values()) {
-      registry.registerFunction(
-          new FunctionIdentifier(function.sqlName()), info(function), defaults.builder(function));
+      // Built-in functions resolve before temporary ones, so where the session extension has
+      // added this one, it is replaced in this session's registry instead.
+      FunctionIdentifier builtin = FunctionRegistry$.MODULE$.builtinFunctionIdentifier(function.sqlName());
+      if (registry.functionExists(builtin)) {
+        registry.registerFunction(builtin, info(function), defaults.builder(function));
+      } else {
+        registry.createOrReplaceTempFunction(function.sqlName(), defaults.builder(function), "java_udf");
+      }
+    }
+  }
+
+  /**
+   * Removes the functions the session extension added from this session, so that temporary
+   * functions of the same names (the Arrow UDFs) are the ones SQL resolves.
+   */
+  public static void dropExtensionFunctions(SparkSession spark) {
+    FunctionRegistry registry = spark.sessionState().functionRegistry();
+    for (KeyFunction function : KeyFunction.values()) {
+      registry.dropFunction(FunctionRegistry$.MODULE$.builtinFunctionIdentifier(function.sqlName()));
     }
   }
 

@@ -1,5 +1,6 @@
 package io.keyshared.spark;
 
+import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -34,7 +35,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>It extends {@code Expression} rather than {@code UnaryExpression}, whose final Scala
  * bridge methods a Java subclass cannot satisfy.
  */
-public final class KeyExpression extends Expression {
+public final class KeyExpression extends Expression implements Serializable {
   private static final long serialVersionUID = 1L;
   private static final String MURMUR = Murmur3.class.getName();
 
