@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares a fresh machine (or refreshes this one): a virtual environment in .venv with the
 # Python dependencies, a JDK for Spark, the jar of keyshared's JVM functions, and a release
-# build of the native extension installed into it. Each step is skipped when its inputs have not changed, so a second run is quick.
+# build of the native extension installed into it. Each step is skipped when its inputs have
+# not changed, so a second run is quick.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.venv

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pyspark.sql import Column, SparkSession
 
@@ -80,10 +80,10 @@ def choose_engine(spark: SparkSession, engine: str | None) -> Engine:
             "with spark.jars (or --jars) set to spark_udfs.jar_path(), as "
             "spark_udfs.session.get_session does"
         )
-    return engine  # type: ignore[return-value]
+    return engine
 
 
-def _functions(spark: SparkSession):  # type: ignore[no-untyped-def]
+def _functions(spark: SparkSession) -> Any:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     return getattr(jvm, _FUNCTIONS_CLASS)
@@ -115,5 +115,5 @@ def column(
     from pyspark.sql.classic.column import Column as ClassicColumn
 
     layout = None if specs is None else layout_json(specs)
-    jc = _functions(spark).column(function, key._jc, layout, null_key)  # type: ignore[attr-defined]
+    jc = _functions(spark).column(function, key._jc, layout, null_key)
     return ClassicColumn(jc)
