@@ -284,14 +284,14 @@ def run(spark: SparkSession, plan: Plan, progress: Progress) -> Report:
 def _spark_error(e: Exception, args: argparse.Namespace) -> JobError:
     """Spark's failure as the input problem behind it."""
     text = str(e).strip()
-    if isinstance(e, Py4JJavaError):
-        # The Java exception's own text, without the Python side's preamble.
-        text = str(e.java_exception.toString()).strip()
     if "pass null_key=" in text:
         return JobError(
             f"the key column {args.key_column!r} holds nulls: pass --null-key TEXT to hash "
             "them as TEXT, or filter them out first"
         )
+    if isinstance(e, Py4JJavaError):
+        # The Java exception's own text, without the Python side's preamble.
+        text = str(e.java_exception.toString()).strip()
     first = text.splitlines()[0] if text else type(e).__name__
     if isinstance(e, AnalysisException):
         return JobError(f"Spark cannot read the input: {first}")

@@ -259,10 +259,11 @@ def register(
     the keyshared jar; ks_route then also takes a layout JSON as a second argument) or
     ``"arrow"`` (Arrow UDFs). The layout and ``null_key`` are checked here.
     """
-    specs = segment_specs(DEFAULT_LAYOUT if layout is None else layout)
+    specs = None if layout is None else segment_specs(layout)
     nk = null_key_bytes(null_key)
     chosen = jvm.choose_engine(spark, engine)
     if chosen == "jvm":
+        # Without a layout, ks_route follows the LAYOUT_CONF of each query, else the default.
         jvm.register_functions(spark, specs, nk)
         return chosen
     if jvm.jvm_usable(spark):
@@ -272,7 +273,7 @@ def register(
         "ks_segment_hash": segment_hash_udf(nk),
         "ks_bucket_hash": bucket_hash_udf(nk),
         "ks_sticky_key_hash": sticky_key_hash_udf(nk),
-        "ks_route": _route_udf(specs, nk),
+        "ks_route": _route_udf(specs or segment_specs(DEFAULT_LAYOUT), nk),
     }
     for name, udf in functions.items():
         spark.udf.register(name, udf)

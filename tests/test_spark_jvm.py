@@ -322,7 +322,7 @@ def test_sql_alone_in_the_spark_sql_shell(tmp_path: Path) -> None:
     rows = spark_sql(
         tmp_path, "--jars", str(jar), "--conf", f"spark.sql.extensions={EXTENSIONS}", "-e", sql
     )
-    rows = [r for r in rows if len(r) == 16]
+    rows = [r for r in rows if len(r) == 14]
     ordered = sorted(keys)
     hashes = ks.key_hashes(ordered)
     segment_ids, buckets = layout.route_keys(ordered)
