@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares a fresh machine (or refreshes this one): a virtual environment in .venv with the
-# Python dependencies, Java for Spark, and a release build of the native extension installed
-# into it. Each step is skipped when its inputs have not changed, so a second run is quick.
+# Python dependencies, a JDK for Spark, the jar of keyshared's JVM functions, and a release
+# build of the native extension installed into it. Each step is skipped when its inputs have
+# not changed, so a second run is quick.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.venv
@@ -29,11 +30,28 @@ if [ "$(cat "$venv/.requirements" 2>/dev/null)" != "$want" ]; then
   echo "$want" >"$venv/.requirements"
 fi
 
-if ! command -v java >/dev/null; then
-  log "installing Java 17 for Spark"
+# A JDK, not just a JRE: Spark runs on it, and javac builds the keyshared jar below.
+if ! command -v javac >/dev/null; then
+  log "installing the Java 17 JDK for Spark and the keyshared jar"
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo=sudo; fi
   $sudo apt-get update -qq
-  $sudo apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+  $sudo apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
+fi
+
+# The JVM functions (spark_udfs/java), compiled against the jars PySpark ships: no Maven or
+# Gradle download. The wheel carries the jar; it is rebuilt when a source or Spark changes.
+jar=spark_udfs/jars/keyshared-spark.jar
+spark_jars=$("$venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars
+java_sources=$(find spark_udfs/java -name '*.java' | sort)
+want=$( (fingerprint $java_sources; ls "$spark_jars") | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$venv/.jar" 2>/dev/null)" != "$want" ] || [ ! -f "$jar" ]; then
+  log "building $jar"
+  classes=$(mktemp -d)
+  trap 'rm -rf "$classes"' EXIT
+  javac --release 17 -nowarn -Xlint:-path -cp "$spark_jars/*" -d "$classes" $java_sources
+  mkdir -p "$(dirname "$jar")"
+  jar --create --file "$jar" -C "$classes" .
+  echo "$want" >"$venv/.jar"
 fi
 
 sources=$(find rust -name '*.rs' | sort)

@@ -1,12 +1,22 @@
-"""keyshared on Apache Spark: Arrow UDFs on the Rust kernels, and the bulk-bucketing job
-(``python -m spark_udfs.job``).
+"""keyshared on Apache Spark: native JVM functions (the jar at :func:`jar_path`) and Arrow UDFs
+on the Rust kernels, and the bulk-bucketing job (``python -m spark_udfs.job``).
 
     from spark_udfs import register, with_routing
 
-    register(spark, layout)  # SQL: ks_key_hash, ks_segment_hash, ks_bucket_hash, ks_route
+    register(spark, layout)  # SQL: ks_key_hash, ks_segment_hash, ks_bucket_hash,
+                             #      ks_sticky_key_hash, ks_route
     with_routing(df, "key", layout).groupBy("segment_id", "bucket").count()
 """
 
+from spark_udfs.jvm import (
+    EXTENSIONS,
+    HIVE_CLASSES,
+    LAYOUT_CONF,
+    Engine,
+    choose_engine,
+    jar_path,
+    jvm_usable,
+)
 from spark_udfs.layouts import Layout, LayoutLike, segment_specs
 from spark_udfs.udfs import (
     BUCKET,
@@ -19,22 +29,31 @@ from spark_udfs.udfs import (
     register,
     route_udf,
     segment_hash_udf,
+    sticky_key_hash_udf,
     with_routing,
 )
 
 __all__ = [
     "BUCKET",
     "BUCKET_HASH",
+    "EXTENSIONS",
+    "HIVE_CLASSES",
     "KEY_HASH",
+    "LAYOUT_CONF",
     "SEGMENT_HASH",
     "SEGMENT_ID",
+    "Engine",
     "Layout",
     "LayoutLike",
     "bucket_hash_udf",
+    "choose_engine",
+    "jar_path",
+    "jvm_usable",
     "key_hash_udf",
     "register",
     "route_udf",
     "segment_hash_udf",
     "segment_specs",
+    "sticky_key_hash_udf",
     "with_routing",
 ]

@@ -13,6 +13,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from spark_udfs.jvm import Engine
 from spark_udfs.layouts import Layout
 from spark_udfs.sources import KEY, SIZE
 from spark_udfs.udfs import BUCKET, BUCKET_HASH, SEGMENT_ID, NullKey, with_routing
@@ -45,11 +46,14 @@ class HotKey:
     bucket: int
 
 
-def routed_keys(messages: DataFrame, layout: Layout, null_key: NullKey) -> DataFrame:
+def routed_keys(
+    messages: DataFrame, layout: Layout, null_key: NullKey, engine: Engine | None = None
+) -> DataFrame:
     """One row per distinct key with its message and byte counts, segment, bucket and hashB,
-    cached: the histogram and the hottest keys both read it."""
+    cached: the histogram and the hottest keys both read it. ``engine`` as in
+    :func:`spark_udfs.with_routing`."""
     per_key = messages.groupBy(KEY).agg(F.count(F.lit(1)).alias(MESSAGES), F.sum(SIZE).alias(BYTES))
-    routed = with_routing(per_key, KEY, layout, null_key=null_key, hashes=True)
+    routed = with_routing(per_key, KEY, layout, null_key=null_key, hashes=True, engine=engine)
     return routed.select(KEY, MESSAGES, BYTES, SEGMENT_ID, BUCKET, BUCKET_HASH).persist(
         StorageLevel.MEMORY_AND_DISK
     )

@@ -5,7 +5,7 @@ and traffic-balanced bucket boundaries, as JSON, Markdown and a PNG chart.
     python -m spark_udfs.job [--input PATH [--format F] --key-column K [--size-column S]]
                              [--segments N --bucket-budget T | --layout layout.json]
                              [--synthetic-keys N --key-space K --zipf-s S] [--out DIR]
-                             [--master URL]
+                             [--master URL] [--engine jvm|arrow]
 
 With no ``--input`` it generates a Zipf-skewed key set on Spark. It runs on local Spark by
 default, and on any cluster through ``spark-submit spark_udfs/job.py ...``.
@@ -13,6 +13,7 @@ default, and on any cluster through ``spark-submit spark_udfs/job.py ...``.
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -21,11 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import SparkSession
 
 from keyshared import AutoScalePolicy, TopicLayout
 from spark_udfs.bucketing import histogram, hottest_keys, routed_keys
+from spark_udfs.jvm import ENGINES, Engine, choose_engine
 from spark_udfs.render import write_outputs
 from spark_udfs.report import Report, build_report
 from spark_udfs.session import get_session
@@ -42,6 +45,8 @@ from spark_udfs.sources import (
 
 #: Exit status for input the job cannot use (argparse uses the same for bad arguments).
 EXIT_BAD_INPUT = 2
+#: The most buckets a segment can have: bucket 0 spans at least hashB 0 and 1 (SPEC 2).
+MAX_BUCKETS = 65_535
 
 
 class Progress:
@@ -68,8 +73,8 @@ def _values(text: str, kind: type[float] | type[int]) -> list[float] | list[int]
         values = [kind(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a comma-separated list: {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"need one or more non-negative values: {text!r}")
+    if not values or any(not (0 <= v < math.inf) for v in values):
+        raise argparse.ArgumentTypeError(f"need one or more finite, non-negative values: {text!r}")
     return values
 
 
@@ -158,6 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])"
     )
+    run.add_argument(
+        "--engine",
+        choices=ENGINES,
+        help="route with the JVM functions or the Arrow UDFs (default: jvm when the session "
+        "has the keyshared jar, else arrow)",
+    )
     return parser
 
 
@@ -223,22 +234,29 @@ def make_plan(args: argparse.Namespace) -> Plan:
     """Checks every argument, file and layout; JobError for the first that is unusable."""
     if args.top < 0:
         raise JobError(f"--top must not be negative, got {args.top}")
-    if args.balance_buckets is not None and args.balance_buckets < 1:
-        raise JobError(f"--balance-buckets must be at least 1, got {args.balance_buckets}")
-    if args.fanout < 0:
-        raise JobError(f"--fanout must not be negative, got {args.fanout}")
+    if args.balance_buckets is not None and not 1 <= args.balance_buckets <= MAX_BUCKETS:
+        raise JobError(
+            f"--balance-buckets must be in [1, {MAX_BUCKETS}], got {args.balance_buckets}"
+        )
+    if not 0 <= args.fanout < math.inf:
+        raise JobError(f"--fanout must be a finite, non-negative number, got {args.fanout}")
     return Plan(make_source(args), load_layout(args), load_policy(args), args)
 
 
 def run(spark: SparkSession, plan: Plan, progress: Progress) -> Report:
     """Reads, routes and aggregates on ``spark``; builds the report on the driver."""
     args, layout = plan.args, plan.layout
+    try:
+        engine: Engine = choose_engine(spark, args.engine)
+    except ValueError as e:
+        raise JobError(str(e)) from None
     progress.note(f"input: {plan.source.describe()}")
+    progress.note(f"routing engine: {engine}")
     progress.note(
         f"layout: epoch {layout.epoch}, {len(layout.active_segments())} segments, "
         f"{layout.total_bucket_count} buckets"
     )
-    routed = routed_keys(read_messages(spark, plan.source), layout, args.null_key)
+    routed = routed_keys(read_messages(spark, plan.source), layout, args.null_key, engine)
     try:
         with progress.step("routing keys and counting load per bucket"):
             hist = histogram(routed)
@@ -259,6 +277,7 @@ def run(spark: SparkSession, plan: Plan, progress: Progress) -> Report:
             balance_buckets=args.balance_buckets,
             now_ms=int(time.time() * 1000),
             timings=progress.timings,
+            engine=engine,
         )
 
 
@@ -270,13 +289,19 @@ def _spark_error(e: Exception, args: argparse.Namespace) -> JobError:
             f"the key column {args.key_column!r} holds nulls: pass --null-key TEXT to hash "
             "them as TEXT, or filter them out first"
         )
+    if isinstance(e, Py4JJavaError):
+        # The Java exception's own text, without the Python side's preamble.
+        text = str(e.java_exception.toString()).strip()
     first = text.splitlines()[0] if text else type(e).__name__
     if isinstance(e, AnalysisException):
         return JobError(f"Spark cannot read the input: {first}")
+    if isinstance(e, Py4JJavaError):
+        return JobError(f"a Spark task failed: {first}")
     return JobError(f"a Python worker failed: {first}")
 
 
-def _session_conf() -> dict[str, str]:
+def session_conf() -> dict[str, str]:
+    """The job's Spark settings."""
     return {
         # Size shuffle partitions by data (64 MB), not by core count: the per-key counts are
         # small, and every extra partition costs a Python worker round trip.
@@ -297,13 +322,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = make_plan(args)
         # A session already running (a notebook, the tests) is borrowed, not stopped.
         owns_session = SparkSession.getActiveSession() is None
-        spark = get_session(args.master, "keyshared-bucketing", _session_conf())
+        spark = get_session(args.master, "keyshared-bucketing", session_conf())
         if owns_session:
             spark.sparkContext.setLogLevel("ERROR")
         progress.note(f"Spark {spark.version} on {spark.sparkContext.master}")
         try:
             report = run(spark, plan, progress)
-        except (AnalysisException, PythonException) as e:
+        except (AnalysisException, PythonException, Py4JJavaError) as e:
             raise _spark_error(e, args) from None
         finally:
             if owns_session:

@@ -84,6 +84,7 @@ def _overview(report: Report) -> list[str]:
         f"- Messages: {t.messages:,}; bytes: {t.bytes:,}; distinct keys: {t.keys:,}",
         f"- Layout: epoch {report.layout['epoch']}, {len(report.segments)} active segments, "
         f"{len(report.buckets)} buckets",
+        f"- Routing engine: {report.engine}",
     ]
 
 

@@ -116,6 +116,8 @@ class Report:
     scenarios: tuple[Scenario, ...]
     balancing: Balancing
     timings: dict[str, float] = field(default_factory=dict)
+    #: What routed the keys: "jvm" (the native functions) or "arrow" (the Arrow UDFs).
+    engine: str = "arrow"
 
 
 def _load(hist: Histogram, rows: npt.NDArray[np.bool_]) -> Load:
@@ -252,6 +254,7 @@ def build_report(
     balance_buckets: int | None,
     now_ms: int,
     timings: dict[str, float],
+    engine: str,
 ) -> Report:
     """The whole report of one run."""
     segments = segment_loads(layout, hist)
@@ -275,4 +278,5 @@ def build_report(
         ),
         balancing=balancing(layout, hist, buckets, bucket_count=balance_buckets, now_ms=now_ms),
         timings=timings,
+        engine=engine,
     )

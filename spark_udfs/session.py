@@ -6,6 +6,8 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from spark_udfs.jvm import EXTENSIONS, jar_path
+
 
 def get_session(
     master: str | None = None,
@@ -27,6 +29,10 @@ def get_session(
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    for key, value in (conf or {}).items():
+    settings = dict(conf or {})
+    for key, value in (("spark.jars", str(jar_path())), ("spark.sql.extensions", EXTENSIONS)):
+        given = [v for v in settings.get(key, "").split(",") if v]
+        settings[key] = ",".join(given if value in given else [*given, value])
+    for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -19,6 +19,7 @@ from pyspark.sql.types import (
     MapType,
     NumericType,
     StringType,
+    StructField,
     StructType,
 )
 
@@ -125,6 +126,8 @@ def _read_file(spark: SparkSession, source: FileSource) -> DataFrame:
         # which Spark's default null marker ("") would not tell apart.
         reader = reader.option("header", "true").option("nullValue", "\u0000")
     df = reader.format(fmt).load(source.path)
+    if fmt == "json":
+        df = _json_keys_as_text(spark, df, source)
     key = _key_column(df, source.key_column, source.path)
     size = (
         F.lit(source.message_size).cast("bigint")
@@ -132,6 +135,20 @@ def _read_file(spark: SparkSession, source: FileSource) -> DataFrame:
         else _size_column(df, source.size_column, source.path)
     )
     return df.select(key.alias(KEY), size.alias(SIZE))
+
+
+def _json_keys_as_text(spark: SparkSession, df: DataFrame, source: FileSource) -> DataFrame:
+    """``df`` read again with the key column as a string, so that numeric keys hash as the
+    text the file holds: inferred as numbers, a key ``7`` would read as ``7.0`` once another
+    key in the file exceeds int64."""
+    fields = {f.name: f for f in df.schema.fields}
+    key = fields.get(source.key_column)
+    if key is None or isinstance(key.dataType, StringType):
+        return df
+    schema = StructType(
+        [StructField(f.name, StringType()) if f.name == key.name else f for f in df.schema.fields]
+    )
+    return spark.read.schema(schema).json(source.path)
 
 
 def _column_type(df: DataFrame, name: str, what: str, path: str) -> DataType:
@@ -155,8 +172,9 @@ def _size_column(df: DataFrame, name: str, path: str) -> Column:
     kind = _column_type(df, name, "size", path)
     if not isinstance(kind, NumericType | StringType):
         raise JobError(f"size column {name!r} of {path} is {kind.simpleString()}, not a number")
-    # A missing or unreadable size counts as an empty payload rather than failing the run.
-    return F.coalesce(F.col(name).cast("bigint"), F.lit(0).cast("bigint"))
+    # A missing or unreadable size counts as an empty payload rather than failing the run;
+    # try_cast keeps that so under ANSI mode (Spark 4's default), where cast would fail.
+    return F.coalesce(F.col(name).try_cast("bigint"), F.lit(0).cast("bigint"))
 
 
 # --- synthetic --------------------------------------------------------------------------

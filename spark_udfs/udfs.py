@@ -1,4 +1,6 @@
-"""Arrow UDFs on the keyshared kernels: key, segment and bucket hashes, and layout routing.
+"""Arrow UDFs on the keyshared kernels: key, segment, bucket and sticky key hashes, and layout
+routing; and the choice between them and the JVM functions (``spark_udfs.jvm``) for
+:func:`register` and :func:`with_routing`.
 
 Each UDF takes a string or binary column and works batch by batch on the Arrow arrays Spark
 hands the Python worker: the kernel reads them without copying and its NumPy result goes back
@@ -6,7 +8,8 @@ as an Arrow array, with no pandas and no per-row Python in between. Executors al
 task per core, so the kernels run single-threaded there.
 
 Nulls follow the library: a null key fails the task with an error naming its position in the
-batch, unless ``null_key`` gives the bytes to hash in its place.
+batch, unless ``null_key`` gives the bytes to hash in its place. ``null_key`` is checked when a
+UDF is made, on the driver.
 """
 
 from __future__ import annotations
@@ -19,9 +22,18 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
-from pyspark.sql.types import DataType, IntegerType, LongType, StructField, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from keyshared import TopicLayout, key_hashes, split_hashes
+from spark_udfs import jvm
 from spark_udfs.layouts import Layout, SegmentSpec, routing_table, segment_specs
 
 if TYPE_CHECKING:
@@ -64,8 +76,22 @@ def _struct_type(fields: tuple[str, ...]) -> StructType:
     return StructType([StructField(name, _FIELD_TYPES[name]) for name in fields])
 
 
+def null_key_bytes(null_key: NullKey) -> bytes | None:
+    """``null_key`` as the bytes a null key hashes as (str as UTF-8); TypeError or ValueError
+    for anything else, so that a bad one fails on the driver, not in an executor."""
+    if null_key is None or isinstance(null_key, bytes):
+        return null_key
+    if not isinstance(null_key, str):
+        raise TypeError(f"null_key must be str, bytes or None, got {type(null_key).__name__}")
+    try:
+        return null_key.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"null_key is not valid Unicode text: {e.reason} at {e.start}") from None
+
+
 def key_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
     """``ks_key_hash(key)``: the pinned 32-bit key hash, as a bigint in ``[0, 2**32)``."""
+    null_key = null_key_bytes(null_key)
 
     def ks_key_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         for keys in batches:
@@ -77,6 +103,7 @@ def key_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
 
 def segment_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
     """``ks_segment_hash(key)``: ``key_hash >> 16``, the key's place on the segment ring."""
+    null_key = null_key_bytes(null_key)
 
     def ks_segment_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         for keys in batches:
@@ -88,6 +115,7 @@ def segment_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
 
 def bucket_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
     """``ks_bucket_hash(key)``: ``key_hash & 0xFFFF``, PIP-486's hashB."""
+    null_key = null_key_bytes(null_key)
 
     def ks_bucket_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         for keys in batches:
@@ -97,16 +125,29 @@ def bucket_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
     return _arrow_iter_udf(ks_bucket_hash, IntegerType())
 
 
+def sticky_key_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
+    """``ks_sticky_key_hash(key)``: ``(key_hash & 0x7FFFFFFF) % 65535 + 1``, the classic
+    Key_Shared hash of Pulsar's default selector (SPEC 1), an int in ``[1, 65535]``."""
+    null_key = null_key_bytes(null_key)
+
+    def ks_sticky_key_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        for keys in batches:
+            hashes = key_hashes(keys, null_key=null_key, threads=1)
+            yield pa.array(((hashes & 0x7FFFFFFF) % 65535 + 1).astype(np.int32))
+
+    return _arrow_iter_udf(ks_sticky_key_hash, IntegerType())
+
+
 def route_udf(layout: Layout, null_key: NullKey = None) -> UserDefinedFunctionLike:
     """``ks_route(key)``: a struct of the key's ``segment_id`` and ``bucket`` under ``layout``.
 
     ``layout`` is a ``TopicLayout``, a ``RoutingTable`` or ``(segment_id, HashRange, splits)``
-    triples; it is validated here, on the driver.
+    triples; it is validated here, on the driver, as is ``null_key``.
     """
-    return _route_udf(segment_specs(layout), null_key)
+    return _route_udf(segment_specs(layout), null_key_bytes(null_key))
 
 
-def _route_udf(specs: tuple[SegmentSpec, ...], null_key: NullKey) -> UserDefinedFunctionLike:
+def _route_udf(specs: tuple[SegmentSpec, ...], null_key: bytes | None) -> UserDefinedFunctionLike:
     def ks_route(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         table = routing_table(specs)
         for keys in batches:
@@ -119,7 +160,7 @@ def _route_udf(specs: tuple[SegmentSpec, ...], null_key: NullKey) -> UserDefined
 
 
 def _route_and_hash_udf(
-    specs: tuple[SegmentSpec, ...], null_key: NullKey
+    specs: tuple[SegmentSpec, ...], null_key: bytes | None
 ) -> UserDefinedFunctionLike:
     """Routing plus all three hashes from one hashing pass over the keys."""
 
@@ -142,6 +183,19 @@ def _route_and_hash_udf(
     return _arrow_iter_udf(ks_route_and_hash, _struct_type((*ROUTE_FIELDS, *HASH_FIELDS)))
 
 
+def _key_column(df: DataFrame, key: str | Column) -> Column:
+    """``key`` as a column of ``df``; TypeError unless it holds strings or binary."""
+    column = F.col(key) if isinstance(key, str) else key
+    kind = df.select(column).schema.fields[0].dataType
+    if not isinstance(kind, StringType | BinaryType):
+        raise TypeError(
+            f"the key column {key if isinstance(key, str) else str(column)!r} is "
+            f"{kind.simpleString()}: keys are string or binary; cast it to string first, as a "
+            "producer sending it as a string key would"
+        )
+    return column
+
+
 def with_routing(
     df: DataFrame,
     key: str | Column,
@@ -149,36 +203,78 @@ def with_routing(
     *,
     null_key: NullKey = None,
     hashes: bool = False,
+    engine: str | None = None,
 ) -> DataFrame:
     """``df`` with ``segment_id`` and ``bucket`` columns routing ``key`` under ``layout``, and
     with ``hashes``, also ``key_hash``, ``segment_hash`` and ``bucket_hash``.
 
-    The keys pass through Python once, however many columns are added; columns of the same
-    names are replaced.
+    ``engine`` is ``"jvm"`` (native Spark expressions; the default when the session can load
+    the keyshared jar) or ``"arrow"`` (an Arrow UDF: the keys pass through Python once, however
+    many columns are added). Columns of the same names are replaced. The layout, ``null_key``
+    and the key column's type (string or binary) are checked here, on the driver.
     """
     specs = segment_specs(layout)
+    nk = null_key_bytes(null_key)
+    column = _key_column(df, key)
+    if jvm.choose_engine(df.sparkSession, engine) == "jvm":
+        return df.withColumns(_jvm_columns(df.sparkSession, column, specs, nk, hashes))
     fields: tuple[str, ...]
     if hashes:
-        udf, fields = _route_and_hash_udf(specs, null_key), (*ROUTE_FIELDS, *HASH_FIELDS)
+        udf, fields = _route_and_hash_udf(specs, nk), (*ROUTE_FIELDS, *HASH_FIELDS)
     else:
-        udf, fields = _route_udf(specs, null_key), ROUTE_FIELDS
-    key_column = F.col(key) if isinstance(key, str) else key
+        udf, fields = _route_udf(specs, nk), ROUTE_FIELDS
     packed = "__ks_routing"
-    routed = df.withColumn(packed, udf(key_column))
+    routed = df.withColumn(packed, udf(column))
     return routed.withColumns({name: F.col(packed)[name] for name in fields}).drop(packed)
 
 
+def _jvm_columns(
+    spark: SparkSession,
+    key: Column,
+    specs: tuple[SegmentSpec, ...],
+    null_key: bytes | None,
+    hashes: bool,
+) -> dict[str, Column]:
+    # Spark computes the route once per row for both fields (common subexpressions).
+    route = jvm.column(spark, "ks_route", key, specs, null_key)
+    columns = {name: route[name] for name in ROUTE_FIELDS}
+    if hashes:
+        for name in HASH_FIELDS:
+            columns[name] = jvm.column(spark, f"ks_{name}", key, None, null_key)
+    return columns
+
+
 def register(
-    spark: SparkSession, layout: Layout | None = None, *, null_key: NullKey = None
-) -> None:
-    """Registers ``ks_key_hash``, ``ks_segment_hash``, ``ks_bucket_hash`` and ``ks_route`` for
-    SQL in ``spark``. ``ks_route`` routes under ``layout``, by default one segment over the
-    whole ring with 4 buckets."""
+    spark: SparkSession,
+    layout: Layout | None = None,
+    *,
+    null_key: NullKey = None,
+    engine: str | None = None,
+) -> jvm.Engine:
+    """Registers ``ks_key_hash``, ``ks_segment_hash``, ``ks_bucket_hash``,
+    ``ks_sticky_key_hash`` and ``ks_route`` for SQL in ``spark``; returns the engine used.
+
+    ``ks_route`` routes under ``layout``, by default one segment over the whole ring with 4
+    buckets. ``engine`` is ``"jvm"`` (native functions; the default when the session can load
+    the keyshared jar; ks_route then also takes a layout JSON as a second argument) or
+    ``"arrow"`` (Arrow UDFs). The layout and ``null_key`` are checked here.
+    """
+    specs = None if layout is None else segment_specs(layout)
+    nk = null_key_bytes(null_key)
+    chosen = jvm.choose_engine(spark, engine)
+    if chosen == "jvm":
+        # Without a layout, ks_route follows the LAYOUT_CONF of each query, else the default.
+        jvm.register_functions(spark, specs, nk)
+        return chosen
+    if jvm.jvm_usable(spark):
+        jvm.drop_extension_functions(spark)
     functions = {
-        "ks_key_hash": key_hash_udf(null_key),
-        "ks_segment_hash": segment_hash_udf(null_key),
-        "ks_bucket_hash": bucket_hash_udf(null_key),
-        "ks_route": route_udf(DEFAULT_LAYOUT if layout is None else layout, null_key),
+        "ks_key_hash": key_hash_udf(nk),
+        "ks_segment_hash": segment_hash_udf(nk),
+        "ks_bucket_hash": bucket_hash_udf(nk),
+        "ks_sticky_key_hash": sticky_key_hash_udf(nk),
+        "ks_route": _route_udf(specs or segment_specs(DEFAULT_LAYOUT), nk),
     }
     for name, udf in functions.items():
         spark.udf.register(name, udf)
+    return chosen

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -83,9 +84,12 @@ def test_synthetic_run_end_to_end(spark: SparkSession, tmp_path: Path) -> None:
     assert rerun["balancing"]["layout"] is None
 
 
-def test_parquet_run_counts_every_message(parquet_input: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["jvm", "arrow"])
+def test_parquet_run_counts_every_message(parquet_input: Path, tmp_path: Path, engine: str) -> None:
     report = run_job(
         tmp_path,
+        "--engine",
+        engine,
         "--input",
         str(parquet_input),
         "--key-column",
@@ -104,6 +108,8 @@ def test_parquet_run_counts_every_message(parquet_input: Path, tmp_path: Path) -
         if b["load"]["messages"]
     }
     assert got == want
+    assert report["engine"] == engine
+    assert f"- Routing engine: {engine}" in (tmp_path / "report.md").read_text(encoding="utf-8")
     assert report["totals"]["messages"] == len(KEYS)
     assert report["totals"]["bytes"] == sum(SIZES)
     assert report["totals"]["keys"] == len(set(KEYS))
@@ -131,12 +137,29 @@ def test_numeric_and_binary_keys(spark: SparkSession, tmp_path: Path) -> None:
     assert [display_key(r.key) for r in binary] == ["0xff00", "ok"]
 
 
-def test_null_keys_need_a_null_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_both_engines_give_identical_reports(tmp_path: Path) -> None:
+    args = ["--synthetic-keys", "30000", "--key-space", "2000", "--segments", "3", "--top", "10"]
+    jvm = run_job(tmp_path / "jvm", *args, "--engine", "jvm")
+    arrow = run_job(tmp_path / "arrow", *args, "--engine", "arrow")
+    assert (jvm.pop("engine"), arrow.pop("engine")) == ("jvm", "arrow")
+
+    def timeless(report: dict[str, Any]) -> str:
+        # Everything but the step timings and the clock the balanced layout is stamped with.
+        report.pop("timings")
+        return re.sub(r'"(created|sealed)_at_ms": \d+', "", json.dumps(report, sort_keys=True))
+
+    assert timeless(jvm) == timeless(arrow)
+
+
+@pytest.mark.parametrize("engine", ["jvm", "arrow"])
+def test_null_keys_need_a_null_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str
+) -> None:
     path = tmp_path / "nulls.parquet"
     pq.write_table(pa.table({"key": ["a", None, "b", None]}), path)
-    assert main(["--input", str(path), "--out", str(tmp_path)]) == 2
+    assert main(["--input", str(path), "--engine", engine, "--out", str(tmp_path)]) == 2
     assert "holds nulls: pass --null-key" in capsys.readouterr().err
-    report = run_job(tmp_path, "--input", str(path), "--null-key", "")
+    report = run_job(tmp_path, "--input", str(path), "--null-key", "", "--engine", engine)
     assert report["totals"]["messages"] == 4
     assert {k["key"]: k["messages"] for k in report["hot_keys"]}[None] == 2
 
@@ -150,6 +173,9 @@ def test_null_keys_need_a_null_key(tmp_path: Path, capsys: pytest.CaptureFixture
         (["--layout", "no/such/layout.json"], "layout file not found"),
         (["--synthetic-keys", "0"], "--synthetic-keys must be at least 1"),
         (["--zipf-s", "-1"], "--zipf-s must be a positive number"),
+        (["--fanout", "nan"], "--fanout must be a finite, non-negative number, got nan"),
+        (["--fanout", "inf"], "--fanout must be a finite, non-negative number, got inf"),
+        (["--balance-buckets", "70000"], "--balance-buckets must be in [1, 65535], got 70000"),
     ],
 )
 def test_bad_arguments_fail_before_spark_runs(
@@ -158,6 +184,38 @@ def test_bad_arguments_fail_before_spark_runs(
     assert main([*args, "--out", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "report.json").exists()
+
+
+@pytest.mark.parametrize("rates", ["nan", "inf", "1000,nan", "-1"])
+def test_rates_must_be_finite(
+    rates: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--msg-rate", rates, "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert "need one or more finite, non-negative values" in capsys.readouterr().err
+
+
+def test_sizes_that_do_not_parse_count_as_zero(spark: SparkSession, tmp_path: Path) -> None:
+    # Spark 4 runs with ANSI mode on, where a plain cast of "abc" to bigint fails the job.
+    assert spark.conf.get("spark.sql.ansi.enabled") == "true"
+    path = tmp_path / "sizes.csv"
+    path.write_text("k,s\na,10\nb,abc\nc,\nd,1e400\n", encoding="utf-8")
+    rows = read_messages(spark, FileSource(str(path), None, "k", "s", 0)).collect()
+    assert sorted((r.key, r.size) for r in rows) == [("a", 10), ("b", 0), ("c", 0), ("d", 0)]
+    report = run_job(
+        tmp_path / "out", "--input", str(path), "--key-column", "k", "--size-column", "s"
+    )
+    assert report["totals"]["bytes"] == 10
+
+
+def test_numeric_json_keys_hash_as_their_text(spark: SparkSession, tmp_path: Path) -> None:
+    path = tmp_path / "keys.jsonl"
+    path.write_text(
+        '{"k": 7}\n{"k": 123456789012345678901234567890}\n{"k": "x"}\n', encoding="utf-8"
+    )
+    rows = read_messages(spark, FileSource(str(path), None, "k", None, 1)).collect()
+    assert sorted(r.key for r in rows) == ["123456789012345678901234567890", "7", "x"]
 
 
 def test_bad_layout_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

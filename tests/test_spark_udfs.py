@@ -89,7 +89,7 @@ def test_with_routing_adds_columns_in_one_python_pass(
     spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
     df = frame(spark, KEYS, "string").withColumn("payload", F.lit(1))
-    routed = with_routing(df, "k", LAYOUT, hashes=True)
+    routed = with_routing(df, "k", LAYOUT, hashes=True, engine="arrow")
     assert routed.columns == [
         "i",
         "k",
@@ -110,7 +110,7 @@ def test_with_routing_adds_columns_in_one_python_pass(
     assert [r.key_hash for r in rows] == hashes.tolist()
     assert [r.segment_hash for r in rows] == (hashes >> 16).tolist()
     assert [r.bucket_hash for r in rows] == (hashes & 0xFFFF).tolist()
-    plain = with_routing(df, F.col("k"), RoutingTable(LAYOUT))
+    plain = with_routing(df, F.col("k"), RoutingTable(LAYOUT), engine="arrow")
     assert plain.columns == ["i", "k", "payload", "segment_id", "bucket"]
     assert [r.bucket for r in plain.orderBy("i").collect()] == buckets.tolist()
 
@@ -121,16 +121,17 @@ def test_a_null_key_fails_unless_null_key_is_given(spark: SparkSession) -> None:
     with pytest.raises(PythonException, match=r"is null; pass null_key="):
         df.select(key_hash_udf()("k")).collect()
     with pytest.raises(PythonException, match=r"is null; pass null_key="):
-        with_routing(df, "k", LAYOUT).collect()
+        with_routing(df, "k", LAYOUT, engine="arrow").collect()
     hashed = df.select("i", key_hash_udf(null_key="fallback")("k").alias("h"))
     assert by_row(hashed, "h") == ks.key_hashes(keys, null_key="fallback").tolist()
-    routed = with_routing(df, "k", LAYOUT, null_key=b"")
+    routed = with_routing(df, "k", LAYOUT, null_key=b"", engine="arrow")
     want = RoutingTable(LAYOUT).route_keys(keys, null_key=b"")
     assert by_row(routed, "segment_id") == want[0].tolist()
 
 
-def test_sql_functions(spark: SparkSession) -> None:
-    register(spark, LAYOUT)
+@pytest.mark.parametrize("engine", ["jvm", "arrow"])
+def test_sql_functions(spark: SparkSession, engine: str) -> None:
+    assert register(spark, LAYOUT, engine=engine) == engine
     frame(spark, KEYS, "string").createOrReplaceTempView("keys")
     rows = spark.sql(
         "SELECT i, ks_key_hash(k) AS h, ks_segment_hash(k) AS s, ks_bucket_hash(k) AS b,"
@@ -146,8 +147,11 @@ def test_sql_functions(spark: SparkSession) -> None:
     assert [r.bucket for r in rows] == buckets.tolist()
 
 
-def test_sql_route_defaults_to_one_segment_of_four_buckets(spark: SparkSession) -> None:
-    register(spark)
+@pytest.mark.parametrize("engine", ["jvm", "arrow"])
+def test_sql_route_defaults_to_one_segment_of_four_buckets(
+    spark: SparkSession, engine: str
+) -> None:
+    register(spark, engine=engine)
     row = spark.sql("SELECT ks_route('hello') AS r").collect()[0]
     assert (row.r.segment_id, row.r.bucket) == (
         0,
@@ -164,5 +168,6 @@ def test_a_bad_layout_fails_on_the_driver() -> None:
 
 def test_empty_partitions_and_frames(spark: SparkSession) -> None:
     empty = spark.createDataFrame([], "i int, k string").repartition(3)
-    assert with_routing(empty, "k", LAYOUT, hashes=True).collect() == []
+    for engine in ("jvm", "arrow"):
+        assert with_routing(empty, "k", LAYOUT, hashes=True, engine=engine).collect() == []
     assert np.array_equal(ks.key_hashes([]), np.array([], dtype=np.uint32))

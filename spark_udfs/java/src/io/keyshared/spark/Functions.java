@@ -1,0 +1,155 @@
+package io.keyshared.spark;
+
+import java.util.List;
+
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.FunctionIdentifier;
+import org.apache.spark.sql.catalyst.analysis.FunctionRegistry;
+import org.apache.spark.sql.catalyst.analysis.FunctionRegistry$;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.ExpressionInfo;
+import org.apache.spark.sql.classic.ExpressionUtils;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.types.BinaryType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.unsafe.types.UTF8String;
+import scala.Function1;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The keyshared functions for SQL: how each is built from its arguments, and their registration
+ * in a session (by {@link KeysharedExtensions} at session start, or by {@link #register} on a
+ * running session, which is what {@code spark_udfs.register(spark, layout)} calls).
+ *
+ * <p>SQL forms: {@code ks_key_hash(key [, null_key])}, likewise {@code ks_segment_hash},
+ * {@code ks_bucket_hash} and {@code ks_sticky_key_hash}, and {@code ks_route(key [, layout [,
+ * null_key]])}. {@code layout} is a layout JSON literal; without it (or as NULL) ks_route routes
+ * under the layout of the Spark conf {@value #LAYOUT_CONF}, else one segment of 4 buckets.
+ * {@code null_key} is a string or binary literal hashed in place of a null key.
+ */
+public final class Functions {
+  /** The Spark conf holding the layout JSON that ks_route uses without a layout argument. */
+  public static final String LAYOUT_CONF = "spark.keyshared.layout";
+
+  private Functions() {}
+
+  /** The functions' builders with defaults for their optional arguments. */
+  static final class Defaults {
+    final Router layout;
+    final byte[] nullKey;
+
+    /** {@code layout} null means: the conf's layout at each query, else the default. */
+    Defaults(Router layout, byte[] nullKey) {
+      this.layout = layout;
+      this.nullKey = nullKey;
+    }
+
+    Expression build(KeyFunction function, List<Expression> args) {
+      int most = function.routes() ? 3 : 2;
+      if (args.isEmpty() || args.size() > most) {
+        throw new KeysharedException(
+            function.sqlName() + " takes 1 to " + most + " arguments, got " + args.size());
+      }
+      Router router = null;
+      int nullKeyAt = 1;
+      if (function.routes()) {
+        String json = args.size() > 1 ? literalString(function, args.get(1), "layout") : null;
+        router = json != null ? Router.parse(json) : layout != null ? layout : confLayout();
+        nullKeyAt = 2;
+      }
+      byte[] nullBytes = args.size() > nullKeyAt ? literalBytes(function, args.get(nullKeyAt)) : nullKey;
+      return new KeyExpression(args.get(0), function, router, nullBytes);
+    }
+
+    Function1<Seq<Expression>, Expression> builder(KeyFunction function) {
+      return args -> build(function, CollectionConverters.asJava(args));
+    }
+  }
+
+  /** The layout of the session's {@value #LAYOUT_CONF}, else the default one. */
+  public static Router confLayout() {
+    String json = SQLConf.get().getConfString(LAYOUT_CONF, null);
+    return json == null || json.isBlank() ? Router.DEFAULT : Router.parse(json);
+  }
+
+  private static Object literal(KeyFunction function, Expression arg, String what) {
+    if (!arg.foldable()) {
+      throw new KeysharedException(
+          function.sqlName() + ": " + what + " must be a constant, not " + arg.sql());
+    }
+    return arg.eval(null);
+  }
+
+  private static String literalString(KeyFunction function, Expression arg, String what) {
+    Object value = literal(function, arg, what);
+    if (value != null && !(arg.dataType() instanceof StringType)) {
+      throw new KeysharedException(
+          function.sqlName() + ": " + what + " must be a JSON string, got " + arg.dataType().simpleString());
+    }
+    return value == null ? null : value.toString();
+  }
+
+  private static byte[] literalBytes(KeyFunction function, Expression arg) {
+    Object value = literal(function, arg, "null_key");
+    if (value == null) {
+      return null;
+    }
+    if (arg.dataType() instanceof StringType) {
+      return ((UTF8String) value).getBytes();
+    }
+    if (arg.dataType() instanceof BinaryType) {
+      return (byte[]) value;
+    }
+    throw new KeysharedException(
+        function.sqlName() + ": null_key must be a string or binary, got " + arg.dataType().simpleString());
+  }
+
+  static ExpressionInfo info(KeyFunction function) {
+    return new ExpressionInfo(
+        KeyExpression.class.getName(), null, function.sqlName(), function.usage(), "", "", "", "",
+        "", "", "java_udf");
+  }
+
+  /**
+   * Registers every function in {@code spark} as a temporary function (replacing one of the
+   * same name), with ks_route routing under {@code layoutJson} (null: the conf's or the default
+   * layout) and null keys hashed as {@code nullKey} (null: a null key fails the task).
+   */
+  public static void register(SparkSession spark, String layoutJson, byte[] nullKey) {
+    Defaults defaults = new Defaults(layoutJson == null ? null : Router.parse(layoutJson), nullKey);
+    FunctionRegistry registry = spark.sessionState().functionRegistry();
+    for (KeyFunction function : KeyFunction.values()) {
+      // Built-in functions resolve before temporary ones, so where the session extension has
+      // added this one, it is replaced in this session's registry instead.
+      FunctionIdentifier builtin = FunctionRegistry$.MODULE$.builtinFunctionIdentifier(function.sqlName());
+      if (registry.functionExists(builtin)) {
+        registry.registerFunction(builtin, info(function), defaults.builder(function));
+      } else {
+        registry.createOrReplaceTempFunction(function.sqlName(), defaults.builder(function), "java_udf");
+      }
+    }
+  }
+
+  /**
+   * Removes the functions the session extension added from this session, so that temporary
+   * functions of the same names (the Arrow UDFs) are the ones SQL resolves.
+   */
+  public static void dropExtensionFunctions(SparkSession spark) {
+    FunctionRegistry registry = spark.sessionState().functionRegistry();
+    for (KeyFunction function : KeyFunction.values()) {
+      registry.dropFunction(FunctionRegistry$.MODULE$.builtinFunctionIdentifier(function.sqlName()));
+    }
+  }
+
+  /**
+   * The column {@code function(key)}: the DataFrame form, for {@code spark_udfs.with_routing}.
+   * {@code layoutJson} is used by ks_route only (null: the conf's or the default layout).
+   */
+  public static Column column(String function, Column key, String layoutJson, byte[] nullKey) {
+    KeyFunction f = KeyFunction.named(function);
+    Router router = f.routes() ? (layoutJson == null ? confLayout() : Router.parse(layoutJson)) : null;
+    return ExpressionUtils.column(new KeyExpression(ExpressionUtils.expression(key), f, router, nullKey));
+  }
+}

@@ -1,0 +1,296 @@
+package io.keyshared.spark;
+
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The active segments of a topic layout, ready to route key hashes to (segment id, bucket
+ * index) exactly as the Rust {@code RoutingTable} does: the segment whose range holds
+ * {@code key_hash >> 16}, then the number of its bucket splits at or below
+ * {@code key_hash & 0xFFFF}.
+ *
+ * <p>Built once per query from the layout JSON ({@code TopicLayout.to_json()} or a layout
+ * response: an object whose {@code segments} each have {@code segment_id}, {@code hash_range}
+ * like {@code "0000-7fff"}, {@code bucket_splits} and optionally {@code state}; sealed segments
+ * are skipped) and shipped to executors inside the plan, never per row.
+ */
+public final class Router implements Serializable {
+  private static final long serialVersionUID = 1L;
+  private static final int RING_SIZE = 1 << 16;
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final Map<String, Router> PARSED = new ConcurrentHashMap<>();
+  private static final int MAX_PARSED = 64;
+
+  public static final String SEGMENT_ID = "segment_id";
+  public static final String BUCKET = "bucket";
+  public static final StructType ROUTE_TYPE =
+      new StructType(
+          new StructField[] {
+            DataTypes.createStructField(SEGMENT_ID, DataTypes.LongType, false),
+            DataTypes.createStructField(BUCKET, DataTypes.IntegerType, false)
+          });
+
+  /** One segment over the whole ring with 4 equal buckets: ks_route's default layout. */
+  public static final Router DEFAULT =
+      new Router(new long[] {0}, new int[] {0}, new int[] {0xFFFF}, new int[][] {{16384, 32768, 49152}});
+
+  private final long[] segmentIds;
+  private final int[] starts;
+  private final int[] ends;
+  private final int[][] splits;
+  private final char[] slotBySegmentHash;
+  // The struct of each (segment, bucket), made on first use and shared like a struct literal's
+  // value, so that routing a row allocates nothing.
+  private transient volatile InternalRow[][] rows;
+
+  private Router(long[] segmentIds, int[] starts, int[] ends, int[][] splits) {
+    this.segmentIds = segmentIds;
+    this.starts = starts;
+    this.ends = ends;
+    this.splits = splits;
+    this.slotBySegmentHash = new char[RING_SIZE];
+    for (int slot = 0; slot < starts.length; slot++) {
+      // At most 65,536 segments tile the ring, so a slot always fits in a char.
+      Arrays.fill(slotBySegmentHash, starts[slot], ends[slot] + 1, (char) slot);
+    }
+  }
+
+  /** The router of a layout JSON, parsed once per distinct text and then reused. */
+  public static Router parse(String json) {
+    Router cached = PARSED.get(json);
+    if (cached != null) {
+      return cached;
+    }
+    Router router = fromJson(json);
+    if (PARSED.size() >= MAX_PARSED) {
+      PARSED.clear();
+    }
+    PARSED.put(json, router);
+    return router;
+  }
+
+  private static Router fromJson(String json) {
+    JsonNode root;
+    try {
+      root = JSON.readTree(json);
+    } catch (JsonProcessingException e) {
+      throw new KeysharedException("layout is not JSON: " + e.getOriginalMessage());
+    }
+    if (root == null || !root.isObject() || !root.path("segments").isArray()) {
+      throw new KeysharedException(
+          "layout must be a JSON object with a segments list (TopicLayout.to_json())");
+    }
+    List<Segment> active = new ArrayList<>();
+    int index = 0;
+    for (Iterator<JsonNode> it = root.get("segments").elements(); it.hasNext(); index++) {
+      Segment segment = Segment.of(it.next(), "layout.segments[" + index + "]");
+      if (segment != null) {
+        active.add(segment);
+      }
+    }
+    active.sort((a, b) -> Integer.compare(a.start, b.start));
+    checkTiling(active);
+    int n = active.size();
+    long[] ids = new long[n];
+    int[] starts = new int[n];
+    int[] ends = new int[n];
+    int[][] splits = new int[n][];
+    for (int i = 0; i < n; i++) {
+      Segment s = active.get(i);
+      ids[i] = s.id;
+      starts[i] = s.start;
+      ends[i] = s.end;
+      splits[i] = s.splits;
+    }
+    long[] sorted = ids.clone();
+    Arrays.sort(sorted);
+    for (int i = 1; i < n; i++) {
+      if (sorted[i] == sorted[i - 1]) {
+        throw new KeysharedException("layout: segment id " + sorted[i] + " appears more than once");
+      }
+    }
+    return new Router(ids, starts, ends, splits);
+  }
+
+  private static void checkTiling(List<Segment> segments) {
+    int next = 0;
+    for (Segment s : segments) {
+      if (s.start != next) {
+        String problem = s.start < next ? "overlaps the one before it" : "leaves a gap before it";
+        throw new KeysharedException(
+            String.format(
+                "layout: active segments must tile 0000-ffff: segment %d (%04x-%04x) %s",
+                s.id, s.start, s.end, problem));
+      }
+      next = s.end + 1;
+    }
+    if (next != RING_SIZE) {
+      throw new KeysharedException(
+          segments.isEmpty()
+              ? "layout has no active segments"
+              : String.format("layout: active segments must tile 0000-ffff, but end at %04x", next - 1));
+    }
+  }
+
+  /** The struct(segment_id, bucket) of a key hash. */
+  public InternalRow route(int hash) {
+    int slot = slotBySegmentHash[hash >>> 16];
+    int bucket = bucketIndex(splits[slot], hash & 0xFFFF);
+    InternalRow[][] table = rows;
+    if (table == null) {
+      table = new InternalRow[segmentIds.length][];
+      rows = table;
+    }
+    InternalRow[] segmentRows = table[slot];
+    if (segmentRows == null) {
+      segmentRows = new InternalRow[splits[slot].length + 1];
+      table[slot] = segmentRows;
+    }
+    InternalRow row = segmentRows[bucket];
+    if (row == null) {
+      row = new GenericInternalRow(new Object[] {segmentIds[slot], bucket});
+      segmentRows[bucket] = row;
+    }
+    return row;
+  }
+
+  /** The segment id of a key hash. */
+  public long segmentId(int hash) {
+    return segmentIds[slotBySegmentHash[hash >>> 16]];
+  }
+
+  /** The bucket index of a key hash in its segment. */
+  public int bucket(int hash) {
+    return bucketIndex(splits[slotBySegmentHash[hash >>> 16]], hash & 0xFFFF);
+  }
+
+  /** How many splits are at or below hashB. */
+  private static int bucketIndex(int[] splits, int hashB) {
+    int lo = 0;
+    int hi = splits.length;
+    while (lo < hi) {
+      int mid = (lo + hi) >>> 1;
+      if (splits[mid] <= hashB) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+
+  /** Active segments and total buckets, for plans and errors. */
+  public String describe() {
+    int buckets = 0;
+    for (int[] s : splits) {
+      buckets += s.length + 1;
+    }
+    return "layout(" + segmentIds.length + " segments, " + buckets + " buckets)";
+  }
+
+  @Override
+  public String toString() {
+    return describe();
+  }
+
+  @Override
+  public boolean equals(Object other) {
+    if (!(other instanceof Router)) {
+      return false;
+    }
+    Router o = (Router) other;
+    return Arrays.equals(segmentIds, o.segmentIds)
+        && Arrays.equals(starts, o.starts)
+        && Arrays.equals(ends, o.ends)
+        && Arrays.deepEquals(splits, o.splits);
+  }
+
+  @Override
+  public int hashCode() {
+    return 31 * Arrays.hashCode(segmentIds) + Arrays.deepHashCode(splits) + Arrays.hashCode(starts);
+  }
+
+  /** One active segment of the layout JSON, validated with errors naming the field. */
+  private static final class Segment {
+    final long id;
+    final int start;
+    final int end;
+    final int[] splits;
+
+    private Segment(long id, int start, int end, int[] splits) {
+      this.id = id;
+      this.start = start;
+      this.end = end;
+      this.splits = splits;
+    }
+
+    /** The segment, or null when it is sealed. */
+    static Segment of(JsonNode node, String name) {
+      if (!node.isObject()) {
+        throw new KeysharedException(name + " must be an object");
+      }
+      JsonNode state = node.get("state");
+      if (state != null) {
+        String text = state.asText().toUpperCase(Locale.ROOT);
+        if (text.equals("SEALED")) {
+          return null;
+        }
+        if (!text.equals("ACTIVE")) {
+          throw new KeysharedException(name + ".state must be ACTIVE or SEALED, got " + state);
+        }
+      }
+      JsonNode id = node.get("segment_id");
+      if (id == null || !id.isIntegralNumber() || !id.canConvertToLong() || id.asLong() < 0) {
+        throw new KeysharedException(
+            name + ".segment_id must be an integer in [0, 2**63), got " + id);
+      }
+      JsonNode range = node.get("hash_range");
+      if (range == null || !range.isTextual() || !range.asText().matches("[0-9a-fA-F]{4}-[0-9a-fA-F]{4}")) {
+        throw new KeysharedException(name + ".hash_range must be a str like \"0000-7fff\", got " + range);
+      }
+      int start = Integer.parseInt(range.asText().substring(0, 4), 16);
+      int end = Integer.parseInt(range.asText().substring(5), 16);
+      if (start > end) {
+        throw new KeysharedException(name + ".hash_range starts after it ends: " + range.asText());
+      }
+      return new Segment(id.asLong(), start, end, splits(node.get("bucket_splits"), name + ".bucket_splits"));
+    }
+
+    private static int[] splits(JsonNode node, String name) {
+      if (node == null) {
+        return new int[0];
+      }
+      if (!node.isArray()) {
+        throw new KeysharedException(name + " must be a list");
+      }
+      int[] out = new int[node.size()];
+      for (int i = 0; i < out.length; i++) {
+        JsonNode s = node.get(i);
+        if (!s.isIntegralNumber() || !s.canConvertToInt() || s.asInt() < 1 || s.asInt() > 0xFFFF) {
+          throw new KeysharedException(name + "[" + i + "] = " + s + " is outside [1, 0xffff]");
+        }
+        out[i] = s.asInt();
+        if (i > 0 && out[i] <= out[i - 1]) {
+          throw new KeysharedException(
+              name + " must be strictly ascending: [" + i + "] = " + out[i] + " follows " + out[i - 1]);
+        }
+      }
+      return out;
+    }
+  }
+}

@@ -1,0 +1,119 @@
+"""keyshared's functions as native JVM functions in Spark: the jar built from ``spark_udfs/java``.
+
+The functions are Catalyst expressions with code generation, so Spark hashes and routes keys
+where it holds them, with no Python worker and no copy; the layout travels once per query,
+inside the plan. A session gets them three ways:
+
+- ``spark.jars`` (or ``--jars``) with ``spark.sql.extensions`` set to :data:`EXTENSIONS`, at
+  session start: SQL-only use, ks_route routing under the conf :data:`LAYOUT_CONF`;
+- :func:`register_functions` on a running session whose classpath holds the jar;
+- ``CREATE FUNCTION ks_route AS 'io.keyshared.spark.hive.KsRoute' USING JAR '...'`` in a
+  Hive-enabled session (the Hive classes are listed in :data:`HIVE_CLASSES`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pyspark.sql import Column, SparkSession
+
+from spark_udfs.layouts import SegmentSpec
+
+Engine = Literal["jvm", "arrow"]
+ENGINES: tuple[Engine, ...] = ("jvm", "arrow")
+
+#: The session extension that adds the functions to every session of an application.
+EXTENSIONS = "io.keyshared.spark.KeysharedExtensions"
+#: The Spark conf holding the layout JSON ks_route routes under without a layout argument.
+LAYOUT_CONF = "spark.keyshared.layout"
+#: The Hive GenericUDF class of each function, for CREATE FUNCTION ... USING JAR.
+HIVE_CLASSES = {
+    "ks_key_hash": "io.keyshared.spark.hive.KsKeyHash",
+    "ks_segment_hash": "io.keyshared.spark.hive.KsSegmentHash",
+    "ks_bucket_hash": "io.keyshared.spark.hive.KsBucketHash",
+    "ks_sticky_key_hash": "io.keyshared.spark.hive.KsStickyKeyHash",
+    "ks_route": "io.keyshared.spark.hive.KsRoute",
+}
+_FUNCTIONS_CLASS = "io.keyshared.spark.Functions"
+
+
+def jar_path() -> Path:
+    """The jar of the JVM functions: what to pass to ``--jars`` or ``spark.jars``.
+
+    Raises FileNotFoundError when it was not built (``scripts/setup.sh`` builds it; wheels carry
+    it).
+    """
+    path = Path(__file__).resolve().parent / "jars" / "keyshared-spark.jar"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run scripts/setup.sh to build it")
+    return path
+
+
+def layout_json(specs: tuple[SegmentSpec, ...]) -> str:
+    """The layout JSON the JVM functions read: the active segments of ``specs``."""
+    segments = [
+        {"segment_id": i, "hash_range": f"{start:04x}-{end:04x}", "bucket_splits": list(splits)}
+        for i, start, end, splits in specs
+    ]
+    return json.dumps({"segments": segments}, separators=(",", ":"))
+
+
+def jvm_usable(spark: SparkSession) -> bool:
+    """Whether ``spark``'s driver can load the JVM functions (its classpath holds the jar)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(_FUNCTIONS_CLASS))
+
+
+def choose_engine(spark: SparkSession, engine: str | None) -> Engine:
+    """``engine``, checked; None picks the JVM functions when the session can load them, else
+    the Arrow UDFs."""
+    if engine is None:
+        return "jvm" if jvm_usable(spark) else "arrow"
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "jvm" and not jvm_usable(spark):
+        raise ValueError(
+            "engine='jvm' needs the keyshared jar on the session's classpath: start the session "
+            "with spark.jars (or --jars) set to spark_udfs.jar_path(), as "
+            "spark_udfs.session.get_session does"
+        )
+    return engine
+
+
+def _functions(spark: SparkSession) -> Any:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return getattr(jvm, _FUNCTIONS_CLASS)
+
+
+def register_functions(
+    spark: SparkSession, specs: tuple[SegmentSpec, ...] | None, null_key: bytes | None
+) -> None:
+    """Registers every JVM function in ``spark`` (replacing functions of the same names), with
+    ks_route routing under ``specs`` (None: the conf's layout, else one segment of 4 buckets)."""
+    layout = None if specs is None else layout_json(specs)
+    _functions(spark).register(spark._jsparkSession, layout, null_key)
+
+
+def drop_extension_functions(spark: SparkSession) -> None:
+    """Removes the functions :data:`EXTENSIONS` added from ``spark``, so that SQL resolves
+    temporary functions of the same names (built-in functions resolve first)."""
+    _functions(spark).dropExtensionFunctions(spark._jsparkSession)
+
+
+def column(
+    spark: SparkSession,
+    function: str,
+    key: Column,
+    specs: tuple[SegmentSpec, ...] | None,
+    null_key: bytes | None,
+) -> Column:
+    """The column ``function(key)`` as a native expression (``specs`` for ks_route only)."""
+    from pyspark.sql.classic.column import Column as ClassicColumn
+
+    layout = None if specs is None else layout_json(specs)
+    jc = _functions(spark).column(function, key._jc, layout, null_key)
+    return ClassicColumn(jc)
