@@ -1,16 +1,20 @@
-"""Routing 5M keys in one Spark session (local[2]): the keyshared routing UDF against the
-transfer floor of any Python UDF (an Arrow UDF returning each key's length), mmh3 looped per
-key in an Arrow UDF and in a pandas UDF, and Spark's built-in JVM ``hash()`` (a different
-hash, for reference).
+"""keyshared in one Spark session (local[2]).
 
-Each round runs the whole column through the UDF into Spark's no-op sink, so the time covers
-the JVM-to-Python transfer both ways, as a real job pays it.
+spark-route-5m: routing 5M keys with the JVM ``ks_route`` (keyshared), the Arrow UDF
+(keyshared-arrow), the transfer floor of any Python UDF (an Arrow UDF returning each key's
+length), mmh3 looped in a pandas UDF, and Spark's built-in JVM ``hash()`` (a different hash, the
+engine's own speed). Each round runs the whole column into Spark's no-op sink.
+
+spark-job-step: the bulk-bucketing job's "routing keys and counting load per bucket" step on
+the README's 10M synthetic messages (keyshared), against Spark alone generating the same
+messages and grouping them by key (spark-groupby).
 """
 
 from collections.abc import Iterator
 from typing import Any
 
 import mmh3
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,12 +24,20 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf, pandas_udf
 from pyspark.sql.types import IntegerType, LongType
 
+import keyshared as ks
 from keyshared import TopicLayout
-from spark_udfs import route_udf
+from spark_udfs import with_routing
+from spark_udfs.bucketing import KEY, MESSAGES, histogram, routed_keys
+from spark_udfs.job import session_conf
 from spark_udfs.session import get_session
+from spark_udfs.sources import SIZE, SyntheticSource, read_messages
 
 N_KEYS = 5_000_000
 ROUNDS = 7
+LAYOUT = TopicLayout.initial(4, 16)
+# The README's main job: 10M messages over 1M Zipf-skewed keys.
+JOB_SOURCE = SyntheticSource(10_000_000, 1_000_000, 1.1, 42, 1024)
+JOB_ROUNDS = 3
 
 
 @pytest.fixture(scope="module")
@@ -69,23 +81,21 @@ def arrow_len(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         yield pc.binary_length(keys)
 
 
-@arrow_udf(LongType())  # type: ignore[call-overload, misc]
-def arrow_mmh3(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
-    for keys in batches:
-        yield pa.array([mmh3.hash(k, signed=False) for k in keys.to_pylist()], pa.int64())
-
-
 @pandas_udf(LongType())  # type: ignore[call-overload, misc]
 def pandas_mmh3(keys: pd.Series) -> pd.Series:
     return pd.Series([mmh3.hash(k, signed=False) for k in keys], dtype="int64")
 
 
+def routed(df: DataFrame, engine: str) -> DataFrame:
+    return with_routing(df, "k", LAYOUT, engine=engine).select(
+        F.struct("segment_id", "bucket").alias("out")
+    )
+
+
 def column(lib: str) -> Column:
     key = F.col("k")
     make = {
-        "keyshared": lambda: route_udf(TopicLayout.initial(4, 16))(key),
         "arrow-len": lambda: arrow_len(key),
-        "arrow-mmh3": lambda: arrow_mmh3(key),
         "pandas-mmh3": lambda: pandas_mmh3(key),
         "spark-hash": lambda: F.hash(key),
     }
@@ -93,14 +103,84 @@ def column(lib: str) -> Column:
     return column
 
 
+def query(keys: DataFrame, lib: str) -> DataFrame:
+    if lib == "keyshared":
+        return routed(keys, "jvm")
+    if lib == "keyshared-arrow":
+        return routed(keys, "arrow")
+    return keys.select(column(lib).alias("out"))
+
+
+def check_same_answers(keys: DataFrame, lib: str) -> None:
+    """Every peer that computes what keyshared does agrees with it on a sample."""
+    sample = keys.limit(20_000)
+    want = sample.toArrow().column("k").combine_chunks()
+    if lib in ("keyshared", "keyshared-arrow"):
+        got = query(sample, lib).select("out.*").toArrow()
+        segment_ids, buckets = LAYOUT.route_keys(want)
+        assert np.array_equal(got.column("segment_id").to_numpy(), segment_ids)
+        assert np.array_equal(got.column("bucket").to_numpy(), buckets)
+    elif lib == "pandas-mmh3":
+        got = query(sample, lib).toArrow().column("out").to_numpy()
+        assert np.array_equal(got, ks.key_hashes(want))
+    elif lib == "arrow-len":
+        got = query(sample, lib).toArrow().column("out").to_numpy()
+        assert np.array_equal(got, pc.binary_length(want).to_numpy())
+
+
 @pytest.mark.benchmark(group="spark-route-5m")
 @pytest.mark.parametrize(
-    "lib", ["keyshared", "arrow-len", "arrow-mmh3", "pandas-mmh3", "spark-hash"]
+    "lib", ["keyshared", "keyshared-arrow", "arrow-len", "pandas-mmh3", "spark-hash"]
 )
 def test_spark_route(benchmark: Any, lib: str, keys: DataFrame) -> None:
-    query = keys.select(column(lib).alias("out"))
+    check_same_answers(keys, lib)
+    plan = query(keys, lib)
 
     def run() -> None:
-        query.write.format("noop").mode("overwrite").save()
+        plan.write.format("noop").mode("overwrite").save()
 
     benchmark.pedantic(run, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+
+
+@pytest.fixture(scope="module")
+def job_session(spark: SparkSession) -> Iterator[SparkSession]:
+    """The bench session with the job's own SQL settings."""
+    settings = {k: v for k, v in session_conf().items() if k.startswith("spark.sql.")}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    yield spark
+    for key in settings:
+        spark.conf.unset(key)
+
+
+def job_step(spark: SparkSession) -> tuple[int, int]:
+    """The job's routing step as run() does it: (messages, distinct keys) of the histogram."""
+    routed = routed_keys(read_messages(spark, JOB_SOURCE), LAYOUT, None, "jvm")
+    try:
+        hist = histogram(routed)
+    finally:
+        routed.unpersist()
+    return int(hist.messages.sum()), int(hist.keys.sum())
+
+
+def group_by_key(spark: SparkSession) -> tuple[int, int]:
+    """Spark alone: the same messages grouped by key, as the job's first aggregation."""
+    per_key = (
+        read_messages(spark, JOB_SOURCE)
+        .groupBy(KEY)
+        .agg(F.count(F.lit(1)).alias(MESSAGES), F.sum(SIZE).alias("bytes"))
+    )
+    row = per_key.agg(F.sum(MESSAGES), F.count(F.lit(1))).first()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+@pytest.mark.benchmark(group="spark-job-step")
+@pytest.mark.parametrize("lib", ["keyshared", "spark-groupby"])
+def test_spark_job_step(benchmark: Any, lib: str, job_session: SparkSession) -> None:
+    step = job_step if lib == "keyshared" else group_by_key
+    messages, distinct = step(job_session)
+    assert messages == JOB_SOURCE.messages
+    assert (messages, distinct) == group_by_key(job_session)
+    benchmark.extra_info["messages"] = messages
+    benchmark.pedantic(lambda: step(job_session), rounds=JOB_ROUNDS, iterations=1)

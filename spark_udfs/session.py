@@ -4,6 +4,7 @@ import os
 import sys
 from collections.abc import Mapping
 
+from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from spark_udfs.jvm import EXTENSIONS, jar_path
@@ -30,8 +31,11 @@ def get_session(
     if master is not None:
         builder = builder.master(master)
     settings = dict(conf or {})
+    # Under spark-submit the JVM already runs with its --jars and --conf; keep those too.
+    submitted = SparkConf() if launched_by_submit else None
     for key, value in (("spark.jars", str(jar_path())), ("spark.sql.extensions", EXTENSIONS)):
-        given = [v for v in settings.get(key, "").split(",") if v]
+        before = settings.get(key, submitted.get(key, "") if submitted is not None else "")
+        given = [v for v in before.split(",") if v]
         settings[key] = ",".join(given if value in given else [*given, value])
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -280,39 +280,77 @@ def test_arrow_registration_replaces_the_extension_functions(
         register(spark, engine="jvm")
 
 
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_blocks(lang: str) -> list[str]:
+    """The README's Spark section's code blocks in ``lang``, as written."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Spark\n") : text.index("## Benchmarks\n")]
+    fence = f"```{lang}\n"
+    return [part.split("```", 1)[0] for part in section.split(fence)[1:]]
+
+
+def test_the_readme_python_block_runs(spark: SparkSession, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    (block,) = readme_blocks("python")
+    # The block reads "messages.parquet" relative to Spark's working directory: point the
+    # session's file system there for this test.
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    fs = jvm.org.apache.hadoop.fs.FileSystem.get(spark.sparkContext._jsc.hadoopConfiguration())
+    cwd = fs.getWorkingDirectory()
+    fs.setWorkingDirectory(jvm.org.apache.hadoop.fs.Path(str(tmp_path)))
+    keys = [f"order-{i % 37}" for i in range(500)]
+    pq.write_table(pa.table({"key": keys}), tmp_path / "messages.parquet")
+    scope: dict[str, object] = {"spark": spark}
+    try:
+        exec(compile(block, "README.md", "exec"), scope)
+    finally:
+        fs.setWorkingDirectory(cwd)
+        register(spark, engine="jvm")
+    routed = scope["routed"]
+    assert isinstance(routed, DataFrame)
+    got = sorted((r.key, r.segment_id, r.bucket) for r in routed.collect())
+    segment_ids, buckets = TopicLayout.initial(4, 16).route_keys(sorted(keys))
+    assert got == list(zip(sorted(keys), segment_ids.tolist(), buckets.tolist(), strict=True))
+
+
 def spark_sql(cwd: Path, *args: str) -> list[list[str]]:
     """Runs the spark-sql shell PySpark ships; its result rows, tab-separated."""
     import pyspark
 
     home = Path(pyspark.__file__).parent
-    env = {**os.environ, "SPARK_HOME": str(home)}
+    env = {**os.environ, "SPARK_HOME": str(home), "KEYSHARED_JAR": str(jar_path())}
     done = subprocess.run(
         [str(home / "bin" / "spark-sql"), "--master", "local[1]", "-S", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return [line.split("\t") for line in done.stdout.splitlines() if line]
 
 
 def test_sql_alone_in_the_spark_sql_shell(tmp_path: Path) -> None:
-    """No Python: the extension through --jars and --conf, and CREATE FUNCTION ... USING JAR
-    with the Hive classes, in one spark-sql run."""
+    """No Python: the README's SQL block as written, with the extension through --jars and
+    --conf, then every Hive class through CREATE FUNCTION ... USING JAR, in one spark-sql run."""
     jar = jar_path()
+    (readme_sql,) = readme_blocks("sql")
     keys = ["hello", "", "日本語"]
     values = ", ".join(f"('{k}')" for k in keys)
     layout = TopicLayout.initial(3, 6)
     creates = "".join(
-        f"CREATE TEMPORARY FUNCTION hive_{name} AS '{cls}' USING JAR '{jar}';"
+        f"CREATE OR REPLACE TEMPORARY FUNCTION hive_{name} AS '{cls}' USING JAR '{jar}';"
         for name, cls in HIVE_CLASSES.items()
     )
     hive_calls = ", ".join(f"hive_{f}(k)" for f in FUNCTIONS)
     native_calls = ", ".join(f"{f}(k)" for f in FUNCTIONS)
     sql = (
-        f"{creates}"
+        f"{readme_sql}{creates}"
         f"SET {LAYOUT_CONF}={layout.to_json()};"
         f"SELECT k, {native_calls}, ks_route(k).segment_id, ks_route(k).bucket,"
         f" {hive_calls}, hive_ks_route(k).segment_id, hive_ks_route(k).bucket,"
@@ -322,12 +360,40 @@ def test_sql_alone_in_the_spark_sql_shell(tmp_path: Path) -> None:
     rows = spark_sql(
         tmp_path, "--jars", str(jar), "--conf", f"spark.sql.extensions={EXTENSIONS}", "-e", sql
     )
-    rows = [r for r in rows if len(r) == 14]
+
+    readme_keys = ["order-1", "order-2", "日本語"]
+    readme_layout = TopicLayout.from_dict(
+        {
+            "epoch": 0,
+            "next_segment_id": 3,
+            "segments": [
+                {"segment_id": 1, "hash_range": "0000-7fff", "bucket_splits": [16384]},
+                {"segment_id": 2, "hash_range": "8000-ffff", "bucket_splits": []},
+            ],
+        }
+    )
+    hashes = ks.key_hashes(readme_keys)
+    segment_ids, buckets = readme_layout.route_keys(readme_keys)
+    want_readme = [
+        [k, str(h), str(s), str(b), str(b), str(int(st))]
+        for k, h, s, b, st in zip(
+            readme_keys,
+            hashes.tolist(),
+            segment_ids.tolist(),
+            buckets.tolist(),
+            sticky(hashes),
+            strict=True,
+        )
+    ]
+    assert [r for r in rows if len(r) == 6] == want_readme
+
     ordered = sorted(keys)
     hashes = ks.key_hashes(ordered)
     segment_ids, buckets = layout.route_keys(ordered)
     per_function = [hashes, hashes >> 16, hashes & 0xFFFF, sticky(hashes)]
-    for row, i in zip(rows, range(len(ordered)), strict=True):
+    checked = [r for r in rows if len(r) == 14]
+    assert len(checked) == len(ordered)
+    for i, row in enumerate(checked):
         want = [str(int(v[i])) for v in per_function]
         route = [str(segment_ids[i]), str(buckets[i])]
         assert row == [ordered[i], *want, *route, *want, *route, str(buckets[i])]
