@@ -5,6 +5,17 @@ import random
 import pyarrow as pa
 import pytest
 
+from keyshared import _core
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _core.__build_profile__ != "release":
+        raise pytest.UsageError(
+            f"benchmarks need a release build, this is a {_core.__build_profile__} build: "
+            "run scripts/bench.sh (or KEYSHARED_BUILD=release scripts/setup.sh) first"
+        )
+
+
 N_KEYS = 1_000_000
 
 

@@ -7,7 +7,7 @@
 #                                              than the saved baseline
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+KEYSHARED_BUILD=release scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 mode=run
 case "${1:-}" in --save-baseline|--gate) mode=${1#--}; shift ;; esac

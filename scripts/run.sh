@@ -4,5 +4,5 @@
 # the job (python -m spark_udfs.job --help), e.g. --input keys.parquet --key-column key.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+KEYSHARED_BUILD=release scripts/setup.sh
 exec .venv/bin/python -m spark_udfs.job --out out "$@"

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # Prepares a fresh machine (or refreshes this one): a virtual environment in .venv with the
-# Python dependencies, a JDK for Spark, the jar of keyshared's JVM functions, and a release
-# build of the native extension installed into it. Each step is skipped when its inputs have
-# not changed, so a second run is quick.
+# Python dependencies, a JDK for Spark, the jar of keyshared's JVM functions, and a build of
+# the native extension installed into it. Each step is skipped when its inputs have not
+# changed, so a second run is quick.
+#   KEYSHARED_BUILD=release (the default): the optimised build that benchmarks and wheels use.
+#   KEYSHARED_BUILD=dev: a fast-compiling build for working on the Rust code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.venv
+build=${KEYSHARED_BUILD:-release}
+case "$build" in
+  release) maturin_profile=(--release) ;;
+  dev) maturin_profile=() ;;
+  *) printf '[setup] KEYSHARED_BUILD must be release or dev, got %s\n' "$build" >&2; exit 2 ;;
+esac
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -54,11 +62,11 @@ if [ "$(cat "$venv/.jar" 2>/dev/null)" != "$want" ] || [ ! -f "$jar" ]; then
   echo "$want" >"$venv/.jar"
 fi
 
-sources=$(find rust -name '*.rs' | sort)
-want=$(fingerprint Cargo.toml Cargo.lock pyproject.toml $sources)
+sources=$(find rust -name '*.rs' -o -name Cargo.toml | sort)
+want=$( (echo "$build"; fingerprint Cargo.toml Cargo.lock pyproject.toml $sources) | sha256sum)
 if [ "$(cat "$venv/.extension" 2>/dev/null)" != "$want" ] \
   || ! ls python/keyshared/_core*.so >/dev/null 2>&1; then
-  log "building the native extension (release)"
-  VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" maturin develop --release -q
+  log "building the native extension ($build)"
+  VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" maturin develop "${maturin_profile[@]}" -q
   echo "$want" >"$venv/.extension"
 fi

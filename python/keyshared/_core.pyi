@@ -34,6 +34,7 @@ __all__ = [
     "SafeCursor",
     "SubscriptionFailurePolicy",
     "WindowAction",
+    "__build_profile__",
     "__version__",
     "bucket_hash",
     "bucket_index",
@@ -62,6 +63,9 @@ __all__ = [
 
 __version__: Final[str]
 """The package version, as Cargo.toml gives it."""
+
+__build_profile__: Final[Literal["release", "dev"]]
+"""Which Cargo profile built this module: "release" (wheels, benchmarks) or "dev"."""
 
 HASH_VERSION: Final[int]
 

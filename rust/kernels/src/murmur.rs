@@ -238,7 +238,7 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::hashing::key_hash;
+    use crate::hashing::key_hash;
 
     fn check(keys: &[Vec<u8>], slack: usize) {
         let mut data: Vec<u8> = Vec::new();

@@ -4,13 +4,15 @@ use std::sync::Mutex;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
+use crate::errors::Raise;
+
 use super::args::{text_arg, type_name};
 use super::rings::PyKeySharedConsumerState;
 use super::state_args::{
     consumer_arg, count_arg, lock, millis_arg, offset_arg, routing_key_arg, routing_key_object,
     with_state,
 };
-use crate::kernels::window::{
+use keyshared_kernels::window::{
     Action, ActionKind, BackoffStrategy, DeliveryStatus, FailurePolicy, InFlightEntry,
     InFlightWindow, PoisonPolicy, RoutingKey, WindowLimits,
 };
@@ -97,7 +99,7 @@ impl PyFailurePolicy {
             poison_policy,
         };
         Ok(Self {
-            policy: policy.validate()?,
+            policy: policy.validate().py()?,
             dead_letter_topic,
         })
     }
@@ -370,7 +372,7 @@ impl PyInFlightWindow {
             },
         };
         Ok(Self {
-            state: Mutex::new(InFlightWindow::new(limits, policy.policy.clone())?),
+            state: Mutex::new(InFlightWindow::new(limits, policy.policy.clone()).py()?),
             policy,
         })
     }
@@ -397,7 +399,7 @@ impl PyInFlightWindow {
 
     fn record_polled(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<()> {
         let offset = offset_arg(offset, "offset")?;
-        Ok(with_state(py, &self.state, |w| w.record_polled(offset))?)
+        with_state(py, &self.state, |w| w.record_polled(offset)).py()
     }
 
     #[pyo3(
@@ -416,9 +418,10 @@ impl PyInFlightWindow {
         let key = routing_key_arg(key, "key")?;
         let consumer = consumer_arg(consumer_id, "consumer_id")?;
         let now = now_ms.map_or(Ok(0), |n| millis_arg(n, "now_ms"))?;
-        Ok(with_state(py, &self.state, |w| {
+        with_state(py, &self.state, |w| {
             w.mark_dispatched(offset, &key, consumer, now)
-        })?)
+        })
+        .py()
     }
 
     fn push_blocked(
@@ -429,9 +432,7 @@ impl PyInFlightWindow {
     ) -> PyResult<()> {
         let offset = offset_arg(offset, "offset")?;
         let key = routing_key_arg(key, "key")?;
-        Ok(with_state(py, &self.state, |w| {
-            w.push_blocked(offset, &key)
-        })?)
+        with_state(py, &self.state, |w| w.push_blocked(offset, &key)).py()
     }
 
     /// The first queued `(offset, key)` whose key is free, or None. It holds its key until
@@ -456,7 +457,7 @@ impl PyInFlightWindow {
 
     fn on_skipped(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         let offset = offset_arg(offset, "offset")?;
-        Ok(with_state(py, &self.state, |w| w.on_skipped(offset))?)
+        with_state(py, &self.state, |w| w.on_skipped(offset)).py()
     }
 
     /// A nack: returns the message's new status, or None for an offset not in flight.
@@ -603,7 +604,8 @@ impl PyInFlightWindow {
         let ring = state.get();
         let (action, cursor) = with_state(py, &self.state, |w| {
             w.dispatch_polled(offset, &key, &lock(&ring.state), now)
-        })?;
+        })
+        .py()?;
         Ok((PyWindowAction(action), cursor))
     }
 

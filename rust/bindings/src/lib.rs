@@ -1,4 +1,5 @@
-//! The PyO3 layer: argument conversion, GIL release and error mapping only.
+//! keyshared's Python module: the PyO3 layer over the `keyshared-kernels` crate. It converts
+//! arguments, releases the GIL around the work and turns kernel errors into Python exceptions.
 
 mod args;
 mod buckets;
@@ -6,6 +7,7 @@ mod cursor;
 mod draining;
 mod entry_bucket;
 mod entry_bucket_dispatcher;
+mod errors;
 mod handoff;
 mod hashing;
 mod impacted;
@@ -19,7 +21,13 @@ mod window;
 
 use pyo3::prelude::*;
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The one version source: Cargo.toml's, which maturin also gives the wheel.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // Benchmarks refuse a development build: its timings say nothing about the release.
+    let profile = if cfg!(debug_assertions) { "dev" } else { "release" };
+    m.add("__build_profile__", profile)?;
     hashing::register(m)?;
     buckets::register(m)?;
     routing::register(m)?;

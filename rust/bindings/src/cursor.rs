@@ -2,13 +2,15 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
+
+use crate::errors::Raise;
 use pyo3::types::PyTuple;
 
 use super::state_args::{
     consumer_arg, consumer_array, count_arg, detached, offset_arg, offset_array, same_lengths,
     u32_array, with_state,
 };
-use crate::kernels::cursor::{BucketCheckpoints, SafeCursor};
+use keyshared_kernels::cursor::{BucketCheckpoints, SafeCursor};
 
 /// The last offset such that it and every offset from `first_offset` on are acked or
 /// skipped; None until `first_offset` itself is. Offsets are ints in `[0, 2**63 - 1]`.
@@ -23,7 +25,7 @@ impl PySafeCursor {
     fn new(first_offset: &Bound<'_, PyAny>) -> PyResult<Self> {
         let first = offset_arg(first_offset, "first_offset")?;
         Ok(Self {
-            state: Mutex::new(SafeCursor::new(first)?),
+            state: Mutex::new(SafeCursor::new(first).py()?),
         })
     }
 
@@ -46,7 +48,7 @@ impl PySafeCursor {
     /// Marks an offset acked; returns the new position when it moved, else None.
     fn ack(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         let offset = offset_arg(offset, "offset")?;
-        Ok(with_state(py, &self.state, |c| c.ack(offset))?)
+        with_state(py, &self.state, |c| c.ack(offset)).py()
     }
 
     /// Marks an offset skipped (done without a delivery); same rules as `ack`.
@@ -57,7 +59,7 @@ impl PySafeCursor {
     /// `ack` of every offset of an integer array; returns the new position if it moved.
     fn ack_many(&self, py: Python<'_>, offsets: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         let offsets = offset_array(offsets, "offsets")?;
-        Ok(detached(py, &self.state, |c| c.ack_many(&offsets))?)
+        detached(py, &self.state, |c| c.ack_many(&offsets)).py()
     }
 
     fn is_done(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -105,9 +107,7 @@ impl PyBucketCheckpoints {
     ) -> PyResult<()> {
         let (segment, bucket) = bucket_args(segment_id, bucket)?;
         let first = offset_arg(first_offset, "first_offset")?;
-        Ok(with_state(py, &self.state, |cp| {
-            cp.open(segment, bucket, first)
-        })?)
+        with_state(py, &self.state, |cp| cp.open(segment, bucket, first)).py()
     }
 
     /// Stops tracking a bucket; returns its final position. KeyError if it is not open.
@@ -118,7 +118,7 @@ impl PyBucketCheckpoints {
         bucket: &Bound<'_, PyAny>,
     ) -> PyResult<Option<u64>> {
         let (segment, bucket) = bucket_args(segment_id, bucket)?;
-        Ok(with_state(py, &self.state, |cp| cp.close(segment, bucket))?)
+        with_state(py, &self.state, |cp| cp.close(segment, bucket)).py()
     }
 
     fn ack(
@@ -130,9 +130,7 @@ impl PyBucketCheckpoints {
     ) -> PyResult<Option<u64>> {
         let (segment, bucket) = bucket_args(segment_id, bucket)?;
         let offset = offset_arg(offset, "offset")?;
-        Ok(with_state(py, &self.state, |cp| {
-            cp.ack(segment, bucket, offset)
-        })?)
+        with_state(py, &self.state, |cp| cp.ack(segment, bucket, offset)).py()
     }
 
     fn skip(
@@ -164,7 +162,8 @@ impl PyBucketCheckpoints {
         ])?;
         let moved = detached(py, &self.state, |cp| {
             cp.ack_many(&segments, &buckets, &offsets)
-        })?;
+        })
+        .py()?;
         Ok(moved.into_iter().collect())
     }
 
@@ -176,9 +175,10 @@ impl PyBucketCheckpoints {
         bucket: &Bound<'_, PyAny>,
     ) -> PyResult<Option<u64>> {
         let (segment, bucket) = bucket_args(segment_id, bucket)?;
-        Ok(with_state(py, &self.state, |cp| {
+        with_state(py, &self.state, |cp| {
             cp.cursor(segment, bucket).map(SafeCursor::position)
-        })?)
+        })
+        .py()
     }
 
     /// Every open bucket's position, keyed by `(segment_id, bucket)`.

@@ -343,7 +343,7 @@ mod tests {
         assert_eq!(cp.ack(1, 0, 0), Ok(Some(0)));
         assert!(matches!(
             cp.ack(2, 0, 0),
-            Err(crate::kernels::error::StateError::NotFound(_))
+            Err(crate::error::StateError::NotFound(_))
         ));
         assert!(cp.ack_many(&[1, 9], &[1, 9], &[10, 1]).is_err());
         assert_eq!(cp.cursor(1, 1).unwrap().position(), None);

@@ -4,8 +4,8 @@ use pyo3::prelude::*;
 use super::args::{key_bytes, threads_arg};
 use super::buckets::PyHashRange;
 use super::keys::key_batch;
-use crate::kernels::hashing::{self, bucket_hash, segment_hash, sticky_hash_in, HASH_VERSION};
-use crate::kernels::parallel::set_default_threads;
+use keyshared_kernels::hashing::{self, bucket_hash, segment_hash, sticky_hash_in, HASH_VERSION};
+use keyshared_kernels::parallel::set_default_threads;
 
 /// MurmurHash3_x86_32 (seed 0) of a key, as an unsigned 32-bit int.
 #[pyfunction]
@@ -134,7 +134,7 @@ fn set_num_threads(threads: i64) -> PyResult<()> {
 /// How many threads batch calls use when they are not told.
 #[pyfunction]
 fn get_num_threads() -> usize {
-    crate::kernels::parallel::default_threads()
+    keyshared_kernels::parallel::default_threads()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -4,6 +4,8 @@ use numpy::{PyArray1, PyUntypedArray};
 use pyo3::gc::PyVisit;
 use pyo3::intern;
 use pyo3::prelude::*;
+
+use crate::errors::Raise;
 use pyo3::PyTraverseError;
 
 use super::args::hash_arg;
@@ -11,7 +13,7 @@ use super::state_args::{
     callable_arg, consumer_arg, consumer_array, detached, hash_array, lock, notify, same_lengths,
     with_state,
 };
-use crate::kernels::draining::{
+use keyshared_kernels::draining::{
     ConsumerDrainingStats, DrainingHashEntry, DrainingHashStat, DrainingHashes,
 };
 
@@ -83,9 +85,7 @@ impl PyDrainingHashesTracker {
     ) -> PyResult<()> {
         let consumer = consumer_arg(consumer_id, "consumer_id")?;
         let hash = hash_arg(sticky_key_hash, "sticky_key_hash")?;
-        Ok(with_state(py, &self.state, |t| {
-            t.add_entry(consumer, hash)
-        })?)
+        with_state(py, &self.state, |t| t.add_entry(consumer, hash)).py()
     }
 
     fn add_entries(
@@ -96,9 +96,7 @@ impl PyDrainingHashesTracker {
     ) -> PyResult<()> {
         let consumer = consumer_arg(consumer_id, "consumer_id")?;
         let hashes = hash_array(sticky_key_hashes, "sticky_key_hashes")?;
-        Ok(detached(py, &self.state, |t| {
-            t.add_entries(consumer, &hashes)
-        })?)
+        detached(py, &self.state, |t| t.add_entries(consumer, &hashes)).py()
     }
 
     #[pyo3(signature = (consumer_id, sticky_key_hash, closing=false))]
@@ -113,7 +111,8 @@ impl PyDrainingHashesTracker {
         let hash = hash_arg(sticky_key_hash, "sticky_key_hash")?;
         let notice = with_state(py, &self.state, |t| {
             t.reduce_ref_count(consumer, hash, closing)
-        })?;
+        })
+        .py()?;
         notify(py, self.handler(py).as_ref(), notice)
     }
 
@@ -129,7 +128,8 @@ impl PyDrainingHashesTracker {
         let hashes = hash_array(sticky_key_hashes, "sticky_key_hashes")?;
         let notice = detached(py, &self.state, |t| {
             t.reduce_ref_counts(consumer, &hashes, closing)
-        })?;
+        })
+        .py()?;
         notify(py, self.handler(py).as_ref(), notice)
     }
 
@@ -179,7 +179,7 @@ impl PyDrainingHashesTracker {
     }
 
     fn end_batch(&self, py: Python<'_>) -> PyResult<()> {
-        let notice = with_state(py, &self.state, DrainingHashes::end_batch)?;
+        let notice = with_state(py, &self.state, DrainingHashes::end_batch).py()?;
         notify(py, self.handler(py).as_ref(), notice)
     }
 

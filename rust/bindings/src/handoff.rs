@@ -1,13 +1,15 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
+use crate::errors::Raise;
+
 use super::args::type_name;
 use super::draining::PyDrainingHashesTracker;
 use super::impacted::{strict_consumer_arg, PyImpactedConsumersResult};
 use super::pending_acks::PyPendingAcksMap;
 use super::state_args::{lock, notify};
-use crate::kernels::handoff;
-use crate::kernels::pending_acks::PendingAcks;
+use keyshared_kernels::handoff;
+use keyshared_kernels::pending_acks::PendingAcks;
 
 /// The maps of a hand-off and the one tracker they are wired to (None for no maps).
 type WiredMaps<'py> = (
@@ -78,11 +80,13 @@ fn register_draining_hashes(
     let impacted = &impacted.get().0;
     let states: Vec<&std::sync::Mutex<PendingAcks>> = maps.iter().map(|m| &m.get().state).collect();
     let t = tracker.get();
-    let done = py.detach(|| {
-        let guards: Vec<_> = states.iter().map(|s| lock(s)).collect();
-        let refs: Vec<&PendingAcks> = guards.iter().map(|g| &**g).collect();
-        handoff::register_draining_hashes(impacted, skip, &refs, &mut lock(&t.state))
-    })?;
+    let done = py
+        .detach(|| {
+            let guards: Vec<_> = states.iter().map(|s| lock(s)).collect();
+            let refs: Vec<&PendingAcks> = guards.iter().map(|g| &**g).collect();
+            handoff::register_draining_hashes(impacted, skip, &refs, &mut lock(&t.state))
+        })
+        .py()?;
     notify(py, t.handler(py).as_ref(), done.notice)?;
     Ok((done.registered, done.released))
 }

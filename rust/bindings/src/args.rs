@@ -3,17 +3,12 @@
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::errors::Raise;
 use pyo3::types::{PyBool, PyBytes, PyString};
 
-use crate::kernels::buckets::{ring_hash, validate_splits};
-use crate::kernels::error::InvalidInput;
-use crate::kernels::parallel::default_threads;
-
-impl From<InvalidInput> for PyErr {
-    fn from(err: InvalidInput) -> Self {
-        PyValueError::new_err(err.0)
-    }
-}
+use keyshared_kernels::buckets::{ring_hash, validate_splits};
+use keyshared_kernels::parallel::default_threads;
 
 /// The bytes of a `str` (UTF-8) or `bytes` key.
 pub fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a [u8]> {
@@ -97,7 +92,7 @@ pub fn refuse_bool(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
 
 /// A 16-bit ring hash argument.
 pub fn hash_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u16> {
-    Ok(ring_hash(int_arg(obj, what)?, what)?)
+    ring_hash(int_arg(obj, what)?, what).py()
 }
 
 /// Ascending bucket split points from any sequence of ints.
@@ -118,7 +113,7 @@ pub fn splits_arg(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u16>> {
         .enumerate()
         .map(|(i, item)| int_arg(&item?, &format!("splits[{i}]")))
         .collect::<PyResult<Vec<i64>>>()?;
-    Ok(validate_splits(&values)?)
+    validate_splits(&values).py()
 }
 
 /// The thread count of a batch call; None means the process-wide default.

@@ -4,32 +4,16 @@
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple};
 
 use super::args::{key_bytes, refuse_bool, type_name};
 use super::buckets::PyHashRange;
-use crate::kernels::buckets::HashRange;
-use crate::kernels::cursor::MAX_OFFSET;
-use crate::kernels::error::{NotFound, StateError};
-use crate::kernels::window::RoutingKey;
-
-impl From<NotFound> for PyErr {
-    fn from(err: NotFound) -> Self {
-        PyKeyError::new_err(err.0)
-    }
-}
-
-impl From<StateError> for PyErr {
-    fn from(err: StateError) -> Self {
-        match err {
-            StateError::Invalid(e) => e.into(),
-            StateError::NotFound(e) => e.into(),
-        }
-    }
-}
+use keyshared_kernels::buckets::HashRange;
+use keyshared_kernels::cursor::MAX_OFFSET;
+use keyshared_kernels::window::RoutingKey;
 
 /// Runs `f` on the locked state. When another thread holds the lock, waits for it without
 /// the GIL, so that thread (maybe in a long batch) and other Python threads go on. `f` must

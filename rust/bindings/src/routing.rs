@@ -2,13 +2,15 @@ use numpy::PyArray1;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
+use crate::errors::Raise;
+
 use super::args::{int_arg, key_bytes, prefixed, splits_arg, threads_arg, type_name};
 use super::buckets::PyHashRange;
 use super::hashing::hash_keys;
 use super::state_args::u32_array;
-use crate::kernels::hashing::key_hash;
-use crate::kernels::parallel::map_pairs;
-use crate::kernels::routing::{RoutingTable as Table, SegmentRoute};
+use keyshared_kernels::hashing::key_hash;
+use keyshared_kernels::parallel::map_pairs;
+use keyshared_kernels::routing::{RoutingTable as Table, SegmentRoute};
 
 /// The active segments of a layout, ready to route keys to (segment id, bucket index) in one
 /// pass. Built from `(segment_id, hash_range, bucket_splits)` triples that tile
@@ -24,7 +26,7 @@ impl PyRoutingTable {
         for (i, item) in segments.try_iter()?.enumerate() {
             routes.push(segment_route(&item?, i)?);
         }
-        Ok(Self(Table::new(routes)?))
+        Ok(Self(Table::new(routes).py()?))
     }
 
     /// The `(segment_id, hash_range, bucket_splits)` triples, in range order.

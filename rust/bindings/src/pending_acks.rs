@@ -1,9 +1,11 @@
 use std::sync::Mutex;
 
 use numpy::PyArray1;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
+
+use crate::errors::Raise;
 use pyo3::PyTraverseError;
 
 use super::args::{hash_arg, int_arg};
@@ -12,9 +14,9 @@ use super::state_args::{
     consumer_arg, detached, hash_array, hash_ranges_arg, i32_array, i64_array, lock, notify,
     same_lengths, with_state,
 };
-use crate::kernels::draining::DrainingHashes;
-use crate::kernels::error::{InvalidInput, KernelResult};
-use crate::kernels::pending_acks::{PendingAck, PendingAcks, WithNotice};
+use keyshared_kernels::draining::DrainingHashes;
+use keyshared_kernels::error::{InvalidInput, KernelResult};
+use keyshared_kernels::pending_acks::{PendingAck, PendingAcks, WithNotice};
 
 /// One consumer's pending acks, `(ledger_id, entry_id) -> (batch_size, sticky_key_hash)` in
 /// key order, `batch_size` being the remaining unacked count (lowered by partial acks). Given a tracker, it acts as PIP-379's dispatcher wires it: adds are refused
@@ -71,7 +73,9 @@ impl PyPendingAcksMap {
     }
 
     fn clear_all(&self, py: Python<'_>, processor: &Bound<'_, PyAny>, close: bool) -> PyResult<()> {
-        let (acks, notice) = self.with_both(py, |m, t| m.for_each_and_clear(close, t))?;
+        let (acks, notice) = self
+            .with_both(py, |m, t| m.for_each_and_clear(close, t))
+            .py()?;
         self.process(py, Some(processor), &acks, notice)
     }
 }
@@ -137,7 +141,8 @@ impl PyPendingAcksMap {
         sticky_key_hash: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let ack = ack_arg(ledger_id, entry_id, batch_size, sticky_key_hash)?;
-        Ok(self.with_both(py, |m, t| m.add_pending_ack_if_allowed(ack, t.as_deref()))?)
+        self.with_both(py, |m, t| m.add_pending_ack_if_allowed(ack, t.as_deref()))
+            .py()
     }
 
     /// `add_pending_ack_if_allowed` for each i, in order; returns which were added.
@@ -167,14 +172,16 @@ impl PyPendingAcksMap {
                 sticky_key_hash: hashes[i],
             })
             .collect();
-        let added = py.detach(|| {
-            let tracker = self.tracker();
-            let mut m = lock(&self.state);
-            match tracker {
-                Some(t) => m.add_many(&acks, Some(&lock(&t.state))),
-                None => m.add_many(&acks, None),
-            }
-        })?;
+        let added = py
+            .detach(|| {
+                let tracker = self.tracker();
+                let mut m = lock(&self.state);
+                match tracker {
+                    Some(t) => m.add_many(&acks, Some(&lock(&t.state))),
+                    None => m.add_many(&acks, None),
+                }
+            })
+            .py()?;
         Ok(PyArray1::from_vec(py, added))
     }
 
@@ -197,7 +204,9 @@ impl PyPendingAcksMap {
                 ))
             }
         };
-        let (removed, notice) = self.with_both(py, |m, t| m.remove(ledger, entry, expected, t))?;
+        let (removed, notice) = self
+            .with_both(py, |m, t| m.remove(ledger, entry, expected, t))
+            .py()?;
         self.notify(py, notice)?;
         Ok(removed)
     }
@@ -210,7 +219,9 @@ impl PyPendingAcksMap {
         entry_id: &Bound<'_, PyAny>,
     ) -> PyResult<Option<(i32, u16)>> {
         let (ledger, entry) = position_args(ledger_id, entry_id)?;
-        let (removed, notice) = self.with_both(py, |m, t| m.remove_and_get(ledger, entry, t))?;
+        let (removed, notice) = self
+            .with_both(py, |m, t| m.remove_and_get(ledger, entry, t))
+            .py()?;
         self.notify(py, notice)?;
         Ok(removed)
     }
@@ -249,14 +260,17 @@ impl PyPendingAcksMap {
         acked_delta: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let (ledger, entry) = position_args(ledger_id, entry_id)?;
-        let delta = i32::try_from(int_arg(acked_delta, "acked_delta")?).map_err(|_| {
-            InvalidInput(format!(
-                "acked_delta must be in [0, 2**31 - 1], got {acked_delta}"
-            ))
-        })?;
-        Ok(with_state(py, &self.state, |m| {
+        let delta = i32::try_from(int_arg(acked_delta, "acked_delta")?)
+            .map_err(|_| {
+                InvalidInput(format!(
+                    "acked_delta must be in [0, 2**31 - 1], got {acked_delta}"
+                ))
+            })
+            .py()?;
+        with_state(py, &self.state, |m| {
             m.update_remaining_unacked(ledger, entry, delta)
-        })?)
+        })
+        .py()
     }
 
     /// `update_remaining_unacked` for each i, in order; returns which were updated.
@@ -278,7 +292,8 @@ impl PyPendingAcksMap {
         let keys: Vec<(i64, i64)> = ledgers.into_iter().zip(entries).collect();
         let updated = detached(py, &self.state, |m| {
             m.update_remaining_unacked_many(&keys, &deltas)
-        })?;
+        })
+        .py()?;
         Ok(PyArray1::from_vec(py, updated))
     }
 
@@ -301,7 +316,7 @@ impl PyPendingAcksMap {
                 None => m.remove_many(&keys, None),
             }
         });
-        let (removed, notice) = result?;
+        let (removed, notice) = result.py()?;
         self.notify(py, notice)?;
         Ok(PyArray1::from_vec(py, removed))
     }
@@ -318,7 +333,9 @@ impl PyPendingAcksMap {
         callback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<usize> {
         let (ledger, entry) = position_args(ledger_id, entry_id)?;
-        let (acks, notice) = self.with_both(py, |m, t| m.remove_all_up_to(ledger, entry, t))?;
+        let (acks, notice) = self
+            .with_both(py, |m, t| m.remove_all_up_to(ledger, entry, t))
+            .py()?;
         self.process(py, callback.filter(|c| !c.is_none()), &acks, notice)?;
         Ok(acks.len())
     }
@@ -384,12 +401,14 @@ impl PyPendingAcksMap {
         ranges: &Bound<'_, PyAny>,
     ) -> PyResult<usize> {
         let ranges = hash_ranges_arg(ranges, "ranges")?;
-        let registered = self.with_both(py, |m, t| match t {
-            Some(t) => m.register_draining_hashes(&ranges, t),
-            None => Err(InvalidInput::new(
-                "register_draining_hashes needs a map created with a tracker",
-            )),
-        })?;
+        let registered = self
+            .with_both(py, |m, t| match t {
+                Some(t) => m.register_draining_hashes(&ranges, t),
+                None => Err(InvalidInput::new(
+                    "register_draining_hashes needs a map created with a tracker",
+                )),
+            })
+            .py()?;
         Ok(registered)
     }
 
@@ -409,7 +428,7 @@ fn tuple(a: PendingAck) -> Ack {
 fn batch_arg(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
     let value = int_arg(obj, "batch_size")?;
     i32::try_from(value).map_err(|_| {
-        InvalidInput(format!("batch_size must be in [0, 2**31 - 1], got {value}")).into()
+        PyValueError::new_err(format!("batch_size must be in [0, 2**31 - 1], got {value}"))
     })
 }
 

@@ -2,14 +2,16 @@ use std::collections::BTreeMap;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+
+use crate::errors::Raise;
 use pyo3::types::{PyMapping, PyTuple};
 
 use super::args::type_name;
 use super::buckets::PyHashRange;
 use super::state_args::consumer_arg;
-use crate::kernels::buckets::HashRange;
-use crate::kernels::impacted::{impacted_consumers, validate_assignments, ImpactedConsumers};
-use crate::kernels::ring::ranges_by_consumer;
+use keyshared_kernels::buckets::HashRange;
+use keyshared_kernels::impacted::{impacted_consumers, validate_assignments, ImpactedConsumers};
+use keyshared_kernels::ring::ranges_by_consumer;
 
 pub type PyRanges = BTreeMap<u64, Vec<PyHashRange>>;
 
@@ -102,7 +104,7 @@ fn snapshot_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<(HashRange, 
         .flat_map(|(c, ranges)| ranges.into_iter().map(move |r| (r, c)))
         .collect();
     pairs.sort();
-    validate_assignments(&pairs, what)?;
+    validate_assignments(&pairs, what).py()?;
     Ok(pairs)
 }
 
@@ -162,7 +164,7 @@ impl PyConsumerHashAssignmentsSnapshot {
     #[new]
     fn new(hash_range_assignments: &Bound<'_, PyAny>) -> PyResult<Self> {
         let pairs = assignments_arg(hash_range_assignments)?;
-        validate_assignments(&pairs, "hash_range_assignments")?;
+        validate_assignments(&pairs, "hash_range_assignments").py()?;
         Ok(Self(pairs))
     }
 

@@ -90,9 +90,9 @@ fn check_adds(adds: &[(u64, Vec<u16>)], tracker: &DrainingHashes) -> KernelResul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::buckets::HashRange;
-    use crate::kernels::impacted::impacted_consumers;
-    use crate::kernels::pending_acks::PendingAck;
+    use crate::buckets::HashRange;
+    use crate::impacted::impacted_consumers;
+    use crate::pending_acks::PendingAck;
 
     fn r(start: u16, end: u16) -> HashRange {
         HashRange::between(start, end).unwrap()

@@ -6,12 +6,14 @@ use arrow_schema::DataType;
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::errors::Raise;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use pyo3::{ffi, intern};
 use pyo3_arrow::{PyArray, PyChunkedArray};
 
 use super::args::{key_bytes, key_bytes_at, type_name};
-use crate::kernels::keys::{KeyBatch, KeyChunk, PackedKeys};
+use keyshared_kernels::keys::{KeyBatch, KeyChunk, PackedKeys};
 
 /// Reads `keys` as a batch; `null_key` (str or bytes) stands in for null keys.
 pub fn key_batch(
@@ -23,7 +25,7 @@ pub fn key_batch(
         .map(|k| key_bytes(k, "null_key").map(<[u8]>::to_vec))
         .transpose()?;
     let chunks = key_chunks(keys, null_key.as_deref())?;
-    Ok(KeyBatch::new(chunks, null_key)?)
+    KeyBatch::new(chunks, null_key).py()
 }
 
 /// `key_batch`, also taking any other iterable of keys (a generator, a set), collected into
@@ -111,6 +113,10 @@ fn arrow_chunk(array: ArrayRef) -> PyResult<KeyChunk> {
 }
 
 fn pack_list(list: &Bound<'_, PyList>, null_key: Option<&[u8]>) -> PyResult<PackedKeys> {
+    // An empty list has no item array (a null pointer), which no slice may point at.
+    if list.is_empty() {
+        return unsafe { pack_objects(list.py(), &[], null_key) };
+    }
     // SAFETY: a list's item array holds its len() live objects; the list is borrowed for
     // this call and does not change while packing (see pack_objects).
     unsafe {

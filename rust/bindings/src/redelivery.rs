@@ -3,12 +3,14 @@ use std::sync::Mutex;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::errors::Raise;
 use pyo3::types::{PyBool, PyDict, PyString};
 
 use super::args::{hash_arg, int_arg, type_name};
 use super::draining::PyDrainingHashesTracker;
 use super::state_args::{consumer_arg, detached, lock, with_state};
-use crate::kernels::redelivery::{
+use keyshared_kernels::redelivery::{
     available_permits, check_position, effective_look_ahead_limit, ConsumerPermits, Decision,
     LookAheadConfig, MessageRedeliveryController, Position,
 };
@@ -41,7 +43,7 @@ fn position_arg(ledger_id: &Bound<'_, PyAny>, entry_id: &Bound<'_, PyAny>) -> Py
         strict_int(ledger_id, "ledger_id")?,
         strict_int(entry_id, "entry_id")?,
     );
-    Ok(check_position(position, "position")?)
+    check_position(position, "position").py()
 }
 
 fn strict_hash(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u16> {
@@ -159,7 +161,7 @@ impl PyMessageRedeliveryController {
             Some(h) if !h.is_none() => Some(strict_hash(h, "sticky_key_hash")?),
             _ => None,
         };
-        Ok(self.run(py, |c| c.add(position, hash))?)
+        self.run(py, |c| c.add(position, hash)).py()
     }
 
     fn remove(
@@ -331,7 +333,8 @@ impl PyMessageRedeliveryController {
             let mut guard = tracker.map(|t| lock(&t.state));
             let permits_of = |c: u64| permits.get(&c).copied().unwrap_or(0);
             c.filter_read(&read, &chosen, replay, permits_of, guard.as_deref_mut())
-        })?;
+        })
+        .py()?;
         Ok(decisions.into_iter().map(decided).collect())
     }
 

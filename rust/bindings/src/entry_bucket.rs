@@ -4,14 +4,16 @@ use std::sync::Mutex;
 use numpy::PyArray1;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::errors::Raise;
 use pyo3::types::PyString;
 
 use super::args::{hash_arg, int_arg, key_bytes, splits_arg, type_name};
 use super::buckets::PyHashRange;
 use super::impacted::{strict_consumer_arg, PyImpactedConsumersResult};
 use super::state_args::{detached, hash_array, with_state};
-use crate::kernels::buckets::HashRange;
-use crate::kernels::entry_bucket::{validate_bucket_boundaries, EntryBucketSelector};
+use keyshared_kernels::buckets::HashRange;
+use keyshared_kernels::entry_bucket::{validate_bucket_boundaries, EntryBucketSelector};
 
 /// PIP-486's entry-bucket selector (Pulsar's `EntryBucketConsumerSelector`): a segment's
 /// fixed buckets spread over the consumers sorted by (name, id), each owning a contiguous
@@ -59,7 +61,7 @@ pub(crate) fn boundaries_arg(ranges: &Bound<'_, PyAny>) -> PyResult<Vec<HashRang
         .enumerate()
         .map(|(i, item)| range_item(&item?, i))
         .collect::<PyResult<Vec<_>>>()?;
-    Ok(validate_bucket_boundaries(&pairs)?)
+    validate_bucket_boundaries(&pairs).py()
 }
 
 /// Pulsar's `validateBucketBoundaries`: the bucket ranges a subscription declares, checked
@@ -147,9 +149,7 @@ impl PyEntryBucketSelector {
             return Err(PyTypeError::new_err("bucket must be an int, got bool"));
         }
         let bucket = int_arg(bucket, "bucket")?;
-        Ok(with_state(py, &self.state, |s| {
-            s.canonical_hash_of_bucket(bucket)
-        })?)
+        with_state(py, &self.state, |s| s.canonical_hash_of_bucket(bucket)).py()
     }
 
     fn canonical_hash_of(&self, py: Python<'_>, hash: &Bound<'_, PyAny>) -> PyResult<u16> {
@@ -173,7 +173,7 @@ impl PyEntryBucketSelector {
     ) -> PyResult<PyImpactedConsumersResult> {
         let consumer = strict_consumer_arg(consumer_id, "consumer_id")?;
         let name = name.map(name_arg).transpose()?.unwrap_or_default();
-        let impacted = with_state(py, &self.state, |s| s.add_consumer(consumer, &name))?;
+        let impacted = with_state(py, &self.state, |s| s.add_consumer(consumer, &name)).py()?;
         Ok(PyImpactedConsumersResult(impacted))
     }
 

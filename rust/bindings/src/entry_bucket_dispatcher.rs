@@ -2,8 +2,10 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use numpy::PyArray1;
-use pyo3::exceptions::{PyKeyError, PyTypeError};
+use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::errors::Raise;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
@@ -13,12 +15,12 @@ use super::entry_bucket::{boundaries_arg, name_arg, PyEntryBucketSelector};
 use super::impacted::strict_consumer_arg;
 use super::pending_acks::PyPendingAcksMap;
 use super::state_args::{hash_array, i32_array, i64_array, lock, notify, same_lengths};
-use crate::kernels::draining::DrainingHashes;
-use crate::kernels::entry_bucket::{dispatch_to, EntryBucketSelector};
-use crate::kernels::error::{InvalidInput, KernelResult};
-use crate::kernels::handoff;
-use crate::kernels::impacted::ImpactedConsumers;
-use crate::kernels::pending_acks::{PendingAck, PendingAcks};
+use keyshared_kernels::draining::DrainingHashes;
+use keyshared_kernels::entry_bucket::{dispatch_to, EntryBucketSelector};
+use keyshared_kernels::error::{InvalidInput, KernelResult};
+use keyshared_kernels::handoff;
+use keyshared_kernels::impacted::ImpactedConsumers;
+use keyshared_kernels::pending_acks::{PendingAck, PendingAcks};
 
 type Maps = BTreeMap<u64, Py<PyPendingAcksMap>>;
 type Ack = (i64, i64, i32, u16);
@@ -48,7 +50,8 @@ fn ack_args(
     let size = i32::try_from(size)
         .ok()
         .filter(|s| *s >= 0)
-        .ok_or_else(|| InvalidInput(format!("batch_size must be in [0, 2**31 - 1], got {size}")))?;
+        .ok_or_else(|| InvalidInput(format!("batch_size must be in [0, 2**31 - 1], got {size}")))
+        .py()?;
     Ok((ledger, entry, size))
 }
 
@@ -197,9 +200,11 @@ impl PyEntryBucketDispatcher {
         let mut slot = Some(map);
         let notice = py.detach(|| -> PyResult<Option<i32>> {
             let mut maps = lock(&self.maps);
-            let impacted = lock(&self.selector.get().state).add_consumer(consumer, &name)?;
+            let impacted = lock(&self.selector.get().state)
+                .add_consumer(consumer, &name)
+                .py()?;
             maps.extend(slot.take().map(|m| (consumer, m)));
-            Ok(self.hand_off(&maps, &impacted, consumer)?)
+            self.hand_off(&maps, &impacted, consumer).py()
         })?;
         drop(slot);
         self.notify(py, &[notice])?;
@@ -215,25 +220,27 @@ impl PyEntryBucketDispatcher {
         consumer_id: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<Ack>> {
         let consumer = strict_consumer_arg(consumer_id, "consumer_id")?;
-        let (map, acks, notices) = py.detach(|| -> KernelResult<_> {
-            let mut maps = lock(&self.maps);
-            let impacted = lock(&self.selector.get().state).remove_consumer(consumer);
-            let Some(map) = maps.remove(&consumer) else {
-                return Ok((None, Vec::new(), [None, None]));
-            };
-            let (acks, closed) = {
-                let mut state = lock(&map.get().state);
-                let mut tracker = lock(self.tracker_state());
-                let closed = state.for_each_and_clear(true, Some(&mut tracker))?;
-                if maps.is_empty() {
-                    tracker.clear();
-                }
-                closed
-            };
-            let handed = self.hand_off(&maps, &impacted, consumer)?;
-            lock(self.tracker_state()).consumer_removed(consumer);
-            Ok((Some(map), acks, [closed, handed]))
-        })?;
+        let (map, acks, notices) = py
+            .detach(|| -> KernelResult<_> {
+                let mut maps = lock(&self.maps);
+                let impacted = lock(&self.selector.get().state).remove_consumer(consumer);
+                let Some(map) = maps.remove(&consumer) else {
+                    return Ok((None, Vec::new(), [None, None]));
+                };
+                let (acks, closed) = {
+                    let mut state = lock(&map.get().state);
+                    let mut tracker = lock(self.tracker_state());
+                    let closed = state.for_each_and_clear(true, Some(&mut tracker))?;
+                    if maps.is_empty() {
+                        tracker.clear();
+                    }
+                    closed
+                };
+                let handed = self.hand_off(&maps, &impacted, consumer)?;
+                lock(self.tracker_state()).consumer_removed(consumer);
+                Ok((Some(map), acks, [closed, handed]))
+            })
+            .py()?;
         drop(map);
         self.notify(py, &notices)?;
         Ok(acks
@@ -300,7 +307,8 @@ impl PyEntryBucketDispatcher {
                 ack,
                 &mut lock(&m.get().state),
                 &mut lock(self.tracker_state()),
-            )?,
+            )
+            .py()?,
             None => false,
         };
         Ok(sent.then_some(consumer))
@@ -331,35 +339,39 @@ impl PyEntryBucketDispatcher {
             ("batch_sizes", sizes.len()),
         ])?;
         if let Some(i) = sizes.iter().position(|&s| s < 0) {
-            return Err(InvalidInput(format!("batch_sizes[{i}] must not be negative")).into());
+            return Err(PyValueError::new_err(format!(
+                "batch_sizes[{i}] must not be negative"
+            )));
         }
-        let (consumers, sent) = py.detach(|| -> KernelResult<(Vec<u64>, Vec<bool>)> {
-            let maps = lock(&self.maps);
-            let selector = lock(&self.selector.get().state);
-            let mut states: BTreeMap<u64, _> = maps
-                .iter()
-                .map(|(&c, m)| (c, lock(&m.get().state)))
-                .collect();
-            let mut tracker = lock(self.tracker_state());
-            let (mut consumers, mut sent) = (vec![0u64; mins.len()], vec![false; mins.len()]);
-            for i in 0..mins.len() {
-                let hash = selector.canonical_hash_of(mins[i]);
-                let Some(consumer) = selector.select(hash) else {
-                    continue;
-                };
-                consumers[i] = consumer;
-                let ack = PendingAck {
-                    ledger_id: ledgers[i],
-                    entry_id: entries[i],
-                    batch_size: sizes[i],
-                    sticky_key_hash: hash,
-                };
-                if let Some(pending) = states.get_mut(&consumer) {
-                    sent[i] = dispatch_to(consumer, ack, pending, &mut tracker)?;
+        let (consumers, sent) = py
+            .detach(|| -> KernelResult<(Vec<u64>, Vec<bool>)> {
+                let maps = lock(&self.maps);
+                let selector = lock(&self.selector.get().state);
+                let mut states: BTreeMap<u64, _> = maps
+                    .iter()
+                    .map(|(&c, m)| (c, lock(&m.get().state)))
+                    .collect();
+                let mut tracker = lock(self.tracker_state());
+                let (mut consumers, mut sent) = (vec![0u64; mins.len()], vec![false; mins.len()]);
+                for i in 0..mins.len() {
+                    let hash = selector.canonical_hash_of(mins[i]);
+                    let Some(consumer) = selector.select(hash) else {
+                        continue;
+                    };
+                    consumers[i] = consumer;
+                    let ack = PendingAck {
+                        ledger_id: ledgers[i],
+                        entry_id: entries[i],
+                        batch_size: sizes[i],
+                        sticky_key_hash: hash,
+                    };
+                    if let Some(pending) = states.get_mut(&consumer) {
+                        sent[i] = dispatch_to(consumer, ack, pending, &mut tracker)?;
+                    }
                 }
-            }
-            Ok((consumers, sent))
-        })?;
+                Ok((consumers, sent))
+            })
+            .py()?;
         PyTuple::new(
             py,
             [

@@ -1,10 +1,12 @@
 use numpy::PyArray1;
 use pyo3::prelude::*;
 
+use crate::errors::Raise;
+
 use super::args::{hash_arg, int_arg, splits_arg, threads_arg};
 use super::state_args::hash_array;
-use crate::kernels::buckets::{self, HashRange};
-use crate::kernels::parallel::map_pairs;
+use keyshared_kernels::buckets::{self, HashRange};
+use keyshared_kernels::parallel::map_pairs;
 
 /// A range of 16-bit hashes, both ends inclusive: `0 <= start <= end <= 0xFFFF`.
 #[pyclass(
@@ -25,7 +27,7 @@ impl PyHashRange {
     fn new(start: &Bound<'_, PyAny>, end: &Bound<'_, PyAny>) -> PyResult<Self> {
         let start = int_arg(start, "start")?;
         let end = int_arg(end, "end")?;
-        Ok(Self(HashRange::new(start, end)?))
+        Ok(Self(HashRange::new(start, end).py()?))
     }
 
     /// The whole ring, `[0x0000, 0xFFFF]`.
@@ -37,7 +39,7 @@ impl PyHashRange {
     /// Parses the hex form `"0a0b-f0f0"`.
     #[staticmethod]
     fn from_hex(text: &str) -> PyResult<Self> {
-        Ok(Self(HashRange::parse_hex(text)?))
+        Ok(Self(HashRange::parse_hex(text).py()?))
     }
 
     #[getter]
@@ -75,13 +77,13 @@ impl PyHashRange {
 
     /// `[start, mid]` and `[mid + 1, end]` with `mid = start + (end - start) // 2`.
     fn split(&self) -> PyResult<(Self, Self)> {
-        let (low, high) = self.0.split()?;
+        let (low, high) = self.0.split().py()?;
         Ok((Self(low), Self(high)))
     }
 
     /// The union of two adjacent ranges.
     fn merge(&self, other: PyHashRange) -> PyResult<Self> {
-        Ok(Self(self.0.merge(other.0)?))
+        Ok(Self(self.0.merge(other.0).py()?))
     }
 
     /// The hex form, `"0a0b-f0f0"`.
@@ -107,7 +109,7 @@ impl PyHashRange {
 /// `[floor(i * 65536 / n) for i in 1..n-1]`; `[]` for n of 0 or 1.
 #[pyfunction]
 fn equal_width_splits(n: &Bound<'_, PyAny>) -> PyResult<Vec<u16>> {
-    Ok(buckets::equal_width_splits(int_arg(n, "n")?)?)
+    buckets::equal_width_splits(int_arg(n, "n")?).py()
 }
 
 /// The buckets described by ascending split points, as HashRanges tiling the ring.
@@ -137,24 +139,21 @@ fn entry_bucket(
 ) -> PyResult<u32> {
     let min = hash_arg(entry_hash_min, "entry_hash_min")?;
     let max = hash_arg(entry_hash_max, "entry_hash_max")?;
-    Ok(buckets::entry_bucket(min, max, &splits_arg(splits)?)?)
+    buckets::entry_bucket(min, max, &splits_arg(splits)?).py()
 }
 
 /// `max(start of bucket index, 1)`: the hash standing for a whole bucket.
 #[pyfunction]
 fn canonical_bucket_hash(index: &Bound<'_, PyAny>, splits: &Bound<'_, PyAny>) -> PyResult<u16> {
     let index = int_arg(index, "index")?;
-    Ok(buckets::canonical_bucket_hash(index, &splits_arg(splits)?)?)
+    buckets::canonical_bucket_hash(index, &splits_arg(splits)?).py()
 }
 
 /// `max(1, budget // segments)`.
 #[pyfunction]
 fn buckets_for_budget(budget: &Bound<'_, PyAny>, segments: &Bound<'_, PyAny>) -> PyResult<i64> {
     let budget = int_arg(budget, "budget")?;
-    Ok(buckets::buckets_for_budget(
-        budget,
-        int_arg(segments, "segments")?,
-    )?)
+    buckets::buckets_for_budget(budget, int_arg(segments, "segments")?).py()
 }
 
 /// From this many hashes on, building the 65,536-entry lookup table pays for itself.

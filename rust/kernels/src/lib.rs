@@ -1,4 +1,5 @@
-//! Plain-Rust kernels: no Python types, unit-tested by `cargo test`.
+//! Key_Shared routing and policy kernels in plain Rust: no Python types, unit-tested by
+//! `cargo test`. The keyshared Python package is a thin PyO3 layer over this crate.
 
 pub mod buckets;
 pub mod cursor;

@@ -3,6 +3,8 @@ use std::sync::Mutex;
 use numpy::PyArray1;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::errors::Raise;
 use pyo3::types::{PyBytes, PyString};
 
 use super::args::{hash_arg, int_arg, key_bytes, type_name};
@@ -12,8 +14,8 @@ use super::impacted::{
 };
 use super::keys::any_key_batch;
 use super::state_args::{consumer_arg, detached, hash_array, with_state};
-use crate::kernels::danube_ring::KeySharedConsumerState;
-use crate::kernels::ring::{ConsistentHashingSelector, DEFAULT_RANGE_MAX};
+use keyshared_kernels::danube_ring::KeySharedConsumerState;
+use keyshared_kernels::ring::{ConsistentHashingSelector, DEFAULT_RANGE_MAX};
 
 /// Pulsar's consistent-hashing selector on the key hash range `[1, range_max_value]`, with
 /// colliding consumers queued behind a point's owner. Adding or removing a consumer returns
@@ -56,7 +58,8 @@ impl PyConsistentHashingSelector {
             points,
             add_or_remove_returns_impacted_consumers_result,
             range_max,
-        )?;
+        )
+        .py()?;
         Ok(Self {
             state: Mutex::new(selector),
         })
@@ -100,7 +103,7 @@ impl PyConsistentHashingSelector {
     ) -> PyResult<Option<PyImpactedConsumersResult>> {
         let consumer = consumer_arg(consumer_id, "consumer_id")?;
         let name = key_bytes(name, "name")?.to_vec();
-        let impacted = with_state(py, &self.state, |s| s.add_consumer(consumer, &name))?;
+        let impacted = with_state(py, &self.state, |s| s.add_consumer(consumer, &name)).py()?;
         Ok(impacted.map(PyImpactedConsumersResult))
     }
 
@@ -197,16 +200,12 @@ impl PyKeySharedConsumerState {
             Some(f) if !f.is_none() => filters_arg(f)?,
             _ => Vec::new(),
         };
-        Ok(with_state(py, &self.state, |s| {
-            s.add_consumer(consumer, filters)
-        })?)
+        with_state(py, &self.state, |s| s.add_consumer(consumer, filters)).py()
     }
 
     fn remove_consumer(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<()> {
         let consumer = consumer_arg(consumer_id, "consumer_id")?;
-        Ok(with_state(py, &self.state, |s| {
-            s.remove_consumer(consumer)
-        })?)
+        with_state(py, &self.state, |s| s.remove_consumer(consumer)).py()
     }
 
     /// A consumer's key filters, as given; KeyError for a consumer not in the state.
