@@ -11,7 +11,7 @@ venv=.venv
 build=${KEYSHARED_BUILD:-release}
 case "$build" in
   release) maturin_profile=(--release) ;;
-  dev) maturin_profile=() ;;
+  dev) maturin_profile=(--profile python-dev) ;;
   *) printf '[setup] KEYSHARED_BUILD must be release or dev, got %s\n' "$build" >&2; exit 2 ;;
 esac
 
