@@ -13,7 +13,7 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
@@ -32,9 +32,13 @@ import org.apache.spark.sql.types.StructType;
 public final class Router implements Serializable {
   private static final long serialVersionUID = 1L;
   private static final int RING_SIZE = 1 << 16;
+  private static final int BLOCK_WIDTH = 256;
+  private static final int BLOCKS = RING_SIZE / BLOCK_WIDTH;
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final Map<String, Router> PARSED = new ConcurrentHashMap<>();
   private static final int MAX_PARSED = 64;
+  // An UnsafeRow of two fixed-width fields: the null bits word and two 8-byte slots.
+  private static final int ROUTE_ROW_BYTES = 8 + 2 * 8;
 
   public static final String SEGMENT_ID = "segment_id";
   public static final String BUCKET = "bucket";
@@ -54,6 +58,10 @@ public final class Router implements Serializable {
   private final int[] ends;
   private final int[][] splits;
   private final char[] slotBySegmentHash;
+  // Per segment, the bucket holding the first hashB of each 256-wide block of [0, 0xffff]: a
+  // lookup starts there and steps past at most the few splits inside the block, instead of
+  // a binary search whose branches the CPU cannot predict.
+  private final char[][] firstBucketByBlock;
   // The struct of each (segment, bucket), made on first use and shared like a struct literal's
   // value, so that routing a row allocates nothing.
   private transient volatile InternalRow[][] rows;
@@ -67,6 +75,15 @@ public final class Router implements Serializable {
     for (int slot = 0; slot < starts.length; slot++) {
       // At most 65,536 segments tile the ring, so a slot always fits in a char.
       Arrays.fill(slotBySegmentHash, starts[slot], ends[slot] + 1, (char) slot);
+    }
+    this.firstBucketByBlock = new char[splits.length][];
+    for (int slot = 0; slot < splits.length; slot++) {
+      char[] first = new char[BLOCKS];
+      for (int block = 0; block < BLOCKS; block++) {
+        // A segment has at most 65,536 buckets, so an index always fits in a char.
+        first[block] = (char) searchBucket(splits[slot], block * BLOCK_WIDTH, 0, splits[slot].length);
+      }
+      firstBucketByBlock[slot] = first;
     }
   }
 
@@ -150,7 +167,7 @@ public final class Router implements Serializable {
   /** The struct(segment_id, bucket) of a key hash. */
   public InternalRow route(int hash) {
     int slot = slotBySegmentHash[hash >>> 16];
-    int bucket = bucketIndex(splits[slot], hash & 0xFFFF);
+    int bucket = bucketIndex(slot, hash & 0xFFFF);
     InternalRow[][] table = rows;
     if (table == null) {
       table = new InternalRow[segmentIds.length][];
@@ -163,7 +180,11 @@ public final class Router implements Serializable {
     }
     InternalRow row = segmentRows[bucket];
     if (row == null) {
-      row = new GenericInternalRow(new Object[] {segmentIds[slot], bucket});
+      UnsafeRow unsafe = new UnsafeRow(2);
+      unsafe.pointTo(new byte[ROUTE_ROW_BYTES], ROUTE_ROW_BYTES);
+      unsafe.setLong(0, segmentIds[slot]);
+      unsafe.setInt(1, bucket);
+      row = unsafe;
       segmentRows[bucket] = row;
     }
     return row;
@@ -176,13 +197,20 @@ public final class Router implements Serializable {
 
   /** The bucket index of a key hash in its segment. */
   public int bucket(int hash) {
-    return bucketIndex(splits[slotBySegmentHash[hash >>> 16]], hash & 0xFFFF);
+    return bucketIndex(slotBySegmentHash[hash >>> 16], hash & 0xFFFF);
   }
 
-  /** How many splits are at or below hashB. */
-  private static int bucketIndex(int[] splits, int hashB) {
-    int lo = 0;
-    int hi = splits.length;
+  /** How many of the segment's splits are at or below hashB. */
+  private int bucketIndex(int slot, int hashB) {
+    char[] first = firstBucketByBlock[slot];
+    int block = hashB / BLOCK_WIDTH;
+    int[] s = splits[slot];
+    // Most blocks hold no split, so the search below usually makes no step.
+    return searchBucket(s, hashB, first[block], block + 1 < BLOCKS ? first[block + 1] : s.length);
+  }
+
+  /** How many splits are at or below hashB, knowing the answer is in [lo, hi]. */
+  private static int searchBucket(int[] splits, int hashB, int lo, int hi) {
     while (lo < hi) {
       int mid = (lo + hi) >>> 1;
       if (splits[mid] <= hashB) {
