@@ -17,7 +17,7 @@ from spark_udfs.jvm import (
     jar_path,
     jvm_usable,
 )
-from spark_udfs.layouts import Layout, LayoutLike, segment_specs
+from spark_udfs.layouts import Layout, LayoutLike, routing_table
 from spark_udfs.udfs import (
     BUCKET,
     BUCKET_HASH,
@@ -52,8 +52,8 @@ __all__ = [
     "key_hash_udf",
     "register",
     "route_udf",
+    "routing_table",
     "segment_hash_udf",
-    "segment_specs",
     "sticky_key_hash_udf",
     "with_routing",
 ]

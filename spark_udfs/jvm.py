@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pyspark.sql import Column, SparkSession
 
-from spark_udfs.layouts import SegmentSpec
+from keyshared import RoutingTable
 
 Engine = Literal["jvm", "arrow"]
 ENGINES: tuple[Engine, ...] = ("jvm", "arrow")
@@ -51,11 +51,11 @@ def jar_path() -> Path:
     return path
 
 
-def layout_json(specs: tuple[SegmentSpec, ...]) -> str:
-    """The layout JSON the JVM functions read: the active segments of ``specs``."""
+def layout_json(table: RoutingTable) -> str:
+    """The layout JSON the JVM functions read: the active segments of ``table``."""
     segments = [
-        {"segment_id": i, "hash_range": f"{start:04x}-{end:04x}", "bucket_splits": list(splits)}
-        for i, start, end, splits in specs
+        {"segment_id": i, "hash_range": r.to_hex(), "bucket_splits": splits}
+        for i, r, splits in table.segments
     ]
     return json.dumps({"segments": segments}, separators=(",", ":"))
 
@@ -90,11 +90,11 @@ def _functions(spark: SparkSession) -> Any:
 
 
 def register_functions(
-    spark: SparkSession, specs: tuple[SegmentSpec, ...] | None, null_key: bytes | None
+    spark: SparkSession, table: RoutingTable | None, null_key: bytes | None
 ) -> None:
     """Registers every JVM function in ``spark`` (replacing functions of the same names), with
-    ks_route routing under ``specs`` (None: the conf's layout, else one segment of 4 buckets)."""
-    layout = None if specs is None else layout_json(specs)
+    ks_route routing under ``table`` (None: the conf's layout, else one segment of 4 buckets)."""
+    layout = None if table is None else layout_json(table)
     _functions(spark).register(spark._jsparkSession, layout, null_key)
 
 
@@ -108,12 +108,12 @@ def column(
     spark: SparkSession,
     function: str,
     key: Column,
-    specs: tuple[SegmentSpec, ...] | None,
+    table: RoutingTable | None,
     null_key: bytes | None,
 ) -> Column:
-    """The column ``function(key)`` as a native expression (``specs`` for ks_route only)."""
+    """The column ``function(key)`` as a native expression (``table`` for ks_route only)."""
     from pyspark.sql.classic.column import Column as ClassicColumn
 
-    layout = None if specs is None else layout_json(specs)
+    layout = None if table is None else layout_json(table)
     jc = _functions(spark).column(function, key._jc, layout, null_key)
     return ClassicColumn(jc)

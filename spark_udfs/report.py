@@ -20,7 +20,7 @@ from keyshared import (
     balanced_splits,
     decide,
 )
-from keyshared.layout import RING_SIZE
+from keyshared.buckets import RING_SIZE
 from spark_udfs.bucketing import Histogram, HotKey
 
 # The subscription name the policy scenarios give their consumers.

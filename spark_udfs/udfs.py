@@ -32,9 +32,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from keyshared import TopicLayout, key_hashes, split_hashes
+from keyshared import RoutingTable, TopicLayout, key_hashes, split_hashes
 from spark_udfs import jvm
-from spark_udfs.layouts import Layout, SegmentSpec, routing_table, segment_specs
+from spark_udfs.layouts import Layout, routing_table
 
 if TYPE_CHECKING:
     # Only pyspark's stubs define it.
@@ -144,12 +144,11 @@ def route_udf(layout: Layout, null_key: NullKey = None) -> UserDefinedFunctionLi
     ``layout`` is a ``TopicLayout``, a ``RoutingTable`` or ``(segment_id, HashRange, splits)``
     triples; it is validated here, on the driver, as is ``null_key``.
     """
-    return _route_udf(segment_specs(layout), null_key_bytes(null_key))
+    return _route_udf(routing_table(layout), null_key_bytes(null_key))
 
 
-def _route_udf(specs: tuple[SegmentSpec, ...], null_key: bytes | None) -> UserDefinedFunctionLike:
+def _route_udf(table: RoutingTable, null_key: bytes | None) -> UserDefinedFunctionLike:
     def ks_route(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
-        table = routing_table(specs)
         for keys in batches:
             segment_ids, buckets = table.route_keys(keys, null_key=null_key, threads=1)
             yield pa.StructArray.from_arrays(
@@ -159,13 +158,10 @@ def _route_udf(specs: tuple[SegmentSpec, ...], null_key: bytes | None) -> UserDe
     return _arrow_iter_udf(ks_route, _struct_type(ROUTE_FIELDS))
 
 
-def _route_and_hash_udf(
-    specs: tuple[SegmentSpec, ...], null_key: bytes | None
-) -> UserDefinedFunctionLike:
+def _route_and_hash_udf(table: RoutingTable, null_key: bytes | None) -> UserDefinedFunctionLike:
     """Routing plus all three hashes from one hashing pass over the keys."""
 
     def ks_route_and_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
-        table = routing_table(specs)
         for keys in batches:
             hashes = key_hashes(keys, null_key=null_key, threads=1)
             segment_ids, buckets = table.route_hashes(hashes, threads=1)
@@ -213,16 +209,16 @@ def with_routing(
     many columns are added). Columns of the same names are replaced. The layout, ``null_key``
     and the key column's type (string or binary) are checked here, on the driver.
     """
-    specs = segment_specs(layout)
+    table = routing_table(layout)
     nk = null_key_bytes(null_key)
     column = _key_column(df, key)
     if jvm.choose_engine(df.sparkSession, engine) == "jvm":
-        return df.withColumns(_jvm_columns(df.sparkSession, column, specs, nk, hashes))
+        return df.withColumns(_jvm_columns(df.sparkSession, column, table, nk, hashes))
     fields: tuple[str, ...]
     if hashes:
-        udf, fields = _route_and_hash_udf(specs, nk), (*ROUTE_FIELDS, *HASH_FIELDS)
+        udf, fields = _route_and_hash_udf(table, nk), (*ROUTE_FIELDS, *HASH_FIELDS)
     else:
-        udf, fields = _route_udf(specs, nk), ROUTE_FIELDS
+        udf, fields = _route_udf(table, nk), ROUTE_FIELDS
     packed = "__ks_routing"
     routed = df.withColumn(packed, udf(column))
     return routed.withColumns({name: F.col(packed)[name] for name in fields}).drop(packed)
@@ -231,12 +227,12 @@ def with_routing(
 def _jvm_columns(
     spark: SparkSession,
     key: Column,
-    specs: tuple[SegmentSpec, ...],
+    table: RoutingTable,
     null_key: bytes | None,
     hashes: bool,
 ) -> dict[str, Column]:
     # Spark computes the route once per row for both fields (common subexpressions).
-    route = jvm.column(spark, "ks_route", key, specs, null_key)
+    route = jvm.column(spark, "ks_route", key, table, null_key)
     columns = {name: route[name] for name in ROUTE_FIELDS}
     if hashes:
         for name in HASH_FIELDS:
@@ -259,12 +255,12 @@ def register(
     the keyshared jar; ks_route then also takes a layout JSON as a second argument) or
     ``"arrow"`` (Arrow UDFs). The layout and ``null_key`` are checked here.
     """
-    specs = None if layout is None else segment_specs(layout)
+    table = None if layout is None else routing_table(layout)
     nk = null_key_bytes(null_key)
     chosen = jvm.choose_engine(spark, engine)
     if chosen == "jvm":
         # Without a layout, ks_route follows the LAYOUT_CONF of each query, else the default.
-        jvm.register_functions(spark, specs, nk)
+        jvm.register_functions(spark, table, nk)
         return chosen
     if jvm.jvm_usable(spark):
         jvm.drop_extension_functions(spark)
@@ -273,7 +269,7 @@ def register(
         "ks_segment_hash": segment_hash_udf(nk),
         "ks_bucket_hash": bucket_hash_udf(nk),
         "ks_sticky_key_hash": sticky_key_hash_udf(nk),
-        "ks_route": _route_udf(specs or segment_specs(DEFAULT_LAYOUT), nk),
+        "ks_route": _route_udf(routing_table(DEFAULT_LAYOUT) if table is None else table, nk),
     }
     for name, udf in functions.items():
         spark.udf.register(name, udf)

@@ -1,6 +1,7 @@
 """One-pass routing of keys to (segment id, bucket index) under active segments."""
 
 import bisect
+import pickle
 
 import numpy as np
 import pyarrow as pa
@@ -42,6 +43,26 @@ def test_routes_match_the_formula(segments: list, keys: list[str]) -> None:
     ids2, buckets2 = table.route_hashes(ks.key_hashes(pa.array(keys, pa.large_string())))
     assert ids2.tolist() == ids.tolist() and buckets2.tolist() == buckets.tolist()
     assert [table.route_hash(ks.key_hash(k)) for k in keys] == want
+
+
+@given(tilings(), st.lists(st.text(max_size=12), max_size=30))
+def test_a_pickled_table_routes_as_the_original(segments: list, keys: list[str]) -> None:
+    table = RoutingTable(segments)
+    copy = pickle.loads(pickle.dumps(table))
+    assert copy == table and copy is not table
+    assert copy.segments == table.segments
+    assert [copy.route(k) for k in keys] == [table.route(k) for k in keys]
+
+
+def test_tables_are_equal_when_their_segments_are() -> None:
+    a = RoutingTable([(0, HashRange(0, 0x7FFF), [9]), (1, HashRange(0x8000, 0xFFFF), [])])
+    b = RoutingTable([(1, HashRange(0x8000, 0xFFFF), []), (0, HashRange(0, 0x7FFF), [9])])
+    c = RoutingTable([(0, HashRange(0, 0x7FFF), [10]), (1, HashRange(0x8000, 0xFFFF), [])])
+    assert a == b and a != c and a != "a table"
+
+
+def test_ring_size_is_the_rings_hash_count() -> None:
+    assert ks.RING_SIZE == 0x10000 == ks.HashRange.full().size
 
 
 def test_table_exposes_its_segments_in_range_order() -> None:

@@ -30,16 +30,23 @@ from spark_udfs import (
     with_routing,
 )
 from spark_udfs.jvm import layout_json
-from spark_udfs.layouts import segment_specs
+from spark_udfs.layouts import routing_table
 
 LAYOUT = [
     (7, HashRange(0x0000, 0x3FFF), [0x1000, 0x2000, 0x3000]),
     (3, HashRange(0x4000, 0xBFFF), ks.equal_width_splits(5)),
     (12, HashRange(0xC000, 0xFFFF), []),
 ]
-LAYOUT_JSON = layout_json(segment_specs(LAYOUT))
+LAYOUT_JSON = layout_json(routing_table(LAYOUT))
 N_KEYS = 1_000_000
 FUNCTIONS = ("ks_key_hash", "ks_segment_hash", "ks_bucket_hash", "ks_sticky_key_hash")
+
+
+@pytest.fixture(autouse=True)
+def jvm_functions(spark: SparkSession) -> None:
+    """The JVM functions under their SQL names, whatever an earlier test registered there (the
+    Spark tests share one session, and registering the Arrow UDFs replaces these)."""
+    register(spark, engine="jvm")
 
 
 def sticky(hashes: np.ndarray) -> np.ndarray:

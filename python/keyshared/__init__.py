@@ -14,6 +14,7 @@ from keyshared.balancing import (
 )
 from keyshared.batching import BucketedBatcher, EntryBatch, route_entries, route_entry
 from keyshared.buckets import (
+    RING_SIZE,
     HashRange,
     RoutingTable,
     bucket_index,
@@ -122,6 +123,7 @@ from keyshared.window import (
 
 __all__ = [
     "HASH_VERSION",
+    "RING_SIZE",
     "ActiveSegment",
     "AssignedSegment",
     "AutoScalePolicy",

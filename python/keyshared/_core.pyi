@@ -30,6 +30,7 @@ __all__ = [
     "KeySharedConsumerState",
     "MessageRedeliveryController",
     "PendingAcksMap",
+    "RING_SIZE",
     "RoutingTable",
     "SafeCursor",
     "SubscriptionFailurePolicy",
@@ -66,6 +67,10 @@ __version__: Final[str]
 
 __build_profile__: Final[Literal["release", "dev"]]
 """Which Cargo profile built this module: "release" (wheels, benchmarks) or "dev"."""
+
+RING_SIZE: Final[int]
+"""How many 16-bit hash values a ring holds (65,536): the segment ring over hashA and each
+segment's bucket ring over hashB."""
 
 HASH_VERSION: Final[int]
 
@@ -209,6 +214,9 @@ class RoutingTable:
     @property
     def segments(self) -> list[tuple[int, HashRange, list[int]]]: ...
     def __len__(self) -> int: ...
+    def __getnewargs__(self) -> tuple[list[tuple[int, HashRange, list[int]]]]: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __ne__(self, other: object, /) -> bool: ...
     def route(self, key: str | bytes) -> tuple[int, int]: ...
     def route_hash(self, key_hash: int) -> tuple[int, int]: ...
     def route_keys(

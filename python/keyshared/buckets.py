@@ -2,6 +2,7 @@
 (segment id, bucket index)."""
 
 from keyshared._core import (
+    RING_SIZE,
     HashRange,
     RoutingTable,
     bucket_index,
@@ -14,6 +15,7 @@ from keyshared._core import (
 )
 
 __all__ = [
+    "RING_SIZE",
     "HashRange",
     "RoutingTable",
     "bucket_index",

@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from keyshared._checks import check_instance, check_int, check_keys, check_mapping
 from keyshared.buckets import (
+    RING_SIZE,
     HashRange,
     RoutingTable,
     bucket_ranges,
@@ -37,9 +38,6 @@ from keyshared.buckets import (
     canonical_bucket_hash,
     equal_width_splits,
 )
-
-#: The 16-bit rings hold this many hashes; it is also the most buckets a segment can have.
-RING_SIZE = 0x10000
 
 _SEGMENT_FIELDS = frozenset(
     {

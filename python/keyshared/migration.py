@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from keyshared._checks import check_int
 from keyshared.buckets import HashRange, buckets_for_budget, equal_width_splits
-from keyshared.layout import RING_SIZE, Segment, SegmentState, TopicLayout
+from keyshared.buckets import RING_SIZE
+from keyshared.layout import Segment, SegmentState, TopicLayout
 from keyshared.topic_name import TopicDomain, TopicName
 
 

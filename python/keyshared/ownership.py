@@ -27,7 +27,8 @@ from keyshared._core import (
 )
 from keyshared.buckets import HashRange
 from keyshared.draining import DrainingHashesTracker, PendingAcksMap
-from keyshared.layout import RING_SIZE, Segment
+from keyshared.buckets import RING_SIZE
+from keyshared.layout import Segment
 
 
 @total_ordering

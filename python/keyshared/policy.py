@@ -29,7 +29,8 @@ from keyshared._checks import (
     check_rate,
     parse_id,
 )
-from keyshared.layout import RING_SIZE, Segment, TopicLayout
+from keyshared.buckets import RING_SIZE
+from keyshared.layout import Segment, TopicLayout
 
 _RATES = ("msg_rate_in", "bytes_rate_in", "msg_rate_out", "bytes_rate_out")
 #: Integer policy fields and their smallest allowed values (times in ms, never negative).

@@ -20,7 +20,8 @@ from typing import Any, Literal, TypeVar
 
 from keyshared._checks import check_int, check_keys, check_mapping, check_rate
 from keyshared.batching import DEFAULT_MAX_BYTES, DEFAULT_MAX_MESSAGES
-from keyshared.layout import RING_SIZE, TopicLayout
+from keyshared.buckets import RING_SIZE
+from keyshared.layout import TopicLayout
 from keyshared.policy import AutoScalePolicy
 from keyshared.simulate.controller import ASSIGNMENTS, Assignment
 

@@ -26,7 +26,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The one version source: Cargo.toml's, which maturin also gives the wheel.
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // Benchmarks refuse a development build: its timings say nothing about the release.
-    let profile = if cfg!(debug_assertions) { "dev" } else { "release" };
+    let profile = if cfg!(debug_assertions) {
+        "dev"
+    } else {
+        "release"
+    };
     m.add("__build_profile__", profile)?;
     hashing::register(m)?;
     buckets::register(m)?;

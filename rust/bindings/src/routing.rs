@@ -15,7 +15,8 @@ use keyshared_kernels::routing::{RoutingTable as Table, SegmentRoute};
 /// The active segments of a layout, ready to route keys to (segment id, bucket index) in one
 /// pass. Built from `(segment_id, hash_range, bucket_splits)` triples that tile
 /// `[0x0000, 0xFFFF]` exactly.
-#[pyclass(name = "RoutingTable", module = "keyshared._core", frozen)]
+#[pyclass(name = "RoutingTable", module = "keyshared._core", frozen, eq)]
+#[derive(PartialEq)]
 pub struct PyRoutingTable(Table);
 
 #[pymethods]
@@ -41,6 +42,11 @@ impl PyRoutingTable {
 
     fn __len__(&self) -> usize {
         self.0.segments().len()
+    }
+
+    /// Pickles as its segments, so a table crosses to Spark executors (or any process) whole.
+    fn __getnewargs__(&self) -> (Vec<(u64, PyHashRange, Vec<u16>)>,) {
+        (self.segments(),)
     }
 
     /// `(segment_id, bucket_index)` of one key (str or bytes).

@@ -22,6 +22,15 @@ pub struct RoutingTable {
     slot_by_segment_hash: Box<[u16]>,
 }
 
+/// Two tables are equal when they hold the same segments (the lookup follows from them).
+impl PartialEq for RoutingTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.segments == other.segments
+    }
+}
+
+impl Eq for RoutingTable {}
+
 impl RoutingTable {
     pub fn new(mut segments: Vec<SegmentRoute>) -> KernelResult<Self> {
         segments.sort_by_key(|s| s.range);
