@@ -19,8 +19,9 @@ from keyshared import (
     TopicLayout,
     balanced_splits,
     decide,
+    hash_b_histogram,
+    skew,
 )
-from keyshared.buckets import RING_SIZE
 from spark_udfs.bucketing import Histogram, HotKey
 
 # The subscription name the policy scenarios give their consumers.
@@ -39,9 +40,7 @@ def skew_of(loads: Sequence[float] | npt.NDArray[Any]) -> Skew:
     """The skew of ``loads``; an empty or all-zero set of loads counts as even."""
     arr = np.asarray(loads, dtype=np.float64)
     mean = float(arr.mean()) if arr.size else 0.0
-    if mean == 0.0:
-        return Skew(1.0, 0.0)
-    return Skew(float(arr.max()) / mean, float(arr.std()) / mean)
+    return Skew(skew(arr), float(arr.std()) / mean if mean else 0.0)
 
 
 @dataclass(frozen=True)
@@ -198,9 +197,7 @@ def policy_scenarios(
 def hash_b_weights(hist: Histogram, segment_id: int) -> npt.NDArray[np.float64]:
     """The segment's messages per hashB value, all 65,536 of them."""
     rows = hist.segment_id == segment_id
-    weights = np.zeros(RING_SIZE, dtype=np.float64)
-    np.add.at(weights, hist.bucket_hash[rows], hist.messages[rows])
-    return weights
+    return hash_b_histogram(hist.bucket_hash[rows], weights=hist.messages[rows])
 
 
 def balancing(
