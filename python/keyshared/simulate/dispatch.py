@@ -40,9 +40,9 @@ from keyshared.ownership import (
 )
 from keyshared.rings import KeySharedConsumerState
 from keyshared.simulate.invariants import TopicChecker
+from keyshared.simulate.model import Delivery, Entry
 from keyshared.simulate.scenario import WindowSpec
-from keyshared.simulate.store import Entry, TopicStore
-from keyshared.simulate.workload import Delivery
+from keyshared.simulate.store import TopicStore
 from keyshared.window import InFlightWindow, SubscriptionFailurePolicy
 
 

@@ -22,14 +22,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from keyshared.simulate.store import Entry
-
-if TYPE_CHECKING:
-    from keyshared.simulate.workload import Delivery
+from keyshared.simulate.model import Delivery, Entry
 
 #: How many events a violation reports.
 TRAIL_LENGTH = 400

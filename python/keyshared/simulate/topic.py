@@ -21,9 +21,10 @@ from keyshared.ownership import BucketAssignment, BucketConsumer
 from keyshared.simulate.controller import Controller, LoadReporter
 from keyshared.simulate.dispatch import HandOff, SegmentDispatcher, TopicContext
 from keyshared.simulate.invariants import EventTrail, TopicChecker
+from keyshared.simulate.model import Delivery, Entry
 from keyshared.simulate.scenario import Scenario, TopicSpec
-from keyshared.simulate.store import Entry, TopicStore
-from keyshared.simulate.workload import ConsumerSim, Delivery, KeySpace, ProducerSim, Schedule
+from keyshared.simulate.store import TopicStore
+from keyshared.simulate.workload import ConsumerSim, KeySpace, ProducerSim, Schedule
 
 _I64 = npt.NDArray[np.int64]
 

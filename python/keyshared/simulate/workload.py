@@ -10,18 +10,15 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from keyshared.batching import BucketedBatcher, EntryBatch
 from keyshared.layout import TopicLayout
+from keyshared.simulate.model import Delivery
 from keyshared.simulate.scenario import BatchingSpec, ConsumerSpec, ProducerSpec
-from keyshared.simulate.store import Entry
-
-if TYPE_CHECKING:
-    from keyshared.simulate.dispatch import SegmentDispatcher
 
 _I64 = npt.NDArray[np.int64]
 Schedule = Callable[[int, Callable[..., None], tuple[Any, ...]], None]
@@ -123,23 +120,6 @@ class ProducerSim:
         """Redirects the producer after a split, merge or rollover (its batches are all
         closed between ticks, so nothing is flushed)."""
         self._batcher.update_layout(layout)
-
-
-class Delivery:
-    """One copy of an entry sent to a consumer (``attempt`` 1 for a first delivery).
-    ``stale`` once the entry was settled through another copy or given up on: the copy no
-    longer holds its keys."""
-
-    __slots__ = ("attempt", "consumer_id", "dispatcher", "entry", "stale")
-
-    def __init__(
-        self, entry: Entry, consumer_id: int, attempt: int, dispatcher: SegmentDispatcher
-    ) -> None:
-        self.entry = entry
-        self.consumer_id = consumer_id
-        self.attempt = attempt
-        self.dispatcher = dispatcher
-        self.stale = False
 
 
 class ConsumerSim:
