@@ -50,7 +50,9 @@ fn ack_args(
     let size = i32::try_from(size)
         .ok()
         .filter(|s| *s >= 0)
-        .ok_or_else(|| InvalidInput(format!("batch_size must be in [0, 2**31 - 1], got {size}")))
+        .ok_or_else(|| {
+            InvalidInput::Message(format!("batch_size must be in [0, 2**31 - 1], got {size}"))
+        })
         .py()?;
     Ok((ledger, entry, size))
 }

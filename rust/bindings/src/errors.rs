@@ -2,9 +2,11 @@
 //! kernel does not hold is a `KeyError`.
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
-use pyo3::PyErr;
+use pyo3::prelude::*;
 
-use keyshared_kernels::error::{InvalidInput, NotFound, StateError};
+use crate::state_args::routing_key_object;
+use keyshared_kernels::error::{InvalidInput, KeyConflict, NotFound, StateError};
+use keyshared_kernels::window::RoutingKey;
 
 /// The Python exception a kernel error raises.
 pub trait ToPyErr {
@@ -13,8 +15,58 @@ pub trait ToPyErr {
 
 impl ToPyErr for InvalidInput {
     fn to_py_err(self) -> PyErr {
-        PyValueError::new_err(self.0)
+        PyValueError::new_err(match self {
+            InvalidInput::Message(message) => message,
+            InvalidInput::OutOfRange { what, value, max } => {
+                format!("{what} must be in [0, {}], got {value}", python_bound(max))
+            }
+            InvalidInput::NullKey { index } => {
+                format!("keys[{index}] is null; pass null_key= to hash nulls as given bytes")
+            }
+            InvalidInput::Key(conflict) => key_conflict(&conflict),
+        })
     }
+}
+
+/// A bound as Python code writes it: powers of two less one as `2**n - 1`.
+fn python_bound(max: u64) -> String {
+    match max
+        .checked_add(1)
+        .filter(|b| b.is_power_of_two() && *b > 1 << 16)
+    {
+        Some(b) => format!("2**{} - 1", b.trailing_zeros()),
+        None => max.to_string(),
+    }
+}
+
+/// The window's refusal, with keys shown as Python shows the str or bytes they came as.
+fn key_conflict(conflict: &KeyConflict) -> String {
+    Python::attach(|py| {
+        let show = |key: &RoutingKey| {
+            routing_key_object(py, key)
+                .repr()
+                .map_or_else(|_| key.to_string(), |r| r.to_string())
+        };
+        match conflict {
+            KeyConflict::Held {
+                key,
+                holder,
+                offset,
+            } => format!(
+                "key {} is held by offset {holder}; push_blocked offset {offset} instead",
+                show(key)
+            ),
+            KeyConflict::Queued { key, offset } => format!(
+                "older messages of key {} are queued; push_blocked offset {offset} behind them",
+                show(key)
+            ),
+            KeyConflict::OtherKey { offset, held, key } => format!(
+                "offset {offset} was taken with key {}, not {}",
+                show(held),
+                show(key)
+            ),
+        }
+    })
 }
 
 impl ToPyErr for NotFound {
@@ -34,11 +86,11 @@ impl ToPyErr for StateError {
 
 /// `kernel_call().py()?`: a kernel result with its error raised in Python.
 pub trait Raise<T> {
-    fn py(self) -> pyo3::PyResult<T>;
+    fn py(self) -> PyResult<T>;
 }
 
 impl<T, E: ToPyErr> Raise<T> for Result<T, E> {
-    fn py(self) -> pyo3::PyResult<T> {
+    fn py(self) -> PyResult<T> {
         self.map_err(ToPyErr::to_py_err)
     }
 }

@@ -262,7 +262,7 @@ impl PyPendingAcksMap {
         let (ledger, entry) = position_args(ledger_id, entry_id)?;
         let delta = i32::try_from(int_arg(acked_delta, "acked_delta")?)
             .map_err(|_| {
-                InvalidInput(format!(
+                InvalidInput::Message(format!(
                     "acked_delta must be in [0, 2**31 - 1], got {acked_delta}"
                 ))
             })

@@ -21,7 +21,7 @@ impl HashRange {
         let start = ring_hash(start, "start")?;
         let end = ring_hash(end, "end")?;
         if start > end {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "start ({start:#06x}) must not be above end ({end:#06x})"
             )));
         }
@@ -69,7 +69,7 @@ impl HashRange {
     /// The two halves `[start, mid]` and `[mid + 1, end]`, `mid = start + (end - start) / 2`.
     pub fn split(self) -> KernelResult<(Self, Self)> {
         if self.start == self.end {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "{self} has size 1 and cannot be split"
             )));
         }
@@ -88,7 +88,7 @@ impl HashRange {
 
     pub fn merge(self, other: Self) -> KernelResult<Self> {
         if !self.is_adjacent_to(other) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "{self} and {other} are not adjacent and cannot be merged"
             )));
         }
@@ -100,7 +100,8 @@ impl HashRange {
 
     /// Parses the hex form `"0a0b-f0f0"` (four hex digits each side, either case).
     pub fn parse_hex(text: &str) -> KernelResult<Self> {
-        let bad = || InvalidInput(format!("{text:?} is not a hash range like \"0a0b-f0f0\""));
+        let bad =
+            || InvalidInput::Message(format!("{text:?} is not a hash range like \"0a0b-f0f0\""));
         let (start, end) = text.split_once('-').ok_or_else(bad)?;
         let digits = |s: &str| {
             if s.len() == 4 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -122,7 +123,7 @@ impl fmt::Display for HashRange {
 /// Checks that `value` is a hash of the 16-bit ring; `what` names the argument in the error.
 pub fn ring_hash(value: i64, what: &str) -> KernelResult<u16> {
     u16::try_from(value).map_err(|_| {
-        InvalidInput(format!(
+        InvalidInput::Message(format!(
             "{what} must be a 16-bit hash in [0, 0xffff], got {value}"
         ))
     })
@@ -139,12 +140,12 @@ pub fn validate_splits(splits: &[i64]) -> KernelResult<Vec<u16>> {
     let mut out = Vec::with_capacity(splits.len());
     for (i, &s) in splits.iter().enumerate() {
         if !(1..=i64::from(MAX_HASH)).contains(&s) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "splits[{i}] = {s} is outside [1, 0xffff]"
             )));
         }
         if i == 0 && s < i64::from(MIN_FIRST_SPLIT) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "splits[0] = {s} leaves bucket 0 narrower than [0, 1]: the first split must \
                  be at least {MIN_FIRST_SPLIT}"
             )));
@@ -152,7 +153,7 @@ pub fn validate_splits(splits: &[i64]) -> KernelResult<Vec<u16>> {
         let s = s as u16;
         if let Some(&prev) = out.last() {
             if s <= prev {
-                return Err(InvalidInput(format!(
+                return Err(InvalidInput::Message(format!(
                     "splits must be strictly ascending: splits[{i}] = {s} follows {prev}"
                 )));
             }
@@ -170,7 +171,7 @@ pub fn validate_splits(splits: &[i64]) -> KernelResult<Vec<u16>> {
 /// split at 1 is dropped), so such counts give one bucket fewer than asked.
 pub fn equal_width_splits(n: i64) -> KernelResult<Vec<u16>> {
     if n < 0 {
-        return Err(InvalidInput(format!(
+        return Err(InvalidInput::Message(format!(
             "bucket count must not be negative, got {n}"
         )));
     }
@@ -214,14 +215,14 @@ pub fn bucket_table(splits: &[u16]) -> Vec<u32> {
 /// straddles a bucket boundary (the relay must then re-batch it).
 pub fn entry_bucket(hash_min: u16, hash_max: u16, splits: &[u16]) -> KernelResult<u32> {
     if hash_min > hash_max {
-        return Err(InvalidInput(format!(
+        return Err(InvalidInput::Message(format!(
             "entry_hash_min ({hash_min:#06x}) must not be above entry_hash_max ({hash_max:#06x})"
         )));
     }
     let first = bucket_index(hash_min, splits);
     let last = bucket_index(hash_max, splits);
     if first != last {
-        return Err(InvalidInput(format!(
+        return Err(InvalidInput::Message(format!(
             "entry range {hash_min:04x}-{hash_max:04x} straddles the bucket boundary at \
              {:#06x} (buckets {first} and {last})",
             splits[first as usize]
@@ -237,7 +238,7 @@ pub fn canonical_bucket_hash(index: i64, splits: &[u16]) -> KernelResult<u16> {
         .ok()
         .filter(|&i| i < count)
         .ok_or_else(|| {
-            InvalidInput(format!(
+            InvalidInput::Message(format!(
                 "bucket index {index} is outside [0, {}] for {count} buckets",
                 count - 1
             ))
@@ -249,12 +250,12 @@ pub fn canonical_bucket_hash(index: i64, splits: &[u16]) -> KernelResult<u16> {
 /// `max(1, budget // segments)`: how many buckets each segment gets from a topic budget.
 pub fn buckets_for_budget(budget: i64, segments: i64) -> KernelResult<i64> {
     if budget < 0 {
-        return Err(InvalidInput(format!(
+        return Err(InvalidInput::Message(format!(
             "bucket budget must not be negative, got {budget}"
         )));
     }
     if segments < 1 {
-        return Err(InvalidInput(format!(
+        return Err(InvalidInput::Message(format!(
             "segment count must be at least 1, got {segments}"
         )));
     }
@@ -376,7 +377,7 @@ mod tests {
         assert_eq!(validate_splits(&[2, 0xFFFF]).unwrap(), vec![2, 0xFFFF]);
         assert!(validate_splits(&[0]).is_err());
         let err = validate_splits(&[1, 0xFFFF]).unwrap_err();
-        assert!(err.0.contains("splits[0]"), "{err}");
+        assert!(err.to_string().contains("splits[0]"), "{err}");
         assert!(validate_splits(&[0x1_0000]).is_err());
         assert!(validate_splits(&[5, 5]).is_err());
         assert!(validate_splits(&[6, 5]).is_err());
@@ -388,7 +389,7 @@ mod tests {
         assert_eq!(entry_bucket(0x4000, 0x7FFF, &splits).unwrap(), 1);
         assert_eq!(entry_bucket(5, 5, &splits).unwrap(), 0);
         let err = entry_bucket(0x3FFF, 0x4000, &splits).unwrap_err();
-        assert!(err.0.contains("0x4000"), "{err}");
+        assert!(err.to_string().contains("0x4000"), "{err}");
         assert!(entry_bucket(9, 8, &splits).is_err());
     }
 

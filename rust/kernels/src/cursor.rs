@@ -20,7 +20,11 @@ pub fn check_offset(offset: i128, what: &str) -> KernelResult<u64> {
     u64::try_from(offset)
         .ok()
         .filter(|&o| o <= MAX_OFFSET)
-        .ok_or_else(|| InvalidInput(format!("{what} must be in [0, 2**63 - 1], got {offset}")))
+        .ok_or_else(|| InvalidInput::OutOfRange {
+            what: what.to_owned(),
+            value: offset,
+            max: MAX_OFFSET,
+        })
 }
 
 #[derive(Debug, Clone)]
@@ -175,7 +179,7 @@ impl BucketCheckpoints {
     /// Starts tracking a bucket from `first_offset`; an open bucket is an error.
     pub fn open(&mut self, segment_id: u64, bucket: u32, first_offset: u64) -> KernelResult<()> {
         if self.cursors.contains_key(&(segment_id, bucket)) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "bucket {bucket} of segment {segment_id} is already open"
             )));
         }

@@ -55,12 +55,12 @@ impl KeySharedConsumerState {
     /// an error.
     pub fn add_consumer(&mut self, consumer: u64, filters: Vec<Box<[u8]>>) -> KernelResult<()> {
         if self.contains(consumer) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "consumer {consumer} was already added"
             )));
         }
         if let Some(i) = filters.iter().position(|f| f.is_empty()) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "key_filters[{i}] is empty; it would match only the empty key"
             )));
         }

@@ -117,7 +117,7 @@ impl DrainingHashes {
         let most = u32::try_from(hashes.len()).unwrap_or(u32::MAX);
         for (i, &hash) in hashes.iter().enumerate() {
             self.check_add(consumer, hash, most)
-                .map_err(|e| InvalidInput(format!("sticky_key_hashes[{i}]: {e}")))?;
+                .map_err(|e| InvalidInput::Message(format!("sticky_key_hashes[{i}]: {e}")))?;
         }
         for &hash in hashes {
             self.apply_add(consumer, hash);
@@ -135,9 +135,9 @@ impl DrainingHashes {
             Some(slot) if self.owners[slot.owner as usize - 1].consumer_id != consumer => {
                 Err(self.owner_error(slot, consumer, hash))
             }
-            Some(slot) if slot.ref_count.checked_add(adding).is_none() => Err(InvalidInput(
-                format!("the reference count of hash {hash} would overflow"),
-            )),
+            Some(slot) if slot.ref_count.checked_add(adding).is_none() => Err(
+                InvalidInput::Message(format!("the reference count of hash {hash} would overflow")),
+            ),
             _ => Ok(()),
         }
     }
@@ -185,7 +185,7 @@ impl DrainingHashes {
     ) -> KernelResult<Option<i32>> {
         for (i, &hash) in hashes.iter().enumerate() {
             self.check_owner(consumer, hash)
-                .map_err(|e| InvalidInput(format!("sticky_key_hashes[{i}]: {e}")))?;
+                .map_err(|e| InvalidInput::Message(format!("sticky_key_hashes[{i}]: {e}")))?;
         }
         self.start_batch();
         for &hash in hashes {
@@ -217,7 +217,7 @@ impl DrainingHashes {
 
     fn owner_error(&self, slot: Slot, consumer: u64, hash: u16) -> InvalidInput {
         let owner = self.owners[slot.owner as usize - 1].consumer_id;
-        InvalidInput(format!(
+        InvalidInput::Message(format!(
             "consumer {owner} is already draining hash {hash}; it cannot be used for \
              consumer {consumer}"
         ))
@@ -482,7 +482,8 @@ mod tests {
         t.add_entry(1, 5).unwrap();
         let err = t.add_entry(2, 5).unwrap_err();
         assert!(
-            err.0.contains("consumer 1 is already draining hash 5"),
+            err.to_string()
+                .contains("consumer 1 is already draining hash 5"),
             "{err}"
         );
         assert!(t.reduce_ref_count(2, 5, false).is_err());

@@ -27,7 +27,7 @@ pub fn validate_bucket_boundaries(ranges: &[(i64, i64)]) -> KernelResult<Vec<Has
     let mut expected = 0i64;
     for (i, &(start, end)) in ranges.iter().enumerate() {
         if start != expected || end < start || end > i64::from(MAX_HASH) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "entry-bucket boundaries must be ascending, contiguous and start at 0: \
                  ranges[{i}] is [{start}, {end}] where start {expected} was expected"
             )));
@@ -36,7 +36,7 @@ pub fn validate_bucket_boundaries(ranges: &[(i64, i64)]) -> KernelResult<Vec<Has
         expected = end + 1;
     }
     if expected != i64::from(RING_SIZE) {
-        return Err(InvalidInput(format!(
+        return Err(InvalidInput::Message(format!(
             "entry-bucket boundaries must tile the 16-bit ring: the last range ends at {}",
             expected - 1
         )));
@@ -109,7 +109,7 @@ impl EntryBucketSelector {
             .filter(|&b| b < count)
             .map(|b| self.starts[b].max(1))
             .ok_or_else(|| {
-                InvalidInput(format!(
+                InvalidInput::Message(format!(
                     "bucket {bucket} is outside [0, {}] for {count} buckets",
                     count - 1
                 ))
@@ -140,7 +140,9 @@ impl EntryBucketSelector {
     /// Adds a consumer; an id already connected is an error.
     pub fn add_consumer(&mut self, consumer: u64, name: &str) -> StateResult<ImpactedConsumers> {
         if self.contains(consumer) {
-            return Err(InvalidInput(format!("consumer {consumer} is already connected")).into());
+            return Err(
+                InvalidInput::Message(format!("consumer {consumer} is already connected")).into(),
+            );
         }
         let member = Member {
             name: name.to_owned(),

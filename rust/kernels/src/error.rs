@@ -1,14 +1,50 @@
 use thiserror::Error;
 
-/// An argument a kernel cannot work with; the message says which one and why.
+use crate::window::RoutingKey;
+
+/// An argument a kernel cannot work with. The variants a binding words in its own language
+/// carry their parts; the others say which argument was wrong and why, in Rust's terms.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{0}")]
-pub struct InvalidInput(pub String);
+pub enum InvalidInput {
+    #[error("{0}")]
+    Message(String),
+    /// `what` (an argument, or an item of one) is outside `[0, max]`.
+    #[error("{what} = {value} is outside [0, {max}]")]
+    OutOfRange { what: String, value: i128, max: u64 },
+    /// Key `index` of a batch is null and no stand-in key was given for nulls.
+    #[error("key {index} is null and no stand-in key was given")]
+    NullKey { index: usize },
+    /// A message's key conflicts with what the in-flight window holds for it.
+    #[error(transparent)]
+    Key(#[from] KeyConflict),
+}
 
 impl InvalidInput {
     pub fn new(message: impl Into<String>) -> Self {
-        Self(message.into())
+        Self::Message(message.into())
     }
+}
+
+/// What the in-flight window refuses about a message's key.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum KeyConflict {
+    /// The key is held by an in-flight message: the new one must queue behind it.
+    #[error("key {key} is held by offset {holder}; offset {offset} must queue behind it")]
+    Held {
+        key: RoutingKey,
+        holder: u64,
+        offset: u64,
+    },
+    /// Older messages of the key are queued: the new one must queue behind them.
+    #[error("older messages of key {key} are queued; offset {offset} must queue behind them")]
+    Queued { key: RoutingKey, offset: u64 },
+    /// The offset was taken from the queue with another key than the one given now.
+    #[error("offset {offset} was taken with key {held}, not {key}")]
+    OtherKey {
+        offset: u64,
+        held: RoutingKey,
+        key: RoutingKey,
+    },
 }
 
 pub type KernelResult<T> = Result<T, InvalidInput>;

@@ -76,7 +76,7 @@ fn check_adds(adds: &[(u64, Vec<u16>)], tracker: &DrainingHashes) -> KernelResul
             let owner = tracker.get_entry(h).map(|e| e.consumer_id);
             let owner = owner.or_else(|| planned.get(&h).copied());
             if let Some(other) = owner.filter(|o| o != c) {
-                return Err(InvalidInput(format!(
+                return Err(InvalidInput::Message(format!(
                     "consumer {other} is already draining hash {h}; consumer {c} cannot \
                      drain it too"
                 )));

@@ -44,7 +44,7 @@ pub fn validate_assignments(assignments: &[(HashRange, u64)], what: &str) -> Ker
     for (i, pair) in assignments.windows(2).enumerate() {
         let (a, b) = (pair[0].0, pair[1].0);
         if a.end() >= b.start() {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "{what} must be sorted and non-overlapping: {what}[{}] = {b} follows {a}",
                 i + 1
             )));
@@ -195,7 +195,7 @@ mod tests {
     fn assignments_must_be_sorted_and_disjoint() {
         assert!(validate_assignments(&[(r(0, 9), 1), (r(10, 19), 2)], "a").is_ok());
         let err = validate_assignments(&[(r(0, 9), 1), (r(9, 19), 2)], "after").unwrap_err();
-        assert!(err.0.contains("after[1]"), "{err}");
+        assert!(err.to_string().contains("after[1]"), "{err}");
         assert!(validate_assignments(&[(r(10, 19), 1), (r(0, 9), 2)], "a").is_err());
     }
 

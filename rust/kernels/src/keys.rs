@@ -150,10 +150,7 @@ impl KeyBatch {
         if null_key.is_none() {
             for (chunk, offset) in chunks.iter().zip(&starts) {
                 if let Some(i) = chunk.first_null() {
-                    return Err(InvalidInput(format!(
-                        "keys[{}] is null; pass null_key= to hash nulls as given bytes",
-                        offset + i
-                    )));
+                    return Err(InvalidInput::NullKey { index: offset + i });
                 }
             }
         }
@@ -394,7 +391,7 @@ mod tests {
         let first = KeyChunk::Binary(BinaryArray::from_vec(vec![&b"x"[..]]));
         let chunks = vec![first, KeyChunk::Binary(arr)];
         let err = KeyBatch::new(chunks.clone(), None).unwrap_err();
-        assert!(err.0.starts_with("keys[2] is null"), "{err}");
+        assert_eq!(err, InvalidInput::NullKey { index: 2 });
         let batch = KeyBatch::new(chunks, Some(b"hello".to_vec())).unwrap();
         assert_eq!(
             hashes(&batch, 1),

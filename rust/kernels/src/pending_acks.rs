@@ -81,10 +81,12 @@ impl PendingAcks {
     ) -> KernelResult<Vec<bool>> {
         for (i, &ack) in acks.iter().enumerate() {
             check_batch_size(ack.batch_size)
-                .map_err(|e| InvalidInput(format!("batch_sizes[{i}]: {e}")))?;
+                .map_err(|e| InvalidInput::Message(format!("batch_sizes[{i}]: {e}")))?;
             if tracker.is_some() && ack.sticky_key_hash == 0 {
                 let e = missing_hash(ack);
-                return Err(InvalidInput(format!("sticky_key_hashes[{i}]: {e}")));
+                return Err(InvalidInput::Message(format!(
+                    "sticky_key_hashes[{i}]: {e}"
+                )));
             }
         }
         Ok(acks.iter().map(|&a| self.add_checked(a, tracker)).collect())
@@ -138,7 +140,7 @@ impl PendingAcks {
     ) -> KernelResult<Vec<bool>> {
         for (i, &delta) in acked_deltas.iter().enumerate() {
             check_acked_delta(delta)
-                .map_err(|e| InvalidInput(format!("acked_deltas[{i}]: {e}")))?;
+                .map_err(|e| InvalidInput::Message(format!("acked_deltas[{i}]: {e}")))?;
         }
         Ok(keys
             .iter()
@@ -320,7 +322,7 @@ fn to_ack(
 
 fn check_batch_size(batch_size: i32) -> KernelResult<()> {
     if batch_size < 0 {
-        return Err(InvalidInput(format!(
+        return Err(InvalidInput::Message(format!(
             "batch_size must not be negative, got {batch_size}"
         )));
     }
@@ -329,7 +331,7 @@ fn check_batch_size(batch_size: i32) -> KernelResult<()> {
 
 fn check_acked_delta(acked_delta: i32) -> KernelResult<()> {
     if acked_delta < 0 {
-        return Err(InvalidInput(format!(
+        return Err(InvalidInput::Message(format!(
             "acked_delta must not be negative, got {acked_delta}"
         )));
     }
@@ -337,7 +339,7 @@ fn check_acked_delta(acked_delta: i32) -> KernelResult<()> {
 }
 
 fn missing_hash(ack: PendingAck) -> InvalidInput {
-    InvalidInput(format!(
+    InvalidInput::Message(format!(
         "sticky key hash is missing (0) for {}:{}",
         ack.ledger_id, ack.entry_id
     ))

@@ -15,7 +15,7 @@ pub type Position = (i64, i64);
 /// Checks a position: Pulsar's redelivery set holds non-negative ledger and entry ids.
 pub fn check_position(position: Position, what: &str) -> KernelResult<Position> {
     if position.0 < 0 || position.1 < 0 {
-        return Err(InvalidInput(format!(
+        return Err(InvalidInput::Message(format!(
             "{what} ({}, {}) must have non-negative ledger_id and entry_id",
             position.0, position.1
         )));
@@ -51,7 +51,7 @@ impl MessageRedeliveryController {
         let position = check_position(position, "position")?;
         let hash = match hash {
             Some(0) if !self.allow_out_of_order_delivery => {
-                return Err(InvalidInput(
+                return Err(InvalidInput::Message(
                     "sticky_key_hash 0 means \"not set\"; it is required when ordering is \
                      enforced"
                         .to_owned(),
@@ -222,7 +222,7 @@ impl MessageRedeliveryController {
         mut tracker: Option<&mut DrainingHashes>,
     ) -> KernelResult<Vec<Decision>> {
         if entries.len() != consumers.len() {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "{} entries but {} consumers",
                 entries.len(),
                 consumers.len()
@@ -231,7 +231,7 @@ impl MessageRedeliveryController {
         for (i, &(position, hash)) in entries.iter().enumerate() {
             check_position(position, &format!("entries[{i}]"))?;
             if hash == 0 {
-                return Err(InvalidInput(format!(
+                return Err(InvalidInput::Message(format!(
                     "entries[{i}]: sticky_key_hash 0 means \"not set\"; it is required"
                 )));
             }

@@ -112,12 +112,12 @@ impl ConsistentHashingSelector {
             .ok()
             .filter(|p| (1..=MAX_POINTS).contains(p))
             .ok_or_else(|| {
-                InvalidInput(format!(
+                InvalidInput::Message(format!(
                     "number_of_points must be in [1, {MAX_POINTS}], got {number_of_points}"
                 ))
             })?;
         if !(1..=i64::from(DEFAULT_RANGE_MAX)).contains(&range_max_value) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "range_max_value must be in [1, {DEFAULT_RANGE_MAX}], got {range_max_value}"
             )));
         }
@@ -184,7 +184,7 @@ impl ConsistentHashingSelector {
         name: &[u8],
     ) -> KernelResult<Option<ImpactedConsumers>> {
         if self.contains(consumer) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "consumer {consumer} was already added"
             )));
         }

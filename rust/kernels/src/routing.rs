@@ -72,7 +72,7 @@ fn check_tiling(segments: &[SegmentRoute]) -> KernelResult<()> {
             } else {
                 "leaves a gap before it"
             };
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "segments must tile 0000-ffff: segment {} ({}) {problem}",
                 seg.segment_id, seg.range
             )));
@@ -80,12 +80,12 @@ fn check_tiling(segments: &[SegmentRoute]) -> KernelResult<()> {
         next_start = end + 1;
     }
     if segments.is_empty() {
-        return Err(InvalidInput(
+        return Err(InvalidInput::Message(
             "segments must tile 0000-ffff, got no segments".to_owned(),
         ));
     }
     if next_start != RING_SIZE {
-        return Err(InvalidInput(format!(
+        return Err(InvalidInput::Message(format!(
             "segments must tile 0000-ffff, but they end at {:04x}",
             next_start.wrapping_sub(1) & 0xFFFF
         )));
@@ -97,7 +97,7 @@ fn check_unique_ids(segments: &[SegmentRoute]) -> KernelResult<()> {
     let mut ids: Vec<u64> = segments.iter().map(|s| s.segment_id).collect();
     ids.sort_unstable();
     match ids.windows(2).find(|w| w[0] == w[1]) {
-        Some(w) => Err(InvalidInput(format!(
+        Some(w) => Err(InvalidInput::Message(format!(
             "segment id {} appears more than once",
             w[0]
         ))),
@@ -134,18 +134,21 @@ mod tests {
     #[test]
     fn rejects_gaps_overlaps_short_tilings_and_duplicate_ids() {
         let gap = vec![seg(0, 0, 10, &[]), seg(1, 12, 0xFFFF, &[])];
-        assert!(RoutingTable::new(gap).unwrap_err().0.contains("gap"));
+        assert!(RoutingTable::new(gap)
+            .unwrap_err()
+            .to_string()
+            .contains("gap"));
         let overlap = vec![seg(0, 0, 10, &[]), seg(1, 10, 0xFFFF, &[])];
         assert!(RoutingTable::new(overlap)
             .unwrap_err()
-            .0
+            .to_string()
             .contains("overlaps"));
         assert!(RoutingTable::new(vec![seg(0, 0, 10, &[])]).is_err());
         assert!(RoutingTable::new(vec![]).is_err());
         let dup = vec![seg(0, 0, 10, &[]), seg(0, 11, 0xFFFF, &[])];
         assert!(RoutingTable::new(dup)
             .unwrap_err()
-            .0
+            .to_string()
             .contains("more than once"));
     }
 }

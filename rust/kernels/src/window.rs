@@ -13,13 +13,15 @@
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt;
 use std::hash::{Hash, Hasher};
 
 use super::cursor::{check_offset, SafeCursor};
 use super::danube_ring::KeySharedConsumerState;
-use super::error::{InvalidInput, KernelResult};
+use super::error::{InvalidInput, KernelResult, KeyConflict};
 
-/// A routing key: its bytes, and whether it arrived as text (so it is handed back as text).
+/// A routing key: its bytes, and whether it is a text key (Pulsar's string message key) or a
+/// binary one (its ordering key), so that it is handed back as it came.
 /// Keys compare by their bytes only.
 #[derive(Debug, Clone)]
 pub struct RoutingKey {
@@ -34,12 +36,14 @@ impl RoutingKey {
             text,
         }
     }
+}
 
-    /// The key as Python would show it.
-    fn show(&self) -> String {
+/// A text key as a quoted string, a binary key as escaped bytes.
+impl fmt::Display for RoutingKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.text, std::str::from_utf8(&self.bytes)) {
-            (true, Ok(s)) => format!("'{}'", s.escape_debug()),
-            _ => format!("b'{}'", self.bytes.escape_ascii()),
+            (true, Ok(s)) => write!(f, "{s:?}"),
+            _ => write!(f, "bytes \"{}\"", self.bytes.escape_ascii()),
         }
     }
 }
@@ -111,7 +115,7 @@ impl FailurePolicy {
             return Err(InvalidInput::new("ack_timeout_ms must be at least 1"));
         }
         if self.base_redelivery_delay_ms > self.max_redelivery_delay_ms {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "base_redelivery_delay_ms ({}) must not exceed max_redelivery_delay_ms ({})",
                 self.base_redelivery_delay_ms, self.max_redelivery_delay_ms
             )));
@@ -402,7 +406,7 @@ impl InFlightWindow {
             None => self.check_new_with_key(offset, key)?,
         }
         if !self.consumer_has_capacity(consumer) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "consumer {consumer} already has max_per_consumer ({}) messages in flight",
                 self.limits.max_per_consumer
             )));
@@ -459,12 +463,12 @@ impl InFlightWindow {
     pub fn on_skipped(&mut self, offset: u64) -> KernelResult<Option<u64>> {
         let offset = check_offset(i128::from(offset), "offset")?;
         if self.in_flight.contains_key(&offset) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "offset {offset} is in flight; ack it, or remove_entry it first"
             )));
         }
         if self.queued.contains_key(&offset) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "offset {offset} is queued; take_unblocked or drain_blocked_for_key it first"
             )));
         }
@@ -738,17 +742,17 @@ impl InFlightWindow {
 
     fn check_new(&self, offset: u64) -> KernelResult<()> {
         if self.in_flight.contains_key(&offset) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "offset {offset} is already in flight"
             )));
         }
         if self.queued.contains_key(&offset) || self.taken.contains_key(&offset) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "offset {offset} is already in the blocked queue"
             )));
         }
         if self.cursor.as_ref().is_some_and(|c| c.is_done(offset)) {
-            return Err(InvalidInput(format!(
+            return Err(InvalidInput::Message(format!(
                 "offset {offset} is already acked, skipped or behind the cursor"
             )));
         }
@@ -760,16 +764,16 @@ impl InFlightWindow {
         let Some(state) = self.keys.get(key) else {
             return Ok(());
         };
-        if let Some(holder) = state.holder {
-            return Err(InvalidInput(format!(
-                "key {} is held by offset {holder}; push_blocked offset {offset} instead",
-                key.show()
-            )));
+        let key = key.clone();
+        Err(match state.holder {
+            Some(holder) => KeyConflict::Held {
+                key,
+                holder,
+                offset,
+            },
+            None => KeyConflict::Queued { key, offset },
         }
-        Err(InvalidInput(format!(
-            "older messages of key {} are queued; push_blocked offset {offset} behind them",
-            key.show()
-        )))
+        .into())
     }
 
     /// Sends a checked message: a taken one keeps its key, a new one takes it.
@@ -852,11 +856,12 @@ fn check_same_key(offset: u64, held: &RoutingKey, key: &RoutingKey) -> KernelRes
     if held == key {
         return Ok(());
     }
-    Err(InvalidInput(format!(
-        "offset {offset} was taken with key {}, not {}",
-        held.show(),
-        key.show()
-    )))
+    Err(KeyConflict::OtherKey {
+        offset,
+        held: held.clone(),
+        key: key.clone(),
+    }
+    .into())
 }
 
 #[cfg(test)]
@@ -881,6 +886,44 @@ mod tests {
             s.add_consumer(id, vec![]).unwrap();
         }
         s
+    }
+
+    #[test]
+    fn key_conflicts_name_the_key_and_offsets() {
+        let mut w = window();
+        w.mark_dispatched(1, &key("a"), 100, 0).unwrap();
+        let held = KeyConflict::Held {
+            key: key("a"),
+            holder: 1,
+            offset: 2,
+        };
+        assert_eq!(w.mark_dispatched(2, &key("a"), 100, 0), Err(held.into()));
+        w.push_blocked(2, &key("a")).unwrap();
+        w.on_ack(1);
+        assert_eq!(w.take_unblocked(), Some((2, key("a"))));
+        let other = KeyConflict::OtherKey {
+            offset: 2,
+            held: key("a"),
+            key: key("b"),
+        };
+        assert_eq!(w.mark_dispatched(2, &key("b"), 100, 0), Err(other.into()));
+    }
+
+    #[test]
+    fn keys_show_as_text_or_escaped_bytes() {
+        assert_eq!(RoutingKey::new(b"a\"b", true).to_string(), r#""a\"b""#);
+        assert_eq!(
+            RoutingKey::new(b"\x00a", false).to_string(),
+            r#"bytes "\x00a""#
+        );
+        assert_eq!(
+            InvalidInput::from(KeyConflict::Queued {
+                key: key("k"),
+                offset: 7
+            })
+            .to_string(),
+            r#"older messages of key "k" are queued; offset 7 must queue behind them"#
+        );
     }
 
     #[test]
