@@ -54,6 +54,16 @@ def test_a_pickled_table_routes_as_the_original(segments: list, keys: list[str])
     assert [copy.route(k) for k in keys] == [table.route(k) for k in keys]
 
 
+@given(tilings(), st.lists(st.integers(0, 2**32 - 1), max_size=60))
+def test_bucket_ordinals_number_buckets_in_range_order(segments: list, hashes: list[int]) -> None:
+    table = RoutingTable(segments)
+    numbered = [(i, b) for i, _, splits in table.segments for b in range(len(splits) + 1)]
+    assert table.bucket_count == len(numbered)
+    ordinals = table.bucket_ordinals(np.array(hashes, dtype=np.uint32), threads=2)
+    assert ordinals.dtype == np.uint32
+    assert [numbered[o] for o in ordinals.tolist()] == [table.route_hash(h) for h in hashes]
+
+
 def test_tables_are_equal_when_their_segments_are() -> None:
     a = RoutingTable([(0, HashRange(0, 0x7FFF), [9]), (1, HashRange(0x8000, 0xFFFF), [])])
     b = RoutingTable([(1, HashRange(0x8000, 0xFFFF), []), (0, HashRange(0, 0x7FFF), [9])])

@@ -14,6 +14,7 @@ _Splits = Sequence[int] | npt.NDArray[np.integer[Any]]
 
 __all__ = [
     "HASH_VERSION",
+    "RING_SIZE",
     "BucketCheckpoints",
     "ConsistentHashingStickyKeyConsumerSelector",
     "ConsumerDrainingHashesStats",
@@ -30,7 +31,6 @@ __all__ = [
     "KeySharedConsumerState",
     "MessageRedeliveryController",
     "PendingAcksMap",
-    "RING_SIZE",
     "RoutingTable",
     "SafeCursor",
     "SubscriptionFailurePolicy",
@@ -229,6 +229,17 @@ class RoutingTable:
         threads: int | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
         """Routes 32-bit key hashes (each in ``[0, 2**32)``); uint32 arrays are read as is."""
+    @property
+    def bucket_count(self) -> int:
+        """How many buckets the table holds, over all its segments."""
+    def bucket_ordinals(
+        self,
+        key_hashes: Sequence[int] | npt.NDArray[np.integer[Any]],
+        *,
+        threads: int | None = None,
+    ) -> npt.NDArray[np.uint32]:
+        """Each key hash's bucket ordinal: its bucket's position among all the table's
+        buckets (segments in range order, then buckets in order), in ``[0, bucket_count)``."""
 
 # --- dispatcher state: draining hashes and pending acks (PIP-379) ----------------------
 

@@ -18,8 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from keyshared._checks import check_int
-from keyshared.buckets import bucket_indices, equal_width_splits
-from keyshared.buckets import RING_SIZE
+from keyshared.buckets import RING_SIZE, bucket_indices, equal_width_splits
 
 _ITERATIONS = 64
 #: The smallest first split (SPEC 2): bucket 0 holds at least hashes 0 and 1.

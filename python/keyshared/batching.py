@@ -252,23 +252,20 @@ _MAX_TOTAL_BYTES = 2**62
 
 
 class _Routing:
-    """A layout plus the tables that turn a key hash into a dense (segment, bucket) group
-    number, so that grouping sorts small integers."""
+    """A layout and its routing table, whose bucket ordinals number the (segment, bucket)
+    groups densely, so that grouping sorts small integers."""
 
     def __init__(self, layout: TopicLayout) -> None:
         self.layout = layout
-        active = layout.active_segments()
-        counts = [s.bucket_count for s in active]
-        self.group_count = sum(counts)
+        table = layout.routing_table
+        self.group_count = table.bucket_count
         # NumPy sorts 16-bit integers by radix, in linear time: the common case.
         self.group_dtype = np.uint16 if self.group_count <= 0x10000 else np.int64
-        # At most 65,536 segments tile the ring, so a slot always fits in 16 bits.
-        self.slot_of_segment_hash = np.empty(0x10000, dtype=np.uint16)
-        for slot, seg in enumerate(active):
-            self.slot_of_segment_hash[seg.hash_range.start : seg.hash_range.end + 1] = slot
-        self.group_base = np.cumsum([0, *counts[:-1]]).astype(self.group_dtype)
+        # The groups in bucket-ordinal order: segments in range order, then their buckets.
         self.groups = [
-            (seg.segment_id, bucket) for seg in active for bucket in range(seg.bucket_count)
+            (segment_id, bucket)
+            for segment_id, _, splits in table.segments
+            for bucket in range(len(splits) + 1)
         ]
 
 
@@ -284,10 +281,8 @@ class _Run:
         now_ms: int,
     ) -> None:
         routing = batcher._routing
-        _, buckets = routing.layout.routing_table.route_hashes(hashes)
-        # np.take gathers several times faster than fancy indexing on large arrays.
-        groups = np.take(routing.group_base, np.take(routing.slot_of_segment_hash, hashes >> 16))
-        groups += buckets.astype(routing.group_dtype)
+        ordinals = routing.layout.routing_table.bucket_ordinals(hashes)
+        groups = ordinals.astype(routing.group_dtype, copy=False)
         order = np.argsort(groups, kind="stable")
         self.batcher, self.routing, self.now_ms = batcher, routing, now_ms
         self.counts = np.bincount(groups, minlength=routing.group_count)

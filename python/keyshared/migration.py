@@ -13,8 +13,7 @@ new writes and keep one bucket.
 from __future__ import annotations
 
 from keyshared._checks import check_int
-from keyshared.buckets import HashRange, buckets_for_budget, equal_width_splits
-from keyshared.buckets import RING_SIZE
+from keyshared.buckets import RING_SIZE, HashRange, buckets_for_budget, equal_width_splits
 from keyshared.layout import Segment, SegmentState, TopicLayout
 from keyshared.topic_name import TopicDomain, TopicName
 

@@ -25,9 +25,8 @@ from keyshared._core import (
     register_draining_hashes,
     validate_bucket_boundaries,
 )
-from keyshared.buckets import HashRange
+from keyshared.buckets import RING_SIZE, HashRange
 from keyshared.draining import DrainingHashesTracker, PendingAcksMap
-from keyshared.buckets import RING_SIZE
 from keyshared.layout import Segment
 
 

@@ -92,6 +92,31 @@ impl PyRoutingTable {
             py.detach(|| map_pairs(hashes.len(), threads, |i| route_out(&self.0, hashes[i])));
         Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, buckets)))
     }
+
+    /// How many buckets the table holds, over all its segments.
+    #[getter]
+    fn bucket_count(&self) -> u64 {
+        self.0.bucket_count()
+    }
+
+    /// The bucket ordinal (uint32) of each key hash: its bucket's position among all the
+    /// table's buckets, segments in range order. Dense, for grouping keys by bucket.
+    #[pyo3(signature = (key_hashes, *, threads=None))]
+    fn bucket_ordinals<'py>(
+        &self,
+        key_hashes: &Bound<'py, PyAny>,
+        threads: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        let threads = threads_arg(threads)?;
+        let hashes = u32_array(key_hashes, "key_hashes")?;
+        let py = key_hashes.py();
+        let (ordinals, _) = py.detach(|| {
+            map_pairs(hashes.len(), threads, |i| {
+                (self.0.bucket_ordinal(hashes[i]), ())
+            })
+        });
+        Ok(PyArray1::from_vec(py, ordinals))
+    }
 }
 
 /// Segment ids are checked to fit int64 when the table is built.

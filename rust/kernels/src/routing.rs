@@ -20,6 +20,8 @@ pub struct SegmentRoute {
 pub struct RoutingTable {
     segments: Vec<SegmentRoute>,
     slot_by_segment_hash: Box<[u16]>,
+    /// Per segment (in range order), how many buckets the segments before it hold.
+    first_bucket_ordinal: Vec<u32>,
 }
 
 /// Two tables are equal when they hold the same segments (the lookup follows from them).
@@ -42,9 +44,19 @@ impl RoutingTable {
             // At most 65,536 segments tile the ring, so a slot always fits in u16.
             slots[start..=end].fill(slot as u16);
         }
+        // At most 65,536 segments of at most 65,536 buckets: the count fits in u32.
+        let first_bucket_ordinal = segments
+            .iter()
+            .scan(0u32, |next, seg| {
+                let first = *next;
+                *next += seg.splits.len() as u32 + 1;
+                Some(first)
+            })
+            .collect();
         Ok(Self {
             segments,
             slot_by_segment_hash: slots,
+            first_bucket_ordinal,
         })
     }
 
@@ -59,6 +71,23 @@ impl RoutingTable {
         let slot = self.slot_by_segment_hash[segment_hash(hash) as usize];
         let seg = &self.segments[slot as usize];
         (seg.segment_id, bucket_index(bucket_hash(hash), &seg.splits))
+    }
+
+    /// How many buckets the table holds, over all its segments.
+    pub fn bucket_count(&self) -> u64 {
+        self.segments
+            .iter()
+            .map(|s| s.splits.len() as u64 + 1)
+            .sum()
+    }
+
+    /// The position of a key hash's bucket among all the table's buckets: segments in range
+    /// order, each segment's buckets in order. A dense number for grouping by bucket.
+    #[inline]
+    pub fn bucket_ordinal(&self, hash: u32) -> u32 {
+        let slot = self.slot_by_segment_hash[segment_hash(hash) as usize] as usize;
+        let splits = &self.segments[slot].splits;
+        self.first_bucket_ordinal[slot] + bucket_index(bucket_hash(hash), splits)
     }
 }
 
@@ -115,6 +144,21 @@ mod tests {
             range: HashRange::new(start, end).unwrap(),
             splits: splits.to_vec(),
         }
+    }
+
+    #[test]
+    fn bucket_ordinals_number_the_buckets_in_range_order() {
+        let table = RoutingTable::new(vec![
+            seg(9, 0x8000, 0xFFFF, &[0x8000]),
+            seg(4, 0, 0x7FFF, &[0x4000, 0xC000]),
+        ])
+        .unwrap();
+        assert_eq!(table.bucket_count(), 5);
+        let ordinals: Vec<u32> = [0x0000_0000, 0x0000_C000, 0x8000_0000, 0xFFFF_FFFF]
+            .iter()
+            .map(|&h| table.bucket_ordinal(h))
+            .collect();
+        assert_eq!(ordinals, vec![0, 2, 3, 4]);
     }
 
     #[test]
