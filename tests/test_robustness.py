@@ -184,7 +184,7 @@ def test_none_where_an_object_is_wanted_is_a_type_error() -> None:
 
 
 def test_an_empty_routing_table_says_so() -> None:
-    with pytest.raises(ValueError, match="got no segments"):
+    with pytest.raises(ValueError, match="active segments must tile 0000-ffff, got none"):
         ks.RoutingTable([])
 
 

@@ -86,14 +86,11 @@ def _check_splits(name: str, splits: Iterable[object]) -> tuple[int, ...]:
     out = tuple(
         check_int(f"{name}[{i}]", s, minimum=1, maximum=0xFFFF) for i, s in enumerate(splits)
     )
-    if out and out[0] < 2:
-        raise ValueError(
-            f"{name}[0] = {out[0]} leaves bucket 0 narrower than [0, 1]:"
-            " the first split must be at least 2"
-        )
-    for i in range(1, len(out)):
-        if out[i] <= out[i - 1]:
-            raise ValueError(f"{name} must be strictly ascending, but {name}[{i}] is {out[i]}")
+    # The order and the width of bucket 0 are the kernel's rules, checked there.
+    try:
+        bucket_ranges(out)
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
     return out
 
 
@@ -649,22 +646,5 @@ def _check_dag(segments: Mapping[int, Segment], next_segment_id: int, epoch: int
 
 
 def _check_tiling(active: Sequence[Segment]) -> None:
-    if not active:
-        raise ValueError("a layout needs active segments tiling 0000-ffff; it has none")
-    next_start = 0
-    for seg in active:
-        if seg.hash_range.start != next_start:
-            problem = (
-                "overlaps the one before it"
-                if seg.hash_range.start < next_start
-                else "leaves a gap before it"
-            )
-            raise ValueError(
-                "active segments must tile 0000-ffff: "
-                f"segment {seg.segment_id} ({seg.hash_range}) {problem}"
-            )
-        next_start = seg.hash_range.end + 1
-    if next_start != RING_SIZE:
-        raise ValueError(
-            f"active segments must tile 0000-ffff, but they end at {next_start - 1:04x}"
-        )
+    # The tiling is the routing table's rule; a table is built here only to check it.
+    RoutingTable((s.segment_id, s.hash_range, s.bucket_splits) for s in active)

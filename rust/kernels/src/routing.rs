@@ -102,7 +102,7 @@ fn check_tiling(segments: &[SegmentRoute]) -> KernelResult<()> {
                 "leaves a gap before it"
             };
             return Err(InvalidInput::Message(format!(
-                "segments must tile 0000-ffff: segment {} ({}) {problem}",
+                "active segments must tile 0000-ffff: segment {} ({}) {problem}",
                 seg.segment_id, seg.range
             )));
         }
@@ -110,12 +110,12 @@ fn check_tiling(segments: &[SegmentRoute]) -> KernelResult<()> {
     }
     if segments.is_empty() {
         return Err(InvalidInput::Message(
-            "segments must tile 0000-ffff, got no segments".to_owned(),
+            "active segments must tile 0000-ffff, got none".to_owned(),
         ));
     }
     if next_start != RING_SIZE {
         return Err(InvalidInput::Message(format!(
-            "segments must tile 0000-ffff, but they end at {:04x}",
+            "active segments must tile 0000-ffff, but they end at {:04x}",
             next_start.wrapping_sub(1) & 0xFFFF
         )));
     }
