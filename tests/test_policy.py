@@ -673,3 +673,28 @@ def test_decisions_are_well_formed_and_apply_to_the_layout(situation: tuple) -> 
         for sid in decision.segment_ids:
             assert active[sid].bucket_count < decision.bucket_count
             layout = layout.rebucket_segment(sid, decision.bucket_count, NOW)
+
+
+def test_the_override_mirrors_every_policy_field_as_an_optional_one() -> None:
+    from dataclasses import fields
+
+    from keyshared import AutoScalePolicy, AutoScalePolicyOverride
+
+    policy = [(f.name, f"{f.type} | None") for f in fields(AutoScalePolicy)]
+    assert [(f.name, str(f.type)) for f in fields(AutoScalePolicyOverride)] == policy
+    assert len(policy) == 19
+    assert all(f.default is None for f in fields(AutoScalePolicyOverride))
+
+
+def test_a_drifting_override_is_refused_on_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import dataclass
+
+    from keyshared import policy as policy_module
+
+    @dataclass(frozen=True)
+    class Shorter:
+        enabled: bool | None = None
+
+    monkeypatch.setattr(policy_module, "AutoScalePolicyOverride", Shorter)
+    with pytest.raises(TypeError, match="must mirror AutoScalePolicy"):
+        policy_module._check_override_mirrors_policy()

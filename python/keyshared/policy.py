@@ -276,6 +276,21 @@ class AutoScalePolicyOverride:
             raise type(e)(f"{name}.{e}") from None
 
 
+def _check_override_mirrors_policy() -> None:
+    """The override has exactly the policy's fields, in its order, each optional. Checked on
+    import, so that a field added to one and not the other fails every test at once."""
+    want = [(f.name, f"{f.type} | None") for f in fields(AutoScalePolicy)]
+    got = [(f.name, str(f.type)) for f in fields(AutoScalePolicyOverride)]
+    if got != want:
+        raise TypeError(
+            "AutoScalePolicyOverride must mirror AutoScalePolicy's fields as optional ones: "
+            f"differs at {sorted(set(got) ^ set(want))}"
+        )
+
+
+_check_override_mirrors_policy()
+
+
 @dataclass(frozen=True)
 class InvalidPolicy:
     """A resolved policy that breaks an invariant (a bad override combination, or a broker
