@@ -3,8 +3,8 @@ use pyo3::prelude::*;
 
 use crate::errors::Raise;
 
-use super::args::{hash_arg, int_arg, splits_arg, threads_arg};
-use super::state_args::hash_array;
+use crate::conversions::hash_array;
+use crate::conversions::{hash_arg, int_arg, splits_arg, threads_arg};
 use keyshared_kernels::buckets::{self, HashRange};
 use keyshared_kernels::parallel::map_pairs;
 

@@ -6,10 +6,10 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 use pyo3::types::PyTuple;
 
-use super::state_args::{
-    consumer_arg, consumer_array, count_arg, detached, offset_arg, offset_array, same_lengths,
-    u32_array, with_state,
+use crate::conversions::{
+    consumer_arg, consumer_array, count_arg, offset_arg, offset_array, same_lengths, u32_array,
 };
+use crate::state::{detached, with_state};
 use keyshared_kernels::cursor::{BucketCheckpoints, SafeCursor};
 
 /// The last offset such that it and every offset from `first_offset` on are acked or

@@ -8,11 +8,9 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 use pyo3::PyTraverseError;
 
-use super::args::hash_arg;
-use super::state_args::{
-    callable_arg, consumer_arg, consumer_array, detached, hash_array, lock, notify, same_lengths,
-    with_state,
-};
+use crate::conversions::hash_arg;
+use crate::conversions::{callable_arg, consumer_arg, consumer_array, hash_array, same_lengths};
+use crate::state::{detached, lock, notify, with_state};
 use keyshared_kernels::draining::{
     ConsumerDrainingStats, DrainingHashEntry, DrainingHashStat, DrainingHashes,
 };

@@ -8,10 +8,11 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 use pyo3::types::PyString;
 
-use super::args::{hash_arg, int_arg, key_bytes, splits_arg, type_name};
 use super::buckets::PyHashRange;
 use super::impacted::{strict_consumer_arg, PyImpactedConsumersResult};
-use super::state_args::{detached, hash_array, with_state};
+use crate::conversions::hash_array;
+use crate::conversions::{hash_arg, int_arg, key_bytes, splits_arg, type_name};
+use crate::state::{detached, with_state};
 use keyshared_kernels::buckets::HashRange;
 use keyshared_kernels::entry_bucket::{validate_bucket_boundaries, EntryBucketSelector};
 

@@ -9,12 +9,13 @@ use crate::errors::Raise;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::args::{hash_arg, int_arg, key_bytes, splits_arg};
 use super::draining::PyDrainingHashesTracker;
 use super::entry_bucket::{boundaries_arg, name_arg, PyEntryBucketSelector};
 use super::impacted::strict_consumer_arg;
 use super::pending_acks::PyPendingAcksMap;
-use super::state_args::{hash_array, i32_array, i64_array, lock, notify, same_lengths};
+use crate::conversions::{hash_arg, int_arg, key_bytes, splits_arg};
+use crate::conversions::{hash_array, i32_array, i64_array, same_lengths};
+use crate::state::{lock, notify};
 use keyshared_kernels::draining::DrainingHashes;
 use keyshared_kernels::entry_bucket::{dispatch_to, EntryBucketSelector};
 use keyshared_kernels::error::{InvalidInput, KernelResult};

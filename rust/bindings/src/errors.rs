@@ -4,7 +4,7 @@
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::state_args::routing_key_object;
+use crate::conversions::routing_key_object;
 use keyshared_kernels::error::{InvalidInput, KeyConflict, NotFound, StateError};
 use keyshared_kernels::window::RoutingKey;
 

@@ -3,11 +3,11 @@ use pyo3::prelude::*;
 
 use crate::errors::Raise;
 
-use super::args::type_name;
 use super::draining::PyDrainingHashesTracker;
 use super::impacted::{strict_consumer_arg, PyImpactedConsumersResult};
 use super::pending_acks::PyPendingAcksMap;
-use super::state_args::{lock, notify};
+use crate::conversions::type_name;
+use crate::state::{lock, notify};
 use keyshared_kernels::handoff;
 use keyshared_kernels::pending_acks::PendingAcks;
 

@@ -1,9 +1,9 @@
 use numpy::PyArray1;
 use pyo3::prelude::*;
 
-use super::args::{key_bytes, threads_arg};
 use super::buckets::PyHashRange;
 use super::keys::key_batch;
+use crate::conversions::{key_bytes, threads_arg};
 use keyshared_kernels::hashing::{self, bucket_hash, segment_hash, sticky_hash_in, HASH_VERSION};
 use keyshared_kernels::parallel::set_default_threads;
 

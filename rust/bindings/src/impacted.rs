@@ -6,9 +6,9 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 use pyo3::types::{PyMapping, PyTuple};
 
-use super::args::type_name;
 use super::buckets::PyHashRange;
-use super::state_args::consumer_arg;
+use crate::conversions::consumer_arg;
+use crate::conversions::type_name;
 use keyshared_kernels::buckets::HashRange;
 use keyshared_kernels::impacted::{impacted_consumers, validate_assignments, ImpactedConsumers};
 use keyshared_kernels::ring::ranges_by_consumer;

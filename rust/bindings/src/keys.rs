@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use pyo3::{ffi, intern};
 use pyo3_arrow::{PyArray, PyChunkedArray};
 
-use super::args::{key_bytes, key_bytes_at, type_name};
+use crate::conversions::{key_bytes, key_bytes_at, type_name};
 use keyshared_kernels::keys::{KeyBatch, KeyChunk, PackedKeys};
 
 /// Reads `keys` as a batch; `null_key` (str or bytes) stands in for null keys.

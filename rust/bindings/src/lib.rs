@@ -1,8 +1,8 @@
 //! keyshared's Python module: the PyO3 layer over the `keyshared-kernels` crate. It converts
 //! arguments, releases the GIL around the work and turns kernel errors into Python exceptions.
 
-mod args;
 mod buckets;
+mod conversions;
 mod cursor;
 mod draining;
 mod entry_bucket;
@@ -16,7 +16,7 @@ mod pending_acks;
 mod redelivery;
 mod rings;
 mod routing;
-mod state_args;
+mod state;
 mod window;
 
 use pyo3::prelude::*;

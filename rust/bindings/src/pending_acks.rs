@@ -8,12 +8,12 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 use pyo3::PyTraverseError;
 
-use super::args::{hash_arg, int_arg};
 use super::draining::PyDrainingHashesTracker;
-use super::state_args::{
-    consumer_arg, detached, hash_array, hash_ranges_arg, i32_array, i64_array, lock, notify,
-    same_lengths, with_state,
+use crate::conversions::{
+    consumer_arg, hash_array, hash_ranges_arg, i32_array, i64_array, same_lengths,
 };
+use crate::conversions::{hash_arg, int_arg};
+use crate::state::{detached, lock, notify, with_state};
 use keyshared_kernels::draining::DrainingHashes;
 use keyshared_kernels::error::{InvalidInput, KernelResult};
 use keyshared_kernels::pending_acks::{PendingAck, PendingAcks, WithNotice};

@@ -7,9 +7,10 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 use pyo3::types::{PyBool, PyDict, PyString};
 
-use super::args::{hash_arg, int_arg, type_name};
 use super::draining::PyDrainingHashesTracker;
-use super::state_args::{consumer_arg, detached, lock, with_state};
+use crate::conversions::consumer_arg;
+use crate::conversions::{hash_arg, int_arg, type_name};
+use crate::state::{detached, lock, with_state};
 use keyshared_kernels::redelivery::{
     available_permits, check_position, effective_look_ahead_limit, ConsumerPermits, Decision,
     LookAheadConfig, MessageRedeliveryController, Position,

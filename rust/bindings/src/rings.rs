@@ -7,13 +7,14 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 use pyo3::types::{PyBytes, PyString};
 
-use super::args::{hash_arg, int_arg, key_bytes, type_name};
 use super::buckets::PyHashRange;
 use super::impacted::{
     ranges_dict, PyConsumerHashAssignmentsSnapshot, PyImpactedConsumersResult, PyRanges,
 };
 use super::keys::any_key_batch;
-use super::state_args::{consumer_arg, detached, hash_array, with_state};
+use crate::conversions::{consumer_arg, hash_array};
+use crate::conversions::{hash_arg, int_arg, key_bytes, type_name};
+use crate::state::{detached, with_state};
 use keyshared_kernels::danube_ring::KeySharedConsumerState;
 use keyshared_kernels::ring::{ConsistentHashingSelector, DEFAULT_RANGE_MAX};
 

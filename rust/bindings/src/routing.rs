@@ -4,10 +4,10 @@ use pyo3::prelude::*;
 
 use crate::errors::Raise;
 
-use super::args::{int_arg, key_bytes, prefixed, splits_arg, threads_arg, type_name};
 use super::buckets::PyHashRange;
 use super::hashing::hash_keys;
-use super::state_args::u32_array;
+use crate::conversions::u32_array;
+use crate::conversions::{int_arg, key_bytes, prefixed, splits_arg, threads_arg, type_name};
 use keyshared_kernels::hashing::key_hash;
 use keyshared_kernels::parallel::map_pairs;
 use keyshared_kernels::routing::{RoutingTable as Table, SegmentRoute};

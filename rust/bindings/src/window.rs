@@ -6,12 +6,12 @@ use pyo3::prelude::*;
 
 use crate::errors::Raise;
 
-use super::args::{text_arg, type_name};
 use super::rings::PyKeySharedConsumerState;
-use super::state_args::{
-    consumer_arg, count_arg, lock, millis_arg, offset_arg, routing_key_arg, routing_key_object,
-    with_state,
+use crate::conversions::{
+    consumer_arg, count_arg, millis_arg, offset_arg, routing_key_arg, routing_key_object,
 };
+use crate::conversions::{text_arg, type_name};
+use crate::state::{lock, with_state};
 use keyshared_kernels::window::{
     Action, ActionKind, BackoffStrategy, DeliveryStatus, FailurePolicy, InFlightEntry,
     InFlightWindow, PoisonPolicy, RoutingKey, WindowLimits,

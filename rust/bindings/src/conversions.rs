@@ -1,7 +1,5 @@
-//! Argument conversions, error mapping and locking shared by the bindings of the stateful
-//! kernels (draining hashes, pending acks, rings, cursors, window).
-
-use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
+//! Every conversion of a Python argument to what a kernel takes, each failing with a
+//! message that names the argument (and the index, for an item of a batch).
 
 use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
@@ -9,39 +7,131 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple};
 
-use super::args::{key_bytes, refuse_bool, type_name};
-use super::buckets::PyHashRange;
-use keyshared_kernels::buckets::HashRange;
+use crate::buckets::PyHashRange;
+use crate::errors::Raise;
+use keyshared_kernels::buckets::{ring_hash, validate_splits, HashRange};
 use keyshared_kernels::cursor::MAX_OFFSET;
+use keyshared_kernels::parallel::default_threads;
 use keyshared_kernels::window::RoutingKey;
 
-/// Runs `f` on the locked state. When another thread holds the lock, waits for it without
-/// the GIL, so that thread (maybe in a long batch) and other Python threads go on. `f` must
-/// not touch Python: a callback into the same object would deadlock on the lock.
-pub fn with_state<S: Send, R: Send>(
-    py: Python<'_>,
-    state: &Mutex<S>,
-    f: impl FnOnce(&mut S) -> R + Send,
-) -> R {
-    match state.try_lock() {
-        Ok(mut guard) => f(&mut guard),
-        Err(TryLockError::Poisoned(poisoned)) => f(&mut poisoned.into_inner()),
-        Err(TryLockError::WouldBlock) => py.detach(|| f(&mut lock(state))),
+/// The bytes of a `str` (UTF-8) or `bytes` key.
+pub fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a [u8]> {
+    key_bytes_named(obj, || what.to_owned())
+}
+
+/// `key_bytes` for item `index` of a batch; the name is only built for an error message,
+/// since this runs once per key.
+pub fn key_bytes_at<'a>(obj: &'a Bound<'_, PyAny>, index: usize) -> PyResult<&'a [u8]> {
+    key_bytes_named(obj, || format!("keys[{index}]"))
+}
+
+fn key_bytes_named<'a>(
+    obj: &'a Bound<'_, PyAny>,
+    what: impl FnOnce() -> String,
+) -> PyResult<&'a [u8]> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        s.to_str()
+            .map(str::as_bytes)
+            .map_err(|e| PyValueError::new_err(format!("{} is not valid text: {e}", what())))
+    } else if let Ok(b) = obj.cast::<PyBytes>() {
+        Ok(b.as_bytes())
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "{} must be str or bytes, got {}",
+            what(),
+            type_name(obj)
+        )))
     }
 }
 
-/// Runs `f` on the locked state without the GIL, for batches.
-pub fn detached<S: Send, R: Send>(
-    py: Python<'_>,
-    state: &Mutex<S>,
-    f: impl FnOnce(&mut S) -> R + Send,
-) -> R {
-    py.detach(|| f(&mut lock(state)))
+/// A `str` argument as Rust text; lone surrogates are refused by name.
+pub fn text_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
+    let text = obj
+        .cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err(format!("{what} must be str, got {}", type_name(obj))))?;
+    key_bytes(text.as_any(), what).map(|b| String::from_utf8_lossy(b).into_owned())
 }
 
-/// Locks a mutex; kernels never panic while holding one, so poisoning carries no meaning.
-pub fn lock<S>(state: &Mutex<S>) -> MutexGuard<'_, S> {
-    state.lock().unwrap_or_else(PoisonError::into_inner)
+/// `err` with `prefix` (where it happened) put before its message, keeping TypeError a
+/// TypeError; any other error becomes a ValueError.
+pub fn prefixed(err: PyErr, prefix: &str) -> PyErr {
+    Python::attach(|py| {
+        let message = format!("{prefix} {}", err.value(py));
+        if err.is_instance_of::<PyTypeError>(py) {
+            PyTypeError::new_err(message)
+        } else {
+            PyValueError::new_err(message)
+        }
+    })
+}
+
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+}
+
+/// An integer argument (anything with `__index__`) as i64; a non-integer is a TypeError, an
+/// integer beyond i64 a ValueError.
+pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+    refuse_bool(obj, what)?;
+    obj.extract::<i64>().map_err(|err| {
+        if err.is_instance_of::<PyOverflowError>(obj.py()) {
+            PyValueError::new_err(format!("{what} = {obj} is out of range"))
+        } else {
+            PyTypeError::new_err(format!("{what} must be an int, got {}", type_name(obj)))
+        }
+    })
+}
+
+/// `bool` is an `int` subclass, but `True` as an id or a hash is a mistake, not a 1.
+pub fn refuse_bool(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
+    if obj.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be an int, got bool"
+        )));
+    }
+    Ok(())
+}
+
+/// A 16-bit ring hash argument.
+pub fn hash_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u16> {
+    ring_hash(int_arg(obj, what)?, what).py()
+}
+
+/// Ascending bucket split points from any sequence of ints.
+pub fn splits_arg(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u16>> {
+    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err(format!(
+            "splits must be a sequence of ints, got {}",
+            type_name(obj)
+        )));
+    }
+    let items = obj.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "splits must be a sequence of ints, got {}",
+            type_name(obj)
+        ))
+    })?;
+    let values = items
+        .enumerate()
+        .map(|(i, item)| int_arg(&item?, &format!("splits[{i}]")))
+        .collect::<PyResult<Vec<i64>>>()?;
+    validate_splits(&values).py()
+}
+
+/// The thread count of a batch call; None means the process-wide default.
+pub fn threads_arg(threads: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+    let Some(threads) = threads.filter(|t| !t.is_none()) else {
+        return Ok(default_threads());
+    };
+    let n = int_arg(threads, "threads")?;
+    match usize::try_from(n) {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(PyValueError::new_err(format!(
+            "threads must be at least 1, got {n}"
+        ))),
+    }
 }
 
 /// A consumer id: an int in `[0, 2**64 - 1]`.
@@ -111,15 +201,6 @@ pub fn routing_key_object<'py>(py: Python<'py>, key: &RoutingKey) -> Bound<'py, 
     } else {
         PyBytes::new(py, &key.bytes).into_any()
     }
-}
-
-/// Calls a Python callable, if any, with the hash the kernel reported, if any. Runs with no
-/// lock held, so the callable may call back into the object that reported it.
-pub fn notify(py: Python<'_>, handler: Option<&Py<PyAny>>, notice: Option<i32>) -> PyResult<()> {
-    if let (Some(handler), Some(hash)) = (handler, notice) {
-        handler.call1(py, (hash,))?;
-    }
-    Ok(())
 }
 
 /// Checks an optional callable argument.
