@@ -1,20 +1,21 @@
 use std::collections::HashSet;
+use std::str::FromStr;
 use std::sync::Mutex;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use strum::VariantNames;
 
-use crate::errors::Raise;
-
-use super::rings::PyKeySharedConsumerState;
 use crate::conversions::{
-    consumer_arg, count_arg, millis_arg, offset_arg, routing_key_arg, routing_key_object,
+    consumer_arg, count_arg, millis_arg, offset_arg, routing_key_arg, routing_key_object, text_arg,
+    type_name,
 };
-use crate::conversions::{text_arg, type_name};
+use crate::errors::Raise;
+use crate::rings::PyKeySharedConsumerState;
 use crate::state::{lock, with_state};
 use keyshared_kernels::window::{
-    Action, ActionKind, BackoffStrategy, DeliveryStatus, FailurePolicy, InFlightEntry,
-    InFlightWindow, PoisonPolicy, RoutingKey, WindowLimits,
+    Action, BackoffStrategy, FailurePolicy, InFlightEntry, InFlightWindow, PoisonPolicy,
+    RoutingKey, WindowLimits,
 };
 
 /// Danube's subscription failure policy: redeliveries, ack timeout, backoff and what to do
@@ -59,26 +60,12 @@ impl PyFailurePolicy {
         let millis = |obj: Option<&Bound<'_, PyAny>>, what: &str, default: u64| {
             obj.map_or(Ok(default), |o| millis_arg(o, what))
         };
-        let backoff_strategy = match backoff_strategy {
-            "fixed" => BackoffStrategy::Fixed,
-            "exponential" => BackoffStrategy::Exponential,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "backoff_strategy must be \"fixed\" or \"exponential\", got {other:?}"
-                )))
-            }
-        };
-        let poison_policy = match poison_policy {
-            "drop" => PoisonPolicy::Drop,
-            "block" => PoisonPolicy::Block,
-            "dead_letter" => {
+        let backoff_strategy: BackoffStrategy = named("backoff_strategy", backoff_strategy)?;
+        let poison_policy = match named("poison_policy", poison_policy)? {
+            PoisonPolicy::DeadLetter(_) => {
                 PoisonPolicy::DeadLetter(dead_letter_topic.clone().unwrap_or_default())
             }
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "poison_policy must be \"drop\", \"dead_letter\" or \"block\", got {other:?}"
-                )))
-            }
+            other => other,
         };
         let policy = FailurePolicy {
             max_redelivery_count: max_redelivery_count.map_or(Ok(d.max_redelivery_count), |o| {
@@ -126,19 +113,12 @@ impl PyFailurePolicy {
 
     #[getter]
     fn backoff_strategy(&self) -> &'static str {
-        match self.policy.backoff_strategy {
-            BackoffStrategy::Fixed => "fixed",
-            BackoffStrategy::Exponential => "exponential",
-        }
+        self.policy.backoff_strategy.into()
     }
 
     #[getter]
     fn poison_policy(&self) -> &'static str {
-        match self.policy.poison_policy {
-            PoisonPolicy::Drop => "drop",
-            PoisonPolicy::DeadLetter(_) => "dead_letter",
-            PoisonPolicy::Block => "block",
-        }
+        (&self.policy.poison_policy).into()
     }
 
     #[getter]
@@ -180,12 +160,16 @@ impl PyFailurePolicy {
     }
 }
 
-fn status_name(status: DeliveryStatus) -> &'static str {
-    match status {
-        DeliveryStatus::AwaitingAck => "awaiting_ack",
-        DeliveryStatus::WaitingToRetry => "waiting_to_retry",
-        DeliveryStatus::RetryExhausted => "retry_exhausted",
-    }
+/// The variant of an enum the kernels name, by its name; else a ValueError listing the names.
+fn named<E: FromStr + VariantNames>(what: &str, name: &str) -> PyResult<E> {
+    name.parse().map_err(|_| {
+        let quoted: Vec<String> = E::VARIANTS.iter().map(|v| format!("\"{v}\"")).collect();
+        let (last, rest) = quoted.split_last().expect("an enum has variants");
+        PyValueError::new_err(format!(
+            "{what} must be {} or {last}, got {name:?}",
+            rest.join(", ")
+        ))
+    })
 }
 
 /// A snapshot of an in-flight message and its delivery state.
@@ -217,7 +201,7 @@ impl PyInFlightEntry {
     /// `"awaiting_ack"`, `"waiting_to_retry"` or `"retry_exhausted"`.
     #[getter]
     fn status(&self) -> &'static str {
-        status_name(self.0.delivery.status)
+        self.0.delivery.status.into()
     }
 
     #[getter]
@@ -270,15 +254,7 @@ pub struct PyWindowAction(Action);
 impl PyWindowAction {
     #[getter]
     fn kind(&self) -> &'static str {
-        match self.0.kind {
-            ActionKind::Deliver => "deliver",
-            ActionKind::Redeliver => "redeliver",
-            ActionKind::Skip => "skip",
-            ActionKind::Block => "block",
-            ActionKind::Drop => "drop",
-            ActionKind::DeadLetter => "dead_letter",
-            ActionKind::Evict => "evict",
-        }
+        self.0.kind.into()
     }
 
     #[getter]
@@ -478,7 +454,7 @@ impl PyInFlightWindow {
         let now = millis_arg(now_ms, "now_ms")?;
         let delay = delay_ms.map(|d| millis_arg(d, "delay_ms")).transpose()?;
         let status = with_state(py, &self.state, |w| w.on_nack(offset, now, delay, reason));
-        Ok(status.map(status_name))
+        Ok(status.map(<&'static str>::from))
     }
 
     fn remove_entry(

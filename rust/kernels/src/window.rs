@@ -14,7 +14,9 @@
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
+
 use std::hash::{Hash, Hasher};
+use strum::{EnumString, IntoStaticStr, VariantNames};
 
 use super::cursor::{check_offset, SafeCursor};
 use super::danube_ring::KeySharedConsumerState;
@@ -68,14 +70,17 @@ impl Borrow<[u8]> for RoutingKey {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How the redelivery delay grows; named `fixed` and `exponential`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr, EnumString, VariantNames)]
+#[strum(serialize_all = "snake_case")]
 pub enum BackoffStrategy {
     Fixed,
     Exponential,
 }
 
-/// What happens to a message out of retries.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What happens to a message out of retries; named `drop`, `dead_letter` and `block`.
+#[derive(Debug, Clone, PartialEq, Eq, IntoStaticStr, EnumString, VariantNames)]
+#[strum(serialize_all = "snake_case")]
 pub enum PoisonPolicy {
     /// Counted as done; its blocked followers stay queued.
     Drop,
@@ -145,7 +150,8 @@ impl FailurePolicy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr, EnumString, VariantNames)]
+#[strum(serialize_all = "snake_case")]
 pub enum DeliveryStatus {
     AwaitingAck,
     WaitingToRetry,
@@ -213,7 +219,8 @@ pub struct InFlightEntry {
     pub delivery: Delivery,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr, EnumString, VariantNames)]
+#[strum(serialize_all = "snake_case")]
 pub enum ActionKind {
     Deliver,
     Redeliver,
