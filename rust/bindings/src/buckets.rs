@@ -6,7 +6,6 @@ use crate::errors::Raise;
 use crate::conversions::hash_array;
 use crate::conversions::{hash_arg, int_arg, splits_arg, threads_arg};
 use keyshared_kernels::buckets::{self, HashRange};
-use keyshared_kernels::parallel::map_pairs;
 
 /// A range of 16-bit hashes, both ends inclusive: `0 <= start <= end <= 0xFFFF`.
 #[pyclass(
@@ -156,9 +155,6 @@ fn buckets_for_budget(budget: &Bound<'_, PyAny>, segments: &Bound<'_, PyAny>) ->
     buckets::buckets_for_budget(budget, int_arg(segments, "segments")?).py()
 }
 
-/// From this many hashes on, building the 65,536-entry lookup table pays for itself.
-const TABLE_MIN_BATCH: usize = 16 * 1024;
-
 /// `bucket_index` of every hashB of a NumPy integer array, as an int32 array.
 #[pyfunction]
 #[pyo3(signature = (hash_b, splits, *, threads=None))]
@@ -170,14 +166,9 @@ fn bucket_indices<'py>(
     let threads = threads_arg(threads)?;
     let splits = splits_arg(splits)?;
     let hashes = hash_array(hash_b, "hash_b")?;
-    let out = hash_b.py().detach(move || {
-        let table = (hashes.len() >= TABLE_MIN_BATCH).then(|| buckets::bucket_table(&splits));
-        let index = |h: u16| match &table {
-            Some(t) => t[h as usize],
-            None => buckets::bucket_index(h, &splits),
-        };
-        map_pairs(hashes.len(), threads, |i| (index(hashes[i]) as i32, ())).0
-    });
+    let out = hash_b
+        .py()
+        .detach(|| buckets::bucket_indices(&hashes, &splits, threads));
     Ok(PyArray1::from_vec(hash_b.py(), out))
 }
 

@@ -9,7 +9,6 @@ use super::hashing::hash_keys;
 use crate::conversions::u32_array;
 use crate::conversions::{int_arg, key_bytes, prefixed, splits_arg, threads_arg, type_name};
 use keyshared_kernels::hashing::key_hash;
-use keyshared_kernels::parallel::map_pairs;
 use keyshared_kernels::routing::{RoutingTable as Table, SegmentRoute};
 
 /// The active segments of a layout, ready to route keys to (segment id, bucket index) in one
@@ -72,7 +71,7 @@ impl PyRoutingTable {
         null_key: Option<&Bound<'py, PyAny>>,
         threads: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i32>>)> {
-        let (ids, buckets) = hash_keys(keys, null_key, threads, |h| route_out(&self.0, h))?;
+        let (ids, buckets) = hash_keys(keys, null_key, threads, |h| self.0.route_signed(h))?;
         let py = keys.py();
         Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, buckets)))
     }
@@ -88,8 +87,7 @@ impl PyRoutingTable {
         let threads = threads_arg(threads)?;
         let hashes = u32_array(key_hashes, "key_hashes")?;
         let py = key_hashes.py();
-        let (ids, buckets) =
-            py.detach(|| map_pairs(hashes.len(), threads, |i| route_out(&self.0, hashes[i])));
+        let (ids, buckets) = py.detach(|| self.0.route_hashes(&hashes, threads));
         Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, buckets)))
     }
 
@@ -110,20 +108,9 @@ impl PyRoutingTable {
         let threads = threads_arg(threads)?;
         let hashes = u32_array(key_hashes, "key_hashes")?;
         let py = key_hashes.py();
-        let (ordinals, _) = py.detach(|| {
-            map_pairs(hashes.len(), threads, |i| {
-                (self.0.bucket_ordinal(hashes[i]), ())
-            })
-        });
+        let ordinals = py.detach(|| self.0.bucket_ordinals(&hashes, threads));
         Ok(PyArray1::from_vec(py, ordinals))
     }
-}
-
-/// Segment ids are checked to fit int64 when the table is built.
-#[inline]
-fn route_out(table: &Table, hash: u32) -> (i64, i32) {
-    let (id, bucket) = table.route(hash);
-    (id as i64, bucket as i32)
 }
 
 fn segment_route(item: &Bound<'_, PyAny>, i: usize) -> PyResult<SegmentRoute> {

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use super::error::{InvalidInput, KernelResult};
+use super::parallel::map_pairs;
 
 /// The largest hash of a 16-bit ring.
 pub const MAX_HASH: u32 = 0xFFFF;
@@ -211,6 +212,20 @@ pub fn bucket_table(splits: &[u16]) -> Vec<u32> {
     table
 }
 
+/// From this many hashes on, building the 65,536-entry table of `bucket_table` pays for itself.
+const TABLE_MIN_BATCH: usize = 16 * 1024;
+
+/// `bucket_index` of every hashB, on up to `threads` threads, as int32 (which every index of
+/// at most 65,536 buckets fits) for NumPy and Arrow; large batches read a table.
+pub fn bucket_indices(hashes: &[u16], splits: &[u16], threads: usize) -> Vec<i32> {
+    let table = (hashes.len() >= TABLE_MIN_BATCH).then(|| bucket_table(splits));
+    let index = |h: u16| match &table {
+        Some(t) => t[h as usize],
+        None => bucket_index(h, splits),
+    };
+    map_pairs(hashes.len(), threads, |i| (index(hashes[i]) as i32, ())).0
+}
+
 /// The one bucket holding a whole entry `[hash_min, hash_max]`, or an error when the entry
 /// straddles a bucket boundary (the relay must then re-batch it).
 pub fn entry_bucket(hash_min: u16, hash_max: u16, splits: &[u16]) -> KernelResult<u32> {
@@ -264,6 +279,19 @@ pub fn buckets_for_budget(budget: i64, segments: i64) -> KernelResult<i64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn bucket_indices_agree_with_bucket_index_by_search_and_by_table() {
+        let splits = [2, 0x4000, 0x4001, 0xFFFF];
+        for n in [10, TABLE_MIN_BATCH + 3] {
+            let hashes: Vec<u16> = (0..n).map(|i| (i * 7919 % 65536) as u16).collect();
+            let want: Vec<i32> = hashes
+                .iter()
+                .map(|&h| bucket_index(h, &splits) as i32)
+                .collect();
+            assert_eq!(bucket_indices(&hashes, &splits, 2), want);
+        }
+    }
+
     use super::*;
 
     fn range(start: i64, end: i64) -> HashRange {

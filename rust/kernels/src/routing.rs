@@ -4,6 +4,7 @@
 use super::buckets::{bucket_index, HashRange, RING_SIZE};
 use super::error::{InvalidInput, KernelResult};
 use super::hashing::{bucket_hash, segment_hash};
+use super::parallel::map_pairs;
 
 /// An active segment as routing sees it: its id, its range of segment hashes and its
 /// ascending bucket split points over hashB.
@@ -73,6 +74,27 @@ impl RoutingTable {
         (seg.segment_id, bucket_index(bucket_hash(hash), &seg.splits))
     }
 
+    /// `route` of every key hash on up to `threads` threads, as the segment ids (int64, which
+    /// every id fits: `new` checks) and bucket indices (int32) that NumPy and Arrow take.
+    pub fn route_hashes(&self, hashes: &[u32], threads: usize) -> (Vec<i64>, Vec<i32>) {
+        map_pairs(hashes.len(), threads, |i| self.route_signed(hashes[i]))
+    }
+
+    /// `route` with the segment id as int64 and the bucket as int32.
+    #[inline]
+    pub fn route_signed(&self, hash: u32) -> (i64, i32) {
+        let (id, bucket) = self.route(hash);
+        (id as i64, bucket as i32)
+    }
+
+    /// `bucket_ordinal` of every key hash, on up to `threads` threads.
+    pub fn bucket_ordinals(&self, hashes: &[u32], threads: usize) -> Vec<u32> {
+        map_pairs(hashes.len(), threads, |i| {
+            (self.bucket_ordinal(hashes[i]), ())
+        })
+        .0
+    }
+
     /// How many buckets the table holds, over all its segments.
     pub fn bucket_count(&self) -> u64 {
         self.segments
@@ -123,6 +145,14 @@ fn check_tiling(segments: &[SegmentRoute]) -> KernelResult<()> {
 }
 
 fn check_unique_ids(segments: &[SegmentRoute]) -> KernelResult<()> {
+    // Routes come out as int64 segment ids (`route_signed`), so larger ids are refused.
+    if let Some(seg) = segments.iter().find(|s| s.segment_id > i64::MAX as u64) {
+        return Err(InvalidInput::OutOfRange {
+            what: "segment id".to_owned(),
+            value: i128::from(seg.segment_id),
+            max: i64::MAX as u64,
+        });
+    }
     let mut ids: Vec<u64> = segments.iter().map(|s| s.segment_id).collect();
     ids.sort_unstable();
     match ids.windows(2).find(|w| w[0] == w[1]) {
@@ -144,6 +174,25 @@ mod tests {
             range: HashRange::new(start, end).unwrap(),
             splits: splits.to_vec(),
         }
+    }
+
+    #[test]
+    fn batches_route_as_single_hashes_and_ids_fit_int64() {
+        let table = RoutingTable::new(vec![seg(7, 0, 0xFFFF, &[0x100, 0x9000])]).unwrap();
+        let hashes: Vec<u32> = (0..40_000u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
+        let (ids, buckets) = table.route_hashes(&hashes, 2);
+        let ordinals = table.bucket_ordinals(&hashes, 2);
+        for (i, &h) in hashes.iter().enumerate() {
+            assert_eq!((ids[i], buckets[i]), table.route_signed(h));
+            assert_eq!(ordinals[i], table.bucket_ordinal(h));
+        }
+        let too_big = seg(i64::MAX as u64 + 1, 0, 0xFFFF, &[]);
+        assert!(matches!(
+            RoutingTable::new(vec![too_big]),
+            Err(InvalidInput::OutOfRange { .. })
+        ));
     }
 
     #[test]
