@@ -1,10 +1,13 @@
-"""Argument checks for the policy layer. Every error names the offending field, so that a bad
-snapshot or call says what is wrong with it rather than failing somewhere deeper."""
+"""Argument checks for every layer. Every error names the offending field, so that a bad
+snapshot or call says what is wrong with it rather than failing somewhere deeper.
+
+Paths follow one convention: ``parent.field`` for a field, ``name[index]`` or
+``name['key']`` for an item, and ``name key`` for a mapping's key itself."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
@@ -77,3 +80,47 @@ def parse_id(name: str, key: object) -> int:
         except ValueError:
             raise ValueError(f"{name} key {key!r} is not a segment id") from None
     return check_int(f"{name} key", key, minimum=0)
+
+
+def check_real(name: str, value: object, *, minimum: float | None = 0.0) -> float:
+    """Return ``value`` as a finite float, at least ``minimum`` (no bound when ``None``).
+
+    ``-0.0`` comes back as ``0.0``: Java's ``Double.compare`` orders the two zeros apart,
+    and a negative zero would otherwise sort differently from Pulsar.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {number}")
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {number}")
+    return number + 0.0
+
+
+def check_name(name: str, value: object) -> str:
+    """Return ``value`` if it is a non-empty ``str``, else raise."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    return value
+
+
+def check_names(name: str, values: object) -> frozenset[str]:
+    """Return a collection of non-empty names as a frozenset (a lone ``str`` is refused)."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise TypeError(f"{name} must be a collection of str, got {type(values).__name__}")
+    return frozenset(check_name(f"{name} item", item) for item in values)
+
+
+def check_mapping_items(
+    name: str, value: object, check_item: Callable[[str, Any], _T]
+) -> dict[str, _T]:
+    """A mapping with non-empty ``str`` keys, each item checked as ``name[key]``."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a mapping, got {type(value).__name__}")
+    return {
+        check_name(f"{name} key", key): check_item(f"{name}[{key!r}]", item)
+        for key, item in value.items()
+    }

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from types import MappingProxyType
 
-from keyshared.loadbalance._validation import check_int, check_name
+from keyshared._checks import check_int, check_name
 from keyshared.loadbalance.model import MB, MessageRates
 
 #: First hash of the bundle ring.

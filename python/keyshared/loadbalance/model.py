@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
-from keyshared.loadbalance._validation import (
+from keyshared._checks import (
     check_instance,
     check_int,
-    check_mapping,
+    check_mapping_items,
     check_names,
     check_real,
 )
@@ -143,10 +143,10 @@ class LoadData:
     recently_unloaded_bundles: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        brokers = check_mapping(
+        brokers = check_mapping_items(
             "broker_data", self.broker_data, lambda n, v: check_instance(n, v, BrokerLoad)
         )
-        bundles = check_mapping("bundle_data", self.bundle_data, check_rates)
+        bundles = check_mapping_items("bundle_data", self.bundle_data, check_rates)
         owner: dict[str, str] = {}
         for broker in sorted(brokers):
             for bundle in sorted(brokers[broker].bundles):

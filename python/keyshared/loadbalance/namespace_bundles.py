@@ -11,7 +11,7 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from keyshared.loadbalance._validation import check_int, check_name
+from keyshared._checks import check_int, check_name
 from keyshared.loadbalance.bundles import (
     FULL_LOWER_BOUND,
     FULL_UPPER_BOUND,

@@ -18,14 +18,8 @@ from functools import cmp_to_key
 from types import MappingProxyType
 from typing import TypeVar
 
-from keyshared.loadbalance._validation import (
-    check_bool,
-    check_int,
-    check_name,
-    check_names,
-    check_real,
-    java_int,
-)
+from keyshared._checks import check_bool, check_int, check_name, check_names, check_real
+from keyshared.loadbalance._java import java_int
 from keyshared.loadbalance.model import (
     MB,
     LoadData,

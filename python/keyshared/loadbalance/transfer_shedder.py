@@ -23,17 +23,15 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from keyshared.loadbalance._validation import (
+from keyshared._checks import (
     check_bool,
     check_int,
-    check_mapping,
+    check_mapping_items,
     check_name,
     check_names,
     check_real,
-    java_div,
-    java_round,
-    java_sqrt,
 )
+from keyshared.loadbalance._java import java_div, java_round, java_sqrt
 from keyshared.loadbalance.model import (
     LoadData,
     MessageRates,
@@ -204,13 +202,13 @@ class ShedderInputs:
             available = check_names("available_brokers", self.available_brokers)
             object.__setattr__(self, "available_brokers", available)
         if self.bundle_owners is not None:
-            owners = check_mapping("bundle_owners", self.bundle_owners, check_name)
+            owners = check_mapping_items("bundle_owners", self.bundle_owners, check_name)
             object.__setattr__(self, "bundle_owners", owners)
         for name in ("isolation_policies", "anti_affinity_candidates"):
-            checked = check_mapping(name, getattr(self, name), check_names)
+            checked = check_mapping_items(name, getattr(self, name), check_names)
             object.__setattr__(self, name, checked)
         if self.top_bundles_load_data is not None:
-            tops = check_mapping(
+            tops = check_mapping_items(
                 "top_bundles_load_data", self.top_bundles_load_data, _checked_top_bundles
             )
             object.__setattr__(self, "top_bundles_load_data", tops)
@@ -252,7 +250,7 @@ def top_k_bundles(
     rounded to 100 kB/s, then more messages in plus out rounded to 100 msg/s. Pulsar
     leaves bundles equal on all three in its partition sort's order; here they go by name.
     """
-    stats = check_mapping("bundle_stats", bundle_stats, check_rates)
+    stats = check_mapping_items("bundle_stats", bundle_stats, check_rates)
     check_int("topk", topk, minimum=0)
     check_bool(
         "load_balancer_shedding_bundles_with_policies_enabled",
@@ -714,7 +712,7 @@ def _checked_top_bundles(name: str, value: object) -> tuple[tuple[str, MessageRa
 
 
 def _checked_times(times: Mapping[str, int]) -> Mapping[str, int]:
-    return check_mapping(
+    return check_mapping_items(
         "recently_unloaded_brokers", times, lambda name, at: check_int(name, at, minimum=0)
     )
 
