@@ -1,6 +1,8 @@
 """The auto split / merge / rebucket decision (SPEC 4): every rule alone and together."""
 
+import dataclasses
 import math
+import pickle
 
 import pytest
 from hypothesis import given
@@ -134,7 +136,7 @@ def test_policy_dict_round_trip_and_partial_dicts() -> None:
     assert AutoScalePolicy.from_dict({"max_segments": 8}).max_segments == 8
     with pytest.raises(ValueError, match=r"policy has unknown field\(s\) max_segment"):
         AutoScalePolicy.from_dict({"max_segment": 8})
-    with pytest.raises(ValueError, match="policy: min_segments"):
+    with pytest.raises(ValueError, match=r"policy\.min_segments must be >= 1"):
         AutoScalePolicy.from_dict({"min_segments": 0})
     assert AutoScalePolicyOverride.from_dict({"enabled": False}).to_dict() == {"enabled": False}
 
@@ -675,26 +677,36 @@ def test_decisions_are_well_formed_and_apply_to_the_layout(situation: tuple) -> 
             layout = layout.rebucket_segment(sid, decision.bucket_count, NOW)
 
 
-def test_the_override_mirrors_every_policy_field_as_an_optional_one() -> None:
-    from dataclasses import fields
+@given(st.sets(st.sampled_from([f.name for f in dataclasses.fields(AutoScalePolicy)])))
+def test_the_override_takes_every_policy_field_and_only_those(names: set[str]) -> None:
+    policy = AutoScalePolicy(max_segments=9, min_segments=2, enabled=False)
+    override = AutoScalePolicyOverride(**{n: getattr(policy, n) for n in names})
+    for f in dataclasses.fields(AutoScalePolicy):
+        assert getattr(override, f.name) == (getattr(policy, f.name) if f.name in names else None)
+    assert list(override.set_fields()) == [
+        f.name for f in dataclasses.fields(AutoScalePolicy) if f.name in names
+    ]
+    assert AutoScalePolicyOverride.from_dict(override.to_dict()) == override
+    assert pickle.loads(pickle.dumps(override)) == override
+    assert hash(override) == hash(AutoScalePolicyOverride(**override.set_fields()))
+    assert AutoScalePolicy().resolve(topic_override=override) == AutoScalePolicy(
+        **{**AutoScalePolicy().to_dict(), **override.set_fields()}
+    )
 
-    from keyshared import AutoScalePolicy, AutoScalePolicyOverride
 
-    policy = [(f.name, f"{f.type} | None") for f in fields(AutoScalePolicy)]
-    assert [(f.name, str(f.type)) for f in fields(AutoScalePolicyOverride)] == policy
-    assert len(policy) == 19
-    assert all(f.default is None for f in fields(AutoScalePolicyOverride))
-
-
-def test_a_drifting_override_is_refused_on_import(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dataclasses import dataclass
-
-    from keyshared import policy as policy_module
-
-    @dataclass(frozen=True)
-    class Shorter:
-        enabled: bool | None = None
-
-    monkeypatch.setattr(policy_module, "AutoScalePolicyOverride", Shorter)
-    with pytest.raises(TypeError, match="must mirror AutoScalePolicy"):
-        policy_module._check_override_mirrors_policy()
+def test_the_override_refuses_what_the_policy_refuses() -> None:
+    with pytest.raises(TypeError, match=r"unknown field.*max_segmnts"):
+        AutoScalePolicyOverride(max_segmnts=3)
+    with pytest.raises(TypeError, match="enabled must be a bool"):
+        AutoScalePolicyOverride(enabled=1)
+    with pytest.raises(TypeError, match="split_msg_rate_in must be a number"):
+        AutoScalePolicyOverride(split_msg_rate_in="fast")
+    with pytest.raises(ValueError, match=r"topic\.merge_window_ms must be >= 0"):
+        AutoScalePolicyOverride.from_dict({"merge_window_ms": -1}, "topic")
+    with pytest.raises(AttributeError, match="no attribute 'max_segmnts'"):
+        AutoScalePolicyOverride().max_segmnts  # noqa: B018
+    override = AutoScalePolicyOverride(max_segments=3, max_dag_depth=None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        override.max_segments = 4  # type: ignore[misc]
+    assert repr(override) == "AutoScalePolicyOverride(max_segments=3)"
+    assert AutoScalePolicyOverride.from_dict({"max_segments": None}) == AutoScalePolicyOverride()

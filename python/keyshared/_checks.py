@@ -7,7 +7,7 @@ Paths follow one convention: ``parent.field`` for a field, ``name[index]`` or
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
@@ -65,7 +65,7 @@ def check_mapping(name: str, value: object) -> Mapping[Any, Any]:
     return value
 
 
-def check_keys(name: str, data: Mapping[Any, Any], allowed: set[str] | frozenset[str]) -> None:
+def check_keys(name: str, data: Mapping[Any, Any], allowed: Collection[str]) -> None:
     """Refuses keys outside ``allowed``, so that a misspelt field is not silently ignored."""
     unknown = sorted(str(k) for k in data if k not in allowed)
     if unknown:

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from keyshared._checks import check_instance, check_int, check_keys, check_mapping
+from keyshared._checks import check_instance, check_int, check_mapping
+from keyshared._reader import json_form, read, read_list
 from keyshared.buckets import (
     RING_SIZE,
     HashRange,
@@ -38,23 +39,6 @@ from keyshared.buckets import (
     canonical_bucket_hash,
     equal_width_splits,
 )
-
-_SEGMENT_FIELDS = frozenset(
-    {
-        "segment_id",
-        "hash_range",
-        "state",
-        "parent_ids",
-        "child_ids",
-        "bucket_splits",
-        "created_at_ms",
-        "sealed_at_ms",
-        "created_at_epoch",
-        "sealed_at_epoch",
-        "legacy_topic_name",
-    }
-)
-_LAYOUT_FIELDS = frozenset({"epoch", "next_segment_id", "segments"})
 
 
 class SegmentState(StrEnum):
@@ -120,15 +104,20 @@ class Segment:
     """
 
     segment_id: int
-    hash_range: HashRange
-    state: SegmentState = SegmentState.ACTIVE
+    hash_range: HashRange = field(metadata=json_form(read=lambda p, v: _hash_range(p, v)))
+    state: SegmentState = field(
+        default=SegmentState.ACTIVE, metadata=json_form(read=lambda p, v: _state(p, v))
+    )
     parent_ids: tuple[int, ...] = ()
     child_ids: tuple[int, ...] = ()
     bucket_splits: tuple[int, ...] = ()
     created_at_ms: int = 0
     sealed_at_ms: int = -1
     created_at_epoch: int = 0
-    sealed_at_epoch: int = -1
+    # An older layout's sealed segment may leave its epoch out: the one it was created in.
+    sealed_at_epoch: int = field(
+        default=-1, metadata=json_form(missing=lambda raw: _default_sealed_epoch(raw))
+    )
     legacy_topic_name: str | None = None
 
     def __post_init__(self) -> None:
@@ -214,49 +203,36 @@ class Segment:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], name: str = "segment") -> Segment:
         """The segment of a :meth:`to_dict` dict; errors name the field (``name.field``)."""
-        check_mapping(name, data)
-        check_keys(name, data, _SEGMENT_FIELDS)
-        for key in ("segment_id", "hash_range"):
-            if key not in data:
-                raise ValueError(f"{name}.{key} is missing")
-        text = data["hash_range"]
-        if not isinstance(text, str):
-            raise TypeError(f'{name}.hash_range must be a str like "0000-7fff"')
-        try:
-            hash_range = HashRange.from_hex(text)
-        except ValueError as e:
-            raise ValueError(f"{name}.hash_range: {e}") from None
-        state = str(data.get("state", "ACTIVE")).upper()
-        if state not in SegmentState.__members__:
-            raise ValueError(f"{name}.state must be ACTIVE or SEALED, got {data.get('state')!r}")
-        # Read before the try below, whose errors get the name prefixed: these have it.
-        parent_ids = tuple(_list(f"{name}.parent_ids", data.get("parent_ids", [])))
-        child_ids = tuple(_list(f"{name}.child_ids", data.get("child_ids", [])))
-        bucket_splits = tuple(_list(f"{name}.bucket_splits", data.get("bucket_splits", [])))
-        try:
-            return cls(
-                segment_id=data["segment_id"],
-                hash_range=hash_range,
-                state=SegmentState(state),
-                parent_ids=parent_ids,
-                child_ids=child_ids,
-                bucket_splits=bucket_splits,
-                created_at_ms=data.get("created_at_ms", 0),
-                sealed_at_ms=data.get("sealed_at_ms", -1),
-                created_at_epoch=data.get("created_at_epoch", 0),
-                sealed_at_epoch=data.get(
-                    "sealed_at_epoch", -1 if state == "ACTIVE" else data.get("created_at_epoch", 0)
-                ),
-                legacy_topic_name=data.get("legacy_topic_name"),
-            )
-        except (TypeError, ValueError) as e:
-            raise type(e)(f"{name}.{e}") from None
+        return read(cls, data, name)
 
 
-def _list(name: str, value: object) -> list[Any]:
-    if not isinstance(value, list | tuple):
-        raise TypeError(f"{name} must be a list, got {type(value).__name__}")
-    return list(value)
+def _hash_range(path: str, text: object) -> HashRange:
+    if not isinstance(text, str):
+        raise TypeError(f'{path} must be a str like "0000-7fff"')
+    try:
+        return HashRange.from_hex(text)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
+def _state(path: str, value: object) -> SegmentState:
+    name = str(value).upper()
+    if name not in SegmentState.__members__:
+        raise ValueError(f"{path} must be ACTIVE or SEALED, got {value!r}")
+    return SegmentState(name)
+
+
+def _default_sealed_epoch(raw: Mapping[str, Any]) -> object:
+    active = str(raw.get("state", "ACTIVE")).upper() == "ACTIVE"
+    return -1 if active else raw.get("created_at_epoch", 0)
+
+
+def _segments_by_id(path: str, items: object) -> dict[int, Segment]:
+    segments = read_list(path, items, lambda p, v: read(Segment, v, p))
+    by_id = {s.segment_id: s for s in segments}
+    if len(by_id) != len(segments):
+        raise ValueError(f"{path} repeats a segment id")
+    return by_id
 
 
 @dataclass(frozen=True)
@@ -269,7 +245,7 @@ class TopicLayout:
 
     epoch: int
     next_segment_id: int
-    segments: Mapping[int, Segment] = field(hash=False)
+    segments: Mapping[int, Segment] = field(hash=False, metadata=json_form(read=_segments_by_id))
 
     def __post_init__(self) -> None:
         check_int("epoch", self.epoch, minimum=0)
@@ -569,20 +545,7 @@ class TopicLayout:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], name: str = "layout") -> TopicLayout:
         """The layout of a :meth:`to_dict` dict, validated; errors name the field."""
-        check_mapping(name, data)
-        check_keys(name, data, _LAYOUT_FIELDS)
-        for key in _LAYOUT_FIELDS:
-            if key not in data:
-                raise ValueError(f"{name}.{key} is missing")
-        items = _list(f"{name}.segments", data["segments"])
-        segments = [Segment.from_dict(s, f"{name}.segments[{i}]") for i, s in enumerate(items)]
-        by_id = {s.segment_id: s for s in segments}
-        if len(by_id) != len(segments):
-            raise ValueError(f"{name}.segments repeats a segment id")
-        try:
-            return cls(data["epoch"], data["next_segment_id"], by_id)
-        except (TypeError, ValueError) as e:
-            raise type(e)(f"{name}: {e}") from None
+        return read(cls, data, name)
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent)

@@ -14,9 +14,10 @@ Units: rates in msg/s and B/s, times and durations in ms.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Callable, Mapping
+from dataclasses import FrozenInstanceError, asdict, dataclass, fields, replace
 from itertools import pairwise
+from types import MappingProxyType
 from typing import Any
 
 from keyshared._checks import (
@@ -29,12 +30,13 @@ from keyshared._checks import (
     check_rate,
     parse_id,
 )
+from keyshared._reader import build, read
 from keyshared.buckets import RING_SIZE
 from keyshared.layout import Segment, TopicLayout
 
 _RATES = ("msg_rate_in", "bytes_rate_in", "msg_rate_out", "bytes_rate_out")
-#: Integer policy fields and their smallest allowed values (times in ms, never negative).
-_POLICY_INTS = {
+#: The smallest allowed value of each integer policy field (times in ms, never negative).
+_POLICY_MINIMUMS = {
     "max_segments": 1,
     "min_segments": 1,
     "max_dag_depth": 0,
@@ -45,11 +47,6 @@ _POLICY_INTS = {
     "max_entry_buckets_per_segment": 1,
     "entry_bucket_budget": 1,
 }
-_POLICY_RATES = (
-    *(f"split_{r}" for r in _RATES),
-    *(f"merge_{r}" for r in _RATES),
-    "split_vs_rebucket_min_msg_rate_in",
-)
 #: The metric names reasons use, as Pulsar's evaluator spells them.
 _METRICS = ("msgRateIn", "bytesRateIn", "msgRateOut", "bytesRateOut")
 
@@ -100,15 +97,12 @@ class SegmentLoadSample:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], name: str = "sample") -> SegmentLoadSample:
         """A sample from its flat JSON form (a missing rate is 0); errors name the field."""
-        check_mapping(name, data)
-        check_keys(name, data, {*_RATES, "modified_at_ms"})
-        if "modified_at_ms" not in data:
+        flat = dict(check_mapping(name, data))
+        if "modified_at_ms" not in flat:
             raise ValueError(f"{name}.modified_at_ms is missing")
-        try:
-            stats = SegmentLoadStats(**{k: data[k] for k in _RATES if k in data})
-            return cls(stats, data["modified_at_ms"])
-        except (TypeError, ValueError) as e:
-            raise type(e)(f"{name}.{e}") from None
+        modified_at_ms = flat.pop("modified_at_ms")
+        stats = read(SegmentLoadStats, flat, name)
+        return build(cls, name, stats=stats, modified_at_ms=modified_at_ms)
 
 
 def is_material_change(
@@ -160,14 +154,12 @@ class AutoScalePolicy:
     entry_bucket_budget: int = 4
 
     def __post_init__(self) -> None:
-        check_bool("enabled", self.enabled)
-        for name, minimum in _POLICY_INTS.items():
-            check_int(name, getattr(self, name), minimum=minimum)
+        for name in _POLICY_FIELDS:
+            value = _check_field(name, getattr(self, name), _POLICY_MINIMUMS.get(name, 0))
+            object.__setattr__(self, name, value)
         check_int(
             "max_entry_buckets_per_segment", self.max_entry_buckets_per_segment, maximum=RING_SIZE
         )
-        for name in _POLICY_RATES:
-            object.__setattr__(self, name, check_rate(name, getattr(self, name)))
         if self.max_segments < self.min_segments:
             raise ValueError(
                 f"max_segments ({self.max_segments}) must be >= min_segments ({self.min_segments})"
@@ -216,79 +208,90 @@ class AutoScalePolicy:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], name: str = "policy") -> AutoScalePolicy:
-        """A policy from a JSON object; fields it leaves out keep their defaults."""
-        override = AutoScalePolicyOverride.from_dict(data, name)
-        try:
-            return AutoScalePolicy().resolve(topic_override=override)
-        except (TypeError, ValueError) as e:
-            raise type(e)(f"{name}: {e}") from None
+        """A policy from a JSON object; fields it leaves out keep their defaults. Errors name
+        the field as ``name.field``."""
+        return read(cls, data, name)
 
 
-@dataclass(frozen=True)
+#: Each policy field's type, by name: what the override takes and checks.
+_POLICY_FIELDS = {f.name: str(f.type) for f in fields(AutoScalePolicy)}
+_FIELD_CHECKS: dict[str, Callable[[str, Any, int], Any]] = {
+    "bool": lambda name, value, _: check_bool(name, value),
+    "int": lambda name, value, minimum: check_int(name, value, minimum=minimum),
+    "float": lambda name, value, _: check_rate(name, value),
+}
+
+
+def _check_field(name: str, value: object, minimum: int = 0) -> Any:
+    """A policy field's value checked by the field's type: a bool, an int of at least
+    ``minimum``, or a rate (finite, non-negative, as a float)."""
+    return _FIELD_CHECKS[_POLICY_FIELDS[name]](name, value, minimum)
+
+
 class AutoScalePolicyOverride:
-    """A namespace- or topic-level override (Pulsar's ``AutoScalePolicyOverride``): every
-    field optional, ``None`` falls through to the next level. See
-    :meth:`AutoScalePolicy.resolve`."""
+    """A namespace- or topic-level override (Pulsar's ``AutoScalePolicyOverride``): any of
+    :class:`AutoScalePolicy`'s fields, by keyword, each optional. An unset field (or one set
+    to ``None``) reads ``None`` and falls through to the next level; see
+    :meth:`AutoScalePolicy.resolve`. The fields are the policy's own, so the two cannot
+    drift apart; each value is checked by its type as the policy's is (integers only for
+    being non-negative: the resolved policy checks the rest). Immutable and hashable."""
 
-    enabled: bool | None = None
-    max_segments: int | None = None
-    min_segments: int | None = None
-    max_dag_depth: int | None = None
-    split_cooldown_ms: int | None = None
-    merge_cooldown_ms: int | None = None
-    merge_window_ms: int | None = None
-    split_msg_rate_in: float | None = None
-    split_bytes_rate_in: float | None = None
-    split_msg_rate_out: float | None = None
-    split_bytes_rate_out: float | None = None
-    merge_msg_rate_in: float | None = None
-    merge_bytes_rate_in: float | None = None
-    merge_msg_rate_out: float | None = None
-    merge_bytes_rate_out: float | None = None
-    rebucket_cooldown_ms: int | None = None
-    split_vs_rebucket_min_msg_rate_in: float | None = None
-    max_entry_buckets_per_segment: int | None = None
-    entry_bucket_budget: int | None = None
+    __slots__ = ("_fields",)
+    _fields: Mapping[str, Any]
 
-    def __post_init__(self) -> None:
-        if self.enabled is not None:
-            check_bool("enabled", self.enabled)
-        for name in _POLICY_INTS:
-            check_optional_int(name, getattr(self, name), minimum=0)
-        for name in _POLICY_RATES:
-            if getattr(self, name) is not None:
-                object.__setattr__(self, name, check_rate(name, getattr(self, name)))
+    def __init__(self, **fields: Any) -> None:
+        unknown = sorted(set(fields) - _POLICY_FIELDS.keys())
+        if unknown:
+            raise TypeError(
+                f"AutoScalePolicyOverride got unknown field(s) {', '.join(unknown)}:"
+                " it takes AutoScalePolicy's fields"
+            )
+        checked = {
+            name: _check_field(name, fields[name])
+            for name in _POLICY_FIELDS
+            if fields.get(name) is not None
+        }
+        object.__setattr__(self, "_fields", MappingProxyType(checked))
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _POLICY_FIELDS:
+            return self._fields.get(name)
+        raise AttributeError(f"AutoScalePolicyOverride has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AutoScalePolicyOverride):
+            return NotImplemented
+        return self._fields == other._fields
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._fields.items()))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={value!r}" for name, value in self._fields.items())
+        return f"AutoScalePolicyOverride({shown})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (AutoScalePolicyOverride.from_dict, (self.set_fields(),))
 
     def set_fields(self) -> dict[str, Any]:
-        """The fields this override sets."""
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        """The fields this override sets, in the policy's field order."""
+        return dict(self._fields)
 
     def to_dict(self) -> dict[str, Any]:
         return self.set_fields()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], name: str = "override") -> AutoScalePolicyOverride:
-        check_mapping(name, data)
-        check_keys(name, data, {f.name for f in fields(cls)})
-        try:
-            return cls(**data)
-        except (TypeError, ValueError) as e:
-            raise type(e)(f"{name}.{e}") from None
-
-
-def _check_override_mirrors_policy() -> None:
-    """The override has exactly the policy's fields, in its order, each optional. Checked on
-    import, so that a field added to one and not the other fails every test at once."""
-    want = [(f.name, f"{f.type} | None") for f in fields(AutoScalePolicy)]
-    got = [(f.name, str(f.type)) for f in fields(AutoScalePolicyOverride)]
-    if got != want:
-        raise TypeError(
-            "AutoScalePolicyOverride must mirror AutoScalePolicy's fields as optional ones: "
-            f"differs at {sorted(set(got) ^ set(want))}"
-        )
-
-
-_check_override_mirrors_policy()
+        """An override from a JSON object of policy fields (``null``: unset); errors name the
+        field as ``name.field``."""
+        check_keys(name, check_mapping(name, data), _POLICY_FIELDS.keys())
+        return build(cls, name, **data)
 
 
 @dataclass(frozen=True)
@@ -801,9 +804,11 @@ class DecisionSnapshot:
         for key in ("layout", "now_ms"):
             if key not in data:
                 raise ValueError(f"snapshot.{key} is missing")
-        layout = TopicLayout.from_dict(data["layout"], "layout")
+        layout = TopicLayout.from_dict(data["layout"], "snapshot.layout")
         broker, namespace, topic = (
-            AutoScalePolicyOverride.from_dict(data[k], k) if data.get(k) is not None else None
+            AutoScalePolicyOverride.from_dict(data[k], f"snapshot.{k}")
+            if data.get(k) is not None
+            else None
             for k in ("policy", "namespace_policy", "topic_policy")
         )
         policy = resolve_auto_scale_config(broker, namespace, topic)
@@ -824,7 +829,7 @@ class DecisionSnapshot:
 
 
 def _samples(data: object, layout: TopicLayout) -> dict[int, SegmentLoadSample]:
-    name = "load_by_segment"
+    name = "snapshot.load_by_segment"
     out = {}
     for key, value in check_mapping(name, data).items():
         sid = parse_id(name, key)
@@ -835,7 +840,7 @@ def _samples(data: object, layout: TopicLayout) -> dict[int, SegmentLoadSample]:
 
 
 def _consumer_counts(data: object) -> dict[str, int]:
-    name = "stream_consumer_count_by_sub"
+    name = "snapshot.stream_consumer_count_by_sub"
     return {
         str(sub): check_int(f"{name}[{sub!r}]", count, minimum=0)
         for sub, count in check_mapping(name, data).items()

@@ -4,7 +4,7 @@ A scenario is one or more topics, each with a starting layout, an auto-scale pol
 producers (rates, key distributions, payload sizes), consumers (processing rates, joining,
 leaving, slowing, stalling and failing over time), producer batching and the broker's
 in-flight window. Every reader error names the offending field by its path, for example
-``topics[0].producers[1].rate_msg_s must not be negative``.
+``scenario.topics[0].producers[1].rate_msg_s must not be negative``.
 
 Units: times and durations in ms of virtual time, rates in msg/s, sizes in bytes.
 """
@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from keyshared._checks import check_int, check_keys, check_mapping, check_rate
+from keyshared._reader import build, field_path, json_form, read
 from keyshared.batching import DEFAULT_MAX_BYTES, DEFAULT_MAX_MESSAGES
 from keyshared.buckets import RING_SIZE
 from keyshared.layout import TopicLayout
 from keyshared.policy import AutoScalePolicy
 from keyshared.simulate.controller import ASSIGNMENTS, Assignment
-
-_T = TypeVar("_T")
 
 KeyDistribution = Literal["uniform", "zipf"]
 Backoff = Literal["fixed", "exponential"]
@@ -78,7 +77,9 @@ class ProducerSpec:
     start_ms: int = 0
     stop_ms: int | None = None
     keys: KeySpec = field(default_factory=KeySpec)
-    payload: PayloadSpec = field(default_factory=PayloadSpec)
+    payload: PayloadSpec = field(
+        default_factory=PayloadSpec, metadata=json_form(read=lambda p, v: _payload(p, v))
+    )
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -214,7 +215,9 @@ class TopicSpec:
     consumers sharing bucketed ones)."""
 
     name: str
-    layout: TopicLayout
+    layout: TopicLayout = field(
+        metadata=json_form(read=lambda p, v: _layout(p, v), missing=lambda _: {})
+    )
     producers: tuple[ProducerSpec, ...]
     consumers: tuple[ConsumerSpec, ...]
     policy: AutoScalePolicy = field(default_factory=AutoScalePolicy)
@@ -281,6 +284,7 @@ class Scenario:
         if not self.topics:
             raise ValueError("topics must hold at least one topic")
         _check_unique("topics", [n for t in self.topics for n in t.replica_names()])
+        _check_times(self)
 
     @property
     def horizon_ms(self) -> int:
@@ -293,7 +297,10 @@ class Scenario:
     def from_dict(cls, data: Mapping[str, Any]) -> Scenario:
         """A scenario from its TOML / JSON form (see the module docs); raises
         :class:`ScenarioError` naming the field at fault."""
-        return _named("scenario", lambda: _scenario(data))
+        try:
+            return read(cls, data, "scenario")
+        except (TypeError, ValueError) as e:
+            raise ScenarioError(str(e)) from None
 
     @classmethod
     def from_file(cls, path: str | Path) -> Scenario:
@@ -324,221 +331,50 @@ class Scenario:
 # --- field readers -----------------------------------------------------------------------
 
 
-def _named(path: str, read: Callable[[], _T], fields: Iterable[str] = ()) -> _T:
-    """Runs ``read``; a TypeError or ValueError from it becomes a ScenarioError naming
-    ``path``, as ``path.field ...`` when the message starts with one of ``fields``. Errors of
-    nested fields already carry their full path and pass through."""
-    try:
-        return read()
-    except ScenarioError:
-        raise
-    except (TypeError, ValueError) as e:
-        text = str(e)
-        if any(text.startswith(f"{name} ") for name in fields):
-            raise ScenarioError(f"{path}.{text}") from None
-        raise ScenarioError(f"{path}: {text}") from None
-
-
-def _object(path: str, data: object, fields: frozenset[str], required: tuple[str, ...]) -> Any:
-    def read() -> Mapping[Any, Any]:
-        mapping = check_mapping(path, data)
-        check_keys(path, mapping, fields)
-        for name in required:
-            if name not in mapping:
-                raise ScenarioError(f"{path}.{name} is missing")
-        return mapping
-
-    return _named(path, read)
-
-
-def _build(path: str, kind: Callable[..., _T], data: Mapping[str, Any], **values: Any) -> _T:
-    """``kind(**data, **values)``; a bad value becomes an error naming ``path.field``."""
-    return _named(path, lambda: kind(**{**data, **values}), [*data, *values])
-
-
-def _list(path: str, data: object) -> list[Any]:
-    if not isinstance(data, list | tuple):
-        raise ScenarioError(f"{path} must be a list, got {type(data).__name__}")
-    return list(data)
-
-
-_KEY_FIELDS = frozenset({"count", "prefix", "distribution", "zipf_exponent"})
-_PAYLOAD_FIELDS = frozenset({"min_bytes", "max_bytes", "bytes"})
-_PRODUCER_FIELDS = frozenset({"name", "rate_msg_s", "start_ms", "stop_ms", "keys", "payload"})
-_CONSUMER_FIELDS = frozenset(
-    {
-        "name",
-        "rate_msg_s",
-        "count",
-        "join_ms",
-        "leave_ms",
-        "rate_changes",
-        "stalls",
-        "nack_probability",
-    }
-)
-_TOPIC_FIELDS = frozenset(
-    {
-        "name",
-        "count",
-        "layout",
-        "policy",
-        "producers",
-        "consumers",
-        "batching",
-        "window",
-        "assignment",
-    }
-)
-_LAYOUT_FIELDS = frozenset({"segments", "bucket_budget", "dag"})
-_SCENARIO_FIELDS = frozenset(
-    {
-        "name",
-        "description",
-        "seed",
-        "duration_ms",
-        "max_time_ms",
-        "tick_ms",
-        "policy_interval_ms",
-        "load_report_interval_ms",
-        "load_rate_window_ms",
-        "sample_interval_ms",
-        "topics",
-    }
-)
-
-
-def _producer(path: str, data: object) -> ProducerSpec:
-    raw = _object(path, data, _PRODUCER_FIELDS, ("name", "rate_msg_s"))
-    keys = _object(f"{path}.keys", raw.get("keys", {}), _KEY_FIELDS, ())
-    payload = _payload(f"{path}.payload", raw.get("payload", {}))
-    rest = {k: v for k, v in raw.items() if k not in ("keys", "payload")}
-    return _build(
-        path,
-        ProducerSpec,
-        rest,
-        keys=_build(f"{path}.keys", KeySpec, keys),
-        payload=payload,
-    )
-
-
 def _payload(path: str, data: object) -> PayloadSpec:
-    raw = dict(_object(path, data, _PAYLOAD_FIELDS, ()))
+    """``bytes = n`` is short for ``min_bytes = max_bytes = n``."""
+    raw = dict(check_mapping(path, data))
     if "bytes" in raw:
         if "min_bytes" in raw or "max_bytes" in raw:
-            raise ScenarioError(f"{path}: give bytes, or min_bytes and max_bytes, not both")
+            raise ValueError(f"{path}: give bytes, or min_bytes and max_bytes, not both")
         size = raw.pop("bytes")
         raw.update(min_bytes=size, max_bytes=size)
-    return _build(path, PayloadSpec, raw)
-
-
-def _consumer(path: str, data: object) -> ConsumerSpec:
-    raw = _object(path, data, _CONSUMER_FIELDS, ("name", "rate_msg_s"))
-    changes = [
-        _build(
-            f"{path}.rate_changes[{i}]",
-            RateChange,
-            _object(
-                f"{path}.rate_changes[{i}]",
-                item,
-                frozenset({"at_ms", "rate_msg_s"}),
-                ("at_ms", "rate_msg_s"),
-            ),
-        )
-        for i, item in enumerate(_list(f"{path}.rate_changes", raw.get("rate_changes", [])))
-    ]
-    stalls = [
-        _build(
-            f"{path}.stalls[{i}]",
-            Stall,
-            _object(f"{path}.stalls[{i}]", item, frozenset({"at_ms", "for_ms"}), ("at_ms",)),
-        )
-        for i, item in enumerate(_list(f"{path}.stalls", raw.get("stalls", [])))
-    ]
-    rest = {k: v for k, v in raw.items() if k not in ("rate_changes", "stalls")}
-    return _build(path, ConsumerSpec, rest, rate_changes=tuple(changes), stalls=tuple(stalls))
+    return read(PayloadSpec, raw, path)
 
 
 def _layout(path: str, data: object) -> TopicLayout:
-    raw = _object(path, data, _LAYOUT_FIELDS, ())
+    """``dag`` (a :meth:`TopicLayout.to_dict` form), or an initial layout of ``segments``
+    segments (1) and ``bucket_budget`` buckets (4)."""
+    raw = check_mapping(path, data)
+    check_keys(path, raw, {"segments", "bucket_budget", "dag"})
     if "dag" in raw:
         if len(raw) > 1:
-            raise ScenarioError(f"{path}: give dag, or segments and bucket_budget, not both")
-        return _named(path, lambda: TopicLayout.from_dict(raw["dag"], f"{path}.dag"))
+            raise ValueError(f"{path}: give dag, or segments and bucket_budget, not both")
+        return TopicLayout.from_dict(raw["dag"], field_path(path, "dag"))
 
-    def initial() -> TopicLayout:
-        segments = check_int("segments", raw.get("segments", 1), minimum=1, maximum=RING_SIZE)
-        budget = check_int("bucket_budget", raw.get("bucket_budget", 4), minimum=1)
-        return TopicLayout.initial(segments, budget)
+    def initial(segments: object = 1, bucket_budget: object = 4) -> TopicLayout:
+        n = check_int("segments", segments, minimum=1, maximum=RING_SIZE)
+        return TopicLayout.initial(n, check_int("bucket_budget", bucket_budget, minimum=1))
 
-    return _named(path, initial, ("segments", "bucket_budget"))
-
-
-def _topic(path: str, data: object) -> TopicSpec:
-    raw = _object(path, data, _TOPIC_FIELDS, ("name", "producers", "consumers"))
-    policy = _named(
-        f"{path}.policy", lambda: AutoScalePolicy.from_dict(raw.get("policy", {}), "policy")
-    )
-    batching = _build(
-        f"{path}.batching",
-        BatchingSpec,
-        _object(f"{path}.batching", raw.get("batching", {}), _names(BatchingSpec), ()),
-    )
-    window = _build(
-        f"{path}.window",
-        WindowSpec,
-        _object(f"{path}.window", raw.get("window", {}), _names(WindowSpec), ()),
-    )
-    producers = tuple(
-        _producer(f"{path}.producers[{i}]", p)
-        for i, p in enumerate(_list(f"{path}.producers", raw["producers"]))
-    )
-    consumers = tuple(
-        _consumer(f"{path}.consumers[{i}]", c)
-        for i, c in enumerate(_list(f"{path}.consumers", raw["consumers"]))
-    )
-    return _build(
-        path,
-        TopicSpec,
-        {k: v for k, v in raw.items() if k in ("name", "count", "assignment")},
-        layout=_layout(f"{path}.layout", raw.get("layout", {})),
-        policy=policy,
-        batching=batching,
-        window=window,
-        producers=producers,
-        consumers=consumers,
-    )
-
-
-def _scenario(data: Mapping[str, Any]) -> Scenario:
-    raw = _object("scenario", data, _SCENARIO_FIELDS, ("name", "duration_ms", "topics"))
-    topics = tuple(_topic(f"topics[{i}]", t) for i, t in enumerate(_list("topics", raw["topics"])))
-    rest = {k: v for k, v in raw.items() if k != "topics"}
-    scenario = _build("scenario", Scenario, rest, topics=topics)
-    _check_times(scenario)
-    return scenario
+    return build(initial, path, **raw)
 
 
 def _check_times(scenario: Scenario) -> None:
-    """Cross-field checks: every timed event falls within the run."""
+    """Every timed event falls within the run."""
     horizon = scenario.horizon_ms
     for t, topic in enumerate(scenario.topics):
         for p, producer in enumerate(topic.producers):
             if producer.start_ms >= scenario.duration_ms:
-                raise ScenarioError(
+                raise ValueError(
                     f"topics[{t}].producers[{p}].start_ms ({producer.start_ms}) must be before"
                     f" duration_ms ({scenario.duration_ms})"
                 )
         for c, consumer in enumerate(topic.consumers):
             if consumer.join_ms >= horizon:
-                raise ScenarioError(
+                raise ValueError(
                     f"topics[{t}].consumers[{c}].join_ms ({consumer.join_ms}) must be before"
                     f" the end of the run ({horizon} ms)"
                 )
-
-
-def _names(kind: type) -> frozenset[str]:
-    return frozenset(f.name for f in fields(kind))
 
 
 def _check_name(name: object) -> None:

@@ -1,0 +1,118 @@
+"""One reader for every record read from JSON or TOML (layouts, segments, policies, overrides,
+load samples, scenarios): a frozen dataclass built from a mapping, its field list taken from
+the class itself, every error naming the field by its path (the convention of ``_checks``).
+
+The class validates its own values in ``__post_init__``; the reader adds what only a reader
+knows:
+
+* unknown keys are refused and missing required fields reported (``path.field is missing``);
+* a field whose type is a dataclass, or a tuple of them, is read as a nested record, and a
+  list becomes a tuple for a tuple field;
+* a field whose JSON form differs from its value (a hex range, an enum name, a shorthand)
+  says how to read it with ``field(metadata=json_form(read=..., missing=...))``;
+* an error the class raises is prefixed with the record's path: ``policy.max_segments must
+  be >= 1``, or ``layout: active segments must tile ...`` when it names no field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from keyshared._checks import check_keys, check_mapping
+
+_T = TypeVar("_T")
+#: Reads a field's JSON value at a path into the value the class takes.
+FieldReader = Callable[[str, Any], Any]
+#: The JSON value of a field the mapping leaves out, from the whole mapping.
+MissingValue = Callable[[Mapping[str, Any]], Any]
+_READ = "keyshared.read"
+_MISSING = "keyshared.missing"
+
+
+def json_form(
+    read: FieldReader | None = None, missing: MissingValue | None = None
+) -> dict[str, Any]:
+    """Field metadata: how to ``read`` the field's JSON value (called with the field's path
+    and the value), and what JSON value stands for it when ``missing`` (then it is optional
+    in JSON even without a default)."""
+    return {_READ: read, _MISSING: missing}
+
+
+def field_path(path: str, name: str) -> str:
+    """The path of field ``name`` of the record at ``path``."""
+    return f"{path}.{name}"
+
+
+def read(cls: type[_T], data: object, path: str) -> _T:
+    """The ``cls`` record of the mapping ``data`` found at ``path``."""
+    mapping = check_mapping(path, data)
+    check_keys(path, mapping, _names(cls))
+    values = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        name = f.name
+        if name in mapping:
+            raw = mapping[name]
+        elif f.metadata.get(_MISSING) is not None:
+            raw = f.metadata[_MISSING](mapping)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ValueError(f"{field_path(path, name)} is missing")
+        else:
+            continue
+        values[name] = _value(f, _hints(cls)[name], raw, field_path(path, name))
+    return build(cls, path, **values)
+
+
+def build(cls: Callable[..., _T], path: str, **values: Any) -> _T:
+    """``cls(**values)``, its TypeError or ValueError prefixed with ``path``: ``path.field
+    ...`` when the message starts with a field name, else ``path: ...``."""
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as e:
+        named = _names(cls) if isinstance(cls, type) and dataclasses.is_dataclass(cls) else ()
+        raise type(e)(_prefixed(path, str(e), {*values, *named})) from None
+
+
+def read_list(path: str, data: object, item: Callable[[str, Any], _T]) -> tuple[_T, ...]:
+    """A JSON list, each item read by ``item`` at ``path[index]``."""
+    if not isinstance(data, list | tuple):
+        raise TypeError(f"{path} must be a list, got {type(data).__name__}")
+    return tuple(item(f"{path}[{i}]", value) for i, value in enumerate(data))
+
+
+def _value(f: dataclasses.Field[Any], hint: Any, raw: object, path: str) -> Any:
+    reader = f.metadata.get(_READ)
+    if reader is not None:
+        return reader(path, raw)
+    if dataclasses.is_dataclass(hint):
+        return read(hint, raw, path)  # type: ignore[arg-type]
+    if typing.get_origin(hint) is tuple:
+        (item, *_) = typing.get_args(hint)
+        if dataclasses.is_dataclass(item):
+            return read_list(path, raw, lambda p, v: read(item, v, p))  # type: ignore[arg-type]
+        return read_list(path, raw, lambda _, v: v)
+    return raw
+
+
+def _prefixed(path: str, message: str, names: set[str]) -> str:
+    names_a_field = any(
+        message.startswith(name) and message[len(name) : len(name) + 1] in (" ", "[", ".", "(")
+        for name in names
+    )
+    return f"{path}.{message}" if names_a_field else f"{path}: {message}"
+
+
+def _names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """The fields' types, resolved once per class."""
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
