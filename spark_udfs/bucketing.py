@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation, Row
 from pyspark.sql import functions as F
 
 from spark_udfs.jvm import Engine
@@ -21,6 +20,7 @@ from spark_udfs.udfs import BUCKET, BUCKET_HASH, SEGMENT_ID, NullKey, with_routi
 MESSAGES = "messages"
 BYTES = "bytes"
 KEYS = "keys"
+HOT = "hottest"
 
 
 @dataclass(frozen=True)
@@ -46,21 +46,30 @@ class HotKey:
     bucket: int
 
 
-def routed_keys(
-    messages: DataFrame, layout: Layout, null_key: NullKey, engine: Engine | None = None
-) -> DataFrame:
-    """One row per distinct key with its message and byte counts, segment, bucket and hashB,
-    cached: the histogram and the hottest keys both read it. ``engine`` as in
+def count_load(
+    messages: DataFrame,
+    layout: Layout,
+    null_key: NullKey,
+    top: int,
+    engine: Engine | None = None,
+) -> tuple[Histogram, list[HotKey]]:
+    """The load histogram of ``messages`` under ``layout`` and its ``top`` hottest keys (by
+    messages, ties broken by bytes), in one pass: messages are counted per key, each
+    distinct key is routed once, and the per-key rows are aggregated per (segment, bucket,
+    hashB) while the hottest keys are picked from the same rows as Spark observed metrics,
+    so the per-key table is neither cached nor read twice. ``engine`` as in
     :func:`spark_udfs.with_routing`."""
     per_key = messages.groupBy(KEY).agg(F.count(F.lit(1)).alias(MESSAGES), F.sum(SIZE).alias(BYTES))
     routed = with_routing(per_key, KEY, layout, null_key=null_key, hashes=True, engine=engine)
-    return routed.select(KEY, MESSAGES, BYTES, SEGMENT_ID, BUCKET, BUCKET_HASH).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
+    hot = Observation("hottest keys")
+    if top:
+        row = F.struct(KEY, MESSAGES, BYTES, SEGMENT_ID, BUCKET)
+        routed = routed.observe(hot, F.max_by(row, F.struct(MESSAGES, BYTES), top).alias(HOT))
+    return histogram(routed), (_hot_keys(hot.get[HOT]) if top else [])
 
 
 def histogram(routed: DataFrame) -> Histogram:
-    """Messages, bytes and distinct keys per (segment, bucket, hashB)."""
+    """Messages, bytes and distinct keys per (segment, bucket, hashB) of per-key rows."""
     table = (
         routed.groupBy(SEGMENT_ID, BUCKET, BUCKET_HASH)
         .agg(
@@ -84,9 +93,9 @@ def histogram(routed: DataFrame) -> Histogram:
     )
 
 
-def hottest_keys(routed: DataFrame, top: int) -> list[HotKey]:
-    """The ``top`` keys by messages, ties broken by bytes."""
-    rows = routed.orderBy(F.desc(MESSAGES), F.desc(BYTES)).limit(top).collect()
+def _hot_keys(rows: list[Row] | None) -> list[HotKey]:
+    """The observed hottest keys, busiest first (None: no keys at all)."""
+    busiest = sorted(rows or [], key=lambda row: (row[MESSAGES], row[BYTES]), reverse=True)
     return [
         HotKey(
             key=display_key(row[KEY]),
@@ -95,7 +104,7 @@ def hottest_keys(routed: DataFrame, top: int) -> list[HotKey]:
             segment_id=int(row[SEGMENT_ID]),
             bucket=int(row[BUCKET]),
         )
-        for row in rows
+        for row in busiest
     ]
 
 

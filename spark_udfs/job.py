@@ -27,7 +27,7 @@ from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import SparkSession
 
 from keyshared import AutoScalePolicy, TopicLayout
-from spark_udfs.bucketing import histogram, hottest_keys, routed_keys
+from spark_udfs.bucketing import count_load
 from spark_udfs.jvm import ENGINES, Engine, choose_engine
 from spark_udfs.render import write_outputs
 from spark_udfs.report import Report, build_report
@@ -256,14 +256,9 @@ def run(spark: SparkSession, plan: Plan, progress: Progress) -> Report:
         f"layout: epoch {layout.epoch}, {len(layout.active_segments())} segments, "
         f"{layout.total_bucket_count} buckets"
     )
-    routed = routed_keys(read_messages(spark, plan.source), layout, args.null_key, engine)
-    try:
-        with progress.step("routing keys and counting load per bucket"):
-            hist = histogram(routed)
-        with progress.step("finding the hottest keys"):
-            hot = hottest_keys(routed, args.top) if args.top else []
-    finally:
-        routed.unpersist()
+    with progress.step("routing keys and counting load per bucket and key"):
+        messages = read_messages(spark, plan.source)
+        hist, hot = count_load(messages, layout, args.null_key, args.top, engine)
     with progress.step("policy scenarios and balanced boundaries"):
         return build_report(
             plan.source.describe(),

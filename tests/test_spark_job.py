@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from keyshared import TopicLayout
-from spark_udfs.bucketing import display_key
+from spark_udfs.bucketing import count_load, display_key
 from spark_udfs.job import main
 from spark_udfs.report import skew_of
 from spark_udfs.sources import FileSource, SyntheticSource, read_messages, zipf_rank
@@ -270,3 +270,22 @@ def test_skew() -> None:
     s = skew_of([4, 0, 0, 0])
     assert s.max_over_mean == 4.0 and math.isclose(s.cv, math.sqrt(3))
     assert np.isclose(skew_of([1, 3]).cv, 0.5)
+
+
+@pytest.mark.parametrize("engine", ["jvm", "arrow"])
+def test_count_load_finds_the_hottest_keys_in_the_same_pass(
+    spark: SparkSession, engine: str
+) -> None:
+    # Key i appears i % 7 + 1 times with size i: ties in messages are broken by bytes.
+    rows = [(f"k{i}", i) for i in range(300) for _ in range(i % 7 + 1)]
+    messages = spark.createDataFrame(rows, "key string, size long")
+    layout = TopicLayout.initial(3, 12)
+    hist, hot = count_load(messages, layout, None, 10, engine)
+    per_key = {f"k{i}": (i % 7 + 1, (i % 7 + 1) * i) for i in range(300)}
+    want = sorted(per_key.items(), key=lambda kv: kv[1], reverse=True)[:10]
+    assert [(h.key, h.messages, h.bytes) for h in hot] == [(k, m, b) for k, (m, b) in want]
+    segment_ids, buckets = layout.route_keys([h.key for h in hot])
+    assert [(h.segment_id, h.bucket) for h in hot] == list(zip(segment_ids, buckets, strict=True))
+    assert int(hist.messages.sum()) == len(rows) and int(hist.keys.sum()) == 300
+    assert count_load(messages, layout, None, 0, engine)[1] == []
+    assert len(count_load(messages, layout, None, 500, engine)[1]) == 300
