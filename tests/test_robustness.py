@@ -170,7 +170,7 @@ def test_lone_surrogates_are_named() -> None:
     window = ks.InFlightWindow(max_window_size=4, max_per_consumer=4)
     with pytest.raises(ValueError, match="reason is not valid text"):
         window.on_nack(0, 0, None, "\ud800")
-    with pytest.raises(TypeError, match="reason must be str"):
+    with pytest.raises(TypeError, match="reason must be a str"):
         window.on_nack(0, 0, None, 5)  # type: ignore[arg-type]
 
 

@@ -3,8 +3,7 @@ use pyo3::prelude::*;
 
 use crate::errors::Raise;
 
-use crate::conversions::hash_array;
-use crate::conversions::{hash_arg, int_arg, splits_arg, threads_arg};
+use crate::conversions::{arg, Int, RingHash, RingHashes, Splits, Threads};
 use keyshared_kernels::buckets::{self, HashRange};
 
 /// A range of 16-bit hashes, both ends inclusive: `0 <= start <= end <= 0xFFFF`.
@@ -24,8 +23,8 @@ pub struct PyHashRange(pub HashRange);
 impl PyHashRange {
     #[new]
     fn new(start: &Bound<'_, PyAny>, end: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let start = int_arg(start, "start")?;
-        let end = int_arg(end, "end")?;
+        let Int(start) = arg(start, "start")?;
+        let Int(end) = arg(end, "end")?;
         Ok(Self(HashRange::new(start, end).py()?))
     }
 
@@ -62,7 +61,7 @@ impl PyHashRange {
         if let Ok(other) = item.cast::<PyHashRange>() {
             return Ok(self.0.contains_range(other.get().0));
         }
-        Ok(self.0.contains_hash(hash_arg(item, "hash")?))
+        Ok(self.0.contains_hash(arg::<RingHash>(item, "hash")?.0))
     }
 
     fn __contains__(&self, item: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -108,13 +107,13 @@ impl PyHashRange {
 /// `[floor(i * 65536 / n) for i in 1..n-1]`; `[]` for n of 0 or 1.
 #[pyfunction]
 fn equal_width_splits(n: &Bound<'_, PyAny>) -> PyResult<Vec<u16>> {
-    buckets::equal_width_splits(int_arg(n, "n")?).py()
+    buckets::equal_width_splits(arg::<Int>(n, "n")?.0).py()
 }
 
 /// The buckets described by ascending split points, as HashRanges tiling the ring.
 #[pyfunction]
 fn bucket_ranges(splits: &Bound<'_, PyAny>) -> PyResult<Vec<PyHashRange>> {
-    let splits = splits_arg(splits)?;
+    let Splits(splits) = arg(splits, "splits")?;
     Ok(buckets::bucket_ranges(&splits)
         .into_iter()
         .map(PyHashRange)
@@ -124,8 +123,11 @@ fn bucket_ranges(splits: &Bound<'_, PyAny>) -> PyResult<Vec<PyHashRange>> {
 /// The index of the bucket holding `hash_b`: how many splits are `<= hash_b`.
 #[pyfunction]
 fn bucket_index(hash_b: &Bound<'_, PyAny>, splits: &Bound<'_, PyAny>) -> PyResult<u32> {
-    let hash_b = hash_arg(hash_b, "hash_b")?;
-    Ok(buckets::bucket_index(hash_b, &splits_arg(splits)?))
+    let RingHash(hash_b) = arg(hash_b, "hash_b")?;
+    Ok(buckets::bucket_index(
+        hash_b,
+        &arg::<Splits>(splits, "splits")?.0,
+    ))
 }
 
 /// The one bucket holding every hashB of an entry; ValueError if the entry straddles a
@@ -136,23 +138,23 @@ fn entry_bucket(
     entry_hash_max: &Bound<'_, PyAny>,
     splits: &Bound<'_, PyAny>,
 ) -> PyResult<u32> {
-    let min = hash_arg(entry_hash_min, "entry_hash_min")?;
-    let max = hash_arg(entry_hash_max, "entry_hash_max")?;
-    buckets::entry_bucket(min, max, &splits_arg(splits)?).py()
+    let RingHash(min) = arg(entry_hash_min, "entry_hash_min")?;
+    let RingHash(max) = arg(entry_hash_max, "entry_hash_max")?;
+    buckets::entry_bucket(min, max, &arg::<Splits>(splits, "splits")?.0).py()
 }
 
 /// `max(start of bucket index, 1)`: the hash standing for a whole bucket.
 #[pyfunction]
 fn canonical_bucket_hash(index: &Bound<'_, PyAny>, splits: &Bound<'_, PyAny>) -> PyResult<u16> {
-    let index = int_arg(index, "index")?;
-    buckets::canonical_bucket_hash(index, &splits_arg(splits)?).py()
+    let Int(index) = arg(index, "index")?;
+    buckets::canonical_bucket_hash(index, &arg::<Splits>(splits, "splits")?.0).py()
 }
 
 /// `max(1, budget // segments)`.
 #[pyfunction]
 fn buckets_for_budget(budget: &Bound<'_, PyAny>, segments: &Bound<'_, PyAny>) -> PyResult<i64> {
-    let budget = int_arg(budget, "budget")?;
-    buckets::buckets_for_budget(budget, int_arg(segments, "segments")?).py()
+    let Int(budget) = arg(budget, "budget")?;
+    buckets::buckets_for_budget(budget, arg::<Int>(segments, "segments")?.0).py()
 }
 
 /// `bucket_index` of every hashB of a NumPy integer array, as an int32 array.
@@ -163,9 +165,9 @@ fn bucket_indices<'py>(
     splits: &Bound<'py, PyAny>,
     threads: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<i32>>> {
-    let threads = threads_arg(threads)?;
-    let splits = splits_arg(splits)?;
-    let hashes = hash_array(hash_b, "hash_b")?;
+    let threads = Threads::or_default(threads)?;
+    let Splits(splits) = arg(splits, "splits")?;
+    let RingHashes(hashes) = arg(hash_b, "hash_b")?;
     let out = hash_b
         .py()
         .detach(|| buckets::bucket_indices(&hashes, &splits, threads));

@@ -1,18 +1,60 @@
-//! Every conversion of a Python argument to what a kernel takes, each failing with a
-//! message that names the argument (and the index, for an item of a batch).
+//! Every conversion of a Python argument to what a kernel takes, as self-converting argument
+//! types: each type implements [`FromArg`], and `arg::<Offset>(obj, "offset")` converts the
+//! argument called `offset`, failing with a message that names it (and the index, for an
+//! item of a batch). PyO3's own `FromPyObject` cannot name the argument of a ValueError, so
+//! the name travels with the call.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyMapping, PyString, PyTuple};
 
 use crate::buckets::PyHashRange;
 use crate::errors::Raise;
 use keyshared_kernels::buckets::{ring_hash, validate_splits, HashRange};
 use keyshared_kernels::cursor::MAX_OFFSET;
+use keyshared_kernels::entry_bucket::validate_bucket_boundaries;
 use keyshared_kernels::parallel::default_threads;
 use keyshared_kernels::window::RoutingKey;
+
+/// A type that converts itself from a Python argument called `name`.
+pub trait FromArg<'py>: Sized {
+    fn from_arg(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Self>;
+}
+
+/// The argument `obj`, called `name`, as a `T`.
+pub fn arg<'py, T: FromArg<'py>>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<T> {
+    T::from_arg(obj, name)
+}
+
+/// An optional argument: absent or None is None.
+pub fn opt_arg<'py, T: FromArg<'py>>(
+    obj: Option<&Bound<'py, PyAny>>,
+    name: &str,
+) -> PyResult<Option<T>> {
+    match obj {
+        Some(o) if !o.is_none() => arg(o, name).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// Declares a newtype argument and how it converts: `convert(obj, name)` gives its value.
+macro_rules! argument {
+    ($(#[$doc:meta])* $name:ident($inner:ty) = $convert:expr) => {
+        $(#[$doc])*
+        pub struct $name(pub $inner);
+
+        impl<'py> FromArg<'py> for $name {
+            fn from_arg(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Self> {
+                let convert: fn(&Bound<'py, PyAny>, &str) -> PyResult<$inner> = $convert;
+                convert(obj, name).map($name)
+            }
+        }
+    };
+}
 
 /// The bytes of a `str` (UTF-8) or `bytes` key.
 pub fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a [u8]> {
@@ -44,13 +86,15 @@ fn key_bytes_named<'a>(
     }
 }
 
-/// A `str` argument as Rust text; lone surrogates are refused by name.
-pub fn text_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
-    let text = obj
-        .cast::<PyString>()
-        .map_err(|_| PyTypeError::new_err(format!("{what} must be str, got {}", type_name(obj))))?;
-    key_bytes(text.as_any(), what).map(|b| String::from_utf8_lossy(b).into_owned())
-}
+argument!(
+    /// A `str` argument as Rust text; lone surrogates are refused by name.
+    Text(String) = |obj, what| {
+        let text = obj.cast::<PyString>().map_err(|_| {
+            PyTypeError::new_err(format!("{what} must be a str, got {}", type_name(obj)))
+        })?;
+        key_bytes(text.as_any(), what).map(|b| String::from_utf8_lossy(b).into_owned())
+    }
+);
 
 /// `err` with `prefix` (where it happened) put before its message, keeping TypeError a
 /// TypeError; any other error becomes a ValueError.
@@ -71,9 +115,13 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .map_or_else(|_| "?".to_owned(), |n| n.to_string())
 }
 
-/// An integer argument (anything with `__index__`) as i64; a non-integer is a TypeError, an
-/// integer beyond i64 a ValueError.
-pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+argument!(
+    /// An integer argument (anything with `__index__`, not a bool) as i64; a non-integer is a
+    /// TypeError, an integer beyond i64 a ValueError.
+    Int(i64) = int_value
+);
+
+fn int_value(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
     refuse_bool(obj, what)?;
     obj.extract::<i64>().map_err(|err| {
         if err.is_instance_of::<PyOverflowError>(obj.py()) {
@@ -85,7 +133,7 @@ pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
 }
 
 /// `bool` is an `int` subclass, but `True` as an id or a hash is a mistake, not a 1.
-pub fn refuse_bool(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
+fn refuse_bool(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
     if obj.is_instance_of::<PyBool>() {
         return Err(PyTypeError::new_err(format!(
             "{what} must be an int, got bool"
@@ -94,48 +142,47 @@ pub fn refuse_bool(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
     Ok(())
 }
 
-/// A 16-bit ring hash argument.
-pub fn hash_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u16> {
-    ring_hash(int_arg(obj, what)?, what).py()
-}
+argument!(
+    /// A 16-bit ring hash.
+    RingHash(u16) = |obj, what| ring_hash(int_value(obj, what)?, what).py()
+);
 
-/// Ascending bucket split points from any sequence of ints.
-pub fn splits_arg(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u16>> {
-    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
-        return Err(PyTypeError::new_err(format!(
-            "splits must be a sequence of ints, got {}",
-            type_name(obj)
-        )));
+argument!(
+    /// Ascending bucket split points from any sequence of ints.
+    Splits(Vec<u16>) = |obj, what| {
+        let values = sequence(obj, what, "a sequence of ints")?
+            .iter()
+            .enumerate()
+            .map(|(i, item)| int_value(item, &format!("{what}[{i}]")))
+            .collect::<PyResult<Vec<i64>>>()?;
+        validate_splits(&values).py()
     }
-    let items = obj.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "splits must be a sequence of ints, got {}",
-            type_name(obj)
-        ))
-    })?;
-    let values = items
-        .enumerate()
-        .map(|(i, item)| int_arg(&item?, &format!("splits[{i}]")))
-        .collect::<PyResult<Vec<i64>>>()?;
-    validate_splits(&values).py()
-}
+);
 
-/// The thread count of a batch call; None means the process-wide default.
-pub fn threads_arg(threads: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
-    let Some(threads) = threads.filter(|t| !t.is_none()) else {
-        return Ok(default_threads());
-    };
-    let n = int_arg(threads, "threads")?;
-    match usize::try_from(n) {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(PyValueError::new_err(format!(
-            "threads must be at least 1, got {n}"
-        ))),
+argument!(
+    /// The thread count of a batch call, at least 1; see [`Threads::or_default`].
+    Threads(usize) = |obj, what| {
+        let n = int_value(obj, what)?;
+        match usize::try_from(n) {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err(PyValueError::new_err(format!("{what} must be at least 1, got {n}"))),
+        }
+    }
+);
+
+impl Threads {
+    /// The `threads` argument of a batch call; None means the process-wide default.
+    pub fn or_default(threads: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+        Ok(opt_arg::<Threads>(threads, "threads")?.map_or_else(default_threads, |t| t.0))
     }
 }
 
-/// A consumer id: an int in `[0, 2**64 - 1]`.
-pub fn consumer_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
+argument!(
+    /// A consumer id: an int in `[0, 2**64 - 1]`.
+    ConsumerId(u64) = consumer_value
+);
+
+fn consumer_value(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     refuse_bool(obj, what)?;
     obj.extract::<u64>().map_err(|err| {
         if err.is_instance_of::<PyOverflowError>(obj.py()) {
@@ -147,7 +194,7 @@ pub fn consumer_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
 }
 
 /// A non-negative int up to `max`, as u64.
-pub fn bounded_arg(obj: &Bound<'_, PyAny>, what: &str, max: u64, bound: &str) -> PyResult<u64> {
+fn bounded_value(obj: &Bound<'_, PyAny>, what: &str, max: u64, bound: &str) -> PyResult<u64> {
     refuse_bool(obj, what)?;
     if let Some(v) = obj
         .extract::<i64>()
@@ -173,25 +220,36 @@ pub fn bounded_arg(obj: &Bound<'_, PyAny>, what: &str, max: u64, bound: &str) ->
         .ok_or_else(out_of_range)
 }
 
-/// A log offset: an int in `[0, 2**63 - 1]`.
-pub fn offset_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
-    bounded_arg(obj, what, MAX_OFFSET, "2**63 - 1")
-}
+argument!(
+    /// A log offset: an int in `[0, 2**63 - 1]`.
+    Offset(u64) = |obj, what| bounded_value(obj, what, MAX_OFFSET, "2**63 - 1")
+);
 
-/// A time in milliseconds: an int in `[0, 2**63 - 1]`.
-pub fn millis_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
-    bounded_arg(obj, what, i64::MAX as u64, "2**63 - 1")
-}
+argument!(
+    /// A time in milliseconds: an int in `[0, 2**63 - 1]`.
+    Millis(u64) = |obj, what| bounded_value(obj, what, i64::MAX as u64, "2**63 - 1")
+);
 
-/// A count: an int in `[0, 2**32 - 1]`.
-pub fn count_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u32> {
-    Ok(bounded_arg(obj, what, u64::from(u32::MAX), "2**32 - 1")? as u32)
-}
+argument!(
+    /// A count: an int in `[0, 2**32 - 1]`.
+    Count(u32) = |obj, what| Ok(bounded_value(obj, what, u64::from(u32::MAX), "2**32 - 1")? as u32)
+);
+
+argument!(
+    /// A size or a limit: an int in `[0, 2**63 - 1]`, as usize.
+    Size(usize) = |obj, what| {
+        let value = int_value(obj, what)?;
+        usize::try_from(value)
+            .map_err(|_| PyValueError::new_err(format!("{what} must not be negative, got {value}")))
+    }
+);
 
 /// A routing key (str or bytes), remembering which it was.
-pub fn routing_key_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<RoutingKey> {
-    let text = obj.is_instance_of::<PyString>();
-    Ok(RoutingKey::new(key_bytes(obj, what)?, text))
+impl<'py> FromArg<'py> for RoutingKey {
+    fn from_arg(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Self> {
+        let text = obj.is_instance_of::<PyString>();
+        Ok(RoutingKey::new(key_bytes(obj, what)?, text))
+    }
 }
 
 /// A routing key as it arrived: str when it came as str.
@@ -203,17 +261,32 @@ pub fn routing_key_object<'py>(py: Python<'py>, key: &RoutingKey) -> Bound<'py, 
     }
 }
 
-/// Checks an optional callable argument.
-pub fn callable_arg(obj: Option<Bound<'_, PyAny>>, what: &str) -> PyResult<Option<Py<PyAny>>> {
-    match obj {
-        Some(f) if f.is_none() => Ok(None),
-        Some(f) if f.is_callable() => Ok(Some(f.unbind())),
-        Some(f) => Err(PyTypeError::new_err(format!(
+argument!(
+    /// A callback (always optional: see [`opt_arg`]).
+    Callback(Py<PyAny>) = |obj, what| {
+        if obj.is_callable() {
+            return Ok(obj.clone().unbind());
+        }
+        Err(PyTypeError::new_err(format!(
             "{what} must be callable or None, got {}",
-            type_name(&f)
-        ))),
-        None => Ok(None),
+            type_name(obj)
+        )))
     }
+);
+
+/// The items of any iterable but a lone str or bytes (whose items would be characters),
+/// described as `expected` when it is not one.
+pub fn sequence<'py>(
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+    expected: &str,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let not_one =
+        || PyTypeError::new_err(format!("{what} must be {expected}, got {}", type_name(obj)));
+    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+        return Err(not_one());
+    }
+    obj.try_iter().map_err(|_| not_one())?.collect()
 }
 
 /// A one-dimensional integer array from a NumPy array or any sequence of ints.
@@ -359,69 +432,234 @@ fn values<W: numpy::Element + Copy>(array: &Bound<'_, PyArray1<W>>) -> Vec<W> {
     }
 }
 
-/// 16-bit hashes, each in `[0, 0xFFFF]`.
-pub fn hash_array(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u16>> {
-    if let Ok(exact) = obj.cast::<PyArray1<u16>>() {
-        return Ok(values(exact));
+argument!(
+    /// 16-bit hashes, each in `[0, 0xFFFF]`.
+    RingHashes(Vec<u16>) = |obj, what| match obj.cast::<PyArray1<u16>>() {
+        Ok(exact) => Ok(values(exact)),
+        Err(_) => checked_values(obj, what, (0, 0xFFFF), |v| v as u16),
     }
-    checked_values(obj, what, (0, 0xFFFF), |v| v as u16)
-}
+);
 
-/// Log offsets, each in `[0, 2**63 - 1]`.
-pub fn offset_array(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
-    checked_values(obj, what, (0, i128::from(MAX_OFFSET)), |v| v as u64)
-}
+argument!(
+    /// Log offsets, each in `[0, 2**63 - 1]`.
+    Offsets(Vec<u64>) =
+        |obj, what| checked_values(obj, what, (0, i128::from(MAX_OFFSET)), |v| v as u64)
+);
 
-/// Consumer ids, each in `[0, 2**64 - 1]`.
-pub fn consumer_array(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
-    checked_values(obj, what, (0, i128::from(u64::MAX)), |v| v as u64)
-}
+argument!(
+    /// Consumer ids, each in `[0, 2**64 - 1]`.
+    ConsumerIds(Vec<u64>) =
+        |obj, what| checked_values(obj, what, (0, i128::from(u64::MAX)), |v| v as u64)
+);
 
-/// Signed 64-bit ids (ledger and entry ids).
-pub fn i64_array(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
-    let range = (i128::from(i64::MIN), i128::from(i64::MAX));
-    checked_values(obj, what, range, |v| v as i64)
-}
-
-/// Signed 32-bit values (batch sizes).
-pub fn i32_array(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i32>> {
-    let range = (i128::from(i32::MIN), i128::from(i32::MAX));
-    checked_values(obj, what, range, |v| v as i32)
-}
-
-/// Unsigned 32-bit values (bucket indices, key hashes).
-pub fn u32_array(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u32>> {
-    if let Ok(exact) = obj.cast::<PyArray1<u32>>() {
-        return Ok(values(exact));
+argument!(
+    /// Signed 64-bit ids (ledger and entry ids).
+    I64s(Vec<i64>) = |obj, what| {
+        let range = (i128::from(i64::MIN), i128::from(i64::MAX));
+        checked_values(obj, what, range, |v| v as i64)
     }
-    checked_values(obj, what, (0, i128::from(u32::MAX)), |v| v as u32)
-}
+);
 
-/// Hash ranges from any iterable of `HashRange` (a lone str or bytes is refused).
-pub fn hash_ranges_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<HashRange>> {
-    let not_ranges = || {
+argument!(
+    /// Signed 32-bit values (batch sizes).
+    I32s(Vec<i32>) = |obj, what| {
+        let range = (i128::from(i32::MIN), i128::from(i32::MAX));
+        checked_values(obj, what, range, |v| v as i32)
+    }
+);
+
+argument!(
+    /// Unsigned 32-bit values (bucket indices, key hashes).
+    U32s(Vec<u32>) = |obj, what| match obj.cast::<PyArray1<u32>>() {
+        Ok(exact) => Ok(values(exact)),
+        Err(_) => checked_values(obj, what, (0, i128::from(u32::MAX)), |v| v as u32),
+    }
+);
+
+argument!(
+    /// Hash ranges from any iterable of `HashRange`.
+    HashRanges(Vec<HashRange>) = |obj, what| {
+        sequence(obj, what, "an iterable of HashRange")?
+            .iter()
+            .enumerate()
+            .map(|(i, item)| hash_range(item, &format!("{what}[{i}]")))
+            .collect()
+    }
+);
+
+fn hash_range(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<HashRange> {
+    let range = obj.cast::<PyHashRange>().map_err(|_| {
         PyTypeError::new_err(format!(
-            "{what} must be an iterable of HashRange, got {}",
+            "{what} must be a HashRange, got {}",
             type_name(obj)
         ))
-    };
-    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
-        return Err(not_ranges());
+    })?;
+    Ok(range.get().0)
+}
+
+argument!(
+    /// Pulsar's declared bucket ranges (each a HashRange or a `(start, end)` pair of ints),
+    /// checked by the kernel to tile the ring from 0 in order.
+    BucketBoundaries(Vec<HashRange>) = |obj, what| {
+        let items = obj.try_iter().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what} must be a sequence of bucket ranges, got {}",
+                type_name(obj)
+            ))
+        })?;
+        let pairs = items
+            .enumerate()
+            .map(|(i, item)| range_bounds(&item?, &format!("{what}[{i}]")))
+            .collect::<PyResult<Vec<_>>>()?;
+        validate_bucket_boundaries(&pairs).py()
     }
-    let items = obj.try_iter().map_err(|_| not_ranges())?;
-    items
-        .enumerate()
-        .map(|(i, item)| {
-            let item = item?;
-            let range = item.cast::<PyHashRange>().map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "{what}[{i}] must be a HashRange, got {}",
-                    type_name(&item)
-                ))
-            })?;
-            Ok(range.get().0)
-        })
-        .collect()
+);
+
+/// `(start, end)` of a bucket range given as a HashRange or a pair of ints.
+fn range_bounds(item: &Bound<'_, PyAny>, what: &str) -> PyResult<(i64, i64)> {
+    if let Ok(r) = item.cast::<PyHashRange>() {
+        let r = r.get().0;
+        return Ok((i64::from(r.start()), i64::from(r.end())));
+    }
+    let bad = || {
+        PyTypeError::new_err(format!(
+            "{what} must be a HashRange or a (start, end) pair of ints, got {}",
+            type_name(item)
+        ))
+    };
+    if item.is_instance_of::<PyString>() {
+        return Err(bad());
+    }
+    let (start, end): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract().map_err(|_| bad())?;
+    Ok((
+        int_value(&start, &format!("{what}[0]"))?,
+        int_value(&end, &format!("{what}[1]"))?,
+    ))
+}
+
+argument!(
+    /// Glob patterns from an iterable of str or bytes (a lone pattern is refused: iterating
+    /// it would make a pattern of each character).
+    KeyPatterns(Vec<Box<[u8]>>) = |obj, what| {
+        if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+            return Err(PyTypeError::new_err(format!(
+                "{what} must be an iterable of str or bytes patterns, not a single pattern"
+            )));
+        }
+        sequence(obj, what, "an iterable of str or bytes")?
+            .iter()
+            .enumerate()
+            .map(|(i, item)| Ok(key_bytes(item, &format!("{what}[{i}]"))?.into()))
+            .collect()
+    }
+);
+
+argument!(
+    /// A set of consumer ids from any iterable.
+    ConsumerSet(HashSet<u64>) = |obj, what| {
+        let items = obj.try_iter().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what} must be an iterable of consumer ids, got {}",
+                type_name(obj)
+            ))
+        })?;
+        items
+            .enumerate()
+            .map(|(i, id)| consumer_value(&id?, &format!("{what}[{i}]")))
+            .collect()
+    }
+);
+
+argument!(
+    /// `{consumer_id: [HashRange, ...]}` from a mapping.
+    ConsumerRanges(BTreeMap<u64, Vec<HashRange>>) = |obj, what| {
+        let mapping = obj.cast::<PyMapping>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what} must be a mapping of consumer id to hash ranges, got {}",
+                type_name(obj)
+            ))
+        })?;
+        let mut out: BTreeMap<u64, Vec<HashRange>> = BTreeMap::new();
+        for item in mapping.items()?.iter() {
+            let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+            let consumer = consumer_value(&key, &format!("{what} key"))?;
+            let ranges = out.entry(consumer).or_default();
+            for (i, r) in value.try_iter()?.enumerate() {
+                ranges.push(hash_range(&r?, &format!("{what}[{consumer}][{i}]"))?);
+            }
+        }
+        Ok(out)
+    }
+);
+
+argument!(
+    /// `(HashRange, consumer_id)` pairs from any iterable.
+    Assignments(Vec<(HashRange, u64)>) = |obj, what| {
+        let items = obj.try_iter().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what} must be an iterable of (HashRange, consumer id) pairs, got {}",
+                type_name(obj)
+            ))
+        })?;
+        items
+            .enumerate()
+            .map(|(i, item)| assignment(&item?, &format!("{what}[{i}]")))
+            .collect()
+    }
+);
+
+fn assignment(item: &Bound<'_, PyAny>, what: &str) -> PyResult<(HashRange, u64)> {
+    let bad = || {
+        PyTypeError::new_err(format!(
+            "{what} must be a (HashRange, consumer id) pair, got {}",
+            type_name(item)
+        ))
+    };
+    let pair = item.cast::<PyTuple>().map_err(|_| bad())?;
+    if pair.len() != 2 {
+        return Err(bad());
+    }
+    let range: PyHashRange = pair.get_item(0)?.extract().map_err(|_| bad())?;
+    let consumer = consumer_value(&pair.get_item(1)?, &format!("{what}[1]"))?;
+    Ok((range.0, consumer))
+}
+
+argument!(
+    /// `{consumer_id: available permits}`.
+    Permits(HashMap<u64, i64>) = |obj, what| {
+        dict_items(obj, what)?
+            .into_iter()
+            .map(|(k, v)| {
+                let consumer = consumer_value(&k, &format!("{what} key"))?;
+                Ok((consumer, int_value(&v, &format!("{what}[{consumer}]"))?))
+            })
+            .collect()
+    }
+);
+
+argument!(
+    /// `{sticky_key_hash: consumer_id or None}`.
+    ConsumersByHash(HashMap<u16, Option<u64>>) = |obj, what| {
+        dict_items(obj, what)?
+            .into_iter()
+            .map(|(k, v)| {
+                let RingHash(hash) = arg(&k, &format!("{what} key"))?;
+                let consumer = opt_arg::<ConsumerId>(Some(&v), &format!("{what}[{hash}]"))?;
+                Ok((hash, consumer.map(|c| c.0)))
+            })
+            .collect()
+    }
+);
+
+#[allow(clippy::type_complexity)]
+fn dict_items<'py>(
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+    let dict = obj.cast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(format!("{what} must be a dict, got {}", type_name(obj)))
+    })?;
+    Ok(dict.iter().collect())
 }
 
 /// Fails unless every named length equals the first.

@@ -7,7 +7,7 @@ use crate::errors::Raise;
 use pyo3::types::PyTuple;
 
 use crate::conversions::{
-    consumer_arg, consumer_array, count_arg, offset_arg, offset_array, same_lengths, u32_array,
+    arg, same_lengths, ConsumerId, ConsumerIds, Count, Offset, Offsets, U32s,
 };
 use crate::state::{detached, with_state};
 use keyshared_kernels::cursor::{BucketCheckpoints, SafeCursor};
@@ -23,7 +23,7 @@ pub struct PySafeCursor {
 impl PySafeCursor {
     #[new]
     fn new(first_offset: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let first = offset_arg(first_offset, "first_offset")?;
+        let Offset(first) = arg(first_offset, "first_offset")?;
         Ok(Self {
             state: Mutex::new(SafeCursor::new(first).py()?),
         })
@@ -47,7 +47,7 @@ impl PySafeCursor {
 
     /// Marks an offset acked; returns the new position when it moved, else None.
     fn ack(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-        let offset = offset_arg(offset, "offset")?;
+        let Offset(offset) = arg(offset, "offset")?;
         with_state(py, &self.state, |c| c.ack(offset)).py()
     }
 
@@ -58,12 +58,12 @@ impl PySafeCursor {
 
     /// `ack` of every offset of an integer array; returns the new position if it moved.
     fn ack_many(&self, py: Python<'_>, offsets: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-        let offsets = offset_array(offsets, "offsets")?;
+        let Offsets(offsets) = arg(offsets, "offsets")?;
         detached(py, &self.state, |c| c.ack_many(&offsets)).py()
     }
 
     fn is_done(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let offset = offset_arg(offset, "offset")?;
+        let Offset(offset) = arg(offset, "offset")?;
         Ok(with_state(py, &self.state, |c| c.is_done(offset)))
     }
 
@@ -83,8 +83,8 @@ pub struct PyBucketCheckpoints {
 
 fn bucket_args(segment_id: &Bound<'_, PyAny>, bucket: &Bound<'_, PyAny>) -> PyResult<(u64, u32)> {
     Ok((
-        consumer_arg(segment_id, "segment_id")?,
-        count_arg(bucket, "bucket")?,
+        arg::<ConsumerId>(segment_id, "segment_id")?.0,
+        arg::<Count>(bucket, "bucket")?.0,
     ))
 }
 
@@ -106,7 +106,7 @@ impl PyBucketCheckpoints {
         first_offset: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let (segment, bucket) = bucket_args(segment_id, bucket)?;
-        let first = offset_arg(first_offset, "first_offset")?;
+        let Offset(first) = arg(first_offset, "first_offset")?;
         with_state(py, &self.state, |cp| cp.open(segment, bucket, first)).py()
     }
 
@@ -129,7 +129,7 @@ impl PyBucketCheckpoints {
         offset: &Bound<'_, PyAny>,
     ) -> PyResult<Option<u64>> {
         let (segment, bucket) = bucket_args(segment_id, bucket)?;
-        let offset = offset_arg(offset, "offset")?;
+        let Offset(offset) = arg(offset, "offset")?;
         with_state(py, &self.state, |cp| cp.ack(segment, bucket, offset)).py()
     }
 
@@ -152,9 +152,9 @@ impl PyBucketCheckpoints {
         buckets: &Bound<'py, PyAny>,
         offsets: &Bound<'py, PyAny>,
     ) -> PyResult<BTreeMap<(u64, u32), u64>> {
-        let segments = consumer_array(segment_ids, "segment_ids")?;
-        let buckets = u32_array(buckets, "buckets")?;
-        let offsets = offset_array(offsets, "offsets")?;
+        let ConsumerIds(segments) = arg(segment_ids, "segment_ids")?;
+        let U32s(buckets) = arg(buckets, "buckets")?;
+        let Offsets(offsets) = arg(offsets, "offsets")?;
         same_lengths(&[
             ("segment_ids", segments.len()),
             ("buckets", buckets.len()),

@@ -8,8 +8,9 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 use pyo3::PyTraverseError;
 
-use crate::conversions::hash_arg;
-use crate::conversions::{callable_arg, consumer_arg, consumer_array, hash_array, same_lengths};
+use crate::conversions::{
+    arg, opt_arg, same_lengths, Callback, ConsumerId, ConsumerIds, RingHash, RingHashes,
+};
 use crate::state::{detached, lock, notify, with_state};
 use keyshared_kernels::draining::{
     ConsumerDrainingStats, DrainingHashEntry, DrainingHashStat, DrainingHashes,
@@ -46,7 +47,10 @@ impl PyDrainingHashesTracker {
     ) -> PyResult<Self> {
         Ok(Self {
             state: Mutex::new(DrainingHashes::new()),
-            handler: Mutex::new(callable_arg(unblocking_handler, "unblocking_handler")?),
+            handler: Mutex::new(
+                opt_arg::<Callback>(unblocking_handler.as_ref(), "unblocking_handler")?
+                    .map(|c| c.0),
+            ),
             dispatcher_name,
         })
     }
@@ -81,8 +85,8 @@ impl PyDrainingHashesTracker {
         consumer_id: &Bound<'_, PyAny>,
         sticky_key_hash: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
-        let hash = hash_arg(sticky_key_hash, "sticky_key_hash")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
+        let RingHash(hash) = arg(sticky_key_hash, "sticky_key_hash")?;
         with_state(py, &self.state, |t| t.add_entry(consumer, hash)).py()
     }
 
@@ -92,8 +96,8 @@ impl PyDrainingHashesTracker {
         consumer_id: &Bound<'_, PyAny>,
         sticky_key_hashes: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
-        let hashes = hash_array(sticky_key_hashes, "sticky_key_hashes")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
+        let RingHashes(hashes) = arg(sticky_key_hashes, "sticky_key_hashes")?;
         detached(py, &self.state, |t| t.add_entries(consumer, &hashes)).py()
     }
 
@@ -105,8 +109,8 @@ impl PyDrainingHashesTracker {
         sticky_key_hash: &Bound<'_, PyAny>,
         closing: bool,
     ) -> PyResult<()> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
-        let hash = hash_arg(sticky_key_hash, "sticky_key_hash")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
+        let RingHash(hash) = arg(sticky_key_hash, "sticky_key_hash")?;
         let notice = with_state(py, &self.state, |t| {
             t.reduce_ref_count(consumer, hash, closing)
         })
@@ -122,8 +126,8 @@ impl PyDrainingHashesTracker {
         sticky_key_hashes: &Bound<'_, PyAny>,
         closing: bool,
     ) -> PyResult<()> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
-        let hashes = hash_array(sticky_key_hashes, "sticky_key_hashes")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
+        let RingHashes(hashes) = arg(sticky_key_hashes, "sticky_key_hashes")?;
         let notice = detached(py, &self.state, |t| {
             t.reduce_ref_counts(consumer, &hashes, closing)
         })
@@ -137,8 +141,8 @@ impl PyDrainingHashesTracker {
         consumer_id: &Bound<'_, PyAny>,
         sticky_key_hash: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
-        let hash = hash_arg(sticky_key_hash, "sticky_key_hash")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
+        let RingHash(hash) = arg(sticky_key_hash, "sticky_key_hash")?;
         Ok(with_state(py, &self.state, |t| {
             t.should_block_sticky_key_hash(consumer, hash)
         }))
@@ -150,7 +154,7 @@ impl PyDrainingHashesTracker {
         consumer_ids: &Bound<'py, PyAny>,
         sticky_key_hashes: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<bool>>> {
-        let hashes = hash_array(sticky_key_hashes, "sticky_key_hashes")?;
+        let RingHashes(hashes) = arg(sticky_key_hashes, "sticky_key_hashes")?;
         let consumers = consumers_arg(consumer_ids, hashes.len())?;
         let out = detached(py, &self.state, |t| {
             let mut out = vec![false; hashes.len()];
@@ -168,7 +172,7 @@ impl PyDrainingHashesTracker {
         py: Python<'_>,
         sticky_key_hash: &Bound<'_, PyAny>,
     ) -> PyResult<Option<PyDrainingHashEntry>> {
-        let hash = hash_arg(sticky_key_hash, "sticky_key_hash")?;
+        let RingHash(hash) = arg(sticky_key_hash, "sticky_key_hash")?;
         Ok(with_state(py, &self.state, |t| t.get_entry(hash)).map(PyDrainingHashEntry))
     }
 
@@ -186,7 +190,7 @@ impl PyDrainingHashesTracker {
     }
 
     fn consumer_removed(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<()> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         with_state(py, &self.state, |t| t.consumer_removed(consumer));
         Ok(())
     }
@@ -196,7 +200,7 @@ impl PyDrainingHashesTracker {
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
     ) -> PyResult<PyConsumerDrainingHashesStats> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let stats = with_state(py, &self.state, |t| t.consumer_stats(consumer));
         Ok(PyConsumerDrainingHashesStats::from(stats))
     }
@@ -228,9 +232,9 @@ fn consumers_arg(obj: &Bound<'_, PyAny>, hashes: usize) -> PyResult<Consumers> {
     let scalar =
         obj.cast::<PyUntypedArray>().is_err() && obj.hasattr(intern!(obj.py(), "__index__"))?;
     if scalar {
-        return Ok(Consumers::One(consumer_arg(obj, "consumer_ids")?));
+        return Ok(Consumers::One(arg::<ConsumerId>(obj, "consumer_ids")?.0));
     }
-    let many = consumer_array(obj, "consumer_ids")?;
+    let ConsumerIds(many) = arg(obj, "consumer_ids")?;
     same_lengths(&[("sticky_key_hashes", hashes), ("consumer_ids", many.len())])?;
     Ok(Consumers::Many(many))
 }

@@ -6,15 +6,15 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::errors::Raise;
-use pyo3::types::PyString;
 
 use super::buckets::PyHashRange;
-use super::impacted::{strict_consumer_arg, PyImpactedConsumersResult};
-use crate::conversions::hash_array;
-use crate::conversions::{hash_arg, int_arg, key_bytes, splits_arg, type_name};
+use super::impacted::PyImpactedConsumersResult;
+use crate::conversions::{
+    arg, key_bytes, opt_arg, BucketBoundaries, ConsumerId, Int, RingHash, RingHashes, Splits, Text,
+};
 use crate::state::{detached, with_state};
 use keyshared_kernels::buckets::HashRange;
-use keyshared_kernels::entry_bucket::{validate_bucket_boundaries, EntryBucketSelector};
+use keyshared_kernels::entry_bucket::EntryBucketSelector;
 
 /// PIP-486's entry-bucket selector (Pulsar's `EntryBucketConsumerSelector`): a segment's
 /// fixed buckets spread over the consumers sorted by (name, id), each owning a contiguous
@@ -29,57 +29,15 @@ pub struct PyEntryBucketSelector {
     pub(crate) state: Mutex<EntryBucketSelector>,
 }
 
-/// `(start, end)` of a bucket range given as a HashRange or a pair of ints.
-fn range_item(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(i64, i64)> {
-    if let Ok(r) = item.cast::<PyHashRange>() {
-        let r = r.get().0;
-        return Ok((i64::from(r.start()), i64::from(r.end())));
-    }
-    let bad = || {
-        PyTypeError::new_err(format!(
-            "ranges[{i}] must be a HashRange or a (start, end) pair of ints, got {}",
-            type_name(item)
-        ))
-    };
-    if item.is_instance_of::<PyString>() {
-        return Err(bad());
-    }
-    let (start, end): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract().map_err(|_| bad())?;
-    Ok((
-        int_arg(&start, &format!("ranges[{i}][0]"))?,
-        int_arg(&end, &format!("ranges[{i}][1]"))?,
-    ))
-}
-
-pub(crate) fn boundaries_arg(ranges: &Bound<'_, PyAny>) -> PyResult<Vec<HashRange>> {
-    let items = ranges.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "ranges must be a sequence of bucket ranges, got {}",
-            type_name(ranges)
-        ))
-    })?;
-    let pairs = items
-        .enumerate()
-        .map(|(i, item)| range_item(&item?, i))
-        .collect::<PyResult<Vec<_>>>()?;
-    validate_bucket_boundaries(&pairs).py()
-}
-
 /// Pulsar's `validateBucketBoundaries`: the bucket ranges a subscription declares, checked
 /// to be ascending, contiguous, from 0, tiling the ring, with bucket 0 at least `[0, 1]`.
 #[pyfunction(name = "validate_bucket_boundaries")]
 fn validate_bucket_boundaries_py(ranges: &Bound<'_, PyAny>) -> PyResult<Vec<PyHashRange>> {
-    Ok(boundaries_arg(ranges)?
+    Ok(arg::<BucketBoundaries>(ranges, "ranges")?
+        .0
         .into_iter()
         .map(PyHashRange)
         .collect())
-}
-
-pub(crate) fn name_arg(name: &Bound<'_, PyAny>) -> PyResult<String> {
-    name.cast::<PyString>()
-        .map_err(|_| PyTypeError::new_err(format!("name must be a str, got {}", type_name(name))))?
-        .to_str()
-        .map(str::to_owned)
 }
 
 #[pymethods]
@@ -88,7 +46,7 @@ impl PyEntryBucketSelector {
     #[pyo3(signature = (bucket_splits=None))]
     fn new(bucket_splits: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let splits = match bucket_splits {
-            Some(s) => splits_arg(s)?,
+            Some(s) => arg::<Splits>(s, "bucket_splits")?.0,
             None => Vec::new(),
         };
         Ok(Self {
@@ -100,7 +58,7 @@ impl PyEntryBucketSelector {
     /// `validateBucketBoundaries` does).
     #[staticmethod]
     fn from_bucket_ranges(ranges: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let ranges = boundaries_arg(ranges)?;
+        let BucketBoundaries(ranges) = arg(ranges, "ranges")?;
         let splits: Vec<u16> = ranges[1..].iter().map(|r| r.start()).collect();
         Ok(Self {
             state: Mutex::new(EntryBucketSelector::new(&splits)),
@@ -139,7 +97,7 @@ impl PyEntryBucketSelector {
     }
 
     fn bucket_index_of_hash(&self, py: Python<'_>, hash: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let hash = hash_arg(hash, "hash")?;
+        let RingHash(hash) = arg(hash, "hash")?;
         Ok(with_state(py, &self.state, |s| {
             s.bucket_index_of_hash(hash)
         }))
@@ -149,12 +107,12 @@ impl PyEntryBucketSelector {
         if bucket.is_instance_of::<pyo3::types::PyBool>() {
             return Err(PyTypeError::new_err("bucket must be an int, got bool"));
         }
-        let bucket = int_arg(bucket, "bucket")?;
+        let Int(bucket) = arg(bucket, "bucket")?;
         with_state(py, &self.state, |s| s.canonical_hash_of_bucket(bucket)).py()
     }
 
     fn canonical_hash_of(&self, py: Python<'_>, hash: &Bound<'_, PyAny>) -> PyResult<u16> {
-        let hash = hash_arg(hash, "hash")?;
+        let RingHash(hash) = arg(hash, "hash")?;
         Ok(with_state(py, &self.state, |s| s.canonical_hash_of(hash)))
     }
 
@@ -172,8 +130,8 @@ impl PyEntryBucketSelector {
         consumer_id: &Bound<'_, PyAny>,
         name: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyImpactedConsumersResult> {
-        let consumer = strict_consumer_arg(consumer_id, "consumer_id")?;
-        let name = name.map(name_arg).transpose()?.unwrap_or_default();
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
+        let name = opt_arg::<Text>(name, "name")?.map_or_else(String::new, |t| t.0);
         let impacted = with_state(py, &self.state, |s| s.add_consumer(consumer, &name)).py()?;
         Ok(PyImpactedConsumersResult(impacted))
     }
@@ -184,14 +142,14 @@ impl PyEntryBucketSelector {
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
     ) -> PyResult<PyImpactedConsumersResult> {
-        let consumer = strict_consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let impacted = with_state(py, &self.state, |s| s.remove_consumer(consumer));
         Ok(PyImpactedConsumersResult(impacted))
     }
 
     /// The consumer owning the bucket of `hash` (any 16-bit hash); None with no consumer.
     fn select(&self, py: Python<'_>, hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-        let hash = hash_arg(hash, "hash")?;
+        let RingHash(hash) = arg(hash, "hash")?;
         Ok(with_state(py, &self.state, |s| s.select(hash)))
     }
 
@@ -201,7 +159,7 @@ impl PyEntryBucketSelector {
         py: Python<'py>,
         hashes: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
-        let hashes = hash_array(hashes, "hashes")?;
+        let RingHashes(hashes) = arg(hashes, "hashes")?;
         let mut out = vec![0u64; hashes.len()];
         let selected = detached(py, &self.state, |s| s.select_many(&hashes, &mut out));
         if !selected && !hashes.is_empty() {
@@ -231,7 +189,7 @@ impl PyEntryBucketSelector {
     }
 
     fn __contains__(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let consumer = strict_consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         Ok(with_state(py, &self.state, |s| s.contains(consumer)))
     }
 

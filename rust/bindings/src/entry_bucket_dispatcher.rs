@@ -10,11 +10,12 @@ use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::draining::PyDrainingHashesTracker;
-use super::entry_bucket::{boundaries_arg, name_arg, PyEntryBucketSelector};
-use super::impacted::strict_consumer_arg;
+use super::entry_bucket::PyEntryBucketSelector;
 use super::pending_acks::PyPendingAcksMap;
-use crate::conversions::{hash_arg, int_arg, key_bytes, splits_arg};
-use crate::conversions::{hash_array, i32_array, i64_array, same_lengths};
+use crate::conversions::{
+    arg, key_bytes, opt_arg, same_lengths, BucketBoundaries, ConsumerId, I32s, I64s, Int, RingHash,
+    RingHashes, Splits, Text,
+};
 use crate::state::{lock, notify};
 use keyshared_kernels::draining::DrainingHashes;
 use keyshared_kernels::entry_bucket::{dispatch_to, EntryBucketSelector};
@@ -46,8 +47,8 @@ fn ack_args(
     entry_id: &Bound<'_, PyAny>,
     size: i64,
 ) -> PyResult<(i64, i64, i32)> {
-    let ledger = int_arg(ledger_id, "ledger_id")?;
-    let entry = int_arg(entry_id, "entry_id")?;
+    let Int(ledger) = arg(ledger_id, "ledger_id")?;
+    let Int(entry) = arg(entry_id, "entry_id")?;
     let size = i32::try_from(size)
         .ok()
         .filter(|s| *s >= 0)
@@ -72,7 +73,7 @@ fn route_arg<'a>(
         entry_hash_min.filter(|h| !h.is_none()),
         key.filter(|k| !k.is_none()),
     ) {
-        (Some(h), None) => Ok(Route::Stamped(hash_arg(h, "entry_hash_min")?)),
+        (Some(h), None) => Ok(Route::Stamped(arg::<RingHash>(h, "entry_hash_min")?.0)),
         (None, Some(k)) => Ok(Route::Key(key_bytes(k, "key")?)),
         _ => Err(PyTypeError::new_err(
             "give exactly one of entry_hash_min (stamped entry) and key",
@@ -149,7 +150,7 @@ impl PyEntryBucketDispatcher {
         dispatcher_name: String,
     ) -> PyResult<Self> {
         let splits = bucket_splits
-            .map(splits_arg)
+            .map(|s| arg::<Splits>(s, "bucket_splits").map(|v| v.0))
             .transpose()?
             .unwrap_or_default();
         Self::build(py, &splits, unblocking_handler, &dispatcher_name)
@@ -168,7 +169,7 @@ impl PyEntryBucketDispatcher {
         unblocking_handler: Option<&Bound<'_, PyAny>>,
         dispatcher_name: String,
     ) -> PyResult<Self> {
-        let ranges = boundaries_arg(ranges)?;
+        let BucketBoundaries(ranges) = arg(ranges, "ranges")?;
         let splits: Vec<u16> = ranges[1..].iter().map(|r| r.start()).collect();
         Self::build(py, &splits, unblocking_handler, &dispatcher_name)
     }
@@ -192,8 +193,8 @@ impl PyEntryBucketDispatcher {
         consumer_id: &Bound<'_, PyAny>,
         name: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyPendingAcksMap>> {
-        let consumer = strict_consumer_arg(consumer_id, "consumer_id")?;
-        let name = name.map(name_arg).transpose()?.unwrap_or_default();
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
+        let name = opt_arg::<Text>(name, "name")?.map_or_else(String::new, |t| t.0);
         let map = py
             .get_type::<PyPendingAcksMap>()
             .call1((consumer, self.tracker.clone_ref(py)))?
@@ -222,7 +223,7 @@ impl PyEntryBucketDispatcher {
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<Ack>> {
-        let consumer = strict_consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let (map, acks, notices) = py
             .detach(|| -> KernelResult<_> {
                 let mut maps = lock(&self.maps);
@@ -258,7 +259,7 @@ impl PyEntryBucketDispatcher {
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
     ) -> PyResult<Py<PyPendingAcksMap>> {
-        let consumer = strict_consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         lock(&self.maps)
             .get(&consumer)
             .map(|m| m.clone_ref(py))
@@ -328,11 +329,11 @@ impl PyEntryBucketDispatcher {
         entry_hash_mins: &Bound<'py, PyAny>,
         batch_sizes: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let ledgers = i64_array(ledger_ids, "ledger_ids")?;
-        let entries = i64_array(entry_ids, "entry_ids")?;
-        let mins = hash_array(entry_hash_mins, "entry_hash_mins")?;
+        let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
+        let I64s(entries) = arg(entry_ids, "entry_ids")?;
+        let RingHashes(mins) = arg(entry_hash_mins, "entry_hash_mins")?;
         let sizes = match batch_sizes {
-            Some(b) => i32_array(b, "batch_sizes")?,
+            Some(b) => arg::<I32s>(b, "batch_sizes")?.0,
             None => vec![1; ledgers.len()],
         };
         same_lengths(&[

@@ -4,9 +4,9 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 
 use super::draining::PyDrainingHashesTracker;
-use super::impacted::{strict_consumer_arg, PyImpactedConsumersResult};
+use super::impacted::PyImpactedConsumersResult;
 use super::pending_acks::PyPendingAcksMap;
-use crate::conversions::type_name;
+use crate::conversions::{arg, type_name, ConsumerId};
 use crate::state::{lock, notify};
 use keyshared_kernels::handoff;
 use keyshared_kernels::pending_acks::PendingAcks;
@@ -68,7 +68,7 @@ fn register_draining_hashes(
 ) -> PyResult<(usize, usize)> {
     let skip = skip_consumer
         .filter(|s| !s.is_none())
-        .map(|s| strict_consumer_arg(s, "skip_consumer"))
+        .map(|s| arg::<ConsumerId>(s, "skip_consumer").map(|v| v.0))
         .transpose()?;
     let (mut maps, tracker) = maps_arg(pending_acks)?;
     let Some(tracker) = tracker else {

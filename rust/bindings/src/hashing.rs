@@ -3,7 +3,7 @@ use pyo3::prelude::*;
 
 use super::buckets::PyHashRange;
 use super::keys::key_batch;
-use crate::conversions::{key_bytes, threads_arg};
+use crate::conversions::{key_bytes, Threads};
 use keyshared_kernels::hashing::{self, bucket_hash, segment_hash, sticky_hash_in, HASH_VERSION};
 use keyshared_kernels::parallel::set_default_threads;
 
@@ -56,7 +56,7 @@ where
     B: Send,
     F: Fn(u32) -> (A, B) + Sync + Send,
 {
-    let threads = threads_arg(threads)?;
+    let threads = Threads::or_default(threads)?;
     let batch = key_batch(keys, null_key)?;
     Ok(keys.py().detach(move || batch.map_hashes(threads, f)))
 }

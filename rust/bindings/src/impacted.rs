@@ -1,14 +1,11 @@
 use std::collections::BTreeMap;
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 use crate::errors::Raise;
-use pyo3::types::{PyMapping, PyTuple};
 
 use super::buckets::PyHashRange;
-use crate::conversions::consumer_arg;
-use crate::conversions::type_name;
+use crate::conversions::{arg, opt_arg, Assignments, ConsumerRanges};
 use keyshared_kernels::buckets::HashRange;
 use keyshared_kernels::impacted::{impacted_consumers, validate_assignments, ImpactedConsumers};
 use keyshared_kernels::ring::ranges_by_consumer;
@@ -54,52 +51,10 @@ fn hash_ranges_repr(ranges: &[HashRange]) -> String {
 #[derive(PartialEq)]
 pub struct PyImpactedConsumersResult(pub ImpactedConsumers);
 
-/// A consumer id that is a real int (a bool is refused, not read as 0 or 1).
-pub fn strict_consumer_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
-    if obj.is_instance_of::<pyo3::types::PyBool>() {
-        return Err(PyTypeError::new_err(format!(
-            "{what} must be an int, got bool"
-        )));
-    }
-    consumer_arg(obj, what)
-}
-
-/// `{consumer_id: [HashRange, ...]}` from a mapping; `what` names the argument.
-fn ranges_arg(
-    obj: Option<&Bound<'_, PyAny>>,
-    what: &str,
-) -> PyResult<BTreeMap<u64, Vec<HashRange>>> {
-    let Some(obj) = obj.filter(|o| !o.is_none()) else {
-        return Ok(BTreeMap::new());
-    };
-    let mapping = obj.cast::<PyMapping>().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{what} must be a mapping of consumer id to hash ranges, got {}",
-            type_name(obj)
-        ))
-    })?;
-    let mut out: BTreeMap<u64, Vec<HashRange>> = BTreeMap::new();
-    for item in mapping.items()?.iter() {
-        let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
-        let consumer = strict_consumer_arg(&key, &format!("{what} key"))?;
-        let ranges = out.entry(consumer).or_default();
-        for (i, r) in value.try_iter()?.enumerate() {
-            let r = r?;
-            let range = r.cast::<PyHashRange>().map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "{what}[{consumer}][{i}] must be a HashRange, got {}",
-                    type_name(&r)
-                ))
-            })?;
-            ranges.push(range.get().0);
-        }
-    }
-    Ok(out)
-}
-
 /// Range assignments from a `{consumer_id: ranges}` snapshot, sorted and checked disjoint.
 fn snapshot_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<(HashRange, u64)>> {
-    let mut pairs: Vec<(HashRange, u64)> = ranges_arg(Some(obj), what)?
+    let mut pairs: Vec<(HashRange, u64)> = arg::<ConsumerRanges>(obj, what)?
+        .0
         .into_iter()
         .flat_map(|(c, ranges)| ranges.into_iter().map(move |r| (r, c)))
         .collect();
@@ -116,8 +71,10 @@ impl PyImpactedConsumersResult {
         removed_hash_ranges: Option<&Bound<'_, PyAny>>,
         added_hash_ranges: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let removed = ranges_arg(removed_hash_ranges, "removed_hash_ranges")?;
-        let added = ranges_arg(added_hash_ranges, "added_hash_ranges")?;
+        let removed = opt_arg::<ConsumerRanges>(removed_hash_ranges, "removed_hash_ranges")?
+            .map_or_else(BTreeMap::new, |r| r.0);
+        let added = opt_arg::<ConsumerRanges>(added_hash_ranges, "added_hash_ranges")?
+            .map_or_else(BTreeMap::new, |r| r.0);
         Ok(Self(ImpactedConsumers::from_ranges(removed, added)))
     }
 
@@ -163,7 +120,7 @@ pub struct PyConsumerHashAssignmentsSnapshot(pub Vec<(HashRange, u64)>);
 impl PyConsumerHashAssignmentsSnapshot {
     #[new]
     fn new(hash_range_assignments: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let pairs = assignments_arg(hash_range_assignments)?;
+        let Assignments(pairs) = arg(hash_range_assignments, "hash_range_assignments")?;
         validate_assignments(&pairs, "hash_range_assignments").py()?;
         Ok(Self(pairs))
     }
@@ -206,37 +163,6 @@ impl PyConsumerHashAssignmentsSnapshot {
             .collect();
         format!("ConsumerHashAssignmentsSnapshot([{}])", items.join(", "))
     }
-}
-
-/// `(HashRange, consumer_id)` pairs from any iterable.
-fn assignments_arg(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(HashRange, u64)>> {
-    let items = obj.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "hash_range_assignments must be an iterable of (HashRange, consumer id) pairs, \
-             got {}",
-            type_name(obj)
-        ))
-    })?;
-    items
-        .enumerate()
-        .map(|(i, item)| {
-            let item = item?;
-            let what = format!("hash_range_assignments[{i}]");
-            let bad = || {
-                PyTypeError::new_err(format!(
-                    "{what} must be a (HashRange, consumer id) pair, got {}",
-                    type_name(&item)
-                ))
-            };
-            let pair = item.cast::<PyTuple>().map_err(|_| bad())?;
-            if pair.len() != 2 {
-                return Err(bad());
-            }
-            let range: PyHashRange = pair.get_item(0)?.extract().map_err(|_| bad())?;
-            let consumer = consumer_arg(&pair.get_item(1)?, &format!("{what}[1]"))?;
-            Ok((range.0, consumer))
-        })
-        .collect()
 }
 
 /// The impacted consumers between two `{consumer_id: [HashRange, ...]}` snapshots (such as

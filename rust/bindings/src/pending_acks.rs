@@ -10,9 +10,8 @@ use pyo3::PyTraverseError;
 
 use super::draining::PyDrainingHashesTracker;
 use crate::conversions::{
-    consumer_arg, hash_array, hash_ranges_arg, i32_array, i64_array, same_lengths,
+    arg, same_lengths, ConsumerId, HashRanges, I32s, I64s, Int, RingHash, RingHashes,
 };
-use crate::conversions::{hash_arg, int_arg};
 use crate::state::{detached, lock, notify, with_state};
 use keyshared_kernels::draining::DrainingHashes;
 use keyshared_kernels::error::{InvalidInput, KernelResult};
@@ -86,8 +85,8 @@ fn position_args(
     entry_id: &Bound<'_, PyAny>,
 ) -> PyResult<(i64, i64)> {
     Ok((
-        int_arg(ledger_id, "ledger_id")?,
-        int_arg(entry_id, "entry_id")?,
+        arg::<Int>(ledger_id, "ledger_id")?.0,
+        arg::<Int>(entry_id, "entry_id")?.0,
     ))
 }
 
@@ -104,7 +103,7 @@ impl PyPendingAcksMap {
         consumer_id: &Bound<'_, PyAny>,
         tracker: Option<Py<PyDrainingHashesTracker>>,
     ) -> PyResult<Self> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         Ok(Self {
             state: Mutex::new(PendingAcks::new(consumer)),
             tracker,
@@ -154,10 +153,10 @@ impl PyPendingAcksMap {
         batch_sizes: &Bound<'py, PyAny>,
         sticky_key_hashes: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<bool>>> {
-        let ledgers = i64_array(ledger_ids, "ledger_ids")?;
-        let entries = i64_array(entry_ids, "entry_ids")?;
-        let sizes = i32_array(batch_sizes, "batch_sizes")?;
-        let hashes = hash_array(sticky_key_hashes, "sticky_key_hashes")?;
+        let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
+        let I64s(entries) = arg(entry_ids, "entry_ids")?;
+        let I32s(sizes) = arg(batch_sizes, "batch_sizes")?;
+        let RingHashes(hashes) = arg(sticky_key_hashes, "sticky_key_hashes")?;
         same_lengths(&[
             ("ledger_ids", ledgers.len()),
             ("entry_ids", entries.len()),
@@ -196,7 +195,7 @@ impl PyPendingAcksMap {
     ) -> PyResult<bool> {
         let (ledger, entry) = position_args(ledger_id, entry_id)?;
         let expected = match (batch_size, sticky_key_hash) {
-            (Some(b), Some(h)) => Some((batch_arg(b)?, hash_arg(h, "sticky_key_hash")?)),
+            (Some(b), Some(h)) => Some((batch_arg(b)?, arg::<RingHash>(h, "sticky_key_hash")?.0)),
             (None, None) => None,
             _ => {
                 return Err(PyTypeError::new_err(
@@ -260,7 +259,7 @@ impl PyPendingAcksMap {
         acked_delta: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let (ledger, entry) = position_args(ledger_id, entry_id)?;
-        let delta = i32::try_from(int_arg(acked_delta, "acked_delta")?)
+        let delta = i32::try_from(arg::<Int>(acked_delta, "acked_delta")?.0)
             .map_err(|_| {
                 InvalidInput::Message(format!(
                     "acked_delta must be in [0, 2**31 - 1], got {acked_delta}"
@@ -281,9 +280,9 @@ impl PyPendingAcksMap {
         entry_ids: &Bound<'py, PyAny>,
         acked_deltas: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<bool>>> {
-        let ledgers = i64_array(ledger_ids, "ledger_ids")?;
-        let entries = i64_array(entry_ids, "entry_ids")?;
-        let deltas = i32_array(acked_deltas, "acked_deltas")?;
+        let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
+        let I64s(entries) = arg(entry_ids, "entry_ids")?;
+        let I32s(deltas) = arg(acked_deltas, "acked_deltas")?;
         same_lengths(&[
             ("ledger_ids", ledgers.len()),
             ("entry_ids", entries.len()),
@@ -304,8 +303,8 @@ impl PyPendingAcksMap {
         ledger_ids: &Bound<'py, PyAny>,
         entry_ids: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<bool>>> {
-        let ledgers = i64_array(ledger_ids, "ledger_ids")?;
-        let entries = i64_array(entry_ids, "entry_ids")?;
+        let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
+        let I64s(entries) = arg(entry_ids, "entry_ids")?;
         same_lengths(&[("ledger_ids", ledgers.len()), ("entry_ids", entries.len())])?;
         let keys: Vec<(i64, i64)> = ledgers.into_iter().zip(entries).collect();
         let result: KernelResult<WithNotice<Vec<bool>>> = py.detach(|| {
@@ -400,7 +399,7 @@ impl PyPendingAcksMap {
         py: Python<'_>,
         ranges: &Bound<'_, PyAny>,
     ) -> PyResult<usize> {
-        let ranges = hash_ranges_arg(ranges, "ranges")?;
+        let HashRanges(ranges) = arg(ranges, "ranges")?;
         let registered = self
             .with_both(py, |m, t| match t {
                 Some(t) => m.register_draining_hashes(&ranges, t),
@@ -426,7 +425,7 @@ fn tuple(a: PendingAck) -> Ack {
 }
 
 fn batch_arg(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
-    let value = int_arg(obj, "batch_size")?;
+    let Int(value) = arg(obj, "batch_size")?;
     i32::try_from(value).map_err(|_| {
         PyValueError::new_err(format!("batch_size must be in [0, 2**31 - 1], got {value}"))
     })
@@ -443,7 +442,7 @@ fn ack_arg(
         ledger_id,
         entry_id,
         batch_size: batch_arg(batch_size)?,
-        sticky_key_hash: hash_arg(sticky_key_hash, "sticky_key_hash")?,
+        sticky_key_hash: arg::<RingHash>(sticky_key_hash, "sticky_key_hash")?.0,
     })
 }
 

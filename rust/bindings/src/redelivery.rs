@@ -1,15 +1,14 @@
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::errors::Raise;
-use pyo3::types::{PyBool, PyDict, PyString};
 
 use super::draining::PyDrainingHashesTracker;
-use crate::conversions::consumer_arg;
-use crate::conversions::{hash_arg, int_arg, type_name};
+use crate::conversions::{
+    arg, opt_arg, sequence, type_name, ConsumerId, ConsumersByHash, Int, Permits, RingHash, Size,
+};
 use crate::state::{detached, lock, with_state};
 use keyshared_kernels::redelivery::{
     available_permits, check_position, effective_look_ahead_limit, ConsumerPermits, Decision,
@@ -29,86 +28,12 @@ pub struct PyMessageRedeliveryController {
 
 type Decided = (&'static str, Option<u64>, Option<u64>);
 
-/// An int that is not a bool (a bool as a position or count is a mistake, not a number).
-fn strict_int(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
-    if obj.is_instance_of::<PyBool>() {
-        return Err(PyTypeError::new_err(format!(
-            "{what} must be an int, got bool"
-        )));
-    }
-    int_arg(obj, what)
-}
-
 fn position_arg(ledger_id: &Bound<'_, PyAny>, entry_id: &Bound<'_, PyAny>) -> PyResult<Position> {
     let position = (
-        strict_int(ledger_id, "ledger_id")?,
-        strict_int(entry_id, "entry_id")?,
+        arg::<Int>(ledger_id, "ledger_id")?.0,
+        arg::<Int>(entry_id, "entry_id")?.0,
     );
     check_position(position, "position").py()
-}
-
-fn strict_hash(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u16> {
-    strict_int(obj, what)?;
-    hash_arg(obj, what)
-}
-
-fn count_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
-    let value = strict_int(obj, what)?;
-    usize::try_from(value)
-        .map_err(|_| PyValueError::new_err(format!("{what} must not be negative, got {value}")))
-}
-
-/// The items of a list or tuple, by position (so errors can name the index).
-fn items<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    if obj.is_instance_of::<PyString>() {
-        return Err(PyTypeError::new_err(format!(
-            "{what} must be a sequence, got str"
-        )));
-    }
-    obj.try_iter()
-        .map_err(|_| {
-            PyTypeError::new_err(format!("{what} must be a sequence, got {}", type_name(obj)))
-        })?
-        .collect()
-}
-
-fn optional_consumer(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<u64>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    if obj.is_instance_of::<PyBool>() {
-        return Err(PyTypeError::new_err(format!(
-            "{what} must be an int or None, got bool"
-        )));
-    }
-    consumer_arg(obj, what).map(Some)
-}
-
-/// `{consumer_id: available permits}`; a consumer not in it has none.
-fn permits_arg(obj: &Bound<'_, PyAny>) -> PyResult<HashMap<u64, i64>> {
-    let dict = obj.cast::<PyDict>().map_err(|_| {
-        PyTypeError::new_err(format!("permits must be a dict, got {}", type_name(obj)))
-    })?;
-    dict.iter()
-        .map(|(k, v)| {
-            let consumer = optional_consumer(&k, "permits key")?
-                .ok_or_else(|| PyTypeError::new_err("permits key must be an int, got None"))?;
-            Ok((consumer, strict_int(&v, &format!("permits[{consumer}]"))?))
-        })
-        .collect()
-}
-
-/// `{sticky_key_hash: consumer_id or None}`.
-fn consumers_by_hash(obj: &Bound<'_, PyAny>) -> PyResult<HashMap<u16, Option<u64>>> {
-    let dict = obj.cast::<PyDict>().map_err(|_| {
-        PyTypeError::new_err(format!("consumers must be a dict, got {}", type_name(obj)))
-    })?;
-    dict.iter()
-        .map(|(k, v)| {
-            let hash = strict_hash(&k, "consumers key")?;
-            Ok((hash, optional_consumer(&v, &format!("consumers[{hash}]"))?))
-        })
-        .collect()
 }
 
 fn decided(d: Decision) -> Decided {
@@ -159,7 +84,7 @@ impl PyMessageRedeliveryController {
     ) -> PyResult<()> {
         let position = position_arg(ledger_id, entry_id)?;
         let hash = match sticky_key_hash {
-            Some(h) if !h.is_none() => Some(strict_hash(h, "sticky_key_hash")?),
+            Some(h) if !h.is_none() => Some(arg::<RingHash>(h, "sticky_key_hash")?.0),
             _ => None,
         };
         self.run(py, |c| c.add(position, hash)).py()
@@ -200,7 +125,7 @@ impl PyMessageRedeliveryController {
         py: Python<'_>,
         sticky_key_hash: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let hash = strict_hash(sticky_key_hash, "sticky_key_hash")?;
+        let RingHash(hash) = arg(sticky_key_hash, "sticky_key_hash")?;
         Ok(self.run(py, |c| c.contains_sticky_key_hash(hash)))
     }
 
@@ -209,10 +134,10 @@ impl PyMessageRedeliveryController {
         py: Python<'_>,
         sticky_key_hashes: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let hashes = items(sticky_key_hashes, "sticky_key_hashes")?
+        let hashes = sequence(sticky_key_hashes, "sticky_key_hashes", "a sequence")?
             .iter()
             .enumerate()
-            .map(|(i, h)| strict_hash(h, &format!("sticky_key_hashes[{i}]")))
+            .map(|(i, h)| arg::<RingHash>(h, &format!("sticky_key_hashes[{i}]")).map(|v| v.0))
             .collect::<PyResult<Vec<u16>>>()?;
         Ok(self.run(py, |c| c.contains_sticky_key_hashes(hashes)))
     }
@@ -230,7 +155,7 @@ impl PyMessageRedeliveryController {
         max_messages: &Bound<'_, PyAny>,
         filter: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<Position>> {
-        let max = count_arg(max_messages, "max_messages")?;
+        let Size(max) = arg(max_messages, "max_messages")?;
         let filter = filter.filter(|f| !f.is_none());
         if let Some(f) = filter.filter(|f| !f.is_callable()) {
             return Err(PyTypeError::new_err(format!(
@@ -299,10 +224,10 @@ impl PyMessageRedeliveryController {
         replay: bool,
         tracker: Option<&Bound<'_, PyDrainingHashesTracker>>,
     ) -> PyResult<Vec<Decided>> {
-        let ledgers = items(ledger_ids, "ledger_ids")?;
-        let entries = items(entry_ids, "entry_ids")?;
-        let hashes = items(sticky_key_hashes, "sticky_key_hashes")?;
-        let selected = items(consumers, "consumers")?;
+        let ledgers = sequence(ledger_ids, "ledger_ids", "a sequence")?;
+        let entries = sequence(entry_ids, "entry_ids", "a sequence")?;
+        let hashes = sequence(sticky_key_hashes, "sticky_key_hashes", "a sequence")?;
+        let selected = sequence(consumers, "consumers", "a sequence")?;
         let n = ledgers.len();
         for (name, len) in [
             ("entry_ids", entries.len()),
@@ -319,16 +244,18 @@ impl PyMessageRedeliveryController {
         let mut chosen = Vec::with_capacity(n);
         for i in 0..n {
             let position = (
-                strict_int(&ledgers[i], &format!("ledger_ids[{i}]"))?,
-                strict_int(&entries[i], &format!("entry_ids[{i}]"))?,
+                arg::<Int>(&ledgers[i], &format!("ledger_ids[{i}]"))?.0,
+                arg::<Int>(&entries[i], &format!("entry_ids[{i}]"))?.0,
             );
             read.push((
                 position,
-                strict_hash(&hashes[i], &format!("sticky_key_hashes[{i}]"))?,
+                arg::<RingHash>(&hashes[i], &format!("sticky_key_hashes[{i}]"))?.0,
             ));
-            chosen.push(optional_consumer(&selected[i], &format!("consumers[{i}]"))?);
+            chosen.push(
+                opt_arg::<ConsumerId>(Some(&selected[i]), &format!("consumers[{i}]"))?.map(|c| c.0),
+            );
         }
-        let permits = permits_arg(permits)?;
+        let Permits(permits) = arg(permits, "permits")?;
         let tracker = tracker.map(Bound::get);
         let decisions = detached(py, &self.state, |c| {
             let mut guard = tracker.map(|t| lock(&t.state));
@@ -350,9 +277,9 @@ impl PyMessageRedeliveryController {
         permits: &Bound<'_, PyAny>,
         tracker: Option<&Bound<'_, PyDrainingHashesTracker>>,
     ) -> PyResult<Vec<Position>> {
-        let max = count_arg(max_messages, "max_messages")?;
-        let by_hash = consumers_by_hash(consumers)?;
-        let permits = permits_arg(permits)?;
+        let Size(max) = arg(max_messages, "max_messages")?;
+        let ConsumersByHash(by_hash) = arg(consumers, "consumers")?;
+        let Permits(permits) = arg(permits, "permits")?;
         let tracker = tracker.map(Bound::get);
         Ok(detached(py, &self.state, |c| {
             let mut guard = tracker.map(|t| lock(&t.state));
@@ -382,10 +309,7 @@ impl PyMessageRedeliveryController {
 
 /// An optional int setting; None (or absent) takes `default`.
 fn setting(obj: Option<&Bound<'_, PyAny>>, what: &str, default: i64) -> PyResult<i64> {
-    match obj {
-        Some(v) if !v.is_none() => strict_int(v, what),
-        _ => Ok(default),
-    }
+    Ok(opt_arg::<Int>(obj, what)?.map_or(default, |v| v.0))
 }
 
 /// Pulsar's dispatcher `getAvailablePermits(consumer)`: the entries it may send a consumer
@@ -401,7 +325,7 @@ fn get_available_permits(
     active: bool,
 ) -> PyResult<i64> {
     Ok(self::available_permits(ConsumerPermits {
-        available_permits: strict_int(available_permits, "available_permits")?,
+        available_permits: arg::<Int>(available_permits, "available_permits")?.0,
         max_unacked_messages: setting(max_unacked_messages, "max_unacked_messages", 0)?,
         unacked_messages: setting(unacked_messages, "unacked_messages", 0)?,
         avg_messages_per_entry: setting(avg_messages_per_entry, "avg_messages_per_entry", 1)?,
@@ -435,7 +359,7 @@ fn get_effective_look_ahead_limit(
             d.max_unacked_messages_per_subscription,
         )?,
     };
-    let count = count_arg(consumer_count, "consumer_count")? as u64;
+    let count = arg::<Size>(consumer_count, "consumer_count")?.0 as u64;
     Ok(effective_look_ahead_limit(config, count))
 }
 

@@ -1,19 +1,18 @@
 use std::sync::Mutex;
 
 use numpy::PyArray1;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::errors::Raise;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::PyBytes;
 
 use super::buckets::PyHashRange;
 use super::impacted::{
     ranges_dict, PyConsumerHashAssignmentsSnapshot, PyImpactedConsumersResult, PyRanges,
 };
 use super::keys::any_key_batch;
-use crate::conversions::{consumer_arg, hash_array};
-use crate::conversions::{hash_arg, int_arg, key_bytes, type_name};
+use crate::conversions::{arg, key_bytes, ConsumerId, Int, KeyPatterns, RingHash, RingHashes};
 use crate::state::{detached, with_state};
 use keyshared_kernels::danube_ring::KeySharedConsumerState;
 use keyshared_kernels::ring::{ConsistentHashingSelector, DEFAULT_RANGE_MAX};
@@ -48,11 +47,11 @@ impl PyConsistentHashingSelector {
         range_max_value: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let points = match number_of_points {
-            Some(p) => int_arg(p, "number_of_points")?,
+            Some(p) => arg::<Int>(p, "number_of_points")?.0,
             None => 100,
         };
         let range_max = match range_max_value {
-            Some(r) => int_arg(r, "range_max_value")?,
+            Some(r) => arg::<Int>(r, "range_max_value")?.0,
             None => i64::from(DEFAULT_RANGE_MAX),
         };
         let selector = ConsistentHashingSelector::new(
@@ -102,7 +101,7 @@ impl PyConsistentHashingSelector {
         consumer_id: &Bound<'_, PyAny>,
         name: &Bound<'_, PyAny>,
     ) -> PyResult<Option<PyImpactedConsumersResult>> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let name = key_bytes(name, "name")?.to_vec();
         let impacted = with_state(py, &self.state, |s| s.add_consumer(consumer, &name)).py()?;
         Ok(impacted.map(PyImpactedConsumersResult))
@@ -113,13 +112,13 @@ impl PyConsistentHashingSelector {
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
     ) -> PyResult<Option<PyImpactedConsumersResult>> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let impacted = with_state(py, &self.state, |s| s.remove_consumer(consumer));
         Ok(impacted.map(PyImpactedConsumersResult))
     }
 
     fn select(&self, py: Python<'_>, sticky_key_hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-        let hash = hash_arg(sticky_key_hash, "sticky_key_hash")?;
+        let RingHash(hash) = arg(sticky_key_hash, "sticky_key_hash")?;
         Ok(with_state(py, &self.state, |s| s.select(hash)))
     }
 
@@ -129,7 +128,7 @@ impl PyConsistentHashingSelector {
         py: Python<'py>,
         sticky_key_hashes: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
-        let hashes = hash_array(sticky_key_hashes, "sticky_key_hashes")?;
+        let RingHashes(hashes) = arg(sticky_key_hashes, "sticky_key_hashes")?;
         let out = detached(py, &self.state, |s| s.select_many(&hashes))
             .ok_or_else(|| PyValueError::new_err("the ring has no consumers"))?;
         Ok(PyArray1::from_vec(py, out))
@@ -151,7 +150,7 @@ impl PyConsistentHashingSelector {
     }
 
     fn __contains__(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         Ok(with_state(py, &self.state, |s| s.contains(consumer)))
     }
 
@@ -196,16 +195,16 @@ impl PyKeySharedConsumerState {
         consumer_id: &Bound<'_, PyAny>,
         key_filters: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let filters = match key_filters {
-            Some(f) if !f.is_none() => filters_arg(f)?,
+            Some(f) if !f.is_none() => arg::<KeyPatterns>(f, "key_filters")?.0,
             _ => Vec::new(),
         };
         with_state(py, &self.state, |s| s.add_consumer(consumer, filters)).py()
     }
 
     fn remove_consumer(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<()> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         with_state(py, &self.state, |s| s.remove_consumer(consumer)).py()
     }
 
@@ -215,7 +214,7 @@ impl PyKeySharedConsumerState {
         py: Python<'py>,
         consumer_id: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let filters =
             with_state(py, &self.state, |s| s.key_filters(consumer)).ok_or_else(|| {
                 pyo3::exceptions::PyKeyError::new_err(format!(
@@ -269,7 +268,7 @@ impl PyKeySharedConsumerState {
     }
 
     fn __contains__(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         Ok(with_state(py, &self.state, |s| s.contains(consumer)))
     }
 
@@ -279,26 +278,6 @@ impl PyKeySharedConsumerState {
             self.consumer_ids(py)
         )
     }
-}
-
-/// Glob filters from an iterable of str/bytes; a lone str or bytes is refused, since
-/// iterating it would make a filter of each character.
-fn filters_arg(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Box<[u8]>>> {
-    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
-        return Err(PyTypeError::new_err(
-            "key_filters must be an iterable of str or bytes patterns, not a single pattern",
-        ));
-    }
-    let items = obj.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "key_filters must be an iterable of str or bytes, got {}",
-            type_name(obj)
-        ))
-    })?;
-    items
-        .enumerate()
-        .map(|(i, item)| Ok(key_bytes(&item?, &format!("key_filters[{i}]"))?.into()))
-        .collect()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -6,8 +6,7 @@ use crate::errors::Raise;
 
 use super::buckets::PyHashRange;
 use super::hashing::hash_keys;
-use crate::conversions::u32_array;
-use crate::conversions::{int_arg, key_bytes, prefixed, splits_arg, threads_arg, type_name};
+use crate::conversions::{arg, key_bytes, prefixed, type_name, Int, Splits, Threads, U32s};
 use keyshared_kernels::hashing::key_hash;
 use keyshared_kernels::routing::{RoutingTable as Table, SegmentRoute};
 
@@ -55,7 +54,7 @@ impl PyRoutingTable {
 
     /// `(segment_id, bucket_index)` of one 32-bit key hash.
     fn route_hash(&self, key_hash: &Bound<'_, PyAny>) -> PyResult<(u64, u32)> {
-        let h = int_arg(key_hash, "key_hash")?;
+        let Int(h) = arg(key_hash, "key_hash")?;
         let h = u32::try_from(h).map_err(|_| {
             PyValueError::new_err(format!("key_hash must be in [0, 0xffffffff], got {h}"))
         })?;
@@ -84,8 +83,8 @@ impl PyRoutingTable {
         key_hashes: &Bound<'py, PyAny>,
         threads: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i32>>)> {
-        let threads = threads_arg(threads)?;
-        let hashes = u32_array(key_hashes, "key_hashes")?;
+        let threads = Threads::or_default(threads)?;
+        let U32s(hashes) = arg(key_hashes, "key_hashes")?;
         let py = key_hashes.py();
         let (ids, buckets) = py.detach(|| self.0.route_hashes(&hashes, threads));
         Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, buckets)))
@@ -105,8 +104,8 @@ impl PyRoutingTable {
         key_hashes: &Bound<'py, PyAny>,
         threads: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
-        let threads = threads_arg(threads)?;
-        let hashes = u32_array(key_hashes, "key_hashes")?;
+        let threads = Threads::or_default(threads)?;
+        let U32s(hashes) = arg(key_hashes, "key_hashes")?;
         let py = key_hashes.py();
         let ordinals = py.detach(|| self.0.bucket_ordinals(&hashes, threads));
         Ok(PyArray1::from_vec(py, ordinals))
@@ -122,15 +121,16 @@ fn segment_route(item: &Bound<'_, PyAny>, i: usize) -> PyResult<SegmentRoute> {
     };
     let (id, range, splits): (Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>) =
         item.extract().map_err(|_| bad())?;
-    let id = int_arg(&id, &format!("segments[{i}] segment_id"))?;
+    let Int(id) = arg(&id, &format!("segments[{i}] segment_id"))?;
     let segment_id = u64::try_from(id).map_err(|_| {
         PyValueError::new_err(format!(
             "segments[{i}] segment_id must not be negative, got {id}"
         ))
     })?;
     let range = range.cast::<PyHashRange>().map_err(|_| bad())?.get().0;
-    let splits =
-        splits_arg(&splits).map_err(|e| prefixed(e, &format!("segments[{i}] bucket splits:")))?;
+    let splits = arg::<Splits>(&splits, "splits")
+        .map_err(|e| prefixed(e, &format!("segments[{i}] bucket splits:")))?
+        .0;
     Ok(SegmentRoute {
         segment_id,
         range,

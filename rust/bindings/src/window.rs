@@ -2,13 +2,12 @@ use std::collections::HashSet;
 use std::str::FromStr;
 use std::sync::Mutex;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use strum::VariantNames;
 
 use crate::conversions::{
-    consumer_arg, count_arg, millis_arg, offset_arg, routing_key_arg, routing_key_object, text_arg,
-    type_name,
+    arg, routing_key_object, ConsumerId, ConsumerSet, Count, Millis, Offset, Text,
 };
 use crate::errors::Raise;
 use crate::rings::PyKeySharedConsumerState;
@@ -58,7 +57,7 @@ impl PyFailurePolicy {
     ) -> PyResult<Self> {
         let d = FailurePolicy::default();
         let millis = |obj: Option<&Bound<'_, PyAny>>, what: &str, default: u64| {
-            obj.map_or(Ok(default), |o| millis_arg(o, what))
+            obj.map_or(Ok(default), |o| arg::<Millis>(o, what).map(|v| v.0))
         };
         let backoff_strategy: BackoffStrategy = named("backoff_strategy", backoff_strategy)?;
         let poison_policy = match named("poison_policy", poison_policy)? {
@@ -69,7 +68,7 @@ impl PyFailurePolicy {
         };
         let policy = FailurePolicy {
             max_redelivery_count: max_redelivery_count.map_or(Ok(d.max_redelivery_count), |o| {
-                count_arg(o, "max_redelivery_count")
+                arg::<Count>(o, "max_redelivery_count").map(|v| v.0)
             })?,
             ack_timeout_ms: millis(ack_timeout_ms, "ack_timeout_ms", d.ack_timeout_ms)?,
             base_redelivery_delay_ms: millis(
@@ -134,9 +133,9 @@ impl PyFailurePolicy {
         attempt: &Bound<'_, PyAny>,
         requested_ms: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
-        let attempt = count_arg(attempt, "attempt")?;
+        let Count(attempt) = arg(attempt, "attempt")?;
         let requested = requested_ms
-            .map(|r| millis_arg(r, "requested_ms"))
+            .map(|r| arg::<Millis>(r, "requested_ms").map(|v| v.0))
             .transpose()?;
         Ok(self.policy.redelivery_delay_ms(attempt, requested))
     }
@@ -330,14 +329,16 @@ impl PyInFlightWindow {
     ) -> PyResult<Self> {
         let d = WindowLimits::default();
         let size = |obj: Option<&Bound<'_, PyAny>>, what: &str, default: usize| {
-            obj.map_or(Ok(default), |o| count_arg(o, what).map(|v| v as usize))
+            obj.map_or(Ok(default), |o| {
+                arg::<Count>(o, what).map(|v| v.0).map(|v| v as usize)
+            })
         };
         let limits = WindowLimits {
             max_window_size: size(max_window_size, "max_window_size", d.max_window_size)?,
             max_per_consumer: size(max_per_consumer, "max_per_consumer", d.max_per_consumer)?,
             inactive_eviction_ticks: inactive_eviction_ticks
                 .map_or(Ok(d.inactive_eviction_ticks), |o| {
-                    count_arg(o, "inactive_eviction_ticks")
+                    arg::<Count>(o, "inactive_eviction_ticks").map(|v| v.0)
                 })?,
         };
         let policy = match failure_policy {
@@ -374,7 +375,7 @@ impl PyInFlightWindow {
     }
 
     fn record_polled(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<()> {
-        let offset = offset_arg(offset, "offset")?;
+        let Offset(offset) = arg(offset, "offset")?;
         with_state(py, &self.state, |w| w.record_polled(offset)).py()
     }
 
@@ -390,10 +391,10 @@ impl PyInFlightWindow {
         consumer_id: &Bound<'_, PyAny>,
         now_ms: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let offset = offset_arg(offset, "offset")?;
-        let key = routing_key_arg(key, "key")?;
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
-        let now = now_ms.map_or(Ok(0), |n| millis_arg(n, "now_ms"))?;
+        let Offset(offset) = arg(offset, "offset")?;
+        let key: RoutingKey = arg(key, "key")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
+        let now = now_ms.map_or(Ok(0), |n| arg::<Millis>(n, "now_ms").map(|v| v.0))?;
         with_state(py, &self.state, |w| {
             w.mark_dispatched(offset, &key, consumer, now)
         })
@@ -406,8 +407,8 @@ impl PyInFlightWindow {
         offset: &Bound<'_, PyAny>,
         key: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let offset = offset_arg(offset, "offset")?;
-        let key = routing_key_arg(key, "key")?;
+        let Offset(offset) = arg(offset, "offset")?;
+        let key: RoutingKey = arg(key, "key")?;
         with_state(py, &self.state, |w| w.push_blocked(offset, &key)).py()
     }
 
@@ -426,13 +427,13 @@ impl PyInFlightWindow {
         py: Python<'py>,
         offset: &Bound<'py, PyAny>,
     ) -> PyResult<WithCursor<Option<Bound<'py, PyAny>>>> {
-        let offset = offset_arg(offset, "offset")?;
+        let Offset(offset) = arg(offset, "offset")?;
         let (key, cursor) = with_state(py, &self.state, |w| w.on_ack(offset));
         Ok((key.map(|k| routing_key_object(py, &k)), cursor))
     }
 
     fn on_skipped(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-        let offset = offset_arg(offset, "offset")?;
+        let Offset(offset) = arg(offset, "offset")?;
         with_state(py, &self.state, |w| w.on_skipped(offset)).py()
     }
 
@@ -448,11 +449,13 @@ impl PyInFlightWindow {
     ) -> PyResult<Option<&'static str>> {
         let reason = reason
             .filter(|r| !r.is_none())
-            .map(|r| text_arg(r, "reason"))
+            .map(|r| arg::<Text>(r, "reason").map(|v| v.0))
             .transpose()?;
-        let offset = offset_arg(offset, "offset")?;
-        let now = millis_arg(now_ms, "now_ms")?;
-        let delay = delay_ms.map(|d| millis_arg(d, "delay_ms")).transpose()?;
+        let Offset(offset) = arg(offset, "offset")?;
+        let Millis(now) = arg(now_ms, "now_ms")?;
+        let delay = delay_ms
+            .map(|d| arg::<Millis>(d, "delay_ms").map(|v| v.0))
+            .transpose()?;
         let status = with_state(py, &self.state, |w| w.on_nack(offset, now, delay, reason));
         Ok(status.map(<&'static str>::from))
     }
@@ -462,7 +465,7 @@ impl PyInFlightWindow {
         py: Python<'_>,
         offset: &Bound<'_, PyAny>,
     ) -> PyResult<Option<PyInFlightEntry>> {
-        let offset = offset_arg(offset, "offset")?;
+        let Offset(offset) = arg(offset, "offset")?;
         let entry = with_state(py, &self.state, |w| w.remove_entry(offset));
         Ok(entry.map(PyInFlightEntry))
     }
@@ -474,7 +477,7 @@ impl PyInFlightWindow {
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
     ) -> PyResult<WithCursor<Vec<u64>>> {
-        let key = routing_key_arg(key, "key")?;
+        let key: RoutingKey = arg(key, "key")?;
         Ok(with_state(py, &self.state, |w| {
             w.drain_blocked_for_key(&key.bytes)
         }))
@@ -485,7 +488,7 @@ impl PyInFlightWindow {
         py: Python<'py>,
         consumer_id: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let freed = with_state(py, &self.state, |w| w.remove_consumer_entries(consumer));
         Ok(keys_out(py, &freed))
     }
@@ -503,7 +506,7 @@ impl PyInFlightWindow {
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         Ok(with_state(py, &self.state, |w| {
             w.consumer_has_capacity(consumer)
         }))
@@ -514,14 +517,14 @@ impl PyInFlightWindow {
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
     ) -> PyResult<usize> {
-        let consumer = consumer_arg(consumer_id, "consumer_id")?;
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         Ok(with_state(py, &self.state, |w| {
             w.consumer_in_flight(consumer)
         }))
     }
 
     fn is_key_active(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let key = routing_key_arg(key, "key")?;
+        let key: RoutingKey = arg(key, "key")?;
         Ok(with_state(py, &self.state, |w| w.is_key_active(&key.bytes)))
     }
 
@@ -530,7 +533,7 @@ impl PyInFlightWindow {
         py: Python<'_>,
         offset: &Bound<'_, PyAny>,
     ) -> PyResult<Option<PyInFlightEntry>> {
-        let offset = offset_arg(offset, "offset")?;
+        let Offset(offset) = arg(offset, "offset")?;
         let entry = with_state(py, &self.state, |w| w.get_entry(offset).cloned());
         Ok(entry.map(PyInFlightEntry))
     }
@@ -574,9 +577,9 @@ impl PyInFlightWindow {
         state: &Bound<'_, PyKeySharedConsumerState>,
         now_ms: &Bound<'_, PyAny>,
     ) -> PyResult<(PyWindowAction, Option<u64>)> {
-        let offset = offset_arg(offset, "offset")?;
-        let key = routing_key_arg(key, "key")?;
-        let now = millis_arg(now_ms, "now_ms")?;
+        let Offset(offset) = arg(offset, "offset")?;
+        let key: RoutingKey = arg(key, "key")?;
+        let Millis(now) = arg(now_ms, "now_ms")?;
         let ring = state.get();
         let (action, cursor) = with_state(py, &self.state, |w| {
             w.dispatch_polled(offset, &key, &lock(&ring.state), now)
@@ -596,9 +599,9 @@ impl PyInFlightWindow {
         state: &Bound<'_, PyKeySharedConsumerState>,
         inactive_consumers: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(Vec<PyWindowAction>, Option<u64>)> {
-        let now = millis_arg(now_ms, "now_ms")?;
+        let Millis(now) = arg(now_ms, "now_ms")?;
         let inactive = match inactive_consumers {
-            Some(ids) if !ids.is_none() => consumer_set(ids)?,
+            Some(ids) if !ids.is_none() => arg::<ConsumerSet>(ids, "inactive_consumers")?.0,
             _ => HashSet::new(),
         };
         let ring = state.get();
@@ -619,19 +622,6 @@ impl PyInFlightWindow {
 
 fn keys_out<'py>(py: Python<'py>, keys: &[RoutingKey]) -> Vec<Bound<'py, PyAny>> {
     keys.iter().map(|k| routing_key_object(py, k)).collect()
-}
-
-fn consumer_set(ids: &Bound<'_, PyAny>) -> PyResult<HashSet<u64>> {
-    let items = ids.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "inactive_consumers must be an iterable of consumer ids, got {}",
-            type_name(ids)
-        ))
-    })?;
-    items
-        .enumerate()
-        .map(|(i, id)| consumer_arg(&id?, &format!("inactive_consumers[{i}]")))
-        .collect()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
