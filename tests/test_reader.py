@@ -1,9 +1,12 @@
 """The one record reader: every JSON / TOML record names a bad field by its full path, as
 ``root.field``, ``root.list[index].field`` or ``root: message`` for a whole-record rule."""
 
+import contextlib
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from keyshared import AutoScalePolicy, AutoScalePolicyOverride, DecisionSnapshot, TopicLayout
 from keyshared.simulate import Scenario, ScenarioError
@@ -118,3 +121,57 @@ def test_a_record_reads_back_what_it_wrote() -> None:
     scenario = Scenario.from_dict(with_topic(layout={"dag": layout.to_dict()}))
     assert scenario.topics[0].layout == layout
     assert scenario.topics[0].producers[0].payload.min_bytes == 1024
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=8,
+)
+
+
+def replaced(record: object, path: list[object], value: object) -> object:
+    """``record`` with the item at ``path`` (keys and indices) replaced by ``value``."""
+    if not path:
+        return value
+    head, *rest = path
+    if isinstance(record, dict):
+        return {**record, head: replaced(record.get(head), rest, value)}  # type: ignore[index]
+    if isinstance(record, list) and isinstance(head, int) and head < len(record):
+        return [replaced(r, rest, value) if i == head else r for i, r in enumerate(record)]
+    return record
+
+
+PATHS = [
+    ["epoch"],
+    ["segments"],
+    ["segments", 0],
+    ["segments", 1, "hash_range"],
+    ["segments", 1, "state"],
+    ["segments", 1, "bucket_splits"],
+    ["segments", 1, "bucket_splits", 0],
+    ["segments", 0, "sealed_at_epoch"],
+]
+
+
+@given(st.sampled_from(PATHS), JSON)
+def test_a_bad_value_anywhere_is_a_type_or_value_error(path: list[object], value: object) -> None:
+    data = replaced(TopicLayout.initial(2).split_segment(0, 7).to_dict(), path, value)
+    try:
+        TopicLayout.from_dict(data)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as e:
+        assert str(e).startswith("layout")
+
+
+@given(JSON)
+def test_any_json_is_read_or_refused_with_a_type_or_value_error(data: object) -> None:
+    for read in (
+        TopicLayout.from_dict,
+        AutoScalePolicy.from_dict,
+        AutoScalePolicyOverride.from_dict,
+        DecisionSnapshot.from_dict,
+    ):
+        with contextlib.suppress(TypeError, ValueError):
+            read(data)  # type: ignore[operator]
+    with contextlib.suppress(ScenarioError):
+        Scenario.from_dict(data)  # type: ignore[arg-type]
