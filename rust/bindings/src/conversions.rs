@@ -150,12 +150,7 @@ argument!(
 argument!(
     /// Ascending bucket split points from any sequence of ints.
     Splits(Vec<u16>) = |obj, what| {
-        let values = sequence(obj, what, "a sequence of ints")?
-            .iter()
-            .enumerate()
-            .map(|(i, item)| int_value(item, &format!("{what}[{i}]")))
-            .collect::<PyResult<Vec<i64>>>()?;
-        validate_splits(&values).py()
+        validate_splits(&each(obj, what, "a sequence of ints", int_value)?).py()
     }
 );
 
@@ -287,6 +282,20 @@ pub fn sequence<'py>(
         return Err(not_one());
     }
     obj.try_iter().map_err(|_| not_one())?.collect()
+}
+
+/// Each item of the [`sequence`] `obj`, converted by `convert` under the name `what[index]`.
+fn each<'py, T>(
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+    expected: &str,
+    convert: impl Fn(&Bound<'py, PyAny>, &str) -> PyResult<T>,
+) -> PyResult<Vec<T>> {
+    sequence(obj, what, expected)?
+        .iter()
+        .enumerate()
+        .map(|(i, item)| convert(item, &format!("{what}[{i}]")))
+        .collect()
 }
 
 /// A one-dimensional integer array from a NumPy array or any sequence of ints.
@@ -478,13 +487,7 @@ argument!(
 
 argument!(
     /// Hash ranges from any iterable of `HashRange`.
-    HashRanges(Vec<HashRange>) = |obj, what| {
-        sequence(obj, what, "an iterable of HashRange")?
-            .iter()
-            .enumerate()
-            .map(|(i, item)| hash_range(item, &format!("{what}[{i}]")))
-            .collect()
-    }
+    HashRanges(Vec<HashRange>) = |obj, what| each(obj, what, "an iterable of HashRange", hash_range)
 );
 
 fn hash_range(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<HashRange> {
@@ -501,16 +504,7 @@ argument!(
     /// Pulsar's declared bucket ranges (each a HashRange or a `(start, end)` pair of ints),
     /// checked by the kernel to tile the ring from 0 in order.
     BucketBoundaries(Vec<HashRange>) = |obj, what| {
-        let items = obj.try_iter().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "{what} must be a sequence of bucket ranges, got {}",
-                type_name(obj)
-            ))
-        })?;
-        let pairs = items
-            .enumerate()
-            .map(|(i, item)| range_bounds(&item?, &format!("{what}[{i}]")))
-            .collect::<PyResult<Vec<_>>>()?;
+        let pairs = each(obj, what, "a sequence of bucket ranges", range_bounds)?;
         validate_bucket_boundaries(&pairs).py()
     }
 );
@@ -546,27 +540,17 @@ argument!(
                 "{what} must be an iterable of str or bytes patterns, not a single pattern"
             )));
         }
-        sequence(obj, what, "an iterable of str or bytes")?
-            .iter()
-            .enumerate()
-            .map(|(i, item)| Ok(key_bytes(item, &format!("{what}[{i}]"))?.into()))
-            .collect()
+        each(obj, what, "an iterable of str or bytes", |item, what| {
+            Ok(key_bytes(item, what)?.into())
+        })
     }
 );
 
 argument!(
     /// A set of consumer ids from any iterable.
     ConsumerSet(HashSet<u64>) = |obj, what| {
-        let items = obj.try_iter().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "{what} must be an iterable of consumer ids, got {}",
-                type_name(obj)
-            ))
-        })?;
-        items
-            .enumerate()
-            .map(|(i, id)| consumer_value(&id?, &format!("{what}[{i}]")))
-            .collect()
+        let ids = each(obj, what, "an iterable of consumer ids", consumer_value)?;
+        Ok(ids.into_iter().collect())
     }
 );
 
@@ -594,18 +578,8 @@ argument!(
 
 argument!(
     /// `(HashRange, consumer_id)` pairs from any iterable.
-    Assignments(Vec<(HashRange, u64)>) = |obj, what| {
-        let items = obj.try_iter().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "{what} must be an iterable of (HashRange, consumer id) pairs, got {}",
-                type_name(obj)
-            ))
-        })?;
-        items
-            .enumerate()
-            .map(|(i, item)| assignment(&item?, &format!("{what}[{i}]")))
-            .collect()
-    }
+    Assignments(Vec<(HashRange, u64)>) =
+        |obj, what| each(obj, what, "an iterable of (HashRange, consumer id) pairs", assignment)
 );
 
 fn assignment(item: &Bound<'_, PyAny>, what: &str) -> PyResult<(HashRange, u64)> {
