@@ -29,7 +29,6 @@ import keyshared as ks
 from keyshared import TopicLayout
 from spark_udfs import with_routing
 from spark_udfs.bucketing import KEY, MESSAGES, count_load
-from spark_udfs.job import session_conf
 from spark_udfs.session import get_session
 from spark_udfs.sources import SIZE, SyntheticSource, read_messages
 
@@ -149,17 +148,6 @@ def test_spark_route(benchmark: Any, lib: str, keys: DataFrame) -> None:
     benchmark.pedantic(run, rounds=ROUNDS, iterations=1, warmup_rounds=3)
 
 
-@pytest.fixture(scope="module")
-def job_session(spark: SparkSession) -> Iterator[SparkSession]:
-    """The bench session with the job's own SQL settings."""
-    settings = {k: v for k, v in session_conf().items() if k.startswith("spark.sql.")}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    yield spark
-    for key in settings:
-        spark.conf.unset(key)
-
-
 def job_step(spark: SparkSession) -> tuple[int, int]:
     """The job's routing step as run() does it: (messages, distinct keys) of the histogram."""
     hist, hot = count_load(read_messages(spark, JOB_SOURCE), LAYOUT, None, JOB_TOP, "jvm")
@@ -183,22 +171,22 @@ def group_by_key(spark: SparkSession) -> tuple[int, int]:
 
 @pytest.mark.benchmark(group="spark-job-step")
 @pytest.mark.parametrize("lib", ["keyshared", "spark-groupby"])
-def test_spark_job_step(benchmark: Any, lib: str, job_session: SparkSession) -> None:
+def test_spark_job_step(benchmark: Any, lib: str, spark: SparkSession) -> None:
     step, other = (job_step, group_by_key) if lib == "keyshared" else (group_by_key, job_step)
-    messages, distinct = step(job_session)
+    messages, distinct = step(spark)
     assert messages == JOB_SOURCE.messages
-    assert (messages, distinct) == other(job_session)
+    assert (messages, distinct) == other(spark)
     benchmark.extra_info["messages"] = messages
 
     # Rounds are interleaved (the other variant runs, untimed, before each timed round), so
     # that both are timed in the same stretches of a noisy machine's time; one warm-up
     # round, as the first run of each query compiles its generated code.
     def interleave() -> None:
-        other(job_session)
+        other(spark)
 
     benchmark.pedantic(
         step,
-        args=(job_session,),
+        args=(spark,),
         setup=interleave,
         rounds=JOB_ROUNDS,
         iterations=1,

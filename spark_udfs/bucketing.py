@@ -5,14 +5,16 @@ What reaches the driver is small whatever the input: one row per (segment, bucke
 holds any key (at most 65,536 per segment) and the hottest keys.
 """
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from pyspark.sql import DataFrame, Observation, Row
+from pyspark.sql import DataFrame, Observation, Row, SparkSession
 from pyspark.sql import functions as F
 
-from spark_udfs.jvm import Engine
+from spark_udfs.jvm import Engine, choose_engine
 from spark_udfs.layouts import Layout
 from spark_udfs.sources import KEY, SIZE
 from spark_udfs.udfs import BUCKET, BUCKET_HASH, SEGMENT_ID, NullKey, with_routing
@@ -21,6 +23,11 @@ MESSAGES = "messages"
 BYTES = "bytes"
 KEYS = "keys"
 HOT = "hottest"
+
+# Each Arrow UDF task pays a Python worker round trip, so under that engine the shuffles are
+# sized by data (64 MB a partition, often one task in all) rather than spread over every core
+# as Spark does by default, which suits the JVM engine's cheap tasks.
+ARROW_SQL_CONF = {"spark.sql.adaptive.coalescePartitions.parallelismFirst": "false"}
 
 
 @dataclass(frozen=True)
@@ -59,13 +66,33 @@ def count_load(
     hashB) while the hottest keys are picked from the same rows as Spark observed metrics,
     so the per-key table is neither cached nor read twice. ``engine`` as in
     :func:`spark_udfs.with_routing`."""
-    per_key = messages.groupBy(KEY).agg(F.count(F.lit(1)).alias(MESSAGES), F.sum(SIZE).alias(BYTES))
-    routed = with_routing(per_key, KEY, layout, null_key=null_key, hashes=True, engine=engine)
-    hot = Observation("hottest keys")
-    if top:
-        row = F.struct(KEY, MESSAGES, BYTES, SEGMENT_ID, BUCKET)
-        routed = routed.observe(hot, F.max_by(row, F.struct(MESSAGES, BYTES), top).alias(HOT))
-    return histogram(routed), (_hot_keys(hot.get[HOT]) if top else [])
+    chosen = choose_engine(messages.sparkSession, engine)
+    with sql_conf(messages.sparkSession, ARROW_SQL_CONF if chosen == "arrow" else {}):
+        per_key = messages.groupBy(KEY).agg(
+            F.count(F.lit(1)).alias(MESSAGES), F.sum(SIZE).alias(BYTES)
+        )
+        routed = with_routing(per_key, KEY, layout, null_key=null_key, hashes=True, engine=chosen)
+        hot = Observation("hottest keys")
+        if top:
+            row = F.struct(KEY, MESSAGES, BYTES, SEGMENT_ID, BUCKET)
+            routed = routed.observe(hot, F.max_by(row, F.struct(MESSAGES, BYTES), top).alias(HOT))
+        return histogram(routed), (_hot_keys(hot.get[HOT]) if top else [])
+
+
+@contextmanager
+def sql_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """``spark`` with ``settings`` for the queries run inside, then as it was."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 def histogram(routed: DataFrame) -> Histogram:

@@ -298,12 +298,6 @@ def _spark_error(e: Exception, args: argparse.Namespace) -> JobError:
 def session_conf() -> dict[str, str]:
     """The job's Spark settings."""
     return {
-        # Size shuffle partitions by data (64 MB), not by core count: the per-key counts are
-        # small, and every extra partition costs a Python worker round trip.
-        "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
-        # Let that sizing apply to the cached per-key routes too; without it the cached plan
-        # keeps all spark.sql.shuffle.partitions, each a Python task.
-        "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
         # Spark's progress bar only helps on a terminal; in a log it is noise.
         "spark.ui.showConsoleProgress": str(sys.stderr.isatty()).lower(),
     }

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from keyshared import TopicLayout
-from spark_udfs.bucketing import count_load, display_key
+from spark_udfs.bucketing import ARROW_SQL_CONF, count_load, display_key, sql_conf
 from spark_udfs.job import main
 from spark_udfs.report import skew_of
 from spark_udfs.sources import FileSource, SyntheticSource, read_messages, zipf_rank
@@ -289,3 +289,25 @@ def test_count_load_finds_the_hottest_keys_in_the_same_pass(
     assert int(hist.messages.sum()) == len(rows) and int(hist.keys.sum()) == 300
     assert count_load(messages, layout, None, 0, engine)[1] == []
     assert len(count_load(messages, layout, None, 500, engine)[1]) == 300
+
+
+def test_sql_conf_sets_and_then_restores_the_session(spark: SparkSession) -> None:
+    key = "spark.sql.adaptive.coalescePartitions.parallelismFirst"
+    spark.conf.unset(key)
+    with pytest.raises(RuntimeError), sql_conf(spark, {key: "false"}):
+        assert spark.conf.get(key) == "false"
+        raise RuntimeError
+    assert spark.conf.get(key, None) is None
+    spark.conf.set(key, "false")
+    with sql_conf(spark, {key: "true"}):
+        assert spark.conf.get(key) == "true"
+    assert spark.conf.get(key) == "false"
+    spark.conf.unset(key)
+
+
+@pytest.mark.parametrize("engine", ["jvm", "arrow"])
+def test_count_load_leaves_the_session_conf_as_it_was(spark: SparkSession, engine: str) -> None:
+    messages = spark.createDataFrame([("a", 1), ("b", 2)], "key string, size long")
+    before = {key: spark.conf.get(key, None) for key in ARROW_SQL_CONF}
+    count_load(messages, TopicLayout.initial(2), None, 1, engine)
+    assert {key: spark.conf.get(key, None) for key in ARROW_SQL_CONF} == before
