@@ -11,6 +11,8 @@ keys), against Spark alone generating the same messages and grouping them by key
 (spark-groupby).
 """
 
+import statistics
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +26,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf, pandas_udf
 from pyspark.sql.types import IntegerType, LongType
+from ratios import PAIRED
 
 import keyshared as ks
 from keyshared import TopicLayout
@@ -178,11 +181,16 @@ def test_spark_job_step(benchmark: Any, lib: str, spark: SparkSession) -> None:
     assert (messages, distinct) == other(spark)
     benchmark.extra_info["messages"] = messages
 
-    # Rounds are interleaved (the other variant runs, untimed, before each timed round), so
-    # that both are timed in the same stretches of a noisy machine's time; one warm-up
-    # round, as the first run of each query compiles its generated code.
+    # Rounds are interleaved: the other variant runs before each round, so that both are
+    # timed in the same stretches of a noisy machine's time, and each round is paired with
+    # the other's run just before it. One warm-up round, as the first run of each query
+    # compiles its generated code.
+    other_times: list[float] = []
+
     def interleave() -> None:
+        start = time.perf_counter()
         other(spark)
+        other_times.append(time.perf_counter() - start)
 
     benchmark.pedantic(
         step,
@@ -192,3 +200,8 @@ def test_spark_job_step(benchmark: Any, lib: str, spark: SparkSession) -> None:
         iterations=1,
         warmup_rounds=1,
     )
+    if lib == "keyshared":
+        pairs = zip(other_times[-JOB_ROUNDS:], benchmark.stats.stats.data, strict=True)
+        benchmark.extra_info[PAIRED + "spark-groupby"] = statistics.median(
+            theirs / ours for theirs, ours in pairs
+        )
