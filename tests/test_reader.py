@@ -100,6 +100,23 @@ def with_topic(**changes: object) -> dict:
             "scenario.topics must hold at least one topic",
         ),
         (
+            lambda: DecisionSnapshot.from_dict({"layout": LAYOUT, "now_ms": 0, "now": 1}),
+            ValueError,
+            "snapshot has unknown field(s) now",
+        ),
+        (
+            lambda: DecisionSnapshot.from_dict({"layout": LAYOUT}),
+            ValueError,
+            "snapshot.now_ms is missing",
+        ),
+        (
+            lambda: DecisionSnapshot.from_dict(
+                {"layout": LAYOUT, "now_ms": 0, "stream_consumer_count_by_sub": {"s": -1}}
+            ),
+            ValueError,
+            "snapshot.stream_consumer_count_by_sub['s'] must be >= 0, got -1",
+        ),
+        (
             lambda: DecisionSnapshot.from_dict(
                 {"layout": LAYOUT, "now_ms": 0, "namespace_policy": {"max_dag_depth": -1}}
             ),

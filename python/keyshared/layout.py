@@ -116,7 +116,7 @@ class Segment:
     created_at_epoch: int = 0
     # An older layout's sealed segment may leave its epoch out: the one it was created in.
     sealed_at_epoch: int = field(
-        default=-1, metadata=json_form(missing=lambda raw: _default_sealed_epoch(raw))
+        default=-1, metadata=json_form(missing=lambda read: _default_sealed_epoch(read))
     )
     legacy_topic_name: str | None = None
 
@@ -222,9 +222,9 @@ def _state(path: str, value: object) -> SegmentState:
     return SegmentState(name)
 
 
-def _default_sealed_epoch(raw: Mapping[str, Any]) -> object:
-    active = str(raw.get("state", "ACTIVE")).upper() == "ACTIVE"
-    return -1 if active else raw.get("created_at_epoch", 0)
+def _default_sealed_epoch(read: Mapping[str, Any]) -> object:
+    active = read.get("state", SegmentState.ACTIVE) is SegmentState.ACTIVE
+    return -1 if active else read.get("created_at_epoch", 0)
 
 
 def _segments_by_id(path: str, items: object) -> dict[int, Segment]:
