@@ -252,5 +252,5 @@ def test_a_layout_refuses_a_bucket_zero_one_hash_wide() -> None:
     from keyshared import TopicLayout
 
     layout = TopicLayout.initial(1, bucket_budget=2)
-    with pytest.raises(ValueError, match=r"bucket_splits: splits\[0\] = 1 leaves bucket 0"):
+    with pytest.raises(ValueError, match=r"^bucket_splits\[0\] = 1 leaves bucket 0"):
         layout.rebucket_segment(layout.segments[0].segment_id, 3, 1, bucket_splits=[1, 0x8000])

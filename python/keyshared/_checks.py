@@ -2,7 +2,10 @@
 snapshot or call says what is wrong with it rather than failing somewhere deeper.
 
 Paths follow one convention: ``parent.field`` for a field, ``name[index]`` or
-``name['key']`` for an item, and ``name key`` for a mapping's key itself."""
+``name['key']`` for an item, and ``name key`` for a mapping's key itself. A message starts
+with the path (``policy.max_segments must be >= 1``); a rule about a value as a whole rather
+than one of its parts follows the path with a colon (``layout: active segments must tile
+...``)."""
 
 from __future__ import annotations
 
@@ -111,7 +114,7 @@ def check_names(name: str, values: object) -> frozenset[str]:
     """Return a collection of non-empty names as a frozenset (a lone ``str`` is refused)."""
     if isinstance(values, str | bytes) or not isinstance(values, Iterable):
         raise TypeError(f"{name} must be a collection of str, got {type(values).__name__}")
-    return frozenset(check_name(f"{name} item", item) for item in values)
+    return frozenset(check_name(f"{name}[{i}]", item) for i, item in enumerate(values))
 
 
 def check_mapping_items(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -67,15 +68,13 @@ def parse_descriptor(descriptor: str) -> tuple[HashRange, int]:
 
 
 def _check_splits(name: str, splits: Iterable[object]) -> tuple[int, ...]:
-    out = tuple(
-        check_int(f"{name}[{i}]", s, minimum=1, maximum=0xFFFF) for i, s in enumerate(splits)
-    )
-    # The order and the width of bucket 0 are the kernel's rules, checked there.
+    """Split points checked by the kernel's rules, its errors naming them ``name``."""
     try:
-        bucket_ranges(out)
-    except ValueError as e:
-        raise ValueError(f"{name}: {e}") from None
-    return out
+        ranges = bucket_ranges(splits)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as e:
+        # The kernel calls split points "splits", whatever the caller's argument is named.
+        raise type(e)(re.sub(r"\bsplits\b", name, str(e))) from None
+    return tuple(r.start for r in ranges[1:])
 
 
 #: Segment ids are routed as int64 (``RoutingTable``), so larger ones are refused up front.
