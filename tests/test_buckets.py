@@ -248,6 +248,13 @@ def test_buckets_for_budget_bad_input() -> None:
         ks.buckets_for_budget(4, 0)
 
 
+def test_the_first_split_is_at_least_min_first_split() -> None:
+    assert ks.MIN_FIRST_SPLIT == 2
+    assert ks.bucket_ranges([ks.MIN_FIRST_SPLIT])[0] == HashRange(0, 1)
+    with pytest.raises(ValueError, match="at least 2"):
+        ks.bucket_ranges([ks.MIN_FIRST_SPLIT - 1])
+
+
 def test_a_layout_refuses_a_bucket_zero_one_hash_wide() -> None:
     from keyshared import TopicLayout
 
