@@ -234,6 +234,13 @@ def _segments_by_id(path: str, items: object) -> dict[int, Segment]:
     return by_id
 
 
+def equal_width_ranges(n: int) -> list[HashRange]:
+    """``n`` ranges of ``65536 // n`` hashes tiling the segment ring, the last one ending at
+    0xFFFF: the active segments of a new topic."""
+    width = RING_SIZE // n
+    return [HashRange(i * width, 0xFFFF if i == n - 1 else (i + 1) * width - 1) for i in range(n)]
+
+
 @dataclass(frozen=True)
 class TopicLayout:
     """Pulsar's ``SegmentLayout``: the segment DAG of one scalable topic, immutable.
@@ -279,15 +286,9 @@ class TopicLayout:
                 f"bucket_budget gives {buckets} buckets per segment, above {RING_SIZE}"
             )
         splits = tuple(equal_width_splits(buckets))
-        width = RING_SIZE // n
         segments = {
-            i: Segment(
-                segment_id=i,
-                hash_range=HashRange(i * width, 0xFFFF if i == n - 1 else (i + 1) * width - 1),
-                bucket_splits=splits,
-                created_at_ms=now_ms,
-            )
-            for i in range(n)
+            i: Segment(segment_id=i, hash_range=r, bucket_splits=splits, created_at_ms=now_ms)
+            for i, r in enumerate(equal_width_ranges(n))
         }
         return cls(epoch=0, next_segment_id=n, segments=segments)
 
