@@ -10,6 +10,7 @@ than one of its parts follows the path with a colon (``layout: active segments m
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -27,6 +28,25 @@ def check_int(
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
+
+
+def check_index(name: str, value: object, minimum: int, maximum: int) -> int:
+    """``value`` as a plain int within bounds, from anything with ``__index__`` (a NumPy
+    integer too) but ``bool``, as the native core takes integers."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got bool")
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
+    if not minimum <= number <= maximum:
+        raise ValueError(f"{name} must be in [{minimum}, {maximum}], got {number}")
+    return number
+
+
+def check_consumer_id(name: str, value: object) -> int:
+    """A consumer id, in ``[0, 2**64 - 1]``."""
+    return check_index(name, value, 0, 2**64 - 1)
 
 
 def check_instance(name: str, value: object, cls: type[_T]) -> _T:
