@@ -145,9 +145,9 @@ def bucket_loads(layout: TopicLayout, hist: Histogram) -> tuple[BucketReport, ..
     out = []
     for s in layout.active_segments():
         in_segment = hist.segment_id == s.segment_id
-        for index, hash_b in enumerate(s.bucket_ranges()):
+        for index, bucket_range in enumerate(s.bucket_ranges()):
             rows = in_segment & (hist.bucket == index)
-            out.append(BucketReport(s.segment_id, index, hash_b.to_hex(), _load(hist, rows)))
+            out.append(BucketReport(s.segment_id, index, bucket_range.to_hex(), _load(hist, rows)))
     return tuple(out)
 
 

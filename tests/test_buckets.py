@@ -248,9 +248,16 @@ def test_buckets_for_budget_bad_input() -> None:
         ks.buckets_for_budget(4, 0)
 
 
+def test_the_first_split_is_at_least_min_first_split() -> None:
+    assert ks.MIN_FIRST_SPLIT == 2
+    assert ks.bucket_ranges([ks.MIN_FIRST_SPLIT])[0] == HashRange(0, 1)
+    with pytest.raises(ValueError, match="at least 2"):
+        ks.bucket_ranges([ks.MIN_FIRST_SPLIT - 1])
+
+
 def test_a_layout_refuses_a_bucket_zero_one_hash_wide() -> None:
     from keyshared import TopicLayout
 
     layout = TopicLayout.initial(1, bucket_budget=2)
-    with pytest.raises(ValueError, match=r"bucket_splits: splits\[0\] = 1 leaves bucket 0"):
+    with pytest.raises(ValueError, match=r"^bucket_splits\[0\] = 1 leaves bucket 0"):
         layout.rebucket_segment(layout.segments[0].segment_id, 3, 1, bucket_splits=[1, 0x8000])

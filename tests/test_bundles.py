@@ -236,7 +236,7 @@ class TestTopicCountEquallyDivide:
             topic_count_equally_divide(NamespaceBundle.full(), ["a", "a"])
         with pytest.raises(TypeError, match="single str"):
             topic_count_equally_divide(NamespaceBundle.full(), "ab")
-        with pytest.raises(TypeError, match="topics item"):
+        with pytest.raises(TypeError, match=r"topics\[0\] must be a str, got int"):
             topic_count_equally_divide(NamespaceBundle.full(), [1, 2])  # type: ignore[list-item]
 
 
@@ -276,7 +276,7 @@ class TestSpecifiedPositionsDivide:
     def test_rejects_empty_or_malformed_positions(self) -> None:
         with pytest.raises(ValueError, match="positions must not be empty"):
             specified_positions_divide(HALF_RING, [], [])
-        with pytest.raises(TypeError, match="positions item"):
+        with pytest.raises(TypeError, match=r"positions\[0\] must be an int, got float"):
             specified_positions_divide(HALF_RING, [], [1.5])  # type: ignore[list-item]
         with pytest.raises(TypeError, match="positions must be a collection"):
             specified_positions_divide(HALF_RING, [], None)  # type: ignore[arg-type]

@@ -69,7 +69,7 @@ def test_route_table_and_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     status, text = run("route", "hello", "--stdin")
     assert status == 0
     lines = text.splitlines()
-    assert lines[0].split()[:3] == ["key", "key_hash", "seg_hash"]
+    assert lines[0].split()[:4] == ["key", "key_hash", "segment_hash", "hash_b"]
     assert [line.split()[0] for line in lines[1:]] == ["hello", "alpha", "beta"]
     assert lines[1].split()[1:4] == ["248bfa47", "248b", "fa47"]
 

@@ -2,6 +2,7 @@
 
 from itertools import product
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -299,6 +300,13 @@ def test_bad_consumer_ids_are_refused_before_any_change(bad_id: object) -> None:
     # The bucket still drains and is released by the real acks.
     handoff.ack(1, 3)
     assert handoff.withheld_buckets() == () and handoff.try_dispatch(2, 3)
+
+
+def test_consumer_ids_are_taken_as_the_dispatcher_takes_them() -> None:
+    handoff = draining_handoff()
+    assert handoff.pending(np.int64(1), 0) == handoff.pending(1, 0) == 2  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"consumer_id must be in \[0, 18446744073709551615\]"):
+        handoff.pending(-1, 0)
 
 
 def test_a_float_id_does_not_match_consumer_1() -> None:

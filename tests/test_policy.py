@@ -607,6 +607,16 @@ def test_an_invalid_resolved_snapshot_policy_disables_auto_scaling(
     assert decision.reason.startswith("disabled: invalid policy: ") and message in decision.reason
 
 
+def test_a_snapshot_built_in_code_is_checked_as_decide_checks_its_arguments() -> None:
+    layout = TopicLayout.initial(2)
+    with pytest.raises(ValueError, match="load_by_segment names segment 7"):
+        DecisionSnapshot(layout, {7: sample()}, {}, AutoScalePolicy(), 0)
+    with pytest.raises(TypeError, match="policy must be an AutoScalePolicy or InvalidPolicy"):
+        DecisionSnapshot(layout, {}, {}, None, 0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="now_ms must be >= 0"):
+        DecisionSnapshot(layout, {}, {}, AutoScalePolicy(), -1)
+
+
 def test_inconsistent_snapshot_layouts_name_the_problem() -> None:
     data = snapshot()
     data["layout"]["segments"][3]["hash_range"] = "4000-6fff"

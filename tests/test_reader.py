@@ -12,6 +12,7 @@ from keyshared import AutoScalePolicy, AutoScalePolicyOverride, DecisionSnapshot
 from keyshared.simulate import Scenario, ScenarioError
 
 LAYOUT = TopicLayout.initial(2).to_dict()
+SPLIT_AT_1 = {**LAYOUT["segments"][1], "bucket_splits": [1, 0x8000]}
 SCENARIO = {
     "name": "s",
     "duration_ms": 1_000,
@@ -75,6 +76,23 @@ def with_topic(**changes: object) -> dict:
             "layout.segments[0].parent_ids must be a list, got int",
         ),
         (
+            lambda: TopicLayout.from_dict(
+                {**LAYOUT, "segments": [LAYOUT["segments"][0], SPLIT_AT_1]}
+            ),
+            ValueError,
+            "layout.segments[1].bucket_splits[0] = 1 leaves bucket 0 narrower than [0, 1]",
+        ),
+        (
+            lambda: TopicLayout.from_dict(
+                {
+                    **LAYOUT,
+                    "segments": [LAYOUT["segments"][0], {**SPLIT_AT_1, "bucket_splits": [0]}],
+                }
+            ),
+            ValueError,
+            "layout.segments[1].bucket_splits[0] = 0 is outside [1, 0xffff]",
+        ),
+        (
             lambda: Scenario.from_dict(with_topic(policy={"max_segments": 0})),
             ScenarioError,
             "scenario.topics[0].policy.max_segments must be >= 1, got 0",
@@ -98,6 +116,23 @@ def with_topic(**changes: object) -> dict:
             lambda: Scenario.from_dict({**SCENARIO, "topics": []}),
             ScenarioError,
             "scenario.topics must hold at least one topic",
+        ),
+        (
+            lambda: DecisionSnapshot.from_dict({"layout": LAYOUT, "now_ms": 0, "now": 1}),
+            ValueError,
+            "snapshot has unknown field(s) now",
+        ),
+        (
+            lambda: DecisionSnapshot.from_dict({"layout": LAYOUT}),
+            ValueError,
+            "snapshot.now_ms is missing",
+        ),
+        (
+            lambda: DecisionSnapshot.from_dict(
+                {"layout": LAYOUT, "now_ms": 0, "stream_consumer_count_by_sub": {"s": -1}}
+            ),
+            ValueError,
+            "snapshot.stream_consumer_count_by_sub['s'] must be >= 0, got -1",
         ),
         (
             lambda: DecisionSnapshot.from_dict(

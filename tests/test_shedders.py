@@ -1474,8 +1474,10 @@ class TestValidation:
             ResourceUsage(cpu=-5.0)
         with pytest.raises(TypeError, match="bundles"):
             BrokerLoad(bundles="abc")  # type: ignore[arg-type]
-        with pytest.raises(ValueError, match="bundles item"):
+        with pytest.raises(ValueError, match=r"^bundles\[0\] must not be empty"):
             BrokerLoad(bundles=frozenset({""}))
+        with pytest.raises(TypeError, match=r"^bundles\[1\] must be a str, got int"):
+            BrokerLoad(bundles=("a", 1))  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="updated_at_ms"):
             BrokerLoad(updated_at_ms=-1)
         with pytest.raises(TypeError, match="usage"):

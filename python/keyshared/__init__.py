@@ -14,6 +14,7 @@ from keyshared.balancing import (
 )
 from keyshared.batching import BucketedBatcher, EntryBatch, route_entries, route_entry
 from keyshared.buckets import (
+    MIN_FIRST_SPLIT,
     RING_SIZE,
     HashRange,
     RoutingTable,
@@ -123,6 +124,7 @@ from keyshared.window import (
 
 __all__ = [
     "HASH_VERSION",
+    "MIN_FIRST_SPLIT",
     "RING_SIZE",
     "ActiveSegment",
     "AssignedSegment",

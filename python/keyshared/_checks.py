@@ -2,11 +2,15 @@
 snapshot or call says what is wrong with it rather than failing somewhere deeper.
 
 Paths follow one convention: ``parent.field`` for a field, ``name[index]`` or
-``name['key']`` for an item, and ``name key`` for a mapping's key itself."""
+``name['key']`` for an item, and ``name key`` for a mapping's key itself. A message starts
+with the path (``policy.max_segments must be >= 1``); a rule about a value as a whole rather
+than one of its parts follows the path with a colon (``layout: active segments must tile
+...``)."""
 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -24,6 +28,25 @@ def check_int(
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
+
+
+def check_index(name: str, value: object, minimum: int, maximum: int) -> int:
+    """``value`` as a plain int within bounds, from anything with ``__index__`` (a NumPy
+    integer too) but ``bool``, as the native core takes integers."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got bool")
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
+    if not minimum <= number <= maximum:
+        raise ValueError(f"{name} must be in [{minimum}, {maximum}], got {number}")
+    return number
+
+
+def check_consumer_id(name: str, value: object) -> int:
+    """A consumer id, in ``[0, 2**64 - 1]``."""
+    return check_index(name, value, 0, 2**64 - 1)
 
 
 def check_instance(name: str, value: object, cls: type[_T]) -> _T:
@@ -111,7 +134,7 @@ def check_names(name: str, values: object) -> frozenset[str]:
     """Return a collection of non-empty names as a frozenset (a lone ``str`` is refused)."""
     if isinstance(values, str | bytes) or not isinstance(values, Iterable):
         raise TypeError(f"{name} must be a collection of str, got {type(values).__name__}")
-    return frozenset(check_name(f"{name} item", item) for item in values)
+    return frozenset(check_name(f"{name}[{i}]", item) for i, item in enumerate(values))
 
 
 def check_mapping_items(

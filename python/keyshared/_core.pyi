@@ -14,6 +14,7 @@ _Splits = Sequence[int] | npt.NDArray[np.integer[Any]]
 
 __all__ = [
     "HASH_VERSION",
+    "MIN_FIRST_SPLIT",
     "RING_SIZE",
     "BucketCheckpoints",
     "ConsistentHashingStickyKeyConsumerSelector",
@@ -71,6 +72,10 @@ __build_profile__: Final[Literal["release", "dev"]]
 RING_SIZE: Final[int]
 """How many 16-bit hash values a ring holds (65,536): the segment ring over hashA and each
 segment's bucket ring over hashB."""
+
+MIN_FIRST_SPLIT: Final[int]
+"""The smallest first bucket split (2): bucket 0 spans at least ``[0, 1]``, so that it holds
+its canonical hash 1."""
 
 HASH_VERSION: Final[int]
 

@@ -1,6 +1,6 @@
 """One reader for every record read from JSON or TOML (layouts, segments, policies, overrides,
 load samples, scenarios): a frozen dataclass built from a mapping, its field list taken from
-the class itself, every error naming the field by its path (the convention of ``_checks``).
+the class itself, every error naming the field by its path as ``_checks`` lays down.
 
 The class validates its own values in ``__post_init__``; the reader adds what only a reader
 knows:
@@ -8,8 +8,9 @@ knows:
 * unknown keys are refused and missing required fields reported (``path.field is missing``);
 * a field whose type is a dataclass, or a tuple of them, is read as a nested record, and a
   list becomes a tuple for a tuple field;
-* a field whose JSON form differs from its value (a hex range, an enum name, a shorthand)
-  says how to read it with ``field(metadata=json_form(read=..., missing=...))``;
+* a field whose JSON form differs from its value (a hex range, an enum name, a shorthand,
+  several JSON keys) says how to read it with
+  ``field(metadata=json_form(read=..., missing=..., keys=...))``;
 * an error the class raises is prefixed with the record's path: ``policy.max_segments must
   be >= 1``, or ``layout: active segments must tile ...`` when it names no field.
 """
@@ -26,19 +27,24 @@ from keyshared._checks import check_keys, check_mapping
 _T = TypeVar("_T")
 #: Reads a field's JSON value at a path into the value the class takes.
 FieldReader = Callable[[str, Any], Any]
-#: The JSON value of a field the mapping leaves out, from the whole mapping.
+#: The JSON value of a field the mapping leaves out, from the fields read before it.
 MissingValue = Callable[[Mapping[str, Any]], Any]
 _READ = "keyshared.read"
 _MISSING = "keyshared.missing"
+_KEYS = "keyshared.keys"
 
 
 def json_form(
-    read: FieldReader | None = None, missing: MissingValue | None = None
+    read: FieldReader | None = None,
+    missing: MissingValue | None = None,
+    keys: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Field metadata: how to ``read`` the field's JSON value (called with the field's path
-    and the value), and what JSON value stands for it when ``missing`` (then it is optional
-    in JSON even without a default)."""
-    return {_READ: read, _MISSING: missing}
+    and the value), and what JSON value stands for it when ``missing`` (called with the
+    values of the fields read before it; the field is then optional in JSON even without a
+    default). A field read from several JSON keys, each optional, names them as ``keys``:
+    ``read`` then takes the record's path and a mapping of those present."""
+    return {_READ: read, _MISSING: missing, _KEYS: keys}
 
 
 def field_path(path: str, name: str) -> str:
@@ -49,14 +55,18 @@ def field_path(path: str, name: str) -> str:
 def read(cls: type[_T], data: object, path: str) -> _T:
     """The ``cls`` record of the mapping ``data`` found at ``path``."""
     mapping = check_mapping(path, data)
-    check_keys(path, mapping, _names(cls))
-    values = {}
+    check_keys(path, mapping, _json_keys(cls))
+    values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         name = f.name
+        if f.metadata.get(_KEYS):
+            present = {k: mapping[k] for k in f.metadata[_KEYS] if k in mapping}
+            values[name] = f.metadata[_READ](path, present)
+            continue
         if name in mapping:
             raw = mapping[name]
         elif f.metadata.get(_MISSING) is not None:
-            raw = f.metadata[_MISSING](mapping)
+            raw = f.metadata[_MISSING](values)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ValueError(f"{field_path(path, name)} is missing")
         else:
@@ -106,6 +116,10 @@ def _prefixed(path: str, message: str, names: set[str]) -> str:
 
 def _names(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+def _json_keys(cls: type) -> frozenset[str]:
+    return frozenset(k for f in dataclasses.fields(cls) for k in f.metadata.get(_KEYS) or (f.name,))
 
 
 _HINTS: dict[type, dict[str, Any]] = {}

@@ -18,11 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from keyshared._checks import check_int
-from keyshared.buckets import RING_SIZE, bucket_indices, equal_width_splits
+from keyshared.buckets import MIN_FIRST_SPLIT, RING_SIZE, bucket_indices, equal_width_splits
 
 _ITERATIONS = 64
-#: The smallest first split (SPEC 2): bucket 0 holds at least hashes 0 and 1.
-_MIN_FIRST_SPLIT = 2
 
 
 def hash_b_histogram(
@@ -93,7 +91,7 @@ def balanced_splits(
     w = _weights(weights, "weights")
     width = _bin_width(len(w))
     # Bucket 0 spans at least [0, 1]: with one bin per hash, bins 0 and 1 go together.
-    head = max(1, _MIN_FIRST_SPLIT // width)
+    head = max(1, MIN_FIRST_SPLIT // width)
     units = np.concatenate((w[:head].sum(keepdims=True), w[head:]))
     n = check_int("bucket_count", bucket_count, minimum=1, maximum=len(units))
     before = list(equal_width_splits(n) if current_splits is None else current_splits)

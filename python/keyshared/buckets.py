@@ -2,6 +2,7 @@
 (segment id, bucket index)."""
 
 from keyshared._core import (
+    MIN_FIRST_SPLIT,
     RING_SIZE,
     HashRange,
     RoutingTable,
@@ -15,6 +16,7 @@ from keyshared._core import (
 )
 
 __all__ = [
+    "MIN_FIRST_SPLIT",
     "RING_SIZE",
     "HashRange",
     "RoutingTable",

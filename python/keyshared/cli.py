@@ -167,7 +167,7 @@ def _route_rows(layout: TopicLayout, keys: Sequence[str]) -> list[dict[str, Any]
 
 def _print_routes(rows: list[dict[str, Any]], out: TextIO) -> None:
     _table(
-        ("key", "key_hash", "seg_hash", "hash_b", "segment", "bucket", "canonical"),
+        ("key", "key_hash", "segment_hash", "hash_b", "segment", "bucket", "canonical"),
         [
             (
                 r["key"],

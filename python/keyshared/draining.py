@@ -1,12 +1,12 @@
 """PIP-379 draining hashes and pending acks (SPEC 6), and the dispatcher wiring that keeps
 them in step with Pulsar's consistent-hashing selector."""
 
-import operator
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from keyshared._checks import check_consumer_id, check_index
 from keyshared._core import (
     ConsistentHashingStickyKeyConsumerSelector,
     ConsumerDrainingHashesStats,
@@ -104,7 +104,7 @@ class StickyKeyDispatcher:
 
     def add_consumer(self, consumer_id: int, name: str | bytes) -> PendingAcksMap:
         """Adds the consumer to the ring; returns its pending-acks map."""
-        consumer_id = _consumer_id(consumer_id)
+        consumer_id = check_consumer_id("consumer_id", consumer_id)
         with self._lock:
             impacted = self.selector.add_consumer(consumer_id, name)
             pending = PendingAcksMap(consumer_id, self.tracker)
@@ -117,7 +117,7 @@ class StickyKeyDispatcher:
         returned, in order, as ``(ledger_id, entry_id, batch_size, sticky_key_hash)``, for
         redelivery (the dispatcher also queues them in ``redelivery`` while other consumers
         remain)."""
-        consumer_id = _consumer_id(consumer_id)
+        consumer_id = check_consumer_id("consumer_id", consumer_id)
         with self._lock:
             impacted = self.selector.remove_consumer(consumer_id)
             pending = self._pending.pop(consumer_id)
@@ -133,7 +133,7 @@ class StickyKeyDispatcher:
 
     def pending_acks(self, consumer_id: int) -> PendingAcksMap:
         """The consumer's pending-acks map (KeyError if unknown)."""
-        return self._pending[_consumer_id(consumer_id)]
+        return self._pending[check_consumer_id("consumer_id", consumer_id)]
 
     def select(self, sticky_key_hash: int) -> int | None:
         return self.selector.select(sticky_key_hash)
@@ -169,7 +169,7 @@ class StickyKeyDispatcher:
         (``max_messages_to_read`` at most, Pulsar's ``dispatcherMaxReadBatchSize`` 100 by
         default). A hash whose consumer has no permits or drains elsewhere is skipped with
         all its later positions."""
-        limit = _index("max_messages_to_read", max_messages_to_read, 0, 2**63 - 1)
+        limit = check_index("max_messages_to_read", max_messages_to_read, 0, 2**63 - 1)
         with self._lock:
             hashes = self.redelivery.sticky_key_hashes()
             consumers = {h: self.selector.select(h) for h in hashes}
@@ -178,8 +178,8 @@ class StickyKeyDispatcher:
 
     def flow(self, consumer_id: int, permits: int) -> None:
         """The consumer asks for ``permits`` more messages (Pulsar's ``consumerFlow``)."""
-        consumer_id = _consumer_id(consumer_id)
-        permits = _index("permits", permits, 0, 2**31 - 1)
+        consumer_id = check_consumer_id("consumer_id", consumer_id)
+        permits = check_index("permits", permits, 0, 2**31 - 1)
         with self._lock:
             self.pending_acks(consumer_id)
             state = self._permits.setdefault(consumer_id, _Permits())
@@ -194,13 +194,13 @@ class StickyKeyDispatcher:
     ) -> None:
         """Sets the consumer's unacked-messages limit (0 = none) and the average messages
         per entry its remaining room is divided by; None leaves a setting as it is."""
-        consumer_id = _consumer_id(consumer_id)
+        consumer_id = check_consumer_id("consumer_id", consumer_id)
         limit = None
         if max_unacked_messages is not None:
-            limit = _index("max_unacked_messages", max_unacked_messages, 0, 2**31 - 1)
+            limit = check_index("max_unacked_messages", max_unacked_messages, 0, 2**31 - 1)
         avg = None
         if avg_messages_per_entry is not None:
-            avg = _index("avg_messages_per_entry", avg_messages_per_entry, 1, 2**31 - 1)
+            avg = check_index("avg_messages_per_entry", avg_messages_per_entry, 1, 2**31 - 1)
         with self._lock:
             self.pending_acks(consumer_id)
             state = self._permits.setdefault(consumer_id, _Permits())
@@ -210,7 +210,7 @@ class StickyKeyDispatcher:
     def get_available_permits(self, consumer_id: int) -> int:
         """How many entries the dispatcher may send the consumer now (Pulsar's
         ``getAvailablePermits``); without flow control, 2**31 - 1 under its unacked limit."""
-        consumer_id = _consumer_id(consumer_id)
+        consumer_id = check_consumer_id("consumer_id", consumer_id)
         with self._lock:
             self.pending_acks(consumer_id)
             return self._read_permits([consumer_id])[consumer_id]
@@ -305,23 +305,6 @@ class _Permits:
     avg_per_entry: int = 1
 
 
-def _index(name: str, value: object, minimum: int, maximum: int) -> int:
-    """``value`` as a plain int (anything with ``__index__`` but bool) within bounds."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got bool")
-    try:
-        number = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
-    if not minimum <= number <= maximum:
-        raise ValueError(f"{name} must be in [{minimum}, {maximum}], got {number}")
-    return number
-
-
-def _consumer_id(value: object) -> int:
-    return _index("consumer_id", value, 0, 2**64 - 1)
-
-
 def _sequence(name: str, value: object) -> Sequence[object]:
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
         raise TypeError(f"{name} must be a sequence, got {type(value).__name__}")
@@ -338,10 +321,10 @@ def _entry(index: int, value: object) -> Entry:
         )
     ledger_id, entry_id, h, batch_size = items
     return (
-        _index(f"{where}.ledger_id", ledger_id, 0, 2**63 - 1),
-        _index(f"{where}.entry_id", entry_id, 0, 2**63 - 1),
-        _index(f"{where}.sticky_key_hash", h, 1, 0xFFFF),
-        _index(f"{where}.batch_size", batch_size, 0, 2**31 - 1),
+        check_index(f"{where}.ledger_id", ledger_id, 0, 2**63 - 1),
+        check_index(f"{where}.entry_id", entry_id, 0, 2**63 - 1),
+        check_index(f"{where}.sticky_key_hash", h, 1, 0xFFFF),
+        check_index(f"{where}.batch_size", batch_size, 0, 2**31 - 1),
     )
 
 

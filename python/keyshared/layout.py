@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -67,15 +68,13 @@ def parse_descriptor(descriptor: str) -> tuple[HashRange, int]:
 
 
 def _check_splits(name: str, splits: Iterable[object]) -> tuple[int, ...]:
-    out = tuple(
-        check_int(f"{name}[{i}]", s, minimum=1, maximum=0xFFFF) for i, s in enumerate(splits)
-    )
-    # The order and the width of bucket 0 are the kernel's rules, checked there.
+    """Split points checked by the kernel's rules, its errors naming them ``name``."""
     try:
-        bucket_ranges(out)
-    except ValueError as e:
-        raise ValueError(f"{name}: {e}") from None
-    return out
+        ranges = bucket_ranges(splits)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as e:
+        # The kernel calls split points "splits", whatever the caller's argument is named.
+        raise type(e)(re.sub(r"\bsplits\b", name, str(e))) from None
+    return tuple(r.start for r in ranges[1:])
 
 
 #: Segment ids are routed as int64 (``RoutingTable``), so larger ones are refused up front.
@@ -116,7 +115,7 @@ class Segment:
     created_at_epoch: int = 0
     # An older layout's sealed segment may leave its epoch out: the one it was created in.
     sealed_at_epoch: int = field(
-        default=-1, metadata=json_form(missing=lambda raw: _default_sealed_epoch(raw))
+        default=-1, metadata=json_form(missing=lambda read: _default_sealed_epoch(read))
     )
     legacy_topic_name: str | None = None
 
@@ -222,9 +221,9 @@ def _state(path: str, value: object) -> SegmentState:
     return SegmentState(name)
 
 
-def _default_sealed_epoch(raw: Mapping[str, Any]) -> object:
-    active = str(raw.get("state", "ACTIVE")).upper() == "ACTIVE"
-    return -1 if active else raw.get("created_at_epoch", 0)
+def _default_sealed_epoch(read: Mapping[str, Any]) -> object:
+    active = read.get("state", SegmentState.ACTIVE) is SegmentState.ACTIVE
+    return -1 if active else read.get("created_at_epoch", 0)
 
 
 def _segments_by_id(path: str, items: object) -> dict[int, Segment]:
@@ -233,6 +232,13 @@ def _segments_by_id(path: str, items: object) -> dict[int, Segment]:
     if len(by_id) != len(segments):
         raise ValueError(f"{path} repeats a segment id")
     return by_id
+
+
+def equal_width_ranges(n: int) -> list[HashRange]:
+    """``n`` ranges of ``65536 // n`` hashes tiling the segment ring, the last one ending at
+    0xFFFF: the active segments of a new topic."""
+    width = RING_SIZE // n
+    return [HashRange(i * width, 0xFFFF if i == n - 1 else (i + 1) * width - 1) for i in range(n)]
 
 
 @dataclass(frozen=True)
@@ -280,15 +286,9 @@ class TopicLayout:
                 f"bucket_budget gives {buckets} buckets per segment, above {RING_SIZE}"
             )
         splits = tuple(equal_width_splits(buckets))
-        width = RING_SIZE // n
         segments = {
-            i: Segment(
-                segment_id=i,
-                hash_range=HashRange(i * width, 0xFFFF if i == n - 1 else (i + 1) * width - 1),
-                bucket_splits=splits,
-                created_at_ms=now_ms,
-            )
-            for i in range(n)
+            i: Segment(segment_id=i, hash_range=r, bucket_splits=splits, created_at_ms=now_ms)
+            for i, r in enumerate(equal_width_ranges(n))
         }
         return cls(epoch=0, next_segment_id=n, segments=segments)
 

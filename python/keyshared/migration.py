@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from keyshared._checks import check_int
 from keyshared.buckets import RING_SIZE, HashRange, buckets_for_budget, equal_width_splits
-from keyshared.layout import Segment, SegmentState, TopicLayout
+from keyshared.layout import Segment, SegmentState, TopicLayout, equal_width_ranges
 from keyshared.topic_name import TopicDomain, TopicName
 
 
@@ -56,16 +56,9 @@ def create_migrated_metadata(
         for k in parent_ids
     ]
     splits = tuple(equal_width_splits(buckets_for_budget(entry_bucket_budget, n)))
-    width = RING_SIZE // n
     segments += [
-        Segment(
-            n + j,
-            HashRange(j * width, 0xFFFF if j == n - 1 else (j + 1) * width - 1),
-            parent_ids=parent_ids,
-            bucket_splits=splits,
-            created_at_ms=now_ms,
-        )
-        for j in range(n)
+        Segment(n + j, r, parent_ids=parent_ids, bucket_splits=splits, created_at_ms=now_ms)
+        for j, r in enumerate(equal_width_ranges(n))
     ]
     return TopicLayout(0, 2 * n, {s.segment_id: s for s in segments})
 

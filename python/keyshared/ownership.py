@@ -16,7 +16,7 @@ from functools import cached_property, total_ordering
 import numpy as np
 import numpy.typing as npt
 
-from keyshared._checks import check_int
+from keyshared._checks import check_consumer_id, check_int
 from keyshared._core import (
     EntryBucketConsumerSelector,
     EntryBucketDispatcher,
@@ -220,11 +220,6 @@ def assignment_ranges(
         if owner is not None:
             out.setdefault(owner, []).append(segment_ranges[bucket])
     return out
-
-
-def check_consumer_id(name: str, value: object) -> int:
-    """A consumer id: an ``int`` (``bool`` refused) in ``[0, 2**64 - 1]``."""
-    return check_int(name, value, minimum=0, maximum=2**64 - 1)
 
 
 class BucketHandoff:

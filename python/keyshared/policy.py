@@ -15,7 +15,7 @@ Units: rates in msg/s and B/s, times and durations in ms.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import FrozenInstanceError, asdict, dataclass, fields, replace
+from dataclasses import FrozenInstanceError, asdict, dataclass, field, fields, replace
 from itertools import pairwise
 from types import MappingProxyType
 from typing import Any
@@ -30,7 +30,7 @@ from keyshared._checks import (
     check_rate,
     parse_id,
 )
-from keyshared._reader import build, read
+from keyshared._reader import MissingValue, build, field_path, json_form, read
 from keyshared.buckets import RING_SIZE
 from keyshared.layout import Segment, TopicLayout
 
@@ -444,17 +444,11 @@ def decide(
     A cooldown is in effect while ``now_ms - last < cooldown`` (``None``: never happened).
     A segment without a sample counts as zero load and never merges.
     """
-    if not isinstance(policy, AutoScalePolicy | InvalidPolicy):
-        raise TypeError(
-            f"policy must be an AutoScalePolicy or InvalidPolicy, got {type(policy).__name__}"
-        )
-    # The other arguments are checked even when the policy is invalid; a disabled policy
-    # stands in for it then.
     ctx = _Context.build(
         layout,
         load_by_segment,
         stream_consumer_count_by_sub,
-        policy if isinstance(policy, AutoScalePolicy) else _DISABLED,
+        policy,
         now_ms,
         (last_split_at_ms, last_merge_at_ms, last_rebucket_at_ms),
     )
@@ -495,10 +489,16 @@ class _Context:
         layout: TopicLayout,
         load_by_segment: Mapping[int, SegmentLoadSample],
         consumers: Mapping[str, int],
-        policy: AutoScalePolicy,
+        policy: AutoScalePolicy | InvalidPolicy,
         now_ms: int,
         last: tuple[int | None, int | None, int | None],
     ) -> _Context:
+        """:func:`decide`'s arguments, checked. The others are checked even when the policy
+        is invalid; a disabled policy stands in for it then."""
+        if not isinstance(policy, AutoScalePolicy | InvalidPolicy):
+            raise TypeError(
+                f"policy must be an AutoScalePolicy or InvalidPolicy, got {type(policy).__name__}"
+            )
         if not isinstance(layout, TopicLayout):
             raise TypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
         check_mapping("load_by_segment", load_by_segment)
@@ -525,7 +525,7 @@ class _Context:
             layout.active_segments(),
             load_by_segment,
             max(consumers.values(), default=0),
-            policy,
+            policy if isinstance(policy, AutoScalePolicy) else _DISABLED,
             now_ms,
             split,
             merge,
@@ -740,20 +740,9 @@ def last_operation_times(layout: TopicLayout) -> LastOperationTimes:
     )
 
 
-_SNAPSHOT_FIELDS = frozenset(
-    {
-        "layout",
-        "load_by_segment",
-        "stream_consumer_count_by_sub",
-        "policy",
-        "namespace_policy",
-        "topic_policy",
-        "now_ms",
-        "last_split_at_ms",
-        "last_merge_at_ms",
-        "last_rebucket_at_ms",
-    }
-)
+def _recovered(name: str) -> MissingValue:
+    """A ``last_*_at_ms`` left out of a snapshot: recovered from its layout."""
+    return lambda read: last_operation_times(read["layout"]).to_dict()[name]
 
 
 @dataclass(frozen=True)
@@ -771,17 +760,42 @@ class DecisionSnapshot:
 
     ``policy`` is the resolved policy (:func:`resolve_auto_scale_config`), an
     :class:`InvalidPolicy` when the broker defaults and overrides combine into an invalid
-    one.
+    one. The fields are checked as :func:`decide` checks its arguments.
     """
 
     layout: TopicLayout
-    load_by_segment: Mapping[int, SegmentLoadSample]
-    stream_consumer_count_by_sub: Mapping[str, int]
-    policy: AutoScalePolicy | InvalidPolicy
+    load_by_segment: Mapping[int, SegmentLoadSample] = field(
+        metadata=json_form(read=lambda p, v: _samples(p, v), missing=lambda _: {})
+    )
+    stream_consumer_count_by_sub: Mapping[str, int] = field(
+        metadata=json_form(missing=lambda _: {})
+    )
+    policy: AutoScalePolicy | InvalidPolicy = field(
+        metadata=json_form(
+            read=lambda p, v: _resolved_policy(p, v),
+            keys=("policy", "namespace_policy", "topic_policy"),
+        )
+    )
     now_ms: int
-    last_split_at_ms: int | None = None
-    last_merge_at_ms: int | None = None
-    last_rebucket_at_ms: int | None = None
+    last_split_at_ms: int | None = field(
+        default=None, metadata=json_form(missing=_recovered("last_split_at_ms"))
+    )
+    last_merge_at_ms: int | None = field(
+        default=None, metadata=json_form(missing=_recovered("last_merge_at_ms"))
+    )
+    last_rebucket_at_ms: int | None = field(
+        default=None, metadata=json_form(missing=_recovered("last_rebucket_at_ms"))
+    )
+
+    def __post_init__(self) -> None:
+        _Context.build(
+            self.layout,
+            self.load_by_segment,
+            self.stream_consumer_count_by_sub,
+            self.policy,
+            self.now_ms,
+            (self.last_split_at_ms, self.last_merge_at_ms, self.last_rebucket_at_ms),
+        )
 
     def decide(self) -> Decision:
         return decide(
@@ -799,52 +813,26 @@ class DecisionSnapshot:
     def from_dict(cls, data: Mapping[str, Any]) -> DecisionSnapshot:
         """Reads and validates a snapshot; errors name the field. A ``last_*_at_ms`` left out
         is recovered from the layout (:func:`last_operation_times`); ``null`` means never."""
-        check_mapping("snapshot", data)
-        check_keys("snapshot", data, _SNAPSHOT_FIELDS)
-        for key in ("layout", "now_ms"):
-            if key not in data:
-                raise ValueError(f"snapshot.{key} is missing")
-        layout = TopicLayout.from_dict(data["layout"], "snapshot.layout")
-        broker, namespace, topic = (
-            AutoScalePolicyOverride.from_dict(data[k], f"snapshot.{k}")
-            if data.get(k) is not None
-            else None
-            for k in ("policy", "namespace_policy", "topic_policy")
-        )
-        policy = resolve_auto_scale_config(broker, namespace, topic)
-        recovered = last_operation_times(layout).to_dict()
-        lasts = {name: data.get(name, value) for name, value in recovered.items()}
-        for name, value in lasts.items():
-            check_optional_int(f"snapshot.{name}", value, minimum=0)
-        return cls(
-            layout=layout,
-            load_by_segment=_samples(data.get("load_by_segment", {}), layout),
-            stream_consumer_count_by_sub=_consumer_counts(
-                data.get("stream_consumer_count_by_sub", {})
-            ),
-            policy=policy,
-            now_ms=check_int("snapshot.now_ms", data["now_ms"], minimum=0),
-            **lasts,
-        )
+        return read(cls, data, "snapshot")
 
 
-def _samples(data: object, layout: TopicLayout) -> dict[int, SegmentLoadSample]:
-    name = "snapshot.load_by_segment"
+def _samples(path: str, data: object) -> dict[int, SegmentLoadSample]:
     out = {}
-    for key, value in check_mapping(name, data).items():
-        sid = parse_id(name, key)
-        if sid not in layout.segments:
-            raise ValueError(f"{name} names segment {sid}, which is not in the layout")
-        out[sid] = SegmentLoadSample.from_dict(value, f"{name}[{sid}]")
+    for key, value in check_mapping(path, data).items():
+        sid = parse_id(path, key)
+        out[sid] = SegmentLoadSample.from_dict(value, f"{path}[{sid}]")
     return out
 
 
-def _consumer_counts(data: object) -> dict[str, int]:
-    name = "snapshot.stream_consumer_count_by_sub"
-    return {
-        str(sub): check_int(f"{name}[{sub!r}]", count, minimum=0)
-        for sub, count in check_mapping(name, data).items()
-    }
+def _resolved_policy(path: str, data: Mapping[str, Any]) -> AutoScalePolicy | InvalidPolicy:
+    """The broker defaults ``policy``, then ``namespace_policy`` and ``topic_policy``."""
+    broker, namespace, topic = (
+        None
+        if data.get(k) is None
+        else AutoScalePolicyOverride.from_dict(data[k], field_path(path, k))
+        for k in ("policy", "namespace_policy", "topic_policy")
+    )
+    return resolve_auto_scale_config(broker, namespace, topic)
 
 
 __all__ = [

@@ -197,7 +197,9 @@ def split_bundles(
         seg_size = (upper - lower) // num_bundles
         points = [lower + seg_size * i for i in range(num_bundles)] + [upper]
     else:
-        inner = sorted(check_int("split_boundaries item", b) for b in split_boundaries)
+        inner = sorted(
+            check_int(f"split_boundaries[{i}]", b) for i, b in enumerate(split_boundaries)
+        )
         if not inner:
             raise ValueError("split_boundaries must not be empty")
         if inner[0] <= lower or inner[-1] >= upper:
@@ -257,7 +259,7 @@ def specified_positions_divide(
     _check_bundle("bundle", bundle)
     if isinstance(positions, str | bytes) or not isinstance(positions, Iterable):
         raise TypeError(f"positions must be a collection of int, got {type(positions).__name__}")
-    wanted = sorted({check_int("positions item", p) for p in positions})
+    wanted = sorted({check_int(f"positions[{i}]", p) for i, p in enumerate(positions)})
     if not wanted:
         raise ValueError("positions must not be empty")
     if len(_topic_hashes(bundle, topics, hash_function)) <= 1:
@@ -358,8 +360,8 @@ def _topic_hashes(
     if isinstance(topics, str | bytes):
         raise TypeError("topics must be a collection of topic names, not a single str")
     hashes: dict[str, int] = {}
-    for topic in topics:
-        check_name("topics item", topic)
+    for i, topic in enumerate(topics):
+        check_name(f"topics[{i}]", topic)
         if topic in hashes:
             raise ValueError(f"topics: {topic!r} is listed twice")
         hashes[topic] = _hash_in_bundle(bundle, topic, hash_function)

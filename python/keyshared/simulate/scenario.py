@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from keyshared._checks import check_int, check_keys, check_mapping, check_rate
+from keyshared._checks import check_int, check_keys, check_mapping, check_name, check_rate
 from keyshared._reader import build, field_path, json_form, read
 from keyshared.batching import DEFAULT_MAX_BYTES, DEFAULT_MAX_MESSAGES
 from keyshared.buckets import RING_SIZE
@@ -82,7 +82,7 @@ class ProducerSpec:
     )
 
     def __post_init__(self) -> None:
-        _check_name(self.name)
+        check_name("name", self.name)
         check_rate("rate_msg_s", self.rate_msg_s)
         check_int("start_ms", self.start_ms, minimum=0)
         if self.stop_ms is not None:
@@ -135,7 +135,7 @@ class ConsumerSpec:
     nack_probability: float = 0.0
 
     def __post_init__(self) -> None:
-        _check_name(self.name)
+        check_name("name", self.name)
         _check_positive("rate_msg_s", self.rate_msg_s)
         check_int("count", self.count, minimum=1, maximum=100_000)
         check_int("join_ms", self.join_ms, minimum=0)
@@ -227,7 +227,7 @@ class TopicSpec:
     assignment: Assignment = "buckets"
 
     def __post_init__(self) -> None:
-        _check_name(self.name)
+        check_name("name", self.name)
         if self.assignment not in ASSIGNMENTS:
             raise ValueError(f'assignment must be "buckets" or "segments", got {self.assignment!r}')
         if not isinstance(self.layout, TopicLayout):
@@ -268,7 +268,7 @@ class Scenario:
     sample_interval_ms: int = 1_000
 
     def __post_init__(self) -> None:
-        _check_name(self.name)
+        check_name("name", self.name)
         if not isinstance(self.description, str):
             raise TypeError(f"description must be a str, got {type(self.description).__name__}")
         check_int("seed", self.seed, minimum=0, maximum=2**63 - 1)
@@ -352,9 +352,10 @@ def _layout(path: str, data: object) -> TopicLayout:
             raise ValueError(f"{path}: give dag, or segments and bucket_budget, not both")
         return TopicLayout.from_dict(raw["dag"], field_path(path, "dag"))
 
-    def initial(segments: object = 1, bucket_budget: object = 4) -> TopicLayout:
+    def initial(segments: object = 1, bucket_budget: Any = 4) -> TopicLayout:
+        # TopicLayout.initial checks num_segments, which the scenario spells segments.
         n = check_int("segments", segments, minimum=1, maximum=RING_SIZE)
-        return TopicLayout.initial(n, check_int("bucket_budget", bucket_budget, minimum=1))
+        return TopicLayout.initial(n, bucket_budget)
 
     return build(initial, path, **raw)
 
@@ -375,11 +376,6 @@ def _check_times(scenario: Scenario) -> None:
                     f"topics[{t}].consumers[{c}].join_ms ({consumer.join_ms}) must be before"
                     f" the end of the run ({horizon} ms)"
                 )
-
-
-def _check_name(name: object) -> None:
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"name must be a non-empty str, got {name!r}")
 
 
 def _check_positive(name: str, value: object) -> float:

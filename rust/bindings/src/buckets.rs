@@ -176,6 +176,7 @@ fn bucket_indices<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RING_SIZE", buckets::RING_SIZE)?;
+    m.add("MIN_FIRST_SPLIT", buckets::MIN_FIRST_SPLIT)?;
     m.add_class::<PyHashRange>()?;
     m.add_function(wrap_pyfunction!(equal_width_splits, m)?)?;
     m.add_function(wrap_pyfunction!(bucket_ranges, m)?)?;
