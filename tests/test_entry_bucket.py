@@ -567,7 +567,7 @@ def test_dispatch_many_refuses_bad_input_without_change() -> None:
     d.add_consumer(1, "a")
     with pytest.raises(ValueError, match="entry_hash_mins has 1 items but ledger_ids has 2"):
         d.dispatch_many([1, 1], [1, 2], [5])
-    with pytest.raises(ValueError, match=r"batch_sizes\[1\] must not be negative"):
+    with pytest.raises(ValueError, match=r"batch_sizes\[1\] must be in \[0, 2\*\*31 - 1\], got -1"):
         d.dispatch_many([1, 1], [1, 2], [5, 6], [1, -1])
     with pytest.raises(ValueError, match="entry_hash_mins"):
         d.dispatch_many([1], [1], [0x10000])

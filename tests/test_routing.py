@@ -101,7 +101,7 @@ def test_large_batch_over_threads() -> None:
         ([(0, HashRange(0, 10), []), (1, HashRange(12, 0xFFFF), [])], "leaves a gap"),
         ([(0, HashRange(0, 10), []), (1, HashRange(10, 0xFFFF), [])], "overlaps"),
         ([(0, HashRange(0, 10), []), (0, HashRange(11, 0xFFFF), [])], "more than once"),
-        ([(-1, HashRange.full(), [])], r"segments\[0\] segment_id must not be negative"),
+        ([(-1, HashRange.full(), [])], r"segments\[0\] segment_id must be in \[0, 2\*\*64 - 1\]"),
         ([(0, HashRange.full(), [3, 2])], r"segments\[0\] bucket splits: .*ascending"),
     ],
 )

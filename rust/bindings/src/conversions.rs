@@ -5,19 +5,28 @@
 //! the name travels with the call.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::str::FromStr;
 
 use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyMapping, PyString, PyTuple};
+use strum::VariantNames;
 
 use crate::buckets::PyHashRange;
+use crate::draining::PyDrainingHashesTracker;
 use crate::errors::Raise;
+use crate::pending_acks::PyPendingAcksMap;
 use keyshared_kernels::buckets::{ring_hash, validate_splits, HashRange};
 use keyshared_kernels::cursor::MAX_OFFSET;
 use keyshared_kernels::entry_bucket::validate_bucket_boundaries;
+use keyshared_kernels::entry_bucket_dispatcher::Route;
+use keyshared_kernels::impacted::validate_assignments;
 use keyshared_kernels::parallel::default_threads;
+use keyshared_kernels::pending_acks::{batch_count, PendingAck};
+use keyshared_kernels::redelivery::{check_position, Position};
+use keyshared_kernels::routing::SegmentRoute;
 use keyshared_kernels::window::RoutingKey;
 
 /// A type that converts itself from a Python argument called `name`.
@@ -173,6 +182,16 @@ impl Threads {
 }
 
 argument!(
+    /// The process-wide default thread count: 0 for one per core, or more.
+    DefaultThreads(usize) = |obj, what| {
+        let n = int_value(obj, what)?;
+        usize::try_from(n).map_err(|_| {
+            PyValueError::new_err(format!("{what} must be 0 (one per core) or more, got {n}"))
+        })
+    }
+);
+
+argument!(
     /// A consumer id: an int in `[0, 2**64 - 1]`.
     ConsumerId(u64) = consumer_value
 );
@@ -186,6 +205,22 @@ fn consumer_value(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
             PyTypeError::new_err(format!("{what} must be an int, got {}", type_name(obj)))
         }
     })
+}
+
+argument!(
+    /// A segment id: an int in `[0, 2**64 - 1]`.
+    SegmentId(u64) = consumer_value
+);
+
+/// A bucket of a segment: `(segment_id, bucket)`.
+pub fn segment_bucket(
+    segment_id: &Bound<'_, PyAny>,
+    bucket: &Bound<'_, PyAny>,
+) -> PyResult<(u64, u32)> {
+    Ok((
+        arg::<SegmentId>(segment_id, "segment_id")?.0,
+        arg::<Count>(bucket, "bucket")?.0,
+    ))
 }
 
 /// A non-negative int up to `max`, as u64.
@@ -231,6 +266,11 @@ argument!(
 );
 
 argument!(
+    /// A 32-bit key hash: an int in `[0, 0xffffffff]`.
+    KeyHash(u32) = |obj, what| Ok(bounded_value(obj, what, u64::from(u32::MAX), "0xffffffff")? as u32)
+);
+
+argument!(
     /// A size or a limit: an int in `[0, 2**63 - 1]`, as usize.
     Size(usize) = |obj, what| {
         let value = int_value(obj, what)?;
@@ -238,6 +278,72 @@ argument!(
             .map_err(|_| PyValueError::new_err(format!("{what} must not be negative, got {value}")))
     }
 );
+
+argument!(
+    /// A batch size, or a count of a batch's acked indexes: an int in `[0, 2**31 - 1]`.
+    BatchSize(i32) = |obj, what| batch_count(int_value(obj, what)?, what).py()
+);
+
+/// A pending ack's `(ledger_id, entry_id)` position.
+pub fn position(ledger_id: &Bound<'_, PyAny>, entry_id: &Bound<'_, PyAny>) -> PyResult<(i64, i64)> {
+    Ok((
+        arg::<Int>(ledger_id, "ledger_id")?.0,
+        arg::<Int>(entry_id, "entry_id")?.0,
+    ))
+}
+
+/// A position the redelivery controller queues: both ids non-negative.
+pub fn queued_position(
+    ledger_id: &Bound<'_, PyAny>,
+    entry_id: &Bound<'_, PyAny>,
+) -> PyResult<Position> {
+    check_position(position(ledger_id, entry_id)?, "position").py()
+}
+
+/// A pending ack from its four arguments.
+pub fn pending_ack(
+    ledger_id: &Bound<'_, PyAny>,
+    entry_id: &Bound<'_, PyAny>,
+    batch_size: &Bound<'_, PyAny>,
+    sticky_key_hash: &Bound<'_, PyAny>,
+) -> PyResult<PendingAck> {
+    let (ledger_id, entry_id) = position(ledger_id, entry_id)?;
+    Ok(PendingAck {
+        ledger_id,
+        entry_id,
+        batch_size: arg::<BatchSize>(batch_size, "batch_size")?.0,
+        sticky_key_hash: arg::<RingHash>(sticky_key_hash, "sticky_key_hash")?.0,
+    })
+}
+
+/// What an entry is dispatched by: exactly one of its stamped `entry_hash_min` and its `key`.
+pub fn route<'a>(
+    entry_hash_min: Option<&'a Bound<'_, PyAny>>,
+    key: Option<&'a Bound<'_, PyAny>>,
+) -> PyResult<Route<'a>> {
+    match (
+        entry_hash_min.filter(|h| !h.is_none()),
+        key.filter(|k| !k.is_none()),
+    ) {
+        (Some(h), None) => Ok(Route::Stamped(arg::<RingHash>(h, "entry_hash_min")?.0)),
+        (None, Some(k)) => Ok(Route::Key(key_bytes(k, "key")?)),
+        _ => Err(PyTypeError::new_err(
+            "give exactly one of entry_hash_min (stamped entry) and key",
+        )),
+    }
+}
+
+/// The variant of an enum the kernels name, by its name; else a ValueError listing the names.
+pub fn named<E: FromStr + VariantNames>(what: &str, name: &str) -> PyResult<E> {
+    name.parse().map_err(|_| {
+        let quoted: Vec<String> = E::VARIANTS.iter().map(|v| format!("\"{v}\"")).collect();
+        let (last, rest) = quoted.split_last().expect("an enum has variants");
+        PyValueError::new_err(format!(
+            "{what} must be {} or {last}, got {name:?}",
+            rest.join(", ")
+        ))
+    })
+}
 
 /// A routing key (str or bytes), remembering which it was.
 impl<'py> FromArg<'py> for RoutingKey {
@@ -462,6 +568,12 @@ argument!(
 );
 
 argument!(
+    /// Segment ids, each in `[0, 2**64 - 1]`.
+    SegmentIds(Vec<u64>) =
+        |obj, what| checked_values(obj, what, (0, i128::from(u64::MAX)), |v| v as u64)
+);
+
+argument!(
     /// Signed 64-bit ids (ledger and entry ids).
     I64s(Vec<i64>) = |obj, what| {
         let range = (i128::from(i64::MIN), i128::from(i64::MAX));
@@ -470,10 +582,11 @@ argument!(
 );
 
 argument!(
-    /// Signed 32-bit values (batch sizes).
-    I32s(Vec<i32>) = |obj, what| {
-        let range = (i128::from(i32::MIN), i128::from(i32::MAX));
-        checked_values(obj, what, range, |v| v as i32)
+    /// Batch sizes, or counts of acked batch indexes: each as [`BatchSize`].
+    BatchSizes(Vec<i32>) = |obj, what| {
+        let I64s(values) = arg(obj, what)?;
+        let item = |(i, v)| batch_count(v, &format!("{what}[{i}]")).py();
+        values.into_iter().enumerate().map(item).collect()
     }
 );
 
@@ -542,6 +655,15 @@ argument!(
         }
         each(obj, what, "an iterable of str or bytes", |item, what| {
             Ok(key_bytes(item, what)?.into())
+        })
+    }
+);
+
+argument!(
+    /// A consumer id or None for each item of a sequence.
+    OptConsumerIds(Vec<Option<u64>>) = |obj, what| {
+        each(obj, what, "a sequence", |item, what| {
+            Ok(opt_arg::<ConsumerId>(Some(item), what)?.map(|c| c.0))
         })
     }
 );
@@ -647,4 +769,105 @@ pub fn same_lengths(lengths: &[(&str, usize)]) -> PyResult<()> {
         }
     }
     Ok(())
+}
+
+/// The pending-acks maps of a hand-off, checked to be distinct and wired to one tracker,
+/// and that tracker (None for no maps).
+pub struct WiredMaps<'py>(
+    pub Vec<Bound<'py, PyPendingAcksMap>>,
+    pub Option<Py<PyDrainingHashesTracker>>,
+);
+
+impl<'py> FromArg<'py> for WiredMaps<'py> {
+    fn from_arg(pending_acks: &Bound<'py, PyAny>, what: &str) -> PyResult<Self> {
+        let mut maps: Vec<Bound<'py, PyPendingAcksMap>> = Vec::new();
+        let mut tracker: Option<Py<PyDrainingHashesTracker>> = None;
+        for (i, item) in pending_acks.try_iter()?.enumerate() {
+            let item = item?;
+            let map = item.cast::<PyPendingAcksMap>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "{what}[{i}] must be a PendingAcksMap, got {}",
+                    type_name(&item)
+                ))
+            })?;
+            let Some(own) = map.get().tracker.as_ref() else {
+                return Err(PyValueError::new_err(format!(
+                    "{what}[{i}] has no tracker to register draining hashes in"
+                )));
+            };
+            match &tracker {
+                Some(t) if !t.is(own) => {
+                    return Err(PyValueError::new_err(format!(
+                        "{what}[{i}] is wired to another tracker than {what}[0]"
+                    )))
+                }
+                Some(_) => {}
+                None => tracker = Some(own.clone_ref(item.py())),
+            }
+            if maps.iter().any(|m| m.is(map)) {
+                return Err(PyValueError::new_err(format!("{what}[{i}] is given twice")));
+            }
+            maps.push(map.clone());
+        }
+        Ok(Self(maps, tracker))
+    }
+}
+
+argument!(
+    /// Range assignments from a `{consumer_id: ranges}` snapshot, sorted and checked disjoint.
+    Snapshot(Vec<(HashRange, u64)>) = |obj, what| {
+        let mut pairs: Vec<(HashRange, u64)> = arg::<ConsumerRanges>(obj, what)?
+            .0
+            .into_iter()
+            .flat_map(|(c, ranges)| ranges.into_iter().map(move |r| (r, c)))
+            .collect();
+        pairs.sort();
+        validate_assignments(&pairs, what).py()?;
+        Ok(pairs)
+    }
+);
+
+/// One consumer id for every item of a batch, or one per item.
+pub enum EachConsumer {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl<'py> FromArg<'py> for EachConsumer {
+    fn from_arg(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Self> {
+        let scalar =
+            obj.cast::<PyUntypedArray>().is_err() && obj.hasattr(intern!(obj.py(), "__index__"))?;
+        if scalar {
+            return Ok(Self::One(consumer_value(obj, what)?));
+        }
+        Ok(Self::Many(arg::<ConsumerIds>(obj, what)?.0))
+    }
+}
+
+argument!(
+    /// `(segment_id, HashRange, splits)` triples from any iterable.
+    SegmentRoutes(Vec<SegmentRoute>) = |obj, what| {
+        each(obj, what, "an iterable of (segment_id, HashRange, splits) triples", segment_route)
+    }
+);
+
+fn segment_route(item: &Bound<'_, PyAny>, what: &str) -> PyResult<SegmentRoute> {
+    let bad = || {
+        PyTypeError::new_err(format!(
+            "{what} must be a (segment_id, HashRange, splits) triple, got {}",
+            type_name(item)
+        ))
+    };
+    let (id, range, splits): (Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>) =
+        item.extract().map_err(|_| bad())?;
+    let SegmentId(segment_id) = arg(&id, &format!("{what} segment_id"))?;
+    let range = range.cast::<PyHashRange>().map_err(|_| bad())?.get().0;
+    let splits = arg::<Splits>(&splits, "splits")
+        .map_err(|e| prefixed(e, &format!("{what} bucket splits:")))?
+        .0;
+    Ok(SegmentRoute {
+        segment_id,
+        range,
+        splits,
+    })
 }

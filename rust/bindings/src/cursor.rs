@@ -6,9 +6,7 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 use pyo3::types::PyTuple;
 
-use crate::conversions::{
-    arg, same_lengths, ConsumerId, ConsumerIds, Count, Offset, Offsets, U32s,
-};
+use crate::conversions::{arg, same_lengths, segment_bucket, Offset, Offsets, SegmentIds, U32s};
 use crate::state::{detached, with_state};
 use keyshared_kernels::cursor::{BucketCheckpoints, SafeCursor};
 
@@ -81,13 +79,6 @@ pub struct PyBucketCheckpoints {
     state: Mutex<BucketCheckpoints>,
 }
 
-fn bucket_args(segment_id: &Bound<'_, PyAny>, bucket: &Bound<'_, PyAny>) -> PyResult<(u64, u32)> {
-    Ok((
-        arg::<ConsumerId>(segment_id, "segment_id")?.0,
-        arg::<Count>(bucket, "bucket")?.0,
-    ))
-}
-
 #[pymethods]
 impl PyBucketCheckpoints {
     #[new]
@@ -105,7 +96,7 @@ impl PyBucketCheckpoints {
         bucket: &Bound<'_, PyAny>,
         first_offset: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let (segment, bucket) = bucket_args(segment_id, bucket)?;
+        let (segment, bucket) = segment_bucket(segment_id, bucket)?;
         let Offset(first) = arg(first_offset, "first_offset")?;
         with_state(py, &self.state, |cp| cp.open(segment, bucket, first)).py()
     }
@@ -117,7 +108,7 @@ impl PyBucketCheckpoints {
         segment_id: &Bound<'_, PyAny>,
         bucket: &Bound<'_, PyAny>,
     ) -> PyResult<Option<u64>> {
-        let (segment, bucket) = bucket_args(segment_id, bucket)?;
+        let (segment, bucket) = segment_bucket(segment_id, bucket)?;
         with_state(py, &self.state, |cp| cp.close(segment, bucket)).py()
     }
 
@@ -128,7 +119,7 @@ impl PyBucketCheckpoints {
         bucket: &Bound<'_, PyAny>,
         offset: &Bound<'_, PyAny>,
     ) -> PyResult<Option<u64>> {
-        let (segment, bucket) = bucket_args(segment_id, bucket)?;
+        let (segment, bucket) = segment_bucket(segment_id, bucket)?;
         let Offset(offset) = arg(offset, "offset")?;
         with_state(py, &self.state, |cp| cp.ack(segment, bucket, offset)).py()
     }
@@ -152,7 +143,7 @@ impl PyBucketCheckpoints {
         buckets: &Bound<'py, PyAny>,
         offsets: &Bound<'py, PyAny>,
     ) -> PyResult<BTreeMap<(u64, u32), u64>> {
-        let ConsumerIds(segments) = arg(segment_ids, "segment_ids")?;
+        let SegmentIds(segments) = arg(segment_ids, "segment_ids")?;
         let U32s(buckets) = arg(buckets, "buckets")?;
         let Offsets(offsets) = arg(offsets, "offsets")?;
         same_lengths(&[
@@ -174,7 +165,7 @@ impl PyBucketCheckpoints {
         segment_id: &Bound<'_, PyAny>,
         bucket: &Bound<'_, PyAny>,
     ) -> PyResult<Option<u64>> {
-        let (segment, bucket) = bucket_args(segment_id, bucket)?;
+        let (segment, bucket) = segment_bucket(segment_id, bucket)?;
         with_state(py, &self.state, |cp| {
             cp.cursor(segment, bucket).map(SafeCursor::position)
         })
@@ -200,7 +191,7 @@ impl PyBucketCheckpoints {
             return Ok(false);
         }
         // Like a dict, a key of the wrong type is simply not there.
-        let Ok((segment, bucket)) = bucket_args(&pair.get_item(0)?, &pair.get_item(1)?) else {
+        let Ok((segment, bucket)) = segment_bucket(&pair.get_item(0)?, &pair.get_item(1)?) else {
             return Ok(false);
         };
         Ok(with_state(py, &self.state, |cp| {

@@ -1,15 +1,14 @@
 use std::sync::Mutex;
 
-use numpy::{PyArray1, PyUntypedArray};
+use numpy::PyArray1;
 use pyo3::gc::PyVisit;
-use pyo3::intern;
 use pyo3::prelude::*;
 
 use crate::errors::Raise;
 use pyo3::PyTraverseError;
 
 use crate::conversions::{
-    arg, opt_arg, same_lengths, Callback, ConsumerId, ConsumerIds, RingHash, RingHashes,
+    arg, opt_arg, same_lengths, Callback, ConsumerId, EachConsumer, RingHash, RingHashes,
 };
 use crate::state::{detached, lock, notify, with_state};
 use keyshared_kernels::draining::{
@@ -155,12 +154,18 @@ impl PyDrainingHashesTracker {
         sticky_key_hashes: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<bool>>> {
         let RingHashes(hashes) = arg(sticky_key_hashes, "sticky_key_hashes")?;
-        let consumers = consumers_arg(consumer_ids, hashes.len())?;
+        let consumers: EachConsumer = arg(consumer_ids, "consumer_ids")?;
+        if let EachConsumer::Many(many) = &consumers {
+            same_lengths(&[
+                ("sticky_key_hashes", hashes.len()),
+                ("consumer_ids", many.len()),
+            ])?;
+        }
         let out = detached(py, &self.state, |t| {
             let mut out = vec![false; hashes.len()];
             match &consumers {
-                Consumers::One(c) => t.should_block_many(|_| *c, &hashes, &mut out),
-                Consumers::Many(cs) => t.should_block_many(|i| cs[i], &hashes, &mut out),
+                EachConsumer::One(c) => t.should_block_many(|_| *c, &hashes, &mut out),
+                EachConsumer::Many(cs) => t.should_block_many(|i| cs[i], &hashes, &mut out),
             }
             out
         });
@@ -220,23 +225,6 @@ impl PyDrainingHashesTracker {
             self.dispatcher_name
         )
     }
-}
-
-enum Consumers {
-    One(u64),
-    Many(Vec<u64>),
-}
-
-/// One consumer id for every hash, or one per hash.
-fn consumers_arg(obj: &Bound<'_, PyAny>, hashes: usize) -> PyResult<Consumers> {
-    let scalar =
-        obj.cast::<PyUntypedArray>().is_err() && obj.hasattr(intern!(obj.py(), "__index__"))?;
-    if scalar {
-        return Ok(Consumers::One(arg::<ConsumerId>(obj, "consumer_ids")?.0));
-    }
-    let ConsumerIds(many) = arg(obj, "consumer_ids")?;
-    same_lengths(&[("sticky_key_hashes", hashes), ("consumer_ids", many.len())])?;
-    Ok(Consumers::Many(many))
 }
 
 /// A draining hash: the consumer holding its pending messages, how many (`ref_count`), and

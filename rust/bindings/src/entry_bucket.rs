@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use numpy::PyArray1;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::errors::Raise;
@@ -45,12 +45,11 @@ impl PyEntryBucketSelector {
     #[new]
     #[pyo3(signature = (bucket_splits=None))]
     fn new(bucket_splits: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
-        let splits = match bucket_splits {
-            Some(s) => arg::<Splits>(s, "bucket_splits")?.0,
-            None => Vec::new(),
-        };
+        let splits = opt_arg::<Splits>(bucket_splits, "bucket_splits")?;
         Ok(Self {
-            state: Mutex::new(EntryBucketSelector::new(&splits)),
+            state: Mutex::new(EntryBucketSelector::new(
+                &splits.map_or_else(Vec::new, |s| s.0),
+            )),
         })
     }
 
@@ -59,9 +58,8 @@ impl PyEntryBucketSelector {
     #[staticmethod]
     fn from_bucket_ranges(ranges: &Bound<'_, PyAny>) -> PyResult<Self> {
         let BucketBoundaries(ranges) = arg(ranges, "ranges")?;
-        let splits: Vec<u16> = ranges[1..].iter().map(|r| r.start()).collect();
         Ok(Self {
-            state: Mutex::new(EntryBucketSelector::new(&splits)),
+            state: Mutex::new(EntryBucketSelector::from_bucket_ranges(&ranges)),
         })
     }
 
@@ -74,9 +72,7 @@ impl PyEntryBucketSelector {
 
     #[getter]
     fn bucket_splits(&self, py: Python<'_>) -> Vec<u16> {
-        with_state(py, &self.state, |s| {
-            s.bucket_ranges()[1..].iter().map(|r| r.start()).collect()
-        })
+        with_state(py, &self.state, |s| s.bucket_splits().to_vec())
     }
 
     #[getter]
@@ -104,9 +100,6 @@ impl PyEntryBucketSelector {
     }
 
     fn canonical_hash_of_bucket(&self, py: Python<'_>, bucket: &Bound<'_, PyAny>) -> PyResult<u16> {
-        if bucket.is_instance_of::<pyo3::types::PyBool>() {
-            return Err(PyTypeError::new_err("bucket must be an int, got bool"));
-        }
         let Int(bucket) = arg(bucket, "bucket")?;
         with_state(py, &self.state, |s| s.canonical_hash_of_bucket(bucket)).py()
     }

@@ -1,39 +1,34 @@
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use numpy::PyArray1;
-use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
-
-use crate::errors::Raise;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::draining::PyDrainingHashesTracker;
 use super::entry_bucket::PyEntryBucketSelector;
-use super::pending_acks::PyPendingAcksMap;
+use super::pending_acks::{tuple, Ack, PyPendingAcksMap};
 use crate::conversions::{
-    arg, key_bytes, opt_arg, same_lengths, BucketBoundaries, ConsumerId, I32s, I64s, Int, RingHash,
-    RingHashes, Splits, Text,
+    arg, opt_arg, position, route, same_lengths, BatchSize, BatchSizes, BucketBoundaries,
+    ConsumerId, I64s, RingHashes, Splits, Text,
 };
+use crate::errors::Raise;
 use crate::state::{lock, notify};
 use keyshared_kernels::draining::DrainingHashes;
-use keyshared_kernels::entry_bucket::{dispatch_to, EntryBucketSelector};
-use keyshared_kernels::error::{InvalidInput, KernelResult};
-use keyshared_kernels::handoff;
-use keyshared_kernels::impacted::ImpactedConsumers;
-use keyshared_kernels::pending_acks::{PendingAck, PendingAcks};
+use keyshared_kernels::entry_bucket::EntryBucketSelector;
+use keyshared_kernels::entry_bucket_dispatcher::{self as kernel, Entry, Route};
+use keyshared_kernels::error::{KernelResult, StateResult};
+use keyshared_kernels::pending_acks::PendingAcks;
 
 type Maps = BTreeMap<u64, Py<PyPendingAcksMap>>;
-type Ack = (i64, i64, i32, u16);
 
-/// The pure part of Pulsar's `PersistentEntryBucketDispatcherMultipleConsumers` (PIP-486): an
-/// entry goes whole to the owner of its bucket, a stamped entry by its `entry_hash_min`, an
-/// unstamped one by its key; each consumer's pending acks (a `PendingAcksMap` wired to the
-/// dispatcher's `DrainingHashesTracker`) hold canonical bucket hashes, so a bucket that moves
-/// is withheld from its new owner until the previous owner's acks drain. Consumer changes
-/// hand off through `register_draining_hashes`' rule. Changes and dispatches are serialized
-/// (the Java methods are `synchronized`); locks go dispatcher, selector, map, tracker.
+/// PIP-486's entry-bucket dispatcher over a selector, a tracker and each connected
+/// consumer's pending acks (a `PendingAcksMap` wired to the tracker), each shared with
+/// Python; the kernel's `entry_bucket_dispatcher` decides. Changes and dispatches are
+/// serialized (the Java methods are `synchronized`); locks go dispatcher, selector, maps in
+/// id order, tracker.
 #[pyclass(name = "EntryBucketDispatcher", module = "keyshared._core", frozen)]
 pub struct PyEntryBucketDispatcher {
     selector: Py<PyEntryBucketSelector>,
@@ -41,57 +36,10 @@ pub struct PyEntryBucketDispatcher {
     maps: Mutex<Maps>,
 }
 
-/// The checked position and batch size of an entry.
-fn ack_args(
-    ledger_id: &Bound<'_, PyAny>,
-    entry_id: &Bound<'_, PyAny>,
-    size: i64,
-) -> PyResult<(i64, i64, i32)> {
-    let Int(ledger) = arg(ledger_id, "ledger_id")?;
-    let Int(entry) = arg(entry_id, "entry_id")?;
-    let size = i32::try_from(size)
-        .ok()
-        .filter(|s| *s >= 0)
-        .ok_or_else(|| {
-            InvalidInput::Message(format!("batch_size must be in [0, 2**31 - 1], got {size}"))
-        })
-        .py()?;
-    Ok((ledger, entry, size))
-}
-
-/// What an entry is dispatched by: its stamped `entry_hash_min`, or its key.
-enum Route<'a> {
-    Stamped(u16),
-    Key(&'a [u8]),
-}
-
-fn route_arg<'a>(
-    entry_hash_min: Option<&'a Bound<'_, PyAny>>,
-    key: Option<&'a Bound<'_, PyAny>>,
-) -> PyResult<Route<'a>> {
-    match (
-        entry_hash_min.filter(|h| !h.is_none()),
-        key.filter(|k| !k.is_none()),
-    ) {
-        (Some(h), None) => Ok(Route::Stamped(arg::<RingHash>(h, "entry_hash_min")?.0)),
-        (None, Some(k)) => Ok(Route::Key(key_bytes(k, "key")?)),
-        _ => Err(PyTypeError::new_err(
-            "give exactly one of entry_hash_min (stamped entry) and key",
-        )),
-    }
-}
-
-fn sticky_hash(selector: &EntryBucketSelector, route: &Route<'_>) -> u16 {
-    match *route {
-        Route::Stamped(h) => selector.canonical_hash_of(h),
-        Route::Key(k) => selector.make_sticky_key_hash(k),
-    }
-}
-
 impl PyEntryBucketDispatcher {
     fn build(
         py: Python<'_>,
-        splits: &[u16],
+        selector: EntryBucketSelector,
         unblocking_handler: Option<&Bound<'_, PyAny>>,
         dispatcher_name: &str,
     ) -> PyResult<Self> {
@@ -101,7 +49,7 @@ impl PyEntryBucketDispatcher {
             .cast_into::<PyDrainingHashesTracker>()?
             .unbind();
         let selector = PyEntryBucketSelector {
-            state: Mutex::new(EntryBucketSelector::new(splits)),
+            state: Mutex::new(selector),
         };
         Ok(Self {
             selector: Py::new(py, selector)?,
@@ -110,30 +58,25 @@ impl PyEntryBucketDispatcher {
         })
     }
 
-    fn tracker_state(&self) -> &Mutex<DrainingHashes> {
-        &self.tracker.get().state
+    fn selector_state(&self) -> MutexGuard<'_, EntryBucketSelector> {
+        lock(&self.selector.get().state)
     }
 
-    /// The one hand-off rule over every connected consumer's map; maps are locked in key
-    /// order, then the tracker.
-    fn hand_off(
-        &self,
-        maps: &Maps,
-        impacted: &ImpactedConsumers,
-        skip: u64,
-    ) -> KernelResult<Option<i32>> {
-        let guards: Vec<_> = maps.values().map(|m| lock(&m.get().state)).collect();
-        let refs: Vec<&PendingAcks> = guards.iter().map(|g| &**g).collect();
-        let mut tracker = lock(self.tracker_state());
-        Ok(handoff::register_draining_hashes(impacted, Some(skip), &refs, &mut tracker)?.notice)
+    fn tracker_state(&self) -> MutexGuard<'_, DrainingHashes> {
+        lock(&self.tracker.get().state)
     }
 
-    fn notify(&self, py: Python<'_>, notices: &[Option<i32>]) -> PyResult<()> {
+    fn notify(&self, py: Python<'_>, notices: impl IntoIterator<Item = i32>) -> PyResult<()> {
         let handler = self.tracker.get().handler(py);
         notices
-            .iter()
-            .try_for_each(|n| notify(py, handler.as_ref(), *n))
+            .into_iter()
+            .try_for_each(|n| notify(py, handler.as_ref(), Some(n)))
     }
+}
+
+/// Every connected consumer's pending acks, locked in id order.
+fn lock_acks(maps: &Maps) -> Vec<MutexGuard<'_, PendingAcks>> {
+    maps.values().map(|m| lock(&m.get().state)).collect()
 }
 
 #[pymethods]
@@ -149,11 +92,9 @@ impl PyEntryBucketDispatcher {
         unblocking_handler: Option<&Bound<'_, PyAny>>,
         dispatcher_name: String,
     ) -> PyResult<Self> {
-        let splits = bucket_splits
-            .map(|s| arg::<Splits>(s, "bucket_splits").map(|v| v.0))
-            .transpose()?
-            .unwrap_or_default();
-        Self::build(py, &splits, unblocking_handler, &dispatcher_name)
+        let splits = opt_arg::<Splits>(bucket_splits, "bucket_splits")?;
+        let selector = EntryBucketSelector::new(&splits.map_or_else(Vec::new, |s| s.0));
+        Self::build(py, selector, unblocking_handler, &dispatcher_name)
     }
 
     /// A dispatcher for the bucket ranges a subscription declares, validated as Pulsar's
@@ -170,8 +111,8 @@ impl PyEntryBucketDispatcher {
         dispatcher_name: String,
     ) -> PyResult<Self> {
         let BucketBoundaries(ranges) = arg(ranges, "ranges")?;
-        let splits: Vec<u16> = ranges[1..].iter().map(|r| r.start()).collect();
-        Self::build(py, &splits, unblocking_handler, &dispatcher_name)
+        let selector = EntryBucketSelector::from_bucket_ranges(&ranges);
+        Self::build(py, selector, unblocking_handler, &dispatcher_name)
     }
 
     #[getter]
@@ -202,16 +143,20 @@ impl PyEntryBucketDispatcher {
             .unbind();
         let handle = map.clone_ref(py);
         let mut slot = Some(map);
-        let notice = py.detach(|| -> PyResult<Option<i32>> {
+        let notice = py.detach(|| -> StateResult<_> {
             let mut maps = lock(&self.maps);
-            let impacted = lock(&self.selector.get().state)
-                .add_consumer(consumer, &name)
-                .py()?;
+            let notice = kernel::add_consumer(
+                &mut self.selector_state(),
+                consumer,
+                &name,
+                &lock_acks(&maps),
+                &mut self.tracker_state(),
+            )?;
             maps.extend(slot.take().map(|m| (consumer, m)));
-            self.hand_off(&maps, &impacted, consumer).py()
-        })?;
+            Ok(notice)
+        });
         drop(slot);
-        self.notify(py, &[notice])?;
+        self.notify(py, notice.py()?)?;
         Ok(handle)
     }
 
@@ -224,33 +169,21 @@ impl PyEntryBucketDispatcher {
         consumer_id: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<Ack>> {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
-        let (map, acks, notices) = py
+        let (map, removed) = py
             .detach(|| -> KernelResult<_> {
                 let mut maps = lock(&self.maps);
-                let impacted = lock(&self.selector.get().state).remove_consumer(consumer);
-                let Some(map) = maps.remove(&consumer) else {
-                    return Ok((None, Vec::new(), [None, None]));
-                };
-                let (acks, closed) = {
-                    let mut state = lock(&map.get().state);
-                    let mut tracker = lock(self.tracker_state());
-                    let closed = state.for_each_and_clear(true, Some(&mut tracker))?;
-                    if maps.is_empty() {
-                        tracker.clear();
-                    }
-                    closed
-                };
-                let handed = self.hand_off(&maps, &impacted, consumer)?;
-                lock(self.tracker_state()).consumer_removed(consumer);
-                Ok((Some(map), acks, [closed, handed]))
+                let removed = kernel::remove_consumer(
+                    &mut self.selector_state(),
+                    consumer,
+                    &mut lock_acks(&maps),
+                    &mut self.tracker_state(),
+                )?;
+                Ok((maps.remove(&consumer), removed))
             })
             .py()?;
         drop(map);
-        self.notify(py, &notices)?;
-        Ok(acks
-            .into_iter()
-            .map(|a| (a.ledger_id, a.entry_id, a.batch_size, a.sticky_key_hash))
-            .collect())
+        self.notify(py, removed.notices)?;
+        Ok(removed.acks.into_iter().map(tuple).collect())
     }
 
     /// The consumer's pending-acks map (KeyError if not connected).
@@ -273,49 +206,39 @@ impl PyEntryBucketDispatcher {
         entry_hash_min: Option<&Bound<'_, PyAny>>,
         key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u16> {
-        let route = route_arg(entry_hash_min, key)?;
-        Ok(sticky_hash(&lock(&self.selector.get().state), &route))
+        let route = route(entry_hash_min, key)?;
+        Ok(route.sticky_key_hash(&self.selector_state()))
     }
 
     /// Sends one entry if it may go now: the consumer it goes to, or None when no consumer
     /// is connected, its bucket drains on another consumer, or the map refuses it.
-    #[pyo3(signature = (ledger_id, entry_id, *, entry_hash_min=None, key=None, batch_size=1))]
+    #[pyo3(
+        signature = (ledger_id, entry_id, *, entry_hash_min=None, key=None, batch_size=None),
+        text_signature = "($self, ledger_id, entry_id, *, entry_hash_min=None, key=None, batch_size=1)"
+    )]
     fn dispatch(
         &self,
         ledger_id: &Bound<'_, PyAny>,
         entry_id: &Bound<'_, PyAny>,
         entry_hash_min: Option<&Bound<'_, PyAny>>,
         key: Option<&Bound<'_, PyAny>>,
-        batch_size: i64,
+        batch_size: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<u64>> {
-        let (ledger, entry, size) = ack_args(ledger_id, entry_id, batch_size)?;
-        let route = route_arg(entry_hash_min, key)?;
+        let (ledger_id, entry_id) = position(ledger_id, entry_id)?;
+        let entry = Entry {
+            ledger_id,
+            entry_id,
+            batch_size: opt_arg::<BatchSize>(batch_size, "batch_size")?.map_or(1, |b| b.0),
+            route: route(entry_hash_min, key)?,
+        };
         let maps = lock(&self.maps);
-        let (hash, consumer) = {
-            let selector = lock(&self.selector.get().state);
-            let hash = sticky_hash(&selector, &route);
-            (hash, selector.select(hash))
-        };
-        let Some(consumer) = consumer else {
-            return Ok(None);
-        };
-        let ack = PendingAck {
-            ledger_id: ledger,
-            entry_id: entry,
-            batch_size: size,
-            sticky_key_hash: hash,
-        };
-        let sent = match maps.get(&consumer) {
-            Some(m) => dispatch_to(
-                consumer,
-                ack,
-                &mut lock(&m.get().state),
-                &mut lock(self.tracker_state()),
-            )
-            .py()?,
-            None => false,
-        };
-        Ok(sent.then_some(consumer))
+        kernel::dispatch(
+            &self.selector_state(),
+            entry,
+            |c| maps.get(&c).map(|m| lock(&m.get().state)),
+            || self.tracker_state(),
+        )
+        .py()
     }
 
     /// `dispatch` of each stamped entry in order, without the GIL: returns the consumer of
@@ -332,48 +255,26 @@ impl PyEntryBucketDispatcher {
         let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
         let I64s(entries) = arg(entry_ids, "entry_ids")?;
         let RingHashes(mins) = arg(entry_hash_mins, "entry_hash_mins")?;
-        let sizes = match batch_sizes {
-            Some(b) => arg::<I32s>(b, "batch_sizes")?.0,
-            None => vec![1; ledgers.len()],
-        };
+        let sizes = opt_arg::<BatchSizes>(batch_sizes, "batch_sizes")?
+            .map_or_else(|| vec![1; ledgers.len()], |b| b.0);
         same_lengths(&[
             ("ledger_ids", ledgers.len()),
             ("entry_ids", entries.len()),
             ("entry_hash_mins", mins.len()),
             ("batch_sizes", sizes.len()),
         ])?;
-        if let Some(i) = sizes.iter().position(|&s| s < 0) {
-            return Err(PyValueError::new_err(format!(
-                "batch_sizes[{i}] must not be negative"
-            )));
-        }
+        let batch = (0..mins.len()).map(|i| Entry {
+            ledger_id: ledgers[i],
+            entry_id: entries[i],
+            batch_size: sizes[i],
+            route: Route::Stamped(mins[i]),
+        });
         let (consumers, sent) = py
-            .detach(|| -> KernelResult<(Vec<u64>, Vec<bool>)> {
+            .detach(|| {
                 let maps = lock(&self.maps);
-                let selector = lock(&self.selector.get().state);
-                let mut states: BTreeMap<u64, _> = maps
-                    .iter()
-                    .map(|(&c, m)| (c, lock(&m.get().state)))
-                    .collect();
-                let mut tracker = lock(self.tracker_state());
-                let (mut consumers, mut sent) = (vec![0u64; mins.len()], vec![false; mins.len()]);
-                for i in 0..mins.len() {
-                    let hash = selector.canonical_hash_of(mins[i]);
-                    let Some(consumer) = selector.select(hash) else {
-                        continue;
-                    };
-                    consumers[i] = consumer;
-                    let ack = PendingAck {
-                        ledger_id: ledgers[i],
-                        entry_id: entries[i],
-                        batch_size: sizes[i],
-                        sticky_key_hash: hash,
-                    };
-                    if let Some(pending) = states.get_mut(&consumer) {
-                        sent[i] = dispatch_to(consumer, ack, pending, &mut tracker)?;
-                    }
-                }
-                Ok((consumers, sent))
+                let selector = self.selector_state();
+                let mut acks = lock_acks(&maps);
+                kernel::dispatch_many(&selector, batch, &mut acks, &mut self.tracker_state())
             })
             .py()?;
         PyTuple::new(
@@ -401,18 +302,7 @@ impl PyEntryBucketDispatcher {
 
     /// Buckets whose owner waits for another consumer's acks, ascending.
     fn withheld_buckets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let withheld: Vec<usize> = {
-            let selector = lock(&self.selector.get().state);
-            let tracker = lock(self.tracker_state());
-            (0..selector.bucket_count())
-                .filter(|&b| {
-                    let h = selector.canonical_hash_of(selector.bucket_ranges()[b].start());
-                    tracker
-                        .get_entry(h)
-                        .is_some_and(|e| Some(e.consumer_id) != selector.select(h))
-                })
-                .collect()
-        };
+        let withheld = kernel::withheld_buckets(&self.selector_state(), &self.tracker_state());
         PyTuple::new(py, withheld)
     }
 
@@ -433,7 +323,7 @@ impl PyEntryBucketDispatcher {
     }
 
     fn __repr__(&self) -> String {
-        let selector = lock(&self.selector.get().state);
+        let selector = self.selector_state();
         format!(
             "EntryBucketDispatcher(buckets={}, consumers={})",
             selector.bucket_count(),

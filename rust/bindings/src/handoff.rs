@@ -1,57 +1,12 @@
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::errors::Raise;
 
-use super::draining::PyDrainingHashesTracker;
 use super::impacted::PyImpactedConsumersResult;
-use super::pending_acks::PyPendingAcksMap;
-use crate::conversions::{arg, type_name, ConsumerId};
+use crate::conversions::{arg, opt_arg, ConsumerId, WiredMaps};
 use crate::state::{lock, notify};
 use keyshared_kernels::handoff;
 use keyshared_kernels::pending_acks::PendingAcks;
-
-/// The maps of a hand-off and the one tracker they are wired to (None for no maps).
-type WiredMaps<'py> = (
-    Vec<Bound<'py, PyPendingAcksMap>>,
-    Option<Py<PyDrainingHashesTracker>>,
-);
-
-/// The pending-acks maps of a hand-off, checked to be distinct and wired to one tracker.
-fn maps_arg<'py>(pending_acks: &Bound<'py, PyAny>) -> PyResult<WiredMaps<'py>> {
-    let mut maps: Vec<Bound<'py, PyPendingAcksMap>> = Vec::new();
-    let mut tracker: Option<Py<PyDrainingHashesTracker>> = None;
-    for (i, item) in pending_acks.try_iter()?.enumerate() {
-        let item = item?;
-        let map = item.cast::<PyPendingAcksMap>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "pending_acks[{i}] must be a PendingAcksMap, got {}",
-                type_name(&item)
-            ))
-        })?;
-        let Some(own) = map.get().tracker.as_ref() else {
-            return Err(PyValueError::new_err(format!(
-                "pending_acks[{i}] has no tracker to register draining hashes in"
-            )));
-        };
-        match &tracker {
-            Some(t) if !t.is(own) => {
-                return Err(PyValueError::new_err(format!(
-                    "pending_acks[{i}] is wired to another tracker than pending_acks[0]"
-                )))
-            }
-            Some(_) => {}
-            None => tracker = Some(own.clone_ref(item.py())),
-        }
-        if maps.iter().any(|m| m.is(map)) {
-            return Err(PyValueError::new_err(format!(
-                "pending_acks[{i}] is given twice"
-            )));
-        }
-        maps.push(map.clone());
-    }
-    Ok((maps, tracker))
-}
 
 /// PIP-379's hand-off after a change of range owners (Pulsar's `registerDrainingHashes`):
 /// each consumer's pending acks in the ranges it lost are registered as draining in the
@@ -66,11 +21,8 @@ fn register_draining_hashes(
     pending_acks: &Bound<'_, PyAny>,
     skip_consumer: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(usize, usize)> {
-    let skip = skip_consumer
-        .filter(|s| !s.is_none())
-        .map(|s| arg::<ConsumerId>(s, "skip_consumer").map(|v| v.0))
-        .transpose()?;
-    let (mut maps, tracker) = maps_arg(pending_acks)?;
+    let skip = opt_arg::<ConsumerId>(skip_consumer, "skip_consumer")?.map(|s| s.0);
+    let WiredMaps(mut maps, tracker) = arg(pending_acks, "pending_acks")?;
     let Some(tracker) = tracker else {
         return Ok((0, 0));
     };

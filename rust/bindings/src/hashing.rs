@@ -3,7 +3,7 @@ use pyo3::prelude::*;
 
 use super::buckets::PyHashRange;
 use super::keys::key_batch;
-use crate::conversions::{key_bytes, Threads};
+use crate::conversions::{arg, key_bytes, DefaultThreads, Threads};
 use keyshared_kernels::hashing::{self, bucket_hash, segment_hash, sticky_hash_in, HASH_VERSION};
 use keyshared_kernels::parallel::set_default_threads;
 
@@ -121,12 +121,8 @@ fn split_hashes<'py>(
 
 /// Sets how many threads batch calls use by default; 0 means one per available core.
 #[pyfunction]
-fn set_num_threads(threads: i64) -> PyResult<()> {
-    let n = usize::try_from(threads).map_err(|_| {
-        pyo3::exceptions::PyValueError::new_err(format!(
-            "threads must be 0 (one per core) or more, got {threads}"
-        ))
-    })?;
+fn set_num_threads(threads: &Bound<'_, PyAny>) -> PyResult<()> {
+    let DefaultThreads(n) = arg(threads, "threads")?;
     set_default_threads(n);
     Ok(())
 }

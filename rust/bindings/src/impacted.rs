@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 
 use super::buckets::PyHashRange;
-use crate::conversions::{arg, opt_arg, Assignments, ConsumerRanges};
+use crate::conversions::{arg, opt_arg, Assignments, ConsumerRanges, Snapshot};
 use keyshared_kernels::buckets::HashRange;
 use keyshared_kernels::impacted::{impacted_consumers, validate_assignments, ImpactedConsumers};
 use keyshared_kernels::ring::ranges_by_consumer;
@@ -50,18 +50,6 @@ fn hash_ranges_repr(ranges: &[HashRange]) -> String {
 )]
 #[derive(PartialEq)]
 pub struct PyImpactedConsumersResult(pub ImpactedConsumers);
-
-/// Range assignments from a `{consumer_id: ranges}` snapshot, sorted and checked disjoint.
-fn snapshot_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<(HashRange, u64)>> {
-    let mut pairs: Vec<(HashRange, u64)> = arg::<ConsumerRanges>(obj, what)?
-        .0
-        .into_iter()
-        .flat_map(|(c, ranges)| ranges.into_iter().map(move |r| (r, c)))
-        .collect();
-    pairs.sort();
-    validate_assignments(&pairs, what).py()?;
-    Ok(pairs)
-}
 
 #[pymethods]
 impl PyImpactedConsumersResult {
@@ -172,8 +160,8 @@ fn impacted_consumers_py(
     before: &Bound<'_, PyAny>,
     after: &Bound<'_, PyAny>,
 ) -> PyResult<PyImpactedConsumersResult> {
-    let before = snapshot_arg(before, "before")?;
-    let after = snapshot_arg(after, "after")?;
+    let Snapshot(before) = arg(before, "before")?;
+    let Snapshot(after) = arg(after, "after")?;
     Ok(PyImpactedConsumersResult(impacted_consumers(
         &before, &after,
     )))

@@ -1,7 +1,7 @@
 use std::sync::Mutex;
 
 use numpy::PyArray1;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 
@@ -10,7 +10,8 @@ use pyo3::PyTraverseError;
 
 use super::draining::PyDrainingHashesTracker;
 use crate::conversions::{
-    arg, same_lengths, ConsumerId, HashRanges, I32s, I64s, Int, RingHash, RingHashes,
+    arg, pending_ack, position, same_lengths, BatchSize, BatchSizes, ConsumerId, HashRanges, I64s,
+    RingHash, RingHashes,
 };
 use crate::state::{detached, lock, notify, with_state};
 use keyshared_kernels::draining::DrainingHashes;
@@ -26,7 +27,7 @@ pub struct PyPendingAcksMap {
     pub(crate) tracker: Option<Py<PyDrainingHashesTracker>>,
 }
 
-type Ack = (i64, i64, i32, u16);
+pub(crate) type Ack = (i64, i64, i32, u16);
 
 impl PyPendingAcksMap {
     fn tracker(&self) -> Option<&PyDrainingHashesTracker> {
@@ -79,17 +80,6 @@ impl PyPendingAcksMap {
     }
 }
 
-/// A pending ack's `(ledger_id, entry_id)` position.
-fn position_args(
-    ledger_id: &Bound<'_, PyAny>,
-    entry_id: &Bound<'_, PyAny>,
-) -> PyResult<(i64, i64)> {
-    Ok((
-        arg::<Int>(ledger_id, "ledger_id")?.0,
-        arg::<Int>(entry_id, "entry_id")?.0,
-    ))
-}
-
 #[pymethods]
 impl PyPendingAcksMap {
     /// What `get_remaining_unacked` and `remove_and_get_remaining_unacked` return for an
@@ -139,7 +129,7 @@ impl PyPendingAcksMap {
         batch_size: &Bound<'_, PyAny>,
         sticky_key_hash: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let ack = ack_arg(ledger_id, entry_id, batch_size, sticky_key_hash)?;
+        let ack = pending_ack(ledger_id, entry_id, batch_size, sticky_key_hash)?;
         self.with_both(py, |m, t| m.add_pending_ack_if_allowed(ack, t.as_deref()))
             .py()
     }
@@ -155,7 +145,7 @@ impl PyPendingAcksMap {
     ) -> PyResult<Bound<'py, PyArray1<bool>>> {
         let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
         let I64s(entries) = arg(entry_ids, "entry_ids")?;
-        let I32s(sizes) = arg(batch_sizes, "batch_sizes")?;
+        let BatchSizes(sizes) = arg(batch_sizes, "batch_sizes")?;
         let RingHashes(hashes) = arg(sticky_key_hashes, "sticky_key_hashes")?;
         same_lengths(&[
             ("ledger_ids", ledgers.len()),
@@ -193,9 +183,12 @@ impl PyPendingAcksMap {
         batch_size: Option<&Bound<'_, PyAny>>,
         sticky_key_hash: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let (ledger, entry) = position_args(ledger_id, entry_id)?;
+        let (ledger, entry) = position(ledger_id, entry_id)?;
         let expected = match (batch_size, sticky_key_hash) {
-            (Some(b), Some(h)) => Some((batch_arg(b)?, arg::<RingHash>(h, "sticky_key_hash")?.0)),
+            (Some(b), Some(h)) => Some((
+                arg::<BatchSize>(b, "batch_size")?.0,
+                arg::<RingHash>(h, "sticky_key_hash")?.0,
+            )),
             (None, None) => None,
             _ => {
                 return Err(PyTypeError::new_err(
@@ -217,7 +210,7 @@ impl PyPendingAcksMap {
         ledger_id: &Bound<'_, PyAny>,
         entry_id: &Bound<'_, PyAny>,
     ) -> PyResult<Option<(i32, u16)>> {
-        let (ledger, entry) = position_args(ledger_id, entry_id)?;
+        let (ledger, entry) = position(ledger_id, entry_id)?;
         let (removed, notice) = self
             .with_both(py, |m, t| m.remove_and_get(ledger, entry, t))
             .py()?;
@@ -232,7 +225,7 @@ impl PyPendingAcksMap {
         ledger_id: &Bound<'_, PyAny>,
         entry_id: &Bound<'_, PyAny>,
     ) -> PyResult<i32> {
-        let (ledger, entry) = position_args(ledger_id, entry_id)?;
+        let (ledger, entry) = position(ledger_id, entry_id)?;
         let found = with_state(py, &self.state, |m| m.get(ledger, entry));
         Ok(found.map_or(Self::PENDING_ACK_NOT_FOUND, |(remaining, _)| remaining))
     }
@@ -258,14 +251,8 @@ impl PyPendingAcksMap {
         entry_id: &Bound<'_, PyAny>,
         acked_delta: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let (ledger, entry) = position_args(ledger_id, entry_id)?;
-        let delta = i32::try_from(arg::<Int>(acked_delta, "acked_delta")?.0)
-            .map_err(|_| {
-                InvalidInput::Message(format!(
-                    "acked_delta must be in [0, 2**31 - 1], got {acked_delta}"
-                ))
-            })
-            .py()?;
+        let (ledger, entry) = position(ledger_id, entry_id)?;
+        let BatchSize(delta) = arg(acked_delta, "acked_delta")?;
         with_state(py, &self.state, |m| {
             m.update_remaining_unacked(ledger, entry, delta)
         })
@@ -282,7 +269,7 @@ impl PyPendingAcksMap {
     ) -> PyResult<Bound<'py, PyArray1<bool>>> {
         let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
         let I64s(entries) = arg(entry_ids, "entry_ids")?;
-        let I32s(deltas) = arg(acked_deltas, "acked_deltas")?;
+        let BatchSizes(deltas) = arg(acked_deltas, "acked_deltas")?;
         same_lengths(&[
             ("ledger_ids", ledgers.len()),
             ("entry_ids", entries.len()),
@@ -331,7 +318,7 @@ impl PyPendingAcksMap {
         entry_id: &Bound<'_, PyAny>,
         callback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<usize> {
-        let (ledger, entry) = position_args(ledger_id, entry_id)?;
+        let (ledger, entry) = position(ledger_id, entry_id)?;
         let (acks, notice) = self
             .with_both(py, |m, t| m.remove_all_up_to(ledger, entry, t))
             .py()?;
@@ -363,7 +350,7 @@ impl PyPendingAcksMap {
         ledger_id: &Bound<'_, PyAny>,
         entry_id: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let (ledger, entry) = position_args(ledger_id, entry_id)?;
+        let (ledger, entry) = position(ledger_id, entry_id)?;
         Ok(with_state(py, &self.state, |m| m.contains(ledger, entry)))
     }
 
@@ -374,7 +361,7 @@ impl PyPendingAcksMap {
         ledger_id: &Bound<'_, PyAny>,
         entry_id: &Bound<'_, PyAny>,
     ) -> PyResult<Option<(i32, u16)>> {
-        let (ledger, entry) = position_args(ledger_id, entry_id)?;
+        let (ledger, entry) = position(ledger_id, entry_id)?;
         Ok(with_state(py, &self.state, |m| m.get(ledger, entry)))
     }
 
@@ -420,30 +407,8 @@ impl PyPendingAcksMap {
     }
 }
 
-fn tuple(a: PendingAck) -> Ack {
+pub(crate) fn tuple(a: PendingAck) -> Ack {
     (a.ledger_id, a.entry_id, a.batch_size, a.sticky_key_hash)
-}
-
-fn batch_arg(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
-    let Int(value) = arg(obj, "batch_size")?;
-    i32::try_from(value).map_err(|_| {
-        PyValueError::new_err(format!("batch_size must be in [0, 2**31 - 1], got {value}"))
-    })
-}
-
-fn ack_arg(
-    ledger_id: &Bound<'_, PyAny>,
-    entry_id: &Bound<'_, PyAny>,
-    batch_size: &Bound<'_, PyAny>,
-    sticky_key_hash: &Bound<'_, PyAny>,
-) -> PyResult<PendingAck> {
-    let (ledger_id, entry_id) = position_args(ledger_id, entry_id)?;
-    Ok(PendingAck {
-        ledger_id,
-        entry_id,
-        batch_size: batch_arg(batch_size)?,
-        sticky_key_hash: arg::<RingHash>(sticky_key_hash, "sticky_key_hash")?.0,
-    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

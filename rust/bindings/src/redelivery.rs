@@ -1,18 +1,18 @@
 use std::sync::Mutex;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::errors::Raise;
 
 use super::draining::PyDrainingHashesTracker;
 use crate::conversions::{
-    arg, opt_arg, sequence, type_name, ConsumerId, ConsumersByHash, Int, Permits, RingHash, Size,
+    arg, opt_arg, queued_position, same_lengths, sequence, Callback, ConsumersByHash, I64s, Int,
+    OptConsumerIds, Permits, RingHash, RingHashes, Size,
 };
 use crate::state::{detached, lock, with_state};
 use keyshared_kernels::redelivery::{
-    available_permits, check_position, effective_look_ahead_limit, ConsumerPermits, Decision,
-    LookAheadConfig, MessageRedeliveryController, Position,
+    available_permits, effective_look_ahead_limit, ConsumerPermits, Decision, LookAheadConfig,
+    MessageRedeliveryController, Position,
 };
 
 /// Pulsar's `MessageRedeliveryController`: positions awaiting redelivery, in position
@@ -28,23 +28,8 @@ pub struct PyMessageRedeliveryController {
 
 type Decided = (&'static str, Option<u64>, Option<u64>);
 
-fn position_arg(ledger_id: &Bound<'_, PyAny>, entry_id: &Bound<'_, PyAny>) -> PyResult<Position> {
-    let position = (
-        arg::<Int>(ledger_id, "ledger_id")?.0,
-        arg::<Int>(entry_id, "entry_id")?.0,
-    );
-    check_position(position, "position").py()
-}
-
 fn decided(d: Decision) -> Decided {
-    match d {
-        Decision::Deliver(c) => ("deliver", Some(c), None),
-        Decision::BlockedInRead => ("blocked_in_read", None, None),
-        Decision::NoConsumer => ("no_consumer", None, None),
-        Decision::NoPermits(c) => ("no_permits", Some(c), None),
-        Decision::AwaitingRedelivery(c) => ("awaiting_redelivery", Some(c), None),
-        Decision::Draining { consumer, draining } => ("draining", Some(consumer), Some(draining)),
-    }
+    (d.into(), d.consumer(), d.draining())
 }
 
 impl PyMessageRedeliveryController {
@@ -82,11 +67,8 @@ impl PyMessageRedeliveryController {
         entry_id: &Bound<'_, PyAny>,
         sticky_key_hash: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let position = position_arg(ledger_id, entry_id)?;
-        let hash = match sticky_key_hash {
-            Some(h) if !h.is_none() => Some(arg::<RingHash>(h, "sticky_key_hash")?.0),
-            _ => None,
-        };
+        let position = queued_position(ledger_id, entry_id)?;
+        let hash = opt_arg::<RingHash>(sticky_key_hash, "sticky_key_hash")?.map(|h| h.0);
         self.run(py, |c| c.add(position, hash)).py()
     }
 
@@ -96,7 +78,7 @@ impl PyMessageRedeliveryController {
         ledger_id: &Bound<'_, PyAny>,
         entry_id: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let position = position_arg(ledger_id, entry_id)?;
+        let position = queued_position(ledger_id, entry_id)?;
         Ok(self.run(py, |c| c.remove(position)))
     }
 
@@ -106,7 +88,7 @@ impl PyMessageRedeliveryController {
         ledger_id: &Bound<'_, PyAny>,
         entry_id: &Bound<'_, PyAny>,
     ) -> PyResult<usize> {
-        let mark = position_arg(ledger_id, entry_id)?;
+        let mark = queued_position(ledger_id, entry_id)?;
         Ok(self.run(py, |c| c.remove_all_up_to(mark)))
     }
 
@@ -116,7 +98,7 @@ impl PyMessageRedeliveryController {
         ledger_id: &Bound<'_, PyAny>,
         entry_id: &Bound<'_, PyAny>,
     ) -> PyResult<Option<u16>> {
-        let position = position_arg(ledger_id, entry_id)?;
+        let position = queued_position(ledger_id, entry_id)?;
         Ok(self.run(py, |c| c.get_hash(position)))
     }
 
@@ -156,14 +138,7 @@ impl PyMessageRedeliveryController {
         filter: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<Position>> {
         let Size(max) = arg(max_messages, "max_messages")?;
-        let filter = filter.filter(|f| !f.is_none());
-        if let Some(f) = filter.filter(|f| !f.is_callable()) {
-            return Err(PyTypeError::new_err(format!(
-                "filter must be callable or None, got {}",
-                type_name(f)
-            )));
-        }
-        let Some(filter) = filter else {
+        let Some(Callback(filter)) = opt_arg(filter, "filter")? else {
             return Ok(self.run(py, |c| c.messages_to_replay_now(max, |_, _| true)));
         };
         let queued: Vec<Position> = self.run(py, |c| c.iter().map(|(p, _)| p).collect());
@@ -172,7 +147,7 @@ impl PyMessageRedeliveryController {
             if out.len() >= max {
                 break;
             }
-            if filter.call1(position)?.is_truthy()? {
+            if filter.bind(py).call1(position)?.is_truthy()? {
                 out.push(position);
             }
         }
@@ -224,37 +199,17 @@ impl PyMessageRedeliveryController {
         replay: bool,
         tracker: Option<&Bound<'_, PyDrainingHashesTracker>>,
     ) -> PyResult<Vec<Decided>> {
-        let ledgers = sequence(ledger_ids, "ledger_ids", "a sequence")?;
-        let entries = sequence(entry_ids, "entry_ids", "a sequence")?;
-        let hashes = sequence(sticky_key_hashes, "sticky_key_hashes", "a sequence")?;
-        let selected = sequence(consumers, "consumers", "a sequence")?;
-        let n = ledgers.len();
-        for (name, len) in [
+        let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
+        let I64s(entries) = arg(entry_ids, "entry_ids")?;
+        let RingHashes(hashes) = arg(sticky_key_hashes, "sticky_key_hashes")?;
+        let OptConsumerIds(chosen) = arg(consumers, "consumers")?;
+        same_lengths(&[
+            ("ledger_ids", ledgers.len()),
             ("entry_ids", entries.len()),
             ("sticky_key_hashes", hashes.len()),
-            ("consumers", selected.len()),
-        ] {
-            if len != n {
-                return Err(PyValueError::new_err(format!(
-                    "{name} has {len} items, ledger_ids has {n}"
-                )));
-            }
-        }
-        let mut read = Vec::with_capacity(n);
-        let mut chosen = Vec::with_capacity(n);
-        for i in 0..n {
-            let position = (
-                arg::<Int>(&ledgers[i], &format!("ledger_ids[{i}]"))?.0,
-                arg::<Int>(&entries[i], &format!("entry_ids[{i}]"))?.0,
-            );
-            read.push((
-                position,
-                arg::<RingHash>(&hashes[i], &format!("sticky_key_hashes[{i}]"))?.0,
-            ));
-            chosen.push(
-                opt_arg::<ConsumerId>(Some(&selected[i]), &format!("consumers[{i}]"))?.map(|c| c.0),
-            );
-        }
+            ("consumers", chosen.len()),
+        ])?;
+        let read: Vec<_> = ledgers.into_iter().zip(entries).zip(hashes).collect();
         let Permits(permits) = arg(permits, "permits")?;
         let tracker = tracker.map(Bound::get);
         let decisions = detached(py, &self.state, |c| {

@@ -1,14 +1,13 @@
 use numpy::PyArray1;
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::errors::Raise;
 
 use super::buckets::PyHashRange;
 use super::hashing::hash_keys;
-use crate::conversions::{arg, key_bytes, prefixed, type_name, Int, Splits, Threads, U32s};
+use crate::conversions::{arg, key_bytes, KeyHash, SegmentRoutes, Threads, U32s};
 use keyshared_kernels::hashing::key_hash;
-use keyshared_kernels::routing::{RoutingTable as Table, SegmentRoute};
+use keyshared_kernels::routing::RoutingTable as Table;
 
 /// The active segments of a layout, ready to route keys to (segment id, bucket index) in one
 /// pass. Built from `(segment_id, hash_range, bucket_splits)` triples that tile
@@ -21,10 +20,7 @@ pub struct PyRoutingTable(Table);
 impl PyRoutingTable {
     #[new]
     fn new(segments: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let mut routes = Vec::new();
-        for (i, item) in segments.try_iter()?.enumerate() {
-            routes.push(segment_route(&item?, i)?);
-        }
+        let SegmentRoutes(routes) = arg(segments, "segments")?;
         Ok(Self(Table::new(routes).py()?))
     }
 
@@ -54,10 +50,7 @@ impl PyRoutingTable {
 
     /// `(segment_id, bucket_index)` of one 32-bit key hash.
     fn route_hash(&self, key_hash: &Bound<'_, PyAny>) -> PyResult<(u64, u32)> {
-        let Int(h) = arg(key_hash, "key_hash")?;
-        let h = u32::try_from(h).map_err(|_| {
-            PyValueError::new_err(format!("key_hash must be in [0, 0xffffffff], got {h}"))
-        })?;
+        let KeyHash(h) = arg(key_hash, "key_hash")?;
         Ok(self.0.route(h))
     }
 
@@ -110,32 +103,6 @@ impl PyRoutingTable {
         let ordinals = py.detach(|| self.0.bucket_ordinals(&hashes, threads));
         Ok(PyArray1::from_vec(py, ordinals))
     }
-}
-
-fn segment_route(item: &Bound<'_, PyAny>, i: usize) -> PyResult<SegmentRoute> {
-    let bad = || {
-        PyTypeError::new_err(format!(
-            "segments[{i}] must be a (segment_id, HashRange, splits) triple, got {}",
-            type_name(item)
-        ))
-    };
-    let (id, range, splits): (Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>) =
-        item.extract().map_err(|_| bad())?;
-    let Int(id) = arg(&id, &format!("segments[{i}] segment_id"))?;
-    let segment_id = u64::try_from(id).map_err(|_| {
-        PyValueError::new_err(format!(
-            "segments[{i}] segment_id must not be negative, got {id}"
-        ))
-    })?;
-    let range = range.cast::<PyHashRange>().map_err(|_| bad())?.get().0;
-    let splits = arg::<Splits>(&splits, "splits")
-        .map_err(|e| prefixed(e, &format!("segments[{i}] bucket splits:")))?
-        .0;
-    Ok(SegmentRoute {
-        segment_id,
-        range,
-        splits,
-    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -1,13 +1,10 @@
 use std::collections::HashSet;
-use std::str::FromStr;
 use std::sync::Mutex;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use strum::VariantNames;
 
 use crate::conversions::{
-    arg, routing_key_object, ConsumerId, ConsumerSet, Count, Millis, Offset, Text,
+    arg, named, routing_key_object, ConsumerId, ConsumerSet, Count, Millis, Offset, Text,
 };
 use crate::errors::Raise;
 use crate::rings::PyKeySharedConsumerState;
@@ -157,18 +154,6 @@ impl PyFailurePolicy {
                 .map_or("None".to_owned(), |t| format!("'{t}'"))
         )
     }
-}
-
-/// The variant of an enum the kernels name, by its name; else a ValueError listing the names.
-fn named<E: FromStr + VariantNames>(what: &str, name: &str) -> PyResult<E> {
-    name.parse().map_err(|_| {
-        let quoted: Vec<String> = E::VARIANTS.iter().map(|v| format!("\"{v}\"")).collect();
-        let (last, rest) = quoted.split_last().expect("an enum has variants");
-        PyValueError::new_err(format!(
-            "{what} must be {} or {last}, got {name:?}",
-            rest.join(", ")
-        ))
-    })
 }
 
 /// A snapshot of an in-flight message and its delivery state.

@@ -87,6 +87,17 @@ impl EntryBucketSelector {
         }
     }
 
+    /// A selector over validated bucket ranges (see [`validate_bucket_boundaries`]).
+    pub fn from_bucket_ranges(ranges: &[HashRange]) -> Self {
+        let splits: Vec<u16> = ranges[1..].iter().map(|r| r.start()).collect();
+        Self::new(&splits)
+    }
+
+    /// The split points: every bucket's start but bucket 0's.
+    pub fn bucket_splits(&self) -> &[u16] {
+        &self.starts[1..]
+    }
+
     pub fn bucket_ranges(&self) -> &[HashRange] {
         &self.ranges
     }
@@ -187,7 +198,7 @@ impl EntryBucketSelector {
             return false;
         }
         if hashes.len() >= 1 << 12 {
-            let table = super::buckets::bucket_table(&self.starts[1..]);
+            let table = super::buckets::bucket_table(self.bucket_splits());
             for (o, &h) in out.iter_mut().zip(hashes) {
                 *o = self.owners[table[usize::from(h)] as usize];
             }
@@ -248,6 +259,9 @@ mod tests {
     #[test]
     fn bucket_index_and_canonical_hash() {
         let s = EntryBucketSelector::new(&FOUR);
+        assert_eq!(s.bucket_splits(), FOUR);
+        let same = EntryBucketSelector::from_bucket_ranges(s.bucket_ranges());
+        assert_eq!(same.bucket_ranges(), s.bucket_ranges());
         for (hash, bucket) in [(0, 0), (0x3FFF, 0), (0x4000, 1), (0x7FFF, 1), (0x8000, 2)] {
             assert_eq!(s.bucket_index_of_hash(hash), bucket);
         }

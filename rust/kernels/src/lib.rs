@@ -6,6 +6,7 @@ pub mod cursor;
 pub mod danube_ring;
 pub mod draining;
 pub mod entry_bucket;
+pub mod entry_bucket_dispatcher;
 pub mod error;
 pub mod handoff;
 pub mod hashing;

@@ -66,7 +66,7 @@ impl PendingAcks {
         ack: PendingAck,
         tracker: Option<&DrainingHashes>,
     ) -> KernelResult<bool> {
-        check_batch_size(ack.batch_size)?;
+        batch_count(ack.batch_size.into(), "batch_size")?;
         if tracker.is_some() && ack.sticky_key_hash == 0 {
             return Err(missing_hash(ack));
         }
@@ -80,8 +80,7 @@ impl PendingAcks {
         tracker: Option<&DrainingHashes>,
     ) -> KernelResult<Vec<bool>> {
         for (i, &ack) in acks.iter().enumerate() {
-            check_batch_size(ack.batch_size)
-                .map_err(|e| InvalidInput::Message(format!("batch_sizes[{i}]: {e}")))?;
+            batch_count(ack.batch_size.into(), &format!("acks[{i}].batch_size"))?;
             if tracker.is_some() && ack.sticky_key_hash == 0 {
                 let e = missing_hash(ack);
                 return Err(InvalidInput::Message(format!(
@@ -127,7 +126,7 @@ impl PendingAcks {
         entry_id: i64,
         acked_delta: i32,
     ) -> KernelResult<bool> {
-        check_acked_delta(acked_delta)?;
+        batch_count(acked_delta.into(), "acked_delta")?;
         Ok(self.apply_acked_delta((ledger_id, entry_id), acked_delta))
     }
 
@@ -139,8 +138,7 @@ impl PendingAcks {
         acked_deltas: &[i32],
     ) -> KernelResult<Vec<bool>> {
         for (i, &delta) in acked_deltas.iter().enumerate() {
-            check_acked_delta(delta)
-                .map_err(|e| InvalidInput::Message(format!("acked_deltas[{i}]: {e}")))?;
+            batch_count(delta.into(), &format!("acked_deltas[{i}]"))?;
         }
         Ok(keys
             .iter()
@@ -320,22 +318,17 @@ fn to_ack(
     }
 }
 
-fn check_batch_size(batch_size: i32) -> KernelResult<()> {
-    if batch_size < 0 {
-        return Err(InvalidInput::Message(format!(
-            "batch_size must not be negative, got {batch_size}"
-        )));
-    }
-    Ok(())
-}
-
-fn check_acked_delta(acked_delta: i32) -> KernelResult<()> {
-    if acked_delta < 0 {
-        return Err(InvalidInput::Message(format!(
-            "acked_delta must not be negative, got {acked_delta}"
-        )));
-    }
-    Ok(())
+/// A batch size, or a count of a batch's acked indexes, called `what`: a value in
+/// `[0, i32::MAX]`, as Pulsar keeps it in an int.
+pub fn batch_count(value: i64, what: &str) -> KernelResult<i32> {
+    i32::try_from(value)
+        .ok()
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| InvalidInput::OutOfRange {
+            what: what.to_owned(),
+            value: value.into(),
+            max: i32::MAX as u64,
+        })
 }
 
 fn missing_hash(ack: PendingAck) -> InvalidInput {

@@ -6,6 +6,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use strum::IntoStaticStr;
+
 use super::draining::DrainingHashes;
 use super::error::{InvalidInput, KernelResult};
 
@@ -267,8 +269,9 @@ pub enum Hold {
     Draining(u64),
 }
 
-/// What the dispatcher does with one entry of a read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the dispatcher does with one entry of a read; named as its variant in snake_case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Decision {
     /// Sent to this consumer.
     Deliver(u64),
@@ -282,6 +285,27 @@ pub enum Decision {
     AwaitingRedelivery(u64),
     /// The hash drains on `draining`, not on the selected `consumer`.
     Draining { consumer: u64, draining: u64 },
+}
+
+impl Decision {
+    /// The consumer the decision is about: the one sent to, or the one selected.
+    pub fn consumer(self) -> Option<u64> {
+        match self {
+            Decision::Deliver(c) | Decision::NoPermits(c) | Decision::AwaitingRedelivery(c) => {
+                Some(c)
+            }
+            Decision::Draining { consumer, .. } => Some(consumer),
+            Decision::BlockedInRead | Decision::NoConsumer => None,
+        }
+    }
+
+    /// The consumer the hash drains on, for `Draining`.
+    pub fn draining(self) -> Option<u64> {
+        match self {
+            Decision::Draining { draining, .. } => Some(draining),
+            _ => None,
+        }
+    }
 }
 
 fn draining_elsewhere(
@@ -573,6 +597,24 @@ mod tests {
             .unwrap();
         assert_eq!(d[2], Decision::NoPermits(4));
         assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn decisions_are_named_with_their_consumers() {
+        let draining = Decision::Draining {
+            consumer: 2,
+            draining: 1,
+        };
+        let shown = |d: Decision| (<&str>::from(d), d.consumer(), d.draining());
+        assert_eq!(shown(draining), ("draining", Some(2), Some(1)));
+        assert_eq!(
+            shown(Decision::AwaitingRedelivery(3)),
+            ("awaiting_redelivery", Some(3), None)
+        );
+        assert_eq!(
+            shown(Decision::BlockedInRead),
+            ("blocked_in_read", None, None)
+        );
     }
 
     #[test]
