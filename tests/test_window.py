@@ -225,11 +225,11 @@ def test_failure_policy_defaults_and_delays() -> None:
         ),
         ({"backoff_strategy": "linear"}, ValueError, "backoff_strategy must be"),
         ({"poison_policy": "ignore"}, ValueError, "poison_policy must be"),
-        ({"poison_policy": "dead_letter"}, ValueError, "dead_letter_topic must be set"),
+        ({"poison_policy": "dead_letter"}, ValueError, "policy needs a topic"),
         (
             {"poison_policy": "dead_letter", "dead_letter_topic": " "},
             ValueError,
-            "dead_letter_topic",
+            "policy needs a topic",
         ),
         ({"ack_timeout_ms": 1.5}, TypeError, "ack_timeout_ms must be an int"),
     ],

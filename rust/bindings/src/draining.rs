@@ -97,7 +97,7 @@ impl PyDrainingHashesTracker {
     ) -> PyResult<()> {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let RingHashes(hashes) = arg(sticky_key_hashes, "sticky_key_hashes")?;
-        detached(py, &self.state, |t| t.add_entries(consumer, &hashes)).py()
+        detached(py, &self.state, |t| t.add_entries(consumer, &hashes)).py_in("sticky_key_hashes")
     }
 
     #[pyo3(signature = (consumer_id, sticky_key_hash, closing=false))]
@@ -130,7 +130,7 @@ impl PyDrainingHashesTracker {
         let notice = detached(py, &self.state, |t| {
             t.reduce_ref_counts(consumer, &hashes, closing)
         })
-        .py()?;
+        .py_in("sticky_key_hashes")?;
         notify(py, self.handler(py).as_ref(), notice)
     }
 

@@ -9,22 +9,36 @@ use keyshared_kernels::error::{InvalidInput, KeyConflict, NotFound, StateError};
 use keyshared_kernels::window::RoutingKey;
 
 /// The Python exception a kernel error raises.
-pub trait ToPyErr {
-    fn to_py_err(self) -> PyErr;
+pub trait ToPyErr: Sized {
+    fn to_py_err(self) -> PyErr {
+        self.to_py_err_in(None)
+    }
+
+    /// The same, naming `batch` (the argument whose items the kernel numbered) where the
+    /// kernel says which item was wrong.
+    fn to_py_err_in(self, batch: Option<&str>) -> PyErr;
 }
 
 impl ToPyErr for InvalidInput {
-    fn to_py_err(self) -> PyErr {
-        PyValueError::new_err(match self {
-            InvalidInput::Message(message) => message,
-            InvalidInput::OutOfRange { what, value, max } => {
-                format!("{what} must be in [0, {}], got {value}", python_bound(max))
-            }
-            InvalidInput::NullKey { index } => {
-                format!("keys[{index}] is null; pass null_key= to hash nulls as given bytes")
-            }
-            InvalidInput::Key(conflict) => key_conflict(&conflict),
-        })
+    fn to_py_err_in(self, batch: Option<&str>) -> PyErr {
+        PyValueError::new_err(message(self, batch))
+    }
+}
+
+fn message(error: InvalidInput, batch: Option<&str>) -> String {
+    match error {
+        InvalidInput::Item { index, error } => match batch {
+            Some(name) => format!("{name}[{index}]: {}", message(*error, None)),
+            None => format!("item {index}: {}", message(*error, None)),
+        },
+        InvalidInput::Message(message) => message,
+        InvalidInput::OutOfRange { what, value, max } => {
+            format!("{what} must be in [0, {}], got {value}", python_bound(max))
+        }
+        InvalidInput::NullKey { index } => {
+            format!("keys[{index}] is null; pass null_key= to hash nulls as given bytes")
+        }
+        InvalidInput::Key(conflict) => key_conflict(&conflict),
     }
 }
 
@@ -70,16 +84,16 @@ fn key_conflict(conflict: &KeyConflict) -> String {
 }
 
 impl ToPyErr for NotFound {
-    fn to_py_err(self) -> PyErr {
+    fn to_py_err_in(self, _batch: Option<&str>) -> PyErr {
         PyKeyError::new_err(self.0)
     }
 }
 
 impl ToPyErr for StateError {
-    fn to_py_err(self) -> PyErr {
+    fn to_py_err_in(self, batch: Option<&str>) -> PyErr {
         match self {
-            StateError::Invalid(e) => e.to_py_err(),
-            StateError::NotFound(e) => e.to_py_err(),
+            StateError::Invalid(e) => e.to_py_err_in(batch),
+            StateError::NotFound(e) => e.to_py_err_in(batch),
         }
     }
 }
@@ -87,10 +101,17 @@ impl ToPyErr for StateError {
 /// `kernel_call().py()?`: a kernel result with its error raised in Python.
 pub trait Raise<T> {
     fn py(self) -> PyResult<T>;
+
+    /// `py`, naming the batch argument `batch` in an error about one of its items.
+    fn py_in(self, batch: &str) -> PyResult<T>;
 }
 
 impl<T, E: ToPyErr> Raise<T> for Result<T, E> {
     fn py(self) -> PyResult<T> {
         self.map_err(ToPyErr::to_py_err)
+    }
+
+    fn py_in(self, batch: &str) -> PyResult<T> {
+        self.map_err(|e| e.to_py_err_in(Some(batch)))
     }
 }

@@ -170,7 +170,8 @@ impl PyPendingAcksMap {
                     None => m.add_many(&acks, None),
                 }
             })
-            .py()?;
+            // Batch sizes were checked on conversion; what the kernel numbers is a hash.
+            .py_in("sticky_key_hashes")?;
         Ok(PyArray1::from_vec(py, added))
     }
 

@@ -200,7 +200,7 @@ impl PyKeySharedConsumerState {
             Some(f) if !f.is_none() => arg::<KeyPatterns>(f, "key_filters")?.0,
             _ => Vec::new(),
         };
-        with_state(py, &self.state, |s| s.add_consumer(consumer, filters)).py()
+        with_state(py, &self.state, |s| s.add_consumer(consumer, filters)).py_in("key_filters")
     }
 
     fn remove_consumer(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<()> {

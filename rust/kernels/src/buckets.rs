@@ -226,19 +226,19 @@ pub fn bucket_indices(hashes: &[u16], splits: &[u16], threads: usize) -> Vec<i32
     map_pairs(hashes.len(), threads, |i| (index(hashes[i]) as i32, ())).0
 }
 
-/// The one bucket holding a whole entry `[hash_min, hash_max]`, or an error when the entry
+/// The one bucket holding a whole entry `[entry_hash_min, entry_hash_max]`, or an error when the entry
 /// straddles a bucket boundary (the relay must then re-batch it).
-pub fn entry_bucket(hash_min: u16, hash_max: u16, splits: &[u16]) -> KernelResult<u32> {
-    if hash_min > hash_max {
+pub fn entry_bucket(entry_hash_min: u16, entry_hash_max: u16, splits: &[u16]) -> KernelResult<u32> {
+    if entry_hash_min > entry_hash_max {
         return Err(InvalidInput::Message(format!(
-            "entry_hash_min ({hash_min:#06x}) must not be above entry_hash_max ({hash_max:#06x})"
+            "entry_hash_min ({entry_hash_min:#06x}) must not be above entry_hash_max ({entry_hash_max:#06x})"
         )));
     }
-    let first = bucket_index(hash_min, splits);
-    let last = bucket_index(hash_max, splits);
+    let first = bucket_index(entry_hash_min, splits);
+    let last = bucket_index(entry_hash_max, splits);
     if first != last {
         return Err(InvalidInput::Message(format!(
-            "entry range {hash_min:04x}-{hash_max:04x} straddles the bucket boundary at \
+            "entry range {entry_hash_min:04x}-{entry_hash_max:04x} straddles the bucket boundary at \
              {:#06x} (buckets {first} and {last})",
             splits[first as usize]
         )));

@@ -60,9 +60,7 @@ impl KeySharedConsumerState {
             )));
         }
         if let Some(i) = filters.iter().position(|f| f.is_empty()) {
-            return Err(InvalidInput::Message(format!(
-                "key_filters[{i}] is empty; it would match only the empty key"
-            )));
+            return Err(InvalidInput::new("an empty filter would match only the empty key").at(i));
         }
         self.consumers.push(ConsumerFilters {
             id: consumer,

@@ -116,8 +116,7 @@ impl DrainingHashes {
     pub fn add_entries(&mut self, consumer: u64, hashes: &[u16]) -> KernelResult<()> {
         let most = u32::try_from(hashes.len()).unwrap_or(u32::MAX);
         for (i, &hash) in hashes.iter().enumerate() {
-            self.check_add(consumer, hash, most)
-                .map_err(|e| InvalidInput::Message(format!("sticky_key_hashes[{i}]: {e}")))?;
+            self.check_add(consumer, hash, most).map_err(|e| e.at(i))?;
         }
         for &hash in hashes {
             self.apply_add(consumer, hash);
@@ -184,8 +183,7 @@ impl DrainingHashes {
         closing: bool,
     ) -> KernelResult<Option<i32>> {
         for (i, &hash) in hashes.iter().enumerate() {
-            self.check_owner(consumer, hash)
-                .map_err(|e| InvalidInput::Message(format!("sticky_key_hashes[{i}]: {e}")))?;
+            self.check_owner(consumer, hash).map_err(|e| e.at(i))?;
         }
         self.start_batch();
         for &hash in hashes {
@@ -541,11 +539,13 @@ mod tests {
         let mut t = DrainingHashes::new();
         t.add_entry(1, 3).unwrap();
         t.add_entry(2, 4).unwrap();
-        assert!(t.reduce_ref_counts(1, &[3, 4], false).is_err());
+        let refused = t.reduce_ref_counts(1, &[3, 4], false);
+        assert!(matches!(refused, Err(InvalidInput::Item { index: 1, .. })));
         assert_eq!(entry(&t, 3), Some((1, 1, 0)));
         assert!(t.should_block_sticky_key_hash(2, 3));
         assert_eq!(t.reduce_ref_counts(1, &[3, 5, 0], false), Ok(Some(-1)));
-        assert!(t.add_entries(1, &[6, 0]).is_err());
+        let refused = t.add_entries(1, &[6, 0]);
+        assert!(matches!(refused, Err(InvalidInput::Item { index: 1, .. })));
         assert_eq!(t.get_entry(6), None);
     }
 

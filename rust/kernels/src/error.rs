@@ -17,11 +17,25 @@ pub enum InvalidInput {
     /// A message's key conflicts with what the in-flight window holds for it.
     #[error(transparent)]
     Key(#[from] KeyConflict),
+    /// Item `index` of a batch is wrong; the caller, who knows the batch's name, says which.
+    #[error("item {index}: {error}")]
+    Item {
+        index: usize,
+        error: Box<InvalidInput>,
+    },
 }
 
 impl InvalidInput {
     pub fn new(message: impl Into<String>) -> Self {
         Self::Message(message.into())
+    }
+
+    /// This error, as the error of item `index` of a batch.
+    pub fn at(self, index: usize) -> Self {
+        Self::Item {
+            index,
+            error: Box::new(self),
+        }
     }
 }
 

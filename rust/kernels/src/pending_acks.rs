@@ -82,10 +82,7 @@ impl PendingAcks {
         for (i, &ack) in acks.iter().enumerate() {
             batch_count(ack.batch_size.into(), &format!("acks[{i}].batch_size"))?;
             if tracker.is_some() && ack.sticky_key_hash == 0 {
-                let e = missing_hash(ack);
-                return Err(InvalidInput::Message(format!(
-                    "sticky_key_hashes[{i}]: {e}"
-                )));
+                return Err(missing_hash(ack).at(i));
             }
         }
         Ok(acks.iter().map(|&a| self.add_checked(a, tracker)).collect())

@@ -127,7 +127,7 @@ impl FailurePolicy {
         }
         if matches!(&self.poison_policy, PoisonPolicy::DeadLetter(t) if t.trim().is_empty()) {
             return Err(InvalidInput::new(
-                "dead_letter_topic must be set when poison_policy is \"dead_letter\"",
+                "the \"dead_letter\" poison policy needs a topic to publish to",
             ));
         }
         Ok(self)
