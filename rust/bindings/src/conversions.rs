@@ -556,6 +556,13 @@ argument!(
 );
 
 argument!(
+    /// 16-bit hashes from any iterable (Pulsar takes a set), each in `[0, 0xFFFF]`.
+    RingHashSet(Vec<u16>) = |obj, what| each(obj, what, "a sequence", |item, what| {
+        arg::<RingHash>(item, what).map(|h| h.0)
+    })
+);
+
+argument!(
     /// Log offsets, each in `[0, 2**63 - 1]`.
     Offsets(Vec<u64>) =
         |obj, what| checked_values(obj, what, (0, i128::from(MAX_OFFSET)), |v| v as u64)

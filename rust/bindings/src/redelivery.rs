@@ -6,8 +6,8 @@ use crate::errors::Raise;
 
 use super::draining::PyDrainingHashesTracker;
 use crate::conversions::{
-    arg, opt_arg, queued_position, same_lengths, sequence, Callback, ConsumersByHash, I64s, Int,
-    OptConsumerIds, Permits, RingHash, RingHashes, Size,
+    arg, opt_arg, queued_position, same_lengths, Callback, ConsumersByHash, I64s, Int,
+    OptConsumerIds, Permits, RingHash, RingHashSet, RingHashes, Size,
 };
 use crate::state::{detached, lock, with_state};
 use keyshared_kernels::redelivery::{
@@ -116,11 +116,7 @@ impl PyMessageRedeliveryController {
         py: Python<'_>,
         sticky_key_hashes: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let hashes = sequence(sticky_key_hashes, "sticky_key_hashes", "a sequence")?
-            .iter()
-            .enumerate()
-            .map(|(i, h)| arg::<RingHash>(h, &format!("sticky_key_hashes[{i}]")).map(|v| v.0))
-            .collect::<PyResult<Vec<u16>>>()?;
+        let RingHashSet(hashes) = arg(sticky_key_hashes, "sticky_key_hashes")?;
         Ok(self.run(py, |c| c.contains_sticky_key_hashes(hashes)))
     }
 
