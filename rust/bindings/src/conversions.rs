@@ -50,6 +50,16 @@ pub fn opt_arg<'py, T: FromArg<'py>>(
     }
 }
 
+/// An argument with a default: absent is `default`; anything given, None included, is
+/// converted.
+pub fn arg_or<'py, T: FromArg<'py>>(
+    obj: Option<&Bound<'py, PyAny>>,
+    name: &str,
+    default: T,
+) -> PyResult<T> {
+    obj.map_or(Ok(default), |o| arg(o, name))
+}
+
 /// Declares a newtype argument and how it converts: `convert(obj, name)` gives its value.
 macro_rules! argument {
     ($(#[$doc:meta])* $name:ident($inner:ty) = $convert:expr) => {

@@ -259,6 +259,7 @@ impl PyMessageRedeliveryController {
 }
 
 /// An optional int setting; None (or absent) takes `default`.
+/// A setting that None leaves at its default.
 fn setting(obj: Option<&Bound<'_, PyAny>>, what: &str, default: i64) -> PyResult<i64> {
     Ok(opt_arg::<Int>(obj, what)?.map_or(default, |v| v.0))
 }

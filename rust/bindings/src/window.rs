@@ -4,7 +4,7 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 
 use crate::conversions::{
-    arg, named, routing_key_object, ConsumerId, ConsumerSet, Count, Millis, Offset, Text,
+    arg, arg_or, named, routing_key_object, ConsumerId, ConsumerSet, Count, Millis, Offset, Text,
 };
 use crate::errors::Raise;
 use crate::rings::PyKeySharedConsumerState;
@@ -53,9 +53,7 @@ impl PyFailurePolicy {
         dead_letter_topic: Option<String>,
     ) -> PyResult<Self> {
         let d = FailurePolicy::default();
-        let millis = |obj: Option<&Bound<'_, PyAny>>, what: &str, default: u64| {
-            obj.map_or(Ok(default), |o| arg::<Millis>(o, what).map(|v| v.0))
-        };
+        let millis = |obj, what, default| arg_or(obj, what, Millis(default)).map(|v| v.0);
         let backoff_strategy: BackoffStrategy = named("backoff_strategy", backoff_strategy)?;
         let poison_policy = match named("poison_policy", poison_policy)? {
             PoisonPolicy::DeadLetter(_) => {
@@ -64,9 +62,12 @@ impl PyFailurePolicy {
             other => other,
         };
         let policy = FailurePolicy {
-            max_redelivery_count: max_redelivery_count.map_or(Ok(d.max_redelivery_count), |o| {
-                arg::<Count>(o, "max_redelivery_count").map(|v| v.0)
-            })?,
+            max_redelivery_count: arg_or(
+                max_redelivery_count,
+                "max_redelivery_count",
+                Count(d.max_redelivery_count),
+            )?
+            .0,
             ack_timeout_ms: millis(ack_timeout_ms, "ack_timeout_ms", d.ack_timeout_ms)?,
             base_redelivery_delay_ms: millis(
                 base_redelivery_delay_ms,
@@ -313,18 +314,18 @@ impl PyInFlightWindow {
         inactive_eviction_ticks: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let d = WindowLimits::default();
-        let size = |obj: Option<&Bound<'_, PyAny>>, what: &str, default: usize| {
-            obj.map_or(Ok(default), |o| {
-                arg::<Count>(o, what).map(|v| v.0).map(|v| v as usize)
-            })
+        let size = |obj, what, default: usize| {
+            arg_or(obj, what, Count(default as u32)).map(|v| v.0 as usize)
         };
         let limits = WindowLimits {
             max_window_size: size(max_window_size, "max_window_size", d.max_window_size)?,
             max_per_consumer: size(max_per_consumer, "max_per_consumer", d.max_per_consumer)?,
-            inactive_eviction_ticks: inactive_eviction_ticks
-                .map_or(Ok(d.inactive_eviction_ticks), |o| {
-                    arg::<Count>(o, "inactive_eviction_ticks").map(|v| v.0)
-                })?,
+            inactive_eviction_ticks: arg_or(
+                inactive_eviction_ticks,
+                "inactive_eviction_ticks",
+                Count(d.inactive_eviction_ticks),
+            )?
+            .0,
         };
         let policy = match failure_policy {
             Some(p) => p,
@@ -379,7 +380,7 @@ impl PyInFlightWindow {
         let Offset(offset) = arg(offset, "offset")?;
         let key: RoutingKey = arg(key, "key")?;
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
-        let now = now_ms.map_or(Ok(0), |n| arg::<Millis>(n, "now_ms").map(|v| v.0))?;
+        let Millis(now) = arg_or(now_ms, "now_ms", Millis(0))?;
         with_state(py, &self.state, |w| {
             w.mark_dispatched(offset, &key, consumer, now)
         })
