@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
+    from pulsar_oracle import Oracle
     from pyspark.sql import SparkSession
 
 # Two shared cores make wall-clock deadlines meaningless; correctness is what is tested here.
@@ -33,8 +34,36 @@ def spark() -> Iterator["SparkSession"]:
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def oracle() -> Iterator["Oracle"]:
+    """Pulsar's own classes, newest release (built by scripts/pulsar.sh)."""
+    from pulsar_oracle import NEWEST, Oracle
+
+    with Oracle(NEWEST) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def oracle_lts() -> Iterator["Oracle"]:
+    """Pulsar's own classes, the 4.0 LTS line."""
+    from pulsar_oracle import LTS, Oracle
+
+    with Oracle(LTS) as running:
+        yield running
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from pulsar_oracle import COMPARISONS
+
+    if COMPARISONS:
+        terminalreporter.section("compared with Pulsar")
+        for area, (cases, differences) in sorted(COMPARISONS.items()):
+            terminalreporter.write_line(f"{area}: {cases} cases compared, {differences} differences")
+
+
 # Plain `pytest` runs the fast suite; scripts/test.sh passes `-m ""` to run everything.
 SLOW_MODULES = {"test_packaging"}
+PULSAR_FIXTURES = {"oracle", "oracle_lts", "pulsar_broker"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -44,3 +73,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
         if module in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+        if PULSAR_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.pulsar)

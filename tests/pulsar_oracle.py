@@ -1,0 +1,150 @@
+"""Client of the Pulsar oracle (``oracle/``): Pulsar's own classes, from its released jars,
+answering line-delimited JSON requests in a child JVM. ``scripts/pulsar.sh`` builds it.
+
+Every wait has a timeout; a request the oracle refuses raises :class:`OracleError` with the
+oracle's message, and a JVM that dies or hangs raises :class:`OracleUnavailable` with the
+tail of its log, so a broken oracle fails a test loudly instead of passing it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import tempfile
+import threading
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+# The newest Pulsar release Maven Central serves whole, and the newest of the 4.0 LTS line.
+NEWEST = "4.2.4"
+LTS = "4.0.7"
+VERSIONS = (NEWEST, LTS)
+TIMEOUT_S = 120.0
+
+# area -> [cases compared, differences], printed by conftest at the end of the run.
+COMPARISONS: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
+
+
+def record(area: str, cases: int, differences: int = 0) -> None:
+    """Counts ``cases`` compared with Pulsar under ``area`` (say ``"4.2.4 selector"``)."""
+    COMPARISONS[area][0] += cases
+    COMPARISONS[area][1] += differences
+
+
+class OracleError(RuntimeError):
+    """The oracle answered a request with an error (a bad request or a Java exception)."""
+
+
+class OracleUnavailable(RuntimeError):
+    """The oracle's JVM is missing, died, or did not answer in time."""
+
+
+def classpath(version: str) -> str:
+    target = ROOT / "oracle" / "target" / version
+    cp_file = target / "classpath.txt"
+    if not cp_file.is_file():
+        raise OracleUnavailable(
+            f"the oracle for Pulsar {version} is not built ({cp_file} is missing): "
+            "run scripts/pulsar.sh"
+        )
+    return os.pathsep.join([str(target / "classes"), cp_file.read_text().strip()])
+
+
+class Oracle:
+    """One oracle JVM on Pulsar ``version``. Use as a context manager or call :meth:`close`."""
+
+    def __init__(self, version: str = NEWEST, timeout_s: float = TIMEOUT_S) -> None:
+        self.timeout_s = timeout_s
+        self._log = tempfile.TemporaryFile("w+", encoding="utf-8")
+        self._proc = subprocess.Popen(
+            ["java", "-Xmx2g", "-cp", classpath(version), "org.keyshared.oracle.Oracle"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            encoding="utf-8",
+            bufsize=1,
+        )
+        self._answers: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self._next_id = 0
+        self._lock = threading.Lock()
+        info = self.call("version")
+        self.version: str = info["pulsar_version"]
+        self.ops: frozenset[str] = frozenset(info["ops"])
+        if self.version != version:
+            self.close()
+            raise OracleUnavailable(f"asked for Pulsar {version}, the oracle runs {self.version}")
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            self._answers.put(line)
+        self._answers.put(None)
+
+    def _log_tail(self) -> str:
+        self._log.seek(0)
+        return "".join(self._log.readlines()[-20:])
+
+    def call(self, op: str, **args: Any) -> Any:
+        """Runs ``op`` with ``args`` in the oracle and returns its result."""
+        with self._lock:
+            self._next_id += 1
+            request_id = self._next_id
+            if self._proc.poll() is not None:
+                raise OracleUnavailable(f"the oracle has exited:\n{self._log_tail()}")
+            assert self._proc.stdin is not None
+            try:
+                self._proc.stdin.write(json.dumps({"id": request_id, "op": op, "args": args}))
+                self._proc.stdin.write("\n")
+                self._proc.stdin.flush()
+                line = self._answers.get(timeout=self.timeout_s)
+            except queue.Empty:
+                self._proc.kill()
+                raise OracleUnavailable(
+                    f"the oracle did not answer {op!r} within {self.timeout_s} s"
+                ) from None
+            except BrokenPipeError:
+                line = None
+            if line is None:
+                raise OracleUnavailable(f"the oracle died during {op!r}:\n{self._log_tail()}")
+            answer = json.loads(line)
+            if answer.get("id") != request_id:
+                raise OracleUnavailable(f"answer {answer.get('id')} to request {request_id}")
+            if not answer["ok"]:
+                raise OracleError(f"{op}: {answer['error']}")
+            return answer.get("result")
+
+    def supports(self, op: str) -> bool:
+        return op in self.ops
+
+    def close(self) -> None:
+        if self._proc.stdin is not None and not self._proc.stdin.closed:
+            try:
+                self._proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(timeout=10)
+        self._log.close()
+
+    def __enter__(self) -> Oracle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def key_arg(key: str | bytes) -> Any:
+    """A key as the oracle reads it: a str as its UTF-8 bytes, any bytes as base64."""
+    if isinstance(key, str):
+        return key
+    import base64
+
+    return {"b64": base64.b64encode(key).decode("ascii")}
