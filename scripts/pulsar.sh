@@ -7,8 +7,9 @@
 #   scripts/pulsar.sh            # build every release in PULSAR_VERSIONS
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The newest release Maven Central serves whole, then the 4.0 LTS line.
-versions=${PULSAR_VERSIONS:-"4.2.4 4.0.7"}
+# The newest release Maven Central serves whole, the 4.0 LTS line, and the 5.0 milestone that
+# holds the scalable-topic classes (their ops build against it alone: oracle/src/scalable).
+versions=${PULSAR_VERSIONS:-"4.2.4 4.0.7 5.0.0-M1"}
 
 log() { printf '[pulsar] %s\n' "$*" >&2; }
 

@@ -52,6 +52,15 @@ def oracle_lts() -> Iterator["Oracle"]:
         yield running
 
 
+@pytest.fixture(scope="session")
+def oracle_milestone() -> Iterator["Oracle"]:
+    """Pulsar's own classes, the 5.0 milestone: the scalable-topic classes."""
+    from pulsar_oracle import MILESTONE, Oracle
+
+    with Oracle(MILESTONE) as running:
+        yield running
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from pulsar_oracle import COMPARISONS
 
@@ -63,7 +72,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 # Plain `pytest` runs the fast suite; scripts/test.sh passes `-m ""` to run everything.
 SLOW_MODULES = {"test_packaging"}
-PULSAR_FIXTURES = {"oracle", "oracle_lts", "pulsar_broker"}
+PULSAR_FIXTURES = {"oracle", "oracle_lts", "oracle_milestone", "pulsar_broker"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

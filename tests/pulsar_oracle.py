@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-# The newest Pulsar release Maven Central serves whole, and the newest of the 4.0 LTS line.
+# The newest Pulsar release Maven Central serves whole, the newest of the 4.0 LTS line, and
+# the 5.0 milestone, the one release with the scalable-topic classes (PIP-483).
 NEWEST = "4.2.4"
 LTS = "4.0.7"
-VERSIONS = (NEWEST, LTS)
+MILESTONE = "5.0.0-M1"
+VERSIONS = (NEWEST, LTS, MILESTONE)
 TIMEOUT_S = 120.0
 
 # area -> [cases compared, differences], printed by conftest at the end of the run.

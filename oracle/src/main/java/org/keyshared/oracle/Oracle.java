@@ -34,6 +34,7 @@ public final class Oracle {
     SelectorOps.register(ops);
     DrainingOps.register(ops);
     LoadBalanceOps.register(ops);
+    registerScalableOps(ops);
 
     // stdout carries answers only: Pulsar's own logging goes to stderr.
     PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
@@ -46,6 +47,17 @@ public final class Oracle {
       out.println(JSON.writeValueAsString(answer(line, ops, handles)));
       out.flush();
     }
+  }
+
+  /** The scalable-topic ops, built only against a release that has those classes. */
+  private static void registerScalableOps(Map<String, Op> ops) throws Exception {
+    Class<?> scalable;
+    try {
+      scalable = Class.forName("org.keyshared.oracle.ScalableOps");
+    } catch (ClassNotFoundException absent) {
+      return;
+    }
+    scalable.getDeclaredMethod("register", Map.class).invoke(null, ops);
   }
 
   static ObjectNode answer(String line, Map<String, Op> ops, Handles handles) {
