@@ -281,9 +281,11 @@ class DrainingHash:
 
 @final
 class ConsumerDrainingHashesStats:
-    """A consumer's draining-hash stats. ``draining_hashes_unacked_messages`` is the sum of
-    its entries' ref counts; ``draining_hashes_cleared_total`` counts entries that went away
-    since the consumer's stats began (reset by ``consumer_removed`` and ``clear``)."""
+    """A consumer's draining-hash stats, over the hashes it started draining since its stats
+    began (reset by ``consumer_removed`` and ``clear``; as in Pulsar, hashes it still drained
+    when ``consumer_removed`` was called stay out of stats made anew).
+    ``draining_hashes_unacked_messages`` is the sum of those entries' ref counts;
+    ``draining_hashes_cleared_total`` counts the consumer's entries that went away since."""
 
     @property
     def draining_hashes_count(self) -> int: ...
@@ -354,7 +356,7 @@ class DrainingHashesTracker:
         """Drops all entries and stats; an open batch stays open."""
 
     def consumer_removed(self, consumer_id: int) -> None:
-        """Forgets the consumer's stats."""
+        """Forgets the consumer's stats; its entries stay, left out of any later stats."""
 
     def consumer_stats(self, consumer_id: int) -> ConsumerDrainingHashesStats:
         """The consumer's stats; zeros for a consumer without any."""
@@ -391,8 +393,8 @@ class PendingAcksMap:
     def add_pending_ack_if_allowed(
         self, ledger_id: int, entry_id: int, batch_size: int, sticky_key_hash: int
     ) -> bool:
-        """Adds (or overwrites) the ack; False when the map is closed or the hash drains on
-        another consumer."""
+        """Adds (or overwrites) the ack; False when the map is closed (checked first, so
+        even for hash 0) or the hash drains on another consumer."""
 
     def add_pending_acks_if_allowed(
         self,

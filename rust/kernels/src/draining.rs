@@ -6,7 +6,7 @@
 //! freed with its last, so an idle tracker costs about 2 KiB and all 65,536 hashes
 //! draining fit in about 0.75 MiB (Pulsar estimates 5 MB for the same).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::mem::size_of;
 
 use super::error::{InvalidInput, KernelResult};
@@ -60,7 +60,6 @@ pub struct ConsumerDrainingStats {
 struct Owner {
     consumer_id: u64,
     hashes: u32,
-    unacked: u64,
     cleared_total: u64,
     has_stats: bool,
 }
@@ -72,6 +71,10 @@ pub struct DrainingHashes {
     owners: Vec<Owner>,
     free_owners: Vec<u32>,
     owner_index: HashMap<u64, u32>,
+    /// Draining hashes left out of their owner's stats: those it held when its stats were
+    /// dropped (`consumer_removed`). As in Pulsar, whose stats list the hashes added since
+    /// they began, stats made anew by a later entry leave these out.
+    unlisted: HashSet<u16>,
     batch_level: u32,
     unblocked_while_batching: bool,
 }
@@ -90,6 +93,7 @@ impl DrainingHashes {
             owners: Vec::new(),
             free_owners: Vec::new(),
             owner_index: HashMap::new(),
+            unlisted: HashSet::new(),
             batch_level: 0,
             unblocked_while_batching: false,
         }
@@ -142,22 +146,17 @@ impl DrainingHashes {
     }
 
     fn apply_add(&mut self, consumer: u64, hash: u16) {
-        let owner = match self.slot(hash) {
-            Some(slot) => slot.owner,
-            None => {
-                let owner = self.intern(consumer);
-                let page = self.page_mut(hash);
-                page.used += 1;
-                page.slots[usize::from(hash) % PAGE_SIZE].owner = owner;
-                self.len += 1;
-                let o = &mut self.owners[owner as usize - 1];
-                o.hashes += 1;
-                o.has_stats = true;
-                owner
-            }
-        };
+        if self.slot(hash).is_none() {
+            let owner = self.intern(consumer);
+            let page = self.page_mut(hash);
+            page.used += 1;
+            page.slots[usize::from(hash) % PAGE_SIZE].owner = owner;
+            self.len += 1;
+            let o = &mut self.owners[owner as usize - 1];
+            o.hashes += 1;
+            o.has_stats = true;
+        }
         self.slot_mut(hash).ref_count += 1;
-        self.owners[owner as usize - 1].unacked += 1;
     }
 
     /// Takes one pending message of `hash` off `consumer`'s entry. At zero the entry goes;
@@ -224,8 +223,6 @@ impl DrainingHashes {
     /// Callers have checked the owner; a hash with no entry (or 0) is ignored.
     pub(crate) fn apply_reduce(&mut self, hash: u16, closing: bool) -> Option<i32> {
         let slot = self.slot(hash)?;
-        let owner = slot.owner as usize - 1;
-        self.owners[owner].unacked -= 1;
         if slot.ref_count > 1 {
             self.slot_mut(hash).ref_count -= 1;
             return None;
@@ -254,12 +251,10 @@ impl DrainingHashes {
         if slot.owner == 0 {
             return false;
         }
-        let owner = &mut self.owners[slot.owner as usize - 1];
-        if owner.consumer_id != consumer {
+        if self.owners[slot.owner as usize - 1].consumer_id != consumer {
             slot.blocked_count = slot.blocked_count.saturating_add(1);
             return true;
         }
-        owner.unacked -= u64::from(slot.ref_count);
         self.remove(hash);
         false
     }
@@ -318,11 +313,17 @@ impl DrainingHashes {
         self.owners = Vec::new();
         self.free_owners = Vec::new();
         self.owner_index = HashMap::new();
+        self.unlisted = HashSet::new();
     }
 
-    /// Forgets a consumer's stats (its cleared total); its entries, if any, stay.
+    /// Forgets a consumer's stats (its cleared total); its entries, if any, stay, but out of
+    /// any stats the consumer gets later, as in Pulsar.
     pub fn consumer_removed(&mut self, consumer: u64) {
         if let Some(&owner) = self.owner_index.get(&consumer) {
+            if self.owners[owner as usize - 1].hashes > 0 {
+                let held: Vec<u16> = self.hashes_of(owner).iter().map(|d| d.hash).collect();
+                self.unlisted.extend(held);
+            }
             let o = &mut self.owners[owner as usize - 1];
             o.has_stats = false;
             o.cleared_total = 0;
@@ -339,11 +340,18 @@ impl DrainingHashes {
         if !o.has_stats {
             return ConsumerDrainingStats::default();
         }
+        let mut draining_hashes = self.hashes_of(owner);
+        if !self.unlisted.is_empty() {
+            draining_hashes.retain(|d| !self.unlisted.contains(&d.hash));
+        }
         ConsumerDrainingStats {
-            draining_hashes_count: o.hashes,
+            draining_hashes_count: draining_hashes.len() as u32,
             draining_hashes_cleared_total: o.cleared_total,
-            draining_hashes_unacked_messages: o.unacked,
-            draining_hashes: self.hashes_of(owner),
+            draining_hashes_unacked_messages: draining_hashes
+                .iter()
+                .map(|d| u64::from(d.unack_msgs))
+                .sum(),
+            draining_hashes,
         }
     }
 
@@ -367,7 +375,8 @@ impl DrainingHashes {
     /// Bytes held on the heap and inline, counting each allocation at its capacity.
     pub fn memory_bytes(&self) -> usize {
         let pages = self.pages.iter().flatten().count() * size_of::<Page>();
-        let index = self.owner_index.capacity() * (size_of::<(u64, u32)>() + 1);
+        let index = self.owner_index.capacity() * (size_of::<(u64, u32)>() + 1)
+            + self.unlisted.capacity() * (size_of::<u16>() + 1);
         size_of::<Self>()
             + self.pages.capacity() * size_of::<Option<Box<Page>>>()
             + pages
@@ -408,6 +417,9 @@ impl DrainingHashes {
             self.pages[p] = None;
         }
         self.len -= 1;
+        if !self.unlisted.is_empty() {
+            self.unlisted.remove(&hash);
+        }
         let o = &mut self.owners[slot.owner as usize - 1];
         o.hashes -= 1;
         if o.has_stats {
@@ -423,7 +435,6 @@ impl DrainingHashes {
         let fresh = Owner {
             consumer_id: consumer,
             hashes: 0,
-            unacked: 0,
             cleared_total: 0,
             has_stats: true,
         };
@@ -581,6 +592,29 @@ mod tests {
         assert_eq!(t.consumer_stats(99), ConsumerDrainingStats::default());
         t.clear();
         assert!(t.is_empty());
+    }
+
+    /// Pulsar's `consumerRemoved` drops the consumer's stats while its entries stay; stats it
+    /// gets anew from a later entry list only the hashes added since (its RoaringBitmap),
+    /// though a cleared old hash still counts in the cleared total.
+    #[test]
+    fn stats_made_anew_leave_out_earlier_hashes() {
+        let mut t = DrainingHashes::new();
+        t.add_entry(2, 1).unwrap();
+        t.consumer_removed(2);
+        assert_eq!(t.consumer_stats(2), ConsumerDrainingStats::default());
+        t.add_entry(2, 2).unwrap();
+        t.add_entry(2, 1).unwrap();
+        let s = t.consumer_stats(2);
+        assert_eq!(s.draining_hashes_count, 1);
+        assert_eq!(s.draining_hashes_unacked_messages, 1);
+        assert_eq!(s.draining_hashes[0].hash, 2);
+        t.reduce_ref_count(2, 1, false).unwrap();
+        t.reduce_ref_count(2, 1, false).unwrap();
+        assert_eq!(t.consumer_stats(2).draining_hashes_cleared_total, 1);
+        t.add_entry(2, 1).unwrap();
+        assert_eq!(t.consumer_stats(2).draining_hashes_count, 2);
+        assert!(t.unlisted.is_empty());
     }
 
     #[test]

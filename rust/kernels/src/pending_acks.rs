@@ -60,14 +60,15 @@ impl PendingAcks {
     }
 
     /// Adds (or overwrites) a pending ack unless the map is closed or, when wired, another
-    /// consumer is draining the hash. With a table, hash 0 is an error.
+    /// consumer is draining the hash. With a table, hash 0 is an error, except that a closed
+    /// map refuses every add first, as Pulsar's checks `closed` before its add handler.
     pub fn add_pending_ack_if_allowed(
         &mut self,
         ack: PendingAck,
         tracker: Option<&DrainingHashes>,
     ) -> KernelResult<bool> {
         batch_count(ack.batch_size.into(), "batch_size")?;
-        if tracker.is_some() && ack.sticky_key_hash == 0 {
+        if tracker.is_some() && ack.sticky_key_hash == 0 && !self.closed {
             return Err(missing_hash(ack));
         }
         Ok(self.add_checked(ack, tracker))
@@ -81,7 +82,7 @@ impl PendingAcks {
     ) -> KernelResult<Vec<bool>> {
         for (i, &ack) in acks.iter().enumerate() {
             batch_count(ack.batch_size.into(), &format!("acks[{i}].batch_size"))?;
-            if tracker.is_some() && ack.sticky_key_hash == 0 {
+            if tracker.is_some() && ack.sticky_key_hash == 0 && !self.closed {
                 return Err(missing_hash(ack).at(i));
             }
         }
@@ -429,6 +430,23 @@ mod tests {
         assert_eq!(all.len(), 1);
         assert!(!m.add_pending_ack_if_allowed(ack(1, 2, 9), None).unwrap());
         assert!(m.is_empty());
+    }
+
+    /// Pulsar's `addPendingAckIfAllowed` checks `closed` before the dispatcher's add handler,
+    /// which refuses hash 0: a closed map answers false even for hash 0.
+    #[test]
+    fn closed_map_refuses_hash_zero_without_an_error() {
+        let t = DrainingHashes::new();
+        let mut m = PendingAcks::new(1);
+        m.for_each_and_clear(true, None).unwrap();
+        assert_eq!(
+            m.add_pending_ack_if_allowed(ack(1, 1, 0), Some(&t)),
+            Ok(false)
+        );
+        assert_eq!(
+            m.add_many(&[ack(1, 1, 0), ack(1, 2, 5)], Some(&t)),
+            Ok(vec![false, false])
+        );
     }
 
     #[test]
