@@ -24,18 +24,22 @@ from hypothesis.stateful import (
 )
 from pulsar_oracle import LTS, NEWEST, Oracle, OracleError, record
 
-from keyshared import DrainingHashesTracker, PendingAcksMap
+from keyshared import DrainingHashesTracker, HashRange, PendingAcksMap
 
 CONSUMERS = (1, 2, 3)
-HASHES = (1, 2, 7, 0xFFFF)  # 0 ("not set") is drawn separately, now and then
+HASHES = (1, 2, 0xFFFF)  # 0 ("not set") is drawn separately, now and then
 LEDGERS = (1, 2)
 ENTRIES = (0, 1, 2, 3)
 
 consumers = st.sampled_from(CONSUMERS)
 hashes = st.sampled_from(HASHES)
-hashes_or_zero = st.one_of(hashes, hashes, hashes, st.just(0))
+hashes_or_zero = st.sampled_from((*HASHES, *HASHES, 0))
 ledgers = st.sampled_from(LEDGERS)
 entries = st.sampled_from(ENTRIES)
+# Calls that empty the tables run one time in five they are drawn, so that states with many
+# draining hashes and pending acks are reached.
+seldom = st.sampled_from((False, False, False, False, True))
+picks = st.integers(0, 7)  # which pending ack an op takes (0: the position drawn instead)
 
 EXAMPLES = 200
 STEPS = 50
@@ -148,27 +152,60 @@ def machine_for(oracle: Oracle, tally: Tally) -> type[RuleBasedStateMachine]:
 
         # --- the tracker, driven directly -------------------------------------------------
 
+        def target(self, c: int, ledger: int, entry: int, pick: int) -> tuple[int, int]:
+            """Mostly one of ``c``'s pending acks (by ``pick``), else the position drawn."""
+            acks = self.maps[c].to_list()
+            if pick == 0 or not acks:
+                return ledger, entry
+            ack = acks[pick % len(acks)]
+            return ack[0], ack[1]
+
         def others_hold(self, c: int, h: int) -> bool:
             return any(
                 ack[3] == h for other, m in self.maps.items() if other != c for ack in m.to_list()
             )
 
-        @rule(c=consumers, h=hashes_or_zero)
-        def add_entry(self, c: int, h: int) -> None:
-            # As the dispatcher does, only the consumer holding a hash's pending acks drains
-            # it: an entry owned by one consumer while another holds acks of the hash would
-            # make removing those acks fail, which Pulsar and keyshared handle differently
-            # (test_removal_refused_by_the_tracker_changes_nothing).
-            if self.others_hold(c, h):
+        @rule(c=consumers, h=hashes_or_zero, n=st.integers(1, 3))
+        def add_entry(self, c: int, h: int, n: int) -> None:
+            """``n`` references to ``h`` for ``c``, or for the one consumer holding pending acks
+            of ``h`` if another does. As in the dispatcher, only the consumer holding a hash's
+            pending acks drains it: an entry owned by one consumer while another holds acks
+            of the hash would make removing those acks fail, which Pulsar and keyshared handle
+            differently (test_removal_refused_by_the_tracker_changes_nothing)."""
+            holders = {o for o, m in self.maps.items() for ack in m.to_list() if ack[3] == h}
+            if len(holders) > 1:
                 return
-            self.both(
-                f"add_entry({c}, {h})",
-                self.tracker.add_entry,
-                (c, h),
-                "draining.add_entry",
-                consumer=c,
-                hash=h,
-            )
+            if holders:
+                (c,) = holders
+            for _ in range(n):
+                self.both(
+                    f"add_entry({c}, {h})",
+                    self.tracker.add_entry,
+                    (c, h),
+                    "draining.add_entry",
+                    consumer=c,
+                    hash=h,
+                )
+
+        @rule(c=consumers, bounds=st.lists(hashes, min_size=2, max_size=2))
+        def register_draining_hashes(self, c: int, bounds: list[int]) -> None:
+            """The dispatcher's registerDrainingHashes for a range consumer ``c`` lost: each of
+            its pending acks with a hash in the range adds a reference to that hash's entry.
+            keyshared does it in one call, checked first; Pulsar's loop calls addEntry per
+            ack, so a range holding a hash another consumer drains is left out (Pulsar would
+            add part of it before throwing)."""
+            lo, hi = sorted(bounds)
+            held = [a for a in self.maps[c].to_list() if a[3] != 0 and lo <= a[3] <= hi]
+            if any((e := self.tracker.get_entry(a[3])) and e.consumer_id != c for a in held):
+                return
+            if any(self.others_hold(c, a[3]) for a in held):  # as in add_entry
+                return
+            n = self.maps[c].register_draining_hashes([HashRange(lo, hi)])
+            acks = oracle.call("pending.for_each", handle=self.handle, consumer=c)
+            pulsar = [a for a in acks if a[3] != 0 and lo <= a[3] <= hi]
+            for a in pulsar:
+                oracle.call("draining.add_entry", handle=self.handle, consumer=c, hash=a[3])
+            tally.same(f"[{c}].register_draining_hashes({lo:#x}-{hi:#x})", n, len(pulsar))
 
         @rule(c=consumers, h=hashes_or_zero, closing=st.booleans())
         def reduce_ref_count(self, c: int, h: int, closing: bool) -> None:
@@ -193,8 +230,37 @@ def machine_for(oracle: Oracle, tally: Tally) -> type[RuleBasedStateMachine]:
                 hash=h,
             )
 
-        @rule()
-        def start_batch(self) -> None:
+        @rule(c=consumers, h=hashes)
+        def block_elsewhere(self, c: int, h: int) -> None:
+            """should_block for a consumer other than the one draining ``h``, if one is."""
+            e = self.tracker.get_entry(h)
+            if e is not None and e.consumer_id == c:
+                c = CONSUMERS[(CONSUMERS.index(c) + 1) % len(CONSUMERS)]
+            self.should_block(c, h)
+
+        @rule(h=hashes, closing=seldom, drain=st.booleans())
+        def reduce_owned(self, h: int, closing: bool, drain: bool) -> None:
+            """reduce_ref_count by the consumer draining ``h``, if one is: once, or (``drain``)
+            until the entry goes."""
+            e = self.tracker.get_entry(h)
+            if e is not None:
+                for _ in range(e.ref_count if drain else 1):
+                    self.reduce_ref_count(e.consumer_id, h, closing)
+
+        @rule(c=consumers, h=hashes)
+        def block_then_drain(self, c: int, h: int) -> None:
+            """A dispatch to another consumer blocked by ``h``, then ``h`` drained (if it is
+            draining): the path that tells the unblocking handler."""
+            e = self.tracker.get_entry(h)
+            if e is not None:
+                self.block_elsewhere(c, h)
+                self.reduce_owned(h, False, True)
+
+        @rule(now=seldom)
+        def start_batch(self, now: bool) -> None:
+            # Seldom, or a batch would be open most of the time, hiding unblocking by hash.
+            if not now:
+                return
             self.both("start_batch()", self.tracker.start_batch, (), "draining.start_batch")
             self.batch_level += 1
 
@@ -205,19 +271,19 @@ def machine_for(oracle: Oracle, tally: Tally) -> type[RuleBasedStateMachine]:
             self.both("end_batch()", self.tracker.end_batch, (), "draining.end_batch")
             self.batch_level -= 1
 
-        @rule()
-        def clear(self) -> None:
-            self.both("clear()", self.tracker.clear, (), "draining.clear")
+        def clear(self, now: bool) -> None:
+            if now:
+                self.both("clear()", self.tracker.clear, (), "draining.clear")
 
-        @rule(c=consumers)
-        def consumer_removed(self, c: int) -> None:
-            self.both(
-                f"consumer_removed({c})",
-                self.tracker.consumer_removed,
-                (c,),
-                "draining.consumer_removed",
-                consumer=c,
-            )
+        def consumer_removed(self, c: int, now: bool) -> None:
+            if now:
+                self.both(
+                    f"consumer_removed({c})",
+                    self.tracker.consumer_removed,
+                    (c,),
+                    "draining.consumer_removed",
+                    consumer=c,
+                )
 
         # --- pending acks, wired to the tracker ---------------------------------------------
 
@@ -235,7 +301,6 @@ def machine_for(oracle: Oracle, tally: Tally) -> type[RuleBasedStateMachine]:
                 hash=h,
             )
 
-        @rule(c=consumers, ledger=ledgers, entry=entries)
         def remove(self, c: int, ledger: int, entry: int) -> None:
             self.both(
                 f"[{c}].remove({ledger}, {entry})",
@@ -247,14 +312,6 @@ def machine_for(oracle: Oracle, tally: Tally) -> type[RuleBasedStateMachine]:
                 entry=entry,
             )
 
-        @rule(
-            c=consumers,
-            ledger=ledgers,
-            entry=entries,
-            size=st.integers(1, 3),
-            h=hashes,
-            exact=st.booleans(),
-        )
         def remove_exact(
             self, c: int, ledger: int, entry: int, size: int, h: int, exact: bool
         ) -> None:
@@ -273,7 +330,6 @@ def machine_for(oracle: Oracle, tally: Tally) -> type[RuleBasedStateMachine]:
                 hash=h,
             )
 
-        @rule(c=consumers, ledger=ledgers, entry=entries)
         def remove_and_get(self, c: int, ledger: int, entry: int) -> None:
             got = self.maps[c].remove_and_get(ledger, entry)
             mine_got = None if got is None else list(got)
@@ -300,10 +356,13 @@ def machine_for(oracle: Oracle, tally: Tally) -> type[RuleBasedStateMachine]:
                 )
             tally.same(f"[{c}].remove_and_get({ledger}, {entry})", mine_got, pulsar)
 
-        @rule(c=consumers, ledger=ledgers, entry=entries, delta=st.integers(0, 3))
-        def update_remaining_unacked(self, c: int, ledger: int, entry: int, delta: int) -> None:
+        @rule(c=consumers, ledger=ledgers, entry=entries, delta=st.integers(0, 3), pick=picks)
+        def update_remaining_unacked(
+            self, c: int, ledger: int, entry: int, delta: int, pick: int
+        ) -> None:
             if not newer_api:
                 return
+            ledger, entry = self.target(c, ledger, entry, pick)
             # Beyond the remaining count Pulsar goes negative: test_update_remaining_unacked.
             held = self.maps[c].get(ledger, entry)
             if held is not None:
@@ -319,8 +378,10 @@ def machine_for(oracle: Oracle, tally: Tally) -> type[RuleBasedStateMachine]:
                 acked_delta=delta,
             )
 
-        @rule(c=consumers, ledger=ledgers, entry=entries)
-        def remove_all_up_to(self, c: int, ledger: int, entry: int) -> None:
+        @rule(c=consumers, ledger=ledgers, entry=entries, now=seldom)
+        def remove_all_up_to(self, c: int, ledger: int, entry: int, now: bool) -> None:
+            if not now:
+                return
             seen: list[list[int]] = []
             n = self.maps[c].remove_all_up_to(ledger, entry, lambda *ack: seen.append(list(ack)))
             pulsar = oracle.call(
@@ -336,8 +397,9 @@ def machine_for(oracle: Oracle, tally: Tally) -> type[RuleBasedStateMachine]:
                     f"[{c}].remove_all_up_to({ledger}, {entry}) callback", seen, pulsar["callback"]
                 )
 
-        @rule(c=consumers)
-        def for_each_and_close(self, c: int) -> None:
+        def for_each_and_close(self, c: int, now: bool) -> None:
+            if not now:
+                return
             seen: list[list[int]] = []
             self.maps[c].for_each_and_close(lambda *ack: seen.append(list(ack)))
             tally.same(
@@ -346,9 +408,8 @@ def machine_for(oracle: Oracle, tally: Tally) -> type[RuleBasedStateMachine]:
                 oracle.call("pending.for_each_and_close", handle=self.handle, consumer=c),
             )
 
-        @rule(c=consumers)
-        def for_each_and_clear(self, c: int) -> None:
-            if not newer_api:
+        def for_each_and_clear(self, c: int, now: bool) -> None:
+            if not newer_api or not now:
                 return
             seen: list[list[int]] = []
             self.maps[c].for_each_and_clear(lambda *ack: seen.append(list(ack)))
@@ -358,12 +419,11 @@ def machine_for(oracle: Oracle, tally: Tally) -> type[RuleBasedStateMachine]:
                 oracle.call("pending.for_each_and_clear", handle=self.handle, consumer=c),
             )
 
-        @rule(c=consumers)
-        def reopen(self, c: int) -> None:
+        def reopen(self, c: int, now: bool) -> None:
             """The consumer's map anew (after a close, adds are allowed again)."""
-            self.open(c)
+            if now:
+                self.open(c)
 
-        @rule(c=consumers, ledger=ledgers, entry=entries)
         def lookups(self, c: int, ledger: int, entry: int) -> None:
             got = self.maps[c].get(ledger, entry)
             tally.same(
@@ -380,6 +440,40 @@ def machine_for(oracle: Oracle, tally: Tally) -> type[RuleBasedStateMachine]:
                     "pending.contains", handle=self.handle, consumer=c, ledger=ledger, entry=entry
                 ),
             )
+
+        @rule(
+            kind=st.sampled_from(
+                ("clear", "consumer_removed", "for_each_and_close", "for_each_and_clear", "reopen")
+            ),
+            c=consumers,
+            now=seldom,
+        )
+        def wipe(self, kind: str, c: int, now: bool) -> None:
+            """One of the calls that empty a table (each run one time in five)."""
+            if kind == "clear":
+                self.clear(now)
+            else:
+                getattr(self, kind)(c, now)
+
+        @rule(
+            how=st.sampled_from(("remove", "exact", "inexact", "remove_and_get", "lookups")),
+            c=consumers,
+            ledger=ledgers,
+            entry=entries,
+            size=st.integers(1, 3),
+            h=hashes,
+            pick=picks,
+        )
+        def take(
+            self, how: str, c: int, ledger: int, entry: int, size: int, h: int, pick: int
+        ) -> None:
+            """One ack looked up or removed: by position, by position with its batch size and
+            hash (``exact``: the ack's own), or removed and returned."""
+            ledger, entry = self.target(c, ledger, entry, pick)
+            if how in ("exact", "inexact"):
+                self.remove_exact(c, ledger, entry, size, h, how == "exact")
+            else:
+                getattr(self, how)(c, ledger, entry)
 
         # --- after every step: the whole state ----------------------------------------------
 
