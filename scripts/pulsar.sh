@@ -20,6 +20,11 @@ if ! command -v mvn >/dev/null; then
   $sudo apt-get install -y -qq maven >/dev/null
 fi
 
+# One build at a time: test runs started side by side share oracle/target.
+mkdir -p oracle/target
+exec 9>oracle/target/.lock
+flock -w 1800 9 || { log "another build of the oracle held oracle/target/.lock for 30 min"; exit 1; }
+
 sources=$(find oracle/src -type f | sort)
 want=$(cat oracle/pom.xml $sources | sha256sum | cut -d' ' -f1)
 for version in $versions; do

@@ -61,18 +61,29 @@ def oracle_milestone() -> Iterator["Oracle"]:
         yield running
 
 
+@pytest.fixture(scope="session", params=["newest", "lts"])
+def pulsar_release(request: pytest.FixtureRequest) -> "Oracle":
+    """Each release the selector and tracker are checked against in turn: 4.2.4, then 4.0.7."""
+    running: Oracle = request.getfixturevalue(
+        "oracle" if request.param == "newest" else "oracle_lts"
+    )
+    return running
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from pulsar_oracle import COMPARISONS
 
     if COMPARISONS:
         terminalreporter.section("compared with Pulsar")
         for area, (cases, differences) in sorted(COMPARISONS.items()):
-            terminalreporter.write_line(f"{area}: {cases} cases compared, {differences} differences")
+            terminalreporter.write_line(
+                f"{area}: {cases} cases compared, {differences} differences"
+            )
 
 
 # Plain `pytest` runs the fast suite; scripts/test.sh passes `-m ""` to run everything.
 SLOW_MODULES = {"test_packaging"}
-PULSAR_FIXTURES = {"oracle", "oracle_lts", "oracle_milestone", "pulsar_broker"}
+PULSAR_FIXTURES = {"oracle", "oracle_lts", "oracle_milestone", "pulsar_release", "pulsar_broker"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -8,6 +8,7 @@ tail of its log, so a broken oracle fails a test loudly instead of passing it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -61,9 +62,19 @@ class Oracle:
 
     def __init__(self, version: str = NEWEST, timeout_s: float = TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
-        self._log = tempfile.TemporaryFile("w+", encoding="utf-8")
+        # The JVM's log lives as long as the JVM; close() closes it.
+        self._log = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
         self._proc = subprocess.Popen(
-            ["java", "-Xmx2g", "-cp", classpath(version), "org.keyshared.oracle.Oracle"],
+            # UTF-8 as the default charset, as on Java 18 and later: Pulsar's selector
+            # turns consumer names into bytes by it.
+            [
+                "java",
+                "-Xmx2g",
+                "-Dfile.encoding=UTF-8",
+                "-cp",
+                classpath(version),
+                "org.keyshared.oracle.Oracle",
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -125,10 +136,8 @@ class Oracle:
 
     def close(self) -> None:
         if self._proc.stdin is not None and not self._proc.stdin.closed:
-            try:
+            with contextlib.suppress(BrokenPipeError):
                 self._proc.stdin.close()
-            except BrokenPipeError:
-                pass
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

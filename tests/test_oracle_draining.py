@@ -542,12 +542,6 @@ def test_same_as_pulsar_lts(oracle_lts: Oracle) -> None:
 # --- differences kept on purpose, each asserted against what Pulsar does --------------------
 
 
-@pytest.fixture(params=[NEWEST, LTS])
-def pulsar(request: pytest.FixtureRequest) -> Oracle:
-    oracle: Oracle = request.getfixturevalue("oracle" if request.param == NEWEST else "oracle_lts")
-    return oracle
-
-
 def kept(oracle: Oracle, differences: int) -> None:
     """Counts differences kept on purpose, apart from the compared cases that must agree."""
     record(f"{oracle.version} draining, differences kept on purpose", differences, differences)
@@ -570,7 +564,7 @@ class Session:
         self.oracle.call("close", handle=self.handle)
 
 
-def test_end_batch_without_start(pulsar: Oracle) -> None:
+def test_end_batch_without_start(pulsar_release: Oracle) -> None:
     """Pulsar's endBatch decrements its batch level unchecked: unmatched, the level goes to
     -1, the next startBatch only brings it back to 0, and an unblocking inside that "batch"
     is told at once by hash instead of once as -1 at its end. keyshared refuses the unmatched
@@ -579,7 +573,7 @@ def test_end_batch_without_start(pulsar: Oracle) -> None:
     tracker = DrainingHashesTracker(told.append)
     with pytest.raises(ValueError, match="end_batch without a matching start_batch"):
         tracker.end_batch()
-    with Session(pulsar) as s:
+    with Session(pulsar_release) as s:
         s("draining.end_batch")  # accepted
         tracker.start_batch()
         s("draining.start_batch")
@@ -595,14 +589,14 @@ def test_end_batch_without_start(pulsar: Oracle) -> None:
         s("draining.end_batch")
         assert told == [-1]
         assert s("draining.unblocked") == []
-    kept(pulsar, 2)
+    kept(pulsar_release, 2)
 
 
-def test_hash_beyond_16_bits(pulsar: Oracle) -> None:
+def test_hash_beyond_16_bits(pulsar_release: Oracle) -> None:
     """Pulsar's tracker takes any int as a hash (65536, -1); keyshared's hashes are the
     16-bit range's [1, 0xFFFF], and others are a ValueError (OverflowError for negatives)."""
     tracker = DrainingHashesTracker()
-    with Session(pulsar) as s:
+    with Session(pulsar_release) as s:
         for h in (0x10000, -1):
             with pytest.raises((ValueError, OverflowError)):
                 tracker.add_entry(1, h)
@@ -613,10 +607,10 @@ def test_hash_beyond_16_bits(pulsar: Oracle) -> None:
                 "blocked_count": 0,
             }
     assert len(tracker) == 0
-    kept(pulsar, 2)
+    kept(pulsar_release, 2)
 
 
-def test_removal_refused_by_the_tracker_changes_nothing(pulsar: Oracle) -> None:
+def test_removal_refused_by_the_tracker_changes_nothing(pulsar_release: Oracle) -> None:
     """An ack whose hash another consumer drains (reachable only by driving the tracker
     directly): Pulsar's remove takes the ack out of the map, then the tracker's
     reduceRefCount throws IllegalStateException, leaving the ack gone. keyshared refuses the
@@ -628,17 +622,17 @@ def test_removal_refused_by_the_tracker_changes_nothing(pulsar: Oracle) -> None:
     with pytest.raises(ValueError, match="already draining hash 5"):
         acks.remove(1, 0)
     assert acks.contains(1, 0)
-    with Session(pulsar) as s:
+    with Session(pulsar_release) as s:
         s("pending.new", consumer=1)
         assert s("pending.add", consumer=1, ledger=1, entry=0, batch_size=1, hash=5)
         s("draining.add_entry", consumer=2, hash=5)
         with pytest.raises(OracleError, match="IllegalStateException"):
             s("pending.remove", consumer=1, ledger=1, entry=0)
         assert not s("pending.contains", consumer=1, ledger=1, entry=0)
-    kept(pulsar, 1)
+    kept(pulsar_release, 1)
 
 
-def test_update_remaining_unacked(pulsar: Oracle) -> None:
+def test_update_remaining_unacked(pulsar_release: Oracle) -> None:
     """Pulsar 4.2's updateRemainingUnacked subtracts unchecked: a delta beyond the remaining
     count leaves it negative, and a negative delta raises it. keyshared answers False and
     changes nothing for the first and raises ValueError for the second. Pulsar 4.0 has no
@@ -649,10 +643,10 @@ def test_update_remaining_unacked(pulsar: Oracle) -> None:
     with pytest.raises(ValueError):
         acks.update_remaining_unacked(1, 0, -1)
     assert acks.get(1, 0) == (2, 5)
-    with Session(pulsar) as s:
+    with Session(pulsar_release) as s:
         s("pending.new", consumer=1, wired=False)
         assert s("pending.add", consumer=1, ledger=1, entry=0, batch_size=2, hash=5)
-        if pulsar.version == LTS:
+        if pulsar_release.version == LTS:
             with pytest.raises(OracleError, match="updateRemainingUnacked is missing"):
                 s("pending.update_remaining_unacked", consumer=1, ledger=1, entry=0, acked_delta=3)
             return
@@ -660,7 +654,7 @@ def test_update_remaining_unacked(pulsar: Oracle) -> None:
         assert s("pending.get", consumer=1, ledger=1, entry=0) == [-1, 5]
         assert s("pending.update_remaining_unacked", consumer=1, ledger=1, entry=0, acked_delta=-4)
         assert s("pending.get", consumer=1, ledger=1, entry=0) == [3, 5]
-    kept(pulsar, 2)
+    kept(pulsar_release, 2)
 
 
 # --- the differences the oracle found, fixed (these run without it) --------------------------

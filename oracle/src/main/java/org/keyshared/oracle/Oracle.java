@@ -26,6 +26,10 @@ public final class Oracle {
   private Oracle() {}
 
   public static void main(String[] argv) throws Exception {
+    // stdout carries answers only: Pulsar's own logging goes to stderr. Redirected before any
+    // Pulsar class loads, since log4j's console appender keeps the stream it first sees.
+    PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+    System.setOut(System.err);
     Map<String, Op> ops = new TreeMap<>();
     Handles handles = new Handles();
     ops.put("version", (args, h) -> version(ops));
@@ -36,9 +40,6 @@ public final class Oracle {
     LoadBalanceOps.register(ops);
     registerScalableOps(ops);
 
-    // stdout carries answers only: Pulsar's own logging goes to stderr.
-    PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
-    System.setOut(System.err);
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     for (String line = in.readLine(); line != null; line = in.readLine()) {
       if (line.isBlank()) {
