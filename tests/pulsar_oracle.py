@@ -57,24 +57,35 @@ def classpath(version: str) -> str:
     return os.pathsep.join([str(target / "classes"), cp_file.read_text().strip()])
 
 
+def java_command(version: str) -> list[str]:
+    # UTF-8 as the default charset, as on Java 18 and later: Pulsar's selector turns consumer
+    # names into bytes by it.
+    return [
+        "java",
+        "-Xmx2g",
+        "-Dfile.encoding=UTF-8",
+        "-cp",
+        classpath(version),
+        "org.keyshared.oracle.Oracle",
+    ]
+
+
 class Oracle:
     """One oracle JVM on Pulsar ``version``. Use as a context manager or call :meth:`close`."""
 
-    def __init__(self, version: str = NEWEST, timeout_s: float = TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        version: str = NEWEST,
+        timeout_s: float = TIMEOUT_S,
+        command: list[str] | None = None,
+    ) -> None:
+        """Starts the oracle of ``version`` (or ``command``, a stand-in process for tests of
+        this client) and checks that it runs that release."""
         self.timeout_s = timeout_s
         # The JVM's log lives as long as the JVM; close() closes it.
         self._log = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
         self._proc = subprocess.Popen(
-            # UTF-8 as the default charset, as on Java 18 and later: Pulsar's selector
-            # turns consumer names into bytes by it.
-            [
-                "java",
-                "-Xmx2g",
-                "-Dfile.encoding=UTF-8",
-                "-cp",
-                classpath(version),
-                "org.keyshared.oracle.Oracle",
-            ],
+            command or java_command(version),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -107,29 +118,44 @@ class Oracle:
         with self._lock:
             self._next_id += 1
             request_id = self._next_id
-            if self._proc.poll() is not None:
-                raise OracleUnavailable(f"the oracle has exited:\n{self._log_tail()}")
-            assert self._proc.stdin is not None
-            try:
-                self._proc.stdin.write(json.dumps({"id": request_id, "op": op, "args": args}))
-                self._proc.stdin.write("\n")
-                self._proc.stdin.flush()
-                line = self._answers.get(timeout=self.timeout_s)
-            except queue.Empty:
-                self._proc.kill()
-                raise OracleUnavailable(
-                    f"the oracle did not answer {op!r} within {self.timeout_s} s"
-                ) from None
-            except BrokenPipeError:
-                line = None
-            if line is None:
-                raise OracleUnavailable(f"the oracle died during {op!r}:\n{self._log_tail()}")
-            answer = json.loads(line)
+            line = json.dumps({"id": request_id, "op": op, "args": args})
+            answer = self._exchange(line, f"{op!r}")
             if answer.get("id") != request_id:
                 raise OracleUnavailable(f"answer {answer.get('id')} to request {request_id}")
             if not answer["ok"]:
                 raise OracleError(f"{op}: {answer['error']}")
             return answer.get("result")
+
+    def send_line(self, line: str) -> dict[str, Any]:
+        """Sends one raw line and returns the answer as the oracle wrote it."""
+        with self._lock:
+            return self._exchange(line, "a raw line")
+
+    def _exchange(self, line: str, what: str) -> dict[str, Any]:
+        if self._proc.poll() is not None:
+            raise OracleUnavailable(f"the oracle has exited:\n{self._log_tail()}")
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(line + "\n")
+            self._proc.stdin.flush()
+            answer = self._answers.get(timeout=self.timeout_s)
+        except queue.Empty:
+            self._proc.kill()
+            raise OracleUnavailable(
+                f"the oracle did not answer {what} within {self.timeout_s} s"
+            ) from None
+        except BrokenPipeError:
+            answer = None
+        if answer is None:
+            raise OracleUnavailable(f"the oracle died during {what}:\n{self._log_tail()}")
+        try:
+            parsed: dict[str, Any] = json.loads(answer)
+        except json.JSONDecodeError:
+            self._proc.kill()
+            raise OracleUnavailable(
+                f"the oracle wrote a line that is not an answer: {answer!r}"
+            ) from None
+        return parsed
 
     def supports(self, op: str) -> bool:
         return op in self.ops
