@@ -26,7 +26,6 @@ from pulsar_oracle import MILESTONE, Oracle, record
 import keyshared as ks
 from keyshared.policy import _overload
 
-
 EXAMPLES = 25
 CASES = 12
 TOPIC = "topic://tenant/ns/orders"
@@ -479,3 +478,242 @@ def test_default_config(oracle_milestone: Oracle) -> None:
     ours = ks.AutoScalePolicy()
     assert pulsar == {name: getattr(ours, name) for name, *_ in CONFIG_FIELDS}
     record(f"{MILESTONE} scalable resolved config", 1)
+
+
+# --- hash ranges and names -----------------------------------------------------------------
+
+ends = st.integers(0, 0xFFFF)
+ranges = st.tuples(ends, ends).map(sorted)
+
+
+def hash_range_answers(a: ks.HashRange, b: ks.HashRange, hash_: int) -> dict[str, Any]:
+    """What the oracle's ``scalable.hash_ranges`` answers, from keyshared."""
+    split_ok, halves = outcome(a.split)
+    merge_ok, merged = outcome(lambda: a.merge(b))
+    return {
+        "size": a.size,
+        "contains": a.contains(hash_),
+        "contains_range": a.contains(b),
+        "adjacent": a.is_adjacent_to(b),
+        "split": {"ok": split_ok, "value": [[h.start, h.end] for h in halves]}
+        if split_ok
+        else {"ok": False},
+        "merge": {"ok": merge_ok, "value": [merged.start, merged.end]}
+        if merge_ok
+        else {"ok": False},
+        "compare": (a > b) - (a < b),
+        "hex": a.to_hex(),
+    }
+
+
+def without_errors(answer: dict[str, Any]) -> dict[str, Any]:
+    """An oracle answer less its error texts (keyshared's messages are its own)."""
+    out = {k: v for k, v in answer.items() if k != "string"}
+    for key in ("split", "merge"):
+        out[key] = {k: v for k, v in answer[key].items() if k != "error"}
+    return out
+
+
+near = st.sampled_from((0, 1, 2, 0x7FFF, 0x8000, 0xFFFE, 0xFFFF))
+range_cases = st.tuples(ranges | st.tuples(near, near).map(sorted), ranges, ends)
+
+
+@settings(max_examples=EXAMPLES)
+@given(st.lists(range_cases, min_size=1, max_size=CASES * 4))
+def test_hash_ranges(oracle_milestone: Oracle, cases: list[Any]) -> None:
+    """HashRange's size, contains (a hash, a range), adjacency, split, merge, ordering and
+    hex form, with the second range often just after the first so that merges happen."""
+    pairs = []
+    for (s1, e1), (s2, e2), hash_ in cases:
+        if e1 < 0xFFFF and hash_ % 2:
+            s2, e2 = e1 + 1, max(e1 + 1, e2)  # adjacent
+        pairs.append([s1, e1, s2, e2, hash_])
+    answers = values(oracle_milestone.call("scalable.hash_ranges", cases=pairs))
+    for (s1, e1, s2, e2, hash_), pulsar in zip(pairs, answers, strict=True):
+        ours = hash_range_answers(ks.HashRange(s1, e1), ks.HashRange(s2, e2), hash_)
+        assert without_errors(pulsar) == ours
+    record(f"{MILESTONE} scalable hash range", len(pairs))
+
+
+hex_texts = st.one_of(
+    st.tuples(ends, ends).map(lambda r: f"{r[0]:04x}-{r[1]:04x}"),
+    st.tuples(ends, ends).map(lambda r: f"{r[0]:04X}-{r[1]:04x}"),
+    st.tuples(st.integers(-2, 0x1FFFF), st.integers(-2, 0x1FFFF)).map(
+        lambda r: f"{r[0]:x}-{r[1]:x}"
+    ),
+    st.text("0123456789abcdefABCDEF-+ x\uff11", max_size=11),  # \uff11: a fullwidth 1,
+)
+
+
+@settings(max_examples=EXAMPLES)
+@given(
+    st.lists(st.tuples(st.integers(-3, 0x10002), st.integers(-3, 0x10002)), max_size=CASES),
+    st.lists(hex_texts, max_size=CASES * 2),
+)
+def test_hash_range_checks_and_hex(
+    oracle_milestone: Oracle, bounds: list[tuple[int, int]], texts: list[str]
+) -> None:
+    """The constructor refuses what keyshared refuses; fromHexString reads the 4-digit form
+    as keyshared does. M1's parser is Integer.parseInt: it also takes other widths, a sign
+    and non-ASCII digits, which keyshared refuses (it reads only the form it writes)."""
+    tally = Tally()
+    built = oracle_milestone.call("scalable.hash_range_new", cases=[list(b) for b in bounds])
+    for (start, end), pulsar in zip(bounds, built, strict=True):
+        ok, ours = outcome(lambda: ks.HashRange(start, end))  # noqa: B023 - called at once
+        assert pulsar["ok"] == ok
+        assert not ok or pulsar["value"] == [ours.start, ours.end]
+        tally.cases += 1
+    parsed = oracle_milestone.call("scalable.hash_range_parse", cases=texts)
+    for text, pulsar in zip(texts, parsed, strict=True):
+        ok, ours = outcome(lambda: ks.HashRange.from_hex(text))  # noqa: B023 - called at once
+        if ok:
+            assert pulsar == {"ok": True, "value": [ours.start, ours.end]}
+        elif pulsar["ok"]:
+            tally.kept_on_purpose("M1 parses a hex range not in the 4-digit form")
+        tally.cases += 1
+    tally.record("hash range checks")
+
+
+names = st.text("abcxyz019-_.", min_size=1, max_size=6)
+
+
+@settings(max_examples=EXAMPLES)
+@given(
+    st.lists(
+        st.tuples(names, names, names, ranges, st.integers(0, 2**40)),
+        min_size=1,
+        max_size=CASES,
+    )
+)
+def test_segment_topic_names(
+    oracle_milestone: Oracle, cases: list[tuple[str, str, str, list[int], int]]
+) -> None:
+    """SegmentTopicName.fromParent and formatDescriptor, then TopicName.get of the segment
+    name, of its parent and of the persistent topic of the same name: every field."""
+    parents = [f"topic://{t}/{n}/{local}" for t, n, local, _, _ in cases]
+    made = values(
+        oracle_milestone.call(
+            "scalable.segment_topic_names",
+            cases=[[p, r[0], r[1], sid] for p, (*_, r, sid) in zip(parents, cases, strict=True)],
+        )
+    )
+    segment_names = []
+    for parent, (*_, (start, end), sid), pulsar in zip(parents, cases, made, strict=True):
+        hash_range = ks.HashRange(start, end)
+        ours = ks.SegmentTopicName.from_parent(ks.TopicName.get(parent), hash_range, sid)
+        assert pulsar == {
+            "descriptor": ks.format_descriptor(hash_range, sid),
+            "name": {"ok": True, "value": str(ours)},
+        }
+        segment_names.append(str(ours))
+    plain = [p.replace("topic://", "persistent://") for p in parents]
+    texts = segment_names + parents + plain
+    parsed = values(oracle_milestone.call("scalable.topic_names", cases=texts))
+    for text, pulsar in zip(texts, parsed, strict=True):
+        assert pulsar == topic_name_answer(ks.TopicName.get(text))
+    record(f"{MILESTONE} scalable topic name", len(cases) + len(texts))
+
+
+def topic_name_answer(name: ks.TopicName) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "domain": name.domain.value,
+        "tenant": name.tenant,
+        "namespace_portion": name.namespace_portion,
+        "local_name": name.local_name,
+        "segment_range": None,
+        "segment_id": -1,  # Pulsar's "not a segment"
+        "string": str(name),
+    }
+    if name.is_segment:
+        hash_range = ks.SegmentTopicName.get_hash_range(name)
+        sid = ks.SegmentTopicName.get_segment_id(name)
+        out |= {
+            "segment_range": [hash_range.start, hash_range.end],
+            "segment_id": sid,
+            "parent": str(ks.SegmentTopicName.get_parent_topic_name(name)),
+            "hash_range": [hash_range.start, hash_range.end],
+            "parsed_segment_id": sid,
+        }
+    return out
+
+
+# --- the load reporter ---------------------------------------------------------------------
+
+rate_values = st.sampled_from((0.0, 1.0, 100.0, 124.0, 125.0, 126.0, 75.0, 74.0, 1e9))
+stats = st.tuples(rate_values, rate_values, rate_values, rate_values)
+thresholds = st.sampled_from((0.0, 0.1, 0.25, 0.5, 1.0))
+
+
+@settings(max_examples=EXAMPLES)
+@given(st.lists(st.tuples(stats, stats, thresholds), min_size=1, max_size=CASES * 4))
+def test_material_change(oracle_milestone: Oracle, cases: list[tuple[Any, Any, float]]) -> None:
+    """isMaterialChange at and around the threshold, and off and onto zero."""
+    answers = values(
+        oracle_milestone.call(
+            "scalable.material_change", cases=[[list(a), list(b), t] for a, b, t in cases]
+        )
+    )
+    for (last, current, threshold), pulsar in zip(cases, answers, strict=True):
+        ours = ks.is_material_change(
+            ks.SegmentLoadStats(*last), ks.SegmentLoadStats(*current), threshold
+        )
+        assert pulsar == ours
+    record(f"{MILESTONE} scalable material change", len(cases))
+
+
+reporter_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("report"), st.integers(0, 2), stats),
+        st.tuples(st.just("forget"), st.integers(0, 2)),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=EXAMPLES)
+@given(st.lists(st.tuples(thresholds, st.booleans(), reporter_steps), min_size=1, max_size=CASES))
+def test_load_reporter(
+    oracle_milestone: Oracle, cases: list[tuple[float, bool, list[Any]]]
+) -> None:
+    """reportIfChanged and forget over a few segments. keyshared keeps no store: a segment
+    it forgot writes its next report. M1 then seeds its baseline from the record already in
+    the store (``store``), so a report close to that record is skipped; with the record gone
+    (``store`` false) M1 writes too. The seeded case is asserted as M1's."""
+    tally = Tally()
+    requests = [
+        {
+            "threshold": threshold,
+            "store": store,
+            "steps": [
+                [s[0], TOPIC, s[1], *([list(s[2])] if s[0] == "report" else [])] for s in steps
+            ],
+        }
+        for threshold, store, steps in cases
+    ]
+    answers = values(oracle_milestone.call("scalable.reporter", cases=requests))
+    for (threshold, store, steps), pulsar in zip(cases, answers, strict=True):
+        reporter = ks.SegmentLoadReporter(threshold)
+        written: dict[int, ks.SegmentLoadStats] = {}  # the store M1 writes to
+        for step, wrote in zip(steps, pulsar, strict=True):
+            if step[0] == "forget":
+                reporter = reporter.forget(TOPIC, step[1])
+                assert wrote is None
+                continue
+            current = ks.SegmentLoadStats(*step[2])
+            key = (TOPIC, step[1])
+            seeded = key not in reporter.last_written
+            ours, reporter = reporter.report_if_changed(TOPIC, step[1], current)
+            if ours and not wrote:
+                # M1 seeded its baseline from the stored record, and the report is close.
+                assert store and seeded and step[1] in written
+                assert not ks.is_material_change(written[step[1]], current, threshold)
+                # keyshared goes on from M1's baseline, the stored record.
+                baseline = {**reporter.last_written, key: written[step[1]]}
+                reporter = ks.SegmentLoadReporter(threshold, baseline)
+                tally.kept_on_purpose("M1 seeds a forgotten segment's baseline from the store")
+            else:
+                assert wrote == ours
+            if wrote:
+                written[step[1]] = current
+            tally.cases += 1
+    tally.record("load reporter")
