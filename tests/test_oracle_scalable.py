@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 from pulsar_oracle import MILESTONE, Oracle, record
 
 import keyshared as ks
+from keyshared.coordinator import is_assignable
 from keyshared.policy import _overload
 
-EXAMPLES = 25
+EXAMPLES = 60
 CASES = 12
 TOPIC = "topic://tenant/ns/orders"
 RATES = ("msg_rate_in", "bytes_rate_in", "msg_rate_out", "bytes_rate_out")
@@ -717,3 +718,101 @@ def test_load_reporter(
                 written[step[1]] = current
             tally.cases += 1
     tally.record("load reporter")
+
+
+# --- the subscription coordinator's assignment ---------------------------------------------
+
+
+@st.composite
+def assign_cases(draw: st.DrawFn) -> tuple[ks.TopicLayout, list[str], bool, list[int]]:
+    layout = draw(scripts(refused=False)).layout
+    sealed = sorted(s.segment_id for s in layout.segments.values() if s.is_sealed)
+    drained = draw(st.lists(st.sampled_from(sealed), unique=True)) if sealed else []
+    consumers = draw(st.lists(st.sampled_from("abcdefghijkl"), unique=True, max_size=12))
+    return layout, consumers, draw(st.booleans()), drained
+
+
+def m1_assignment(
+    layout: ks.TopicLayout, names: list[str], checker: bool, drained: list[int]
+) -> dict[str, Any]:
+    """M1's rule, from keyshared's parts: every sealed segment, and every active one whose
+    parents drained (keyshared's rule), dealt round-robin in (range, id) order; a consumer
+    past the last segment stays idle. No consumers: no assignment."""
+    if not names:
+        return {}
+    segments = sorted(
+        (
+            s
+            for s in layout.segments.values()
+            if s.is_sealed or is_assignable(s, layout, frozenset(drained) if checker else None)
+        ),
+        key=lambda s: (s.hash_range, s.segment_id),
+    )
+    names = sorted(names)
+    lists: dict[str, list[Any]] = {name: [] for name in names}
+    for i, s in enumerate(segments):
+        lists[names[i % len(names)]].append(assigned(s.segment_id, s.hash_range))
+    return {name: {"layout_epoch": layout.epoch, "segments": lists[name]} for name in names}
+
+
+def assigned(segment_id: int, hash_range: ks.HashRange) -> list[Any]:
+    name = ks.SegmentTopicName.from_parent(ks.TopicName.get(TOPIC), hash_range, segment_id)
+    return [segment_id, [hash_range.start, hash_range.end], str(name)]
+
+
+def first_owners(ours: dict[str, ks.ConsumerAssignment]) -> dict[str, Any]:
+    """keyshared's assignment with each shared segment left to its first sharer alone (the
+    consumer that took it whole before the surplus was dealt), bucket ranges dropped."""
+    seen: set[int] = set()
+    out = {}
+    for name, assignment in sorted(ours.items()):
+        kept = [s for s in assignment.assigned_segments if s.segment_id not in seen]
+        seen |= {s.segment_id for s in kept}
+        segments = [assigned(s.segment_id, s.hash_range) for s in kept]
+        out[name] = {"layout_epoch": assignment.layout_epoch, "segments": segments}
+    return out
+
+
+def whole(ours: dict[str, ks.ConsumerAssignment]) -> dict[str, Any]:
+    return {
+        name: {
+            "layout_epoch": a.layout_epoch,
+            "segments": [assigned(s.segment_id, s.hash_range) for s in a.assigned_segments],
+        }
+        for name, a in ours.items()
+    }
+
+
+@settings(max_examples=EXAMPLES)
+@given(st.lists(assign_cases(), min_size=1, max_size=CASES))
+def test_subscription_assignment(oracle_milestone: Oracle, cases: list[Any]) -> None:
+    """SubscriptionCoordinator's assignment of restored sessions, with and without a drain
+    checker, over layouts with sealed segments some of which drained. M1 hands out every
+    sealed segment, drained or not, and leaves consumers beyond the segment count idle;
+    master (keyshared) retires drained sealed segments, holds a sealed segment until its
+    parents drain (keyshared's safer rule) and lets surplus consumers share bucketed
+    segments. Each difference is asserted as M1's rule applied to keyshared's parts."""
+    tally = Tally()
+    requests = [
+        {
+            "layout": lay.to_dict(),
+            "topic": TOPIC,
+            "consumers": names,
+            "drain_checker": c,
+            "drained": d,
+        }
+        for lay, names, c, d in cases
+    ]
+    answers = values(oracle_milestone.call("scalable.assign", cases=requests))
+    for (layout, names, checker, drained), pulsar in zip(cases, answers, strict=True):
+        expected = m1_assignment(layout, names, checker, drained)
+        assert pulsar == expected
+        topic = ks.TopicName.get(TOPIC)
+        ours = ks.compute_assignment(layout, topic, names, drained if checker else None)
+        ours_first = first_owners(ours)
+        if ours_first != expected:
+            tally.kept_on_purpose("M1 hands out drained or waiting sealed segments")
+        elif ours_first != whole(ours):
+            tally.kept_on_purpose("M1 leaves surplus consumers idle")
+        tally.cases += 1
+    tally.record("subscription assignment")
