@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
+    from pulsar_broker import PulsarBroker
     from pulsar_oracle import Oracle
     from pyspark.sql import SparkSession
 
@@ -58,6 +59,15 @@ def oracle_milestone() -> Iterator["Oracle"]:
     from pulsar_oracle import MILESTONE, Oracle
 
     with Oracle(MILESTONE) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def pulsar_broker() -> Iterator["PulsarBroker"]:
+    """A Pulsar standalone broker, newest release, on 127.0.0.1 (tests/pulsar_broker.py)."""
+    from pulsar_broker import PulsarBroker
+
+    with PulsarBroker() as running:
         yield running
 
 

@@ -3,11 +3,12 @@
 
 Each of the ``N`` old partitions (or the whole topic, if it was not partitioned) becomes a
 sealed *legacy* parent that wraps the existing ``persistent://`` topic and spans the whole
-ring: v4 producers routed keys by ``signSafeMod(hash, N)``, so any key range may sit in every
-partition. ``N`` new active children tile the ring as an initial layout does and share the
-topic's entry-bucket budget; each lists every parent, so that a consumer gets a child only
-once all the parents have drained (per-key order across the migration). The parents take no
-new writes and keep one bucket.
+ring: v4 producers routed keys by ``signSafeMod(hash, N)``
+(:func:`keyshared.router.choose_partition`), so any key range may sit in every partition.
+``N`` new active children tile the ring as an initial layout does and share the topic's
+entry-bucket budget; each lists every parent, so that a consumer gets a child only once all
+the parents have drained (per-key order across the migration). The parents take no new
+writes and keep one bucket.
 """
 
 from __future__ import annotations

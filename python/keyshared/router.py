@@ -5,10 +5,14 @@ bits of the key's 32-bit hash). When every active segment is *legacy* (the synth
 of a regular topic not yet migrated), keys go where a v4 partitioned producer sends them:
 ``signSafeMod(makeHash(key), N)`` over segment ids, ``makeHash`` being the hash with bit 31
 cleared. A message without a key goes round-robin over the active segments.
+
+A v4 producer itself (:func:`choose_partition`) hashes a key by its :class:`HashingScheme`:
+the Java client's default is ``JavaStringHash``, which the segment router does not use.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -80,6 +84,53 @@ def sign_safe_mod(dividend: int, divisor: int) -> int:
     return dividend % divisor
 
 
+def java_string_hash_code(key: str) -> int:
+    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over the UTF-16 code
+    units, as a signed 32-bit int."""
+    units = key.encode("utf-16-le", "surrogatepass")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] | units[i + 1] << 8)) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+class HashingScheme(enum.Enum):
+    """Pulsar's ``HashingScheme``: the hash a v4 producer routes keyed messages by."""
+
+    JavaStringHash = "JavaStringHash"
+    Murmur3_32Hash = "Murmur3_32Hash"
+
+    def make_hash(self, key: str | bytes) -> int:
+        """The client's ``makeHash``, with bit 31 cleared: ``JavaStringHash`` takes Java's
+        ``String.hashCode`` (a bytes key is decoded as UTF-8 first, malformed sequences
+        becoming U+FFFD, as ``new String(bytes, UTF_8)`` does); ``Murmur3_32Hash`` takes
+        MurmurHash3_x86_32 of the UTF-8 bytes."""
+        if self is HashingScheme.Murmur3_32Hash:
+            return key_hash(key) & 0x7FFFFFFF
+        if isinstance(key, bytes):
+            key = key.decode("utf-8", "replace")
+        elif not isinstance(key, str):
+            raise TypeError(f"key must be str or bytes, got {type(key).__name__}")
+        return java_string_hash_code(key) & 0x7FFFFFFF
+
+
+def choose_partition(
+    key: str | bytes,
+    num_partitions: int,
+    hashing_scheme: HashingScheme = HashingScheme.JavaStringHash,
+) -> int:
+    """The partition a v4 producer's default routers (Pulsar's
+    ``RoundRobinPartitionMessageRouterImpl`` and ``SinglePartitionMessageRouterImpl``) send
+    a keyed message to: ``signSafeMod(makeHash(key), num_partitions)``. The default scheme
+    is the Java client's."""
+    check_int("num_partitions", num_partitions, minimum=1)
+    if not isinstance(hashing_scheme, HashingScheme):
+        raise TypeError(
+            f"hashing_scheme must be a HashingScheme, got {type(hashing_scheme).__name__}"
+        )
+    return sign_safe_mod(hashing_scheme.make_hash(key), num_partitions)
+
+
 @dataclass(frozen=True)
 class SegmentRouter:
     """Routes messages to segments. Immutable: the round-robin position of keyless messages
@@ -94,7 +145,7 @@ class SegmentRouter:
     @staticmethod
     def make_hash(key: str | bytes) -> int:
         """Pulsar's ``Murmur3_32Hash.makeHash``: the 32-bit hash with bit 31 cleared."""
-        return key_hash(key) & 0x7FFFFFFF
+        return HashingScheme.Murmur3_32Hash.make_hash(key)
 
     def route(self, key: str | bytes, active_segments: Sequence[RoutableSegment]) -> int:
         """The segment id for a keyed message. ValueError when there are no active segments,
@@ -128,4 +179,12 @@ class SegmentRouter:
         return active_segments[counter % len(active_segments)].segment_id, counter + 1
 
 
-__all__ = ["ActiveSegment", "RoutableSegment", "SegmentRouter", "sign_safe_mod"]
+__all__ = [
+    "ActiveSegment",
+    "HashingScheme",
+    "RoutableSegment",
+    "SegmentRouter",
+    "choose_partition",
+    "java_string_hash_code",
+    "sign_safe_mod",
+]

@@ -1,0 +1,320 @@
+"""A Pulsar standalone broker in a child JVM, for end-to-end tests against the real thing.
+
+It runs ``PulsarStandaloneStarter`` from Pulsar's released jars (Maven Central, through
+Maven): RocksDB metadata and one bookie in the same process, no functions worker, no stream
+storage, everything on 127.0.0.1 with free ports and its data in a temporary folder. Every
+wait has a timeout: a broker that does not come up raises :class:`BrokerUnavailable` with
+the tail of its log, and closing it kills its whole process group, so no JVM outlives the
+tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pulsar_oracle import NEWEST, ROOT
+
+MAVEN_TIMEOUT_S = 600.0
+START_TIMEOUT_S = 180.0
+STOP_TIMEOUT_S = 30.0
+HTTP_TIMEOUT_S = 10.0
+
+# The settings in which Pulsar's conf/standalone.conf differs from ServiceConfiguration's
+# defaults and that matter to one broker with one bookie; everything else keeps Pulsar's
+# defaults. The Key_Shared settings are the defaults, written out because the tests rely on
+# them.
+STANDALONE_CONF = {
+    "clusterName": "standalone",
+    "bindAddress": "127.0.0.1",
+    "advertisedAddress": "127.0.0.1",
+    "managedLedgerDefaultEnsembleSize": "1",
+    "managedLedgerDefaultWriteQuorum": "1",
+    "managedLedgerDefaultAckQuorum": "1",
+    "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.NoopLoadManager",
+    "loadBalancerEnabled": "false",
+    "transactionCoordinatorEnabled": "false",
+    "allowAutoTopicCreationType": "non-partitioned",
+    "subscriptionKeySharedUseConsistentHashing": "true",
+    "subscriptionKeySharedConsistentHashingReplicaPoints": "100",
+    # The WebSocket API runs Pulsar's Java client inside the broker: the tests reach the Java
+    # client's key routing through it.
+    "webSocketServiceEnabled": "true",
+    # A topic left without clients between two steps of a test must keep its state.
+    "brokerDeleteInactiveTopicsEnabled": "false",
+    "brokerShutdownTimeoutMs": "10000",
+    "managedLedgerCacheSizeMB": "64",
+    # The bookie reads the same file.
+    "ledgerStorageClass": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
+    "journalSyncData": "false",
+    "journalMaxGroupWaitMSec": "1",
+    "allowLoopback": "true",
+    "listeningInterface": "lo",
+    "diskUsageThreshold": "0.99",
+    "diskUsageWarnThreshold": "0.99",
+    "dbStorage_writeCacheMaxSizeMb": "16",
+    "dbStorage_readAheadCacheMaxSizeMb": "16",
+    "dbStorage_rocksDB_blockCacheSize": str(16 * 1024 * 1024),
+}
+
+# As Pulsar's bin/pulsar runs the broker on Java 17, with a modest heap.
+JVM_OPTIONS = [
+    "-Xms256m",
+    "-Xmx1g",
+    "-XX:MaxDirectMemorySize=512m",
+    "-Dio.netty.leakDetectionLevel=disabled",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-opens=java.base/sun.net=ALL-UNNAMED",
+    "--add-opens=java.management/sun.management=ALL-UNNAMED",
+    "--add-opens=jdk.management/com.sun.management.internal=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.platform=ALL-UNNAMED",
+]
+
+LOG4J2_CONF = """\
+status = error
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = %d{HH:mm:ss.SSS} %-5level [%t] %c{1} - %msg%n
+rootLogger.level = info
+rootLogger.appenderRef.out.ref = out
+"""
+
+
+class BrokerUnavailable(RuntimeError):
+    """The broker did not start, died, or did not answer in time."""
+
+
+# pulsar-broker with the versions Pulsar's own build pins (its parent POM's dependency
+# management): Maven's nearest-wins alone mixes releases of OpenTelemetry and log4j that the
+# broker cannot start with.
+BROKER_POM = """\
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>org.keyshared</groupId>
+  <artifactId>keyshared-pulsar-broker</artifactId>
+  <version>0.1.0</version>
+  <packaging>pom</packaging>
+  <dependencyManagement>
+    <dependencies>
+      <dependency>
+        <groupId>org.apache.pulsar</groupId>
+        <artifactId>pulsar</artifactId>
+        <version>{version}</version>
+        <type>pom</type>
+        <scope>import</scope>
+      </dependency>
+    </dependencies>
+  </dependencyManagement>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.pulsar</groupId>
+      <artifactId>pulsar-broker</artifactId>
+      <version>{version}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+
+def broker_classpath(version: str) -> str:
+    """The broker's runtime classpath, resolved by Maven once per release and kept beside
+    the oracle's build (``oracle/target/<version>/broker-classpath.txt``)."""
+    target = ROOT / "oracle" / "target" / version
+    cached = target / "broker-classpath.txt"
+    if not cached.is_file():
+        _resolve_classpath(version, cached)
+    return cached.read_text().strip()
+
+
+def _resolve_classpath(version: str, out: Path) -> None:
+    if shutil.which("mvn") is None:
+        raise BrokerUnavailable("Maven is missing: run scripts/pulsar.sh, which installs it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as work:
+        pom = Path(work) / "pom.xml"
+        pom.write_text(BROKER_POM.format(version=version))
+        partial = Path(work) / "classpath.txt"
+        goal = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:build-classpath"
+        command = ["mvn", "-q", "-B", "-f", str(pom), goal, f"-Dmdep.outputFile={partial}"]
+        done = subprocess.run(
+            [*command, "-Dmdep.includeScope=runtime"],
+            capture_output=True,
+            text=True,
+            timeout=MAVEN_TIMEOUT_S,
+            check=False,
+        )
+        if done.returncode != 0 or not partial.is_file():
+            raise BrokerUnavailable(
+                f"Maven could not resolve pulsar-broker {version}:\n"
+                f"{done.stdout[-3000:]}{done.stderr[-3000:]}"
+            )
+        # Renamed into place, so that a run stopped midway leaves no partial classpath.
+        os.replace(partial, out)
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (the JVM binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def http_get(url: str, timeout_s: float = HTTP_TIMEOUT_S) -> Any:
+    """The JSON (or text) answer of a GET; urllib's errors pass through."""
+    return http_request("GET", url, timeout_s=timeout_s)
+
+
+def http_request(method: str, url: str, body: Any = None, timeout_s: float = HTTP_TIMEOUT_S) -> Any:
+    """The JSON (or text) answer of a request with an optional JSON ``body``."""
+    data = None if body is None else json.dumps(body).encode("utf-8")
+    headers = {"Content-Type": "application/json"} if data is not None else {}
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
+    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+        text = answer.read().decode("utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _is_ready(web_url: str) -> bool:
+    try:
+        healthy = http_get(f"{web_url}/admin/v2/brokers/health", timeout_s=5.0) == "ok"
+        # The standalone starter creates public/default only after the broker is up.
+        return healthy and "public/default" in http_get(f"{web_url}/admin/v2/namespaces/public")
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def wait_until_ready(
+    web_url: str, timeout_s: float, alive: Callable[[], bool] = lambda: True
+) -> None:
+    """Polls the broker's health check until it passes; BrokerUnavailable when ``alive()``
+    turns false or ``timeout_s`` passes first."""
+    deadline = time.monotonic() + timeout_s
+    while not _is_ready(web_url):
+        if not alive():
+            raise BrokerUnavailable(f"the broker at {web_url} exited while starting")
+        if time.monotonic() >= deadline:
+            raise BrokerUnavailable(f"the broker at {web_url} was not ready within {timeout_s} s")
+        time.sleep(0.5)
+
+
+class PulsarBroker:
+    """One standalone broker on Pulsar ``version``. Use as a context manager or call
+    :meth:`close`."""
+
+    def __init__(self, version: str = NEWEST, start_timeout_s: float = START_TIMEOUT_S) -> None:
+        self.version = version
+        self._dir = Path(tempfile.mkdtemp(prefix="keyshared-pulsar-"))
+        broker_port, web_port, bookie_port = free_port(), free_port(), free_port()
+        self.service_url = f"pulsar://127.0.0.1:{broker_port}"
+        self.web_url = f"http://127.0.0.1:{web_port}"
+        self.websocket_url = f"ws://127.0.0.1:{web_port}/ws/v2"
+        self._log_path = self._dir / "broker.log"
+        try:
+            self._proc = self._spawn(broker_port, web_port, bookie_port)
+        except BaseException:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise
+        try:
+            wait_until_ready(self.web_url, start_timeout_s, lambda: self._proc.poll() is None)
+        except BaseException as e:
+            tail = self.log_tail()
+            self.close()
+            raise BrokerUnavailable(f"{e}; the end of its log:\n{tail}") from None
+
+    def _spawn(self, broker_port: int, web_port: int, bookie_port: int) -> subprocess.Popen[bytes]:
+        settings = {**STANDALONE_CONF, "brokerServicePort": broker_port, "webServicePort": web_port}
+        conf = self._dir / "standalone.conf"
+        conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        log4j = self._dir / "log4j2.properties"
+        log4j.write_text(LOG4J2_CONF)
+        data = self._dir / "data"
+        command = [
+            "java",
+            *JVM_OPTIONS,
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            broker_classpath(self.version),
+            "org.apache.pulsar.PulsarStandaloneStarter",
+            "--config", str(conf),
+            "--advertised-address", "127.0.0.1",
+            "--bookkeeper-port", str(bookie_port),
+            "--metadata-dir", str(data / "metadata"),
+            "--bookkeeper-dir", str(data / "bookkeeper"),
+            "--zookeeper-dir", str(data / "zookeeper"),
+            "--no-functions-worker",
+            "--no-stream-storage",
+        ]  # fmt: skip
+        with open(self._log_path, "wb") as log:
+            # A session of its own, so that closing can signal every process the JVM starts.
+            return subprocess.Popen(
+                command,
+                cwd=self._dir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "".join(self._log_path.read_text(errors="replace").splitlines(True)[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def admin(self, path: str, method: str = "GET", body: Any = None) -> Any:
+        """``/admin/v2/<path>`` as JSON; BrokerUnavailable when the broker has exited."""
+        if self._proc.poll() is not None:
+            raise BrokerUnavailable(f"the broker has exited:\n{self.log_tail()}")
+        return http_request(method, f"{self.web_url}/admin/v2/{path}", body)
+
+    def create_partitioned_topic(self, topic: str, partitions: int) -> None:
+        """Creates ``persistent://public/default/<topic>`` with ``partitions`` partitions."""
+        self.admin(f"persistent/public/default/{topic}/partitions", "PUT", partitions)
+
+    def topic_stats(self, topic: str) -> Any:
+        """The stats of ``persistent://public/default/<topic>``."""
+        return self.admin(f"persistent/public/default/{topic}/stats")
+
+    def close(self) -> None:
+        """Stops the broker (SIGTERM, then SIGKILL after STOP_TIMEOUT_S) and removes its
+        folder."""
+        try:
+            self._signal_group(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self._signal_group(signal.SIGKILL)
+                self._proc.wait(timeout=STOP_TIMEOUT_S)
+            # Whatever the JVM started in its group goes with it.
+            self._signal_group(signal.SIGKILL)
+        finally:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, sig)
+
+    def __enter__(self) -> PulsarBroker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
