@@ -81,14 +81,24 @@ def pulsar_release(request: pytest.FixtureRequest) -> "Oracle":
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    from pulsar_oracle import COMPARISONS
+    from pulsar_oracle import COMPARISONS, KEPT
 
-    if COMPARISONS:
-        terminalreporter.section("compared with Pulsar")
-        for area, (cases, differences) in sorted(COMPARISONS.items()):
-            terminalreporter.write_line(
-                f"{area}: {cases} cases compared, {differences} differences"
-            )
+    if not COMPARISONS:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("compared with Pulsar")
+    kept = {area: counts for area, counts in COMPARISONS.items() if KEPT in area}
+    for area, (cases, differences) in sorted(COMPARISONS.items()):
+        if area not in kept:
+            write(f"{area}: {cases} cases compared, {differences} differences")
+    for area, (cases, _) in sorted(kept.items()):
+        write(f"{area}: {cases} cases, each difference asserted")
+    compared = [counts for area, counts in COMPARISONS.items() if area not in kept]
+    write(
+        f"total: {sum(c for c, _ in compared)} cases compared, "
+        f"{sum(d for _, d in compared)} differences; "
+        f"{sum(c for c, _ in kept.values())} differences kept on purpose"
+    )
 
 
 # Plain `pytest` runs the fast suite; scripts/test.sh passes `-m ""` to run everything.

@@ -27,7 +27,6 @@ from typing import Any
 
 from pulsar_oracle import NEWEST, ROOT
 
-MAVEN_TIMEOUT_S = 600.0
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
 HTTP_TIMEOUT_S = 10.0
@@ -99,72 +98,13 @@ class BrokerUnavailable(RuntimeError):
     """The broker did not start, died, or did not answer in time."""
 
 
-# pulsar-broker with the versions Pulsar's own build pins (its parent POM's dependency
-# management): Maven's nearest-wins alone mixes releases of OpenTelemetry and log4j that the
-# broker cannot start with.
-BROKER_POM = """\
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>org.keyshared</groupId>
-  <artifactId>keyshared-pulsar-broker</artifactId>
-  <version>0.1.0</version>
-  <packaging>pom</packaging>
-  <dependencyManagement>
-    <dependencies>
-      <dependency>
-        <groupId>org.apache.pulsar</groupId>
-        <artifactId>pulsar</artifactId>
-        <version>{version}</version>
-        <type>pom</type>
-        <scope>import</scope>
-      </dependency>
-    </dependencies>
-  </dependencyManagement>
-  <dependencies>
-    <dependency>
-      <groupId>org.apache.pulsar</groupId>
-      <artifactId>pulsar-broker</artifactId>
-      <version>{version}</version>
-    </dependency>
-  </dependencies>
-</project>
-"""
-
-
 def broker_classpath(version: str) -> str:
-    """The broker's runtime classpath, resolved by Maven once per release and kept beside
-    the oracle's build (``oracle/target/<version>/broker-classpath.txt``)."""
-    target = ROOT / "oracle" / "target" / version
-    cached = target / "broker-classpath.txt"
-    if not cached.is_file():
-        _resolve_classpath(version, cached)
-    return cached.read_text().strip()
-
-
-def _resolve_classpath(version: str, out: Path) -> None:
-    if shutil.which("mvn") is None:
-        raise BrokerUnavailable("Maven is missing: run scripts/pulsar.sh, which installs it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as work:
-        pom = Path(work) / "pom.xml"
-        pom.write_text(BROKER_POM.format(version=version))
-        partial = Path(work) / "classpath.txt"
-        goal = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:build-classpath"
-        command = ["mvn", "-q", "-B", "-f", str(pom), goal, f"-Dmdep.outputFile={partial}"]
-        done = subprocess.run(
-            [*command, "-Dmdep.includeScope=runtime"],
-            capture_output=True,
-            text=True,
-            timeout=MAVEN_TIMEOUT_S,
-            check=False,
-        )
-        if done.returncode != 0 or not partial.is_file():
-            raise BrokerUnavailable(
-                f"Maven could not resolve pulsar-broker {version}:\n"
-                f"{done.stdout[-3000:]}{done.stderr[-3000:]}"
-            )
-        # Renamed into place, so that a run stopped midway leaves no partial classpath.
-        os.replace(partial, out)
+    """The broker's runtime classpath: the oracle's build of ``version`` (scripts/pulsar.sh),
+    pulsar-broker with the dependency versions Pulsar's own build pins."""
+    cp_file = ROOT / "oracle" / "target" / version / "classpath.txt"
+    if not cp_file.is_file():
+        raise BrokerUnavailable(f"{cp_file} is missing: run scripts/pulsar.sh")
+    return cp_file.read_text().strip()
 
 
 def free_port() -> int:
