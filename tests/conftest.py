@@ -103,6 +103,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 # Plain `pytest` runs the fast suite; scripts/test.sh passes `-m ""` to run everything.
 SLOW_MODULES = {"test_packaging"}
+PULSAR_MODULES = ("test_oracle_", "test_broker_")
 PULSAR_FIXTURES = {"oracle", "oracle_lts", "oracle_milestone", "pulsar_release", "pulsar_broker"}
 
 
@@ -113,5 +114,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
         if module in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
-        if PULSAR_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        if module.startswith(PULSAR_MODULES) or PULSAR_FIXTURES.intersection(
+            getattr(item, "fixturenames", ())
+        ):
             item.add_marker(pytest.mark.pulsar)

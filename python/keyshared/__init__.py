@@ -113,7 +113,7 @@ from keyshared.rings import (
     ImpactedConsumersResult,
     KeySharedConsumerState,
 )
-from keyshared.router import ActiveSegment, SegmentRouter
+from keyshared.router import ActiveSegment, HashingScheme, SegmentRouter, choose_partition
 from keyshared.topic_name import SegmentTopicName, TopicDomain, TopicName
 from keyshared.window import (
     InFlightEntry,
@@ -153,6 +153,7 @@ __all__ = [
     "EntryBucketConsumerSelector",
     "EntryBucketDispatcher",
     "HashRange",
+    "HashingScheme",
     "HoldReason",
     "ImpactedConsumersResult",
     "InFlightEntry",
@@ -192,6 +193,7 @@ __all__ = [
     "bucket_ranges",
     "buckets_for_budget",
     "canonical_bucket_hash",
+    "choose_partition",
     "compute_assignment",
     "contiguous_assignment",
     "create_migrated_metadata",
