@@ -12,6 +12,7 @@ lands there, the answer here is ``None`` as well.
 
 from __future__ import annotations
 
+import unicodedata
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -38,6 +39,18 @@ def topic_hash(name: str) -> int:
 
 
 _DOMAINS = ("persistent", "non-persistent")
+#: What Java's ``Character.isWhitespace`` counts, by which Pulsar finds a local name blank:
+#: space separators but the no-break ones, and the ASCII and information-separator controls.
+_NO_BREAK_SPACES = frozenset("\u00a0\u2007\u202f")
+_JAVA_CONTROL_SPACES = frozenset("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f")
+
+
+def _java_blank(text: str) -> bool:
+    return all(
+        c in _JAVA_CONTROL_SPACES
+        or (unicodedata.category(c) in ("Zs", "Zl", "Zp") and c not in _NO_BREAK_SPACES)
+        for c in text
+    )
 
 
 def topic_namespace(topic_name: str) -> tuple[str, str]:
@@ -46,6 +59,7 @@ def topic_namespace(topic_name: str) -> tuple[str, str]:
     ``"my-topic"`` is ``persistent://public/default/my-topic``; ``"tenant/ns/topic"`` gets
     the ``persistent://`` domain. After the domain, three parts are a ``tenant/ns``
     namespace and four are a v1 ``tenant/cluster/ns`` one; the local name may hold ``/``.
+    A blank local name (only whitespace, as Java counts it) is refused, as in Pulsar.
     """
     check_name("topic_name", topic_name)
     if "://" not in topic_name:
@@ -60,6 +74,8 @@ def topic_namespace(topic_name: str) -> tuple[str, str]:
             f"topic_name {topic_name!r} must be domain://tenant/namespace/topic "
             f"or domain://tenant/cluster/namespace/topic"
         )
+    if _java_blank(parts[-1]):
+        raise ValueError(f"topic_name {topic_name!r}: the local name must not be blank")
     return topic_name, "/".join(parts[:-1])
 
 

@@ -9,6 +9,7 @@ used to its limit; misconfigured limits can report more).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -26,6 +27,15 @@ from keyshared._checks import (
 MB = 1024 * 1024
 
 StateT = TypeVar("StateT", covariant=True)
+
+#: Pulsar's heartbeat and SLA-monitor namespaces, one per broker (``host:port``), whose
+#: bundles no modular-load-manager shedder unloads (``LoadData.getBundleDataForLoadShedding``).
+_SLA_OR_HEARTBEAT_NAMESPACE = re.compile(r"(?:pulsar|sla-monitor)/[^:/]+:\d+")
+
+
+def is_sla_or_heartbeat_namespace(namespace: str) -> bool:
+    """Pulsar's ``NamespaceService.isSLAOrHeartbeatNamespace``, for v2 namespace names."""
+    return _SLA_OR_HEARTBEAT_NAMESPACE.fullmatch(namespace) is not None
 
 
 @dataclass(frozen=True)
@@ -169,12 +179,15 @@ class LoadData:
         return sorted(self.broker_data)
 
     def sheddable_bundles(self, broker: str) -> list[tuple[str, MessageRates]]:
-        """The broker's bundles that have data and were not unloaded recently, by name."""
+        """The broker's bundles that have data, were not unloaded recently and are not of a
+        heartbeat or SLA-monitor namespace, by name."""
         owned = self.broker_data[broker].bundles
         return [
             (bundle, self.bundle_data[bundle])
             for bundle in sorted(owned)
-            if bundle in self.bundle_data and bundle not in self.recently_unloaded_bundles
+            if bundle in self.bundle_data
+            and bundle not in self.recently_unloaded_bundles
+            and not is_sla_or_heartbeat_namespace(bundle.rpartition("/")[0])
         ]
 
 

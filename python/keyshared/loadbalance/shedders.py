@@ -14,7 +14,6 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cmp_to_key
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -487,9 +486,8 @@ class AvgShedderState:
 class AvgShedder:
     """Pair the least and most loaded brokers and even out each pair that stays apart.
 
-    Scores are the weighted max resource usage in percent. Brokers sorted by score (scores
-    less than one point apart count as equal, as Pulsar's comparator truncates the
-    difference) pair up from both ends (lowest with highest, then inwards). A pair whose
+    Scores are the weighted max resource usage in percent. Brokers sorted by score pair up
+    from both ends (lowest with highest, then inwards). A pair whose
     score gap reaches the low threshold gets a low hit (and a high hit when it also reaches
     the high threshold); a gap below the low threshold clears both brokers' counts, and a
     round with no pair clears all counts. A pair in which a broker has ``hit_count_high``
@@ -593,12 +591,10 @@ class AvgShedder:
         low: dict[str, int],
         reasons: list[str],
     ) -> list[tuple[str, str]]:
-        # Pulsar's comparator is (int) (score1 - score2): brokers less than one point apart
-        # compare equal and keep their order, which is by name here (a hash map in Pulsar).
-        def compare(a: str, b: str) -> int:
-            return java_int(scores[a] - scores[b])
-
-        brokers = sorted(sorted(scores), key=cmp_to_key(compare))
+        # By score, as Pulsar 4.2's Comparator.comparingDouble (4.0's truncated the score
+        # difference to an int, which left brokers less than one point apart unordered);
+        # equal scores keep name order here, hash-map order in Pulsar.
+        brokers = sorted(sorted(scores), key=lambda broker: scores[broker])
         pairs: list[tuple[str, str]] = []
         i, j = 0, len(brokers) - 1
         while i <= j:

@@ -48,7 +48,9 @@ _THROUGHPUT_RESOLUTION = 1e5
 _MSG_RATE_RESOLUTION = 100.0
 #: Pulsar's system namespaces (``NamespaceService.isSystemServiceNamespace``): the system
 #: namespace and the heartbeat / SLA-monitor namespaces named after a broker (host:port).
-_SYSTEM_NAMESPACE = re.compile(r"pulsar/system|pulsar/[^/]+/[^:/]+:\d+|pulsar/[^:/]+:\d+")
+_SYSTEM_NAMESPACE = re.compile(
+    r"pulsar/system|pulsar/[^/]+/[^:/]+:\d+|pulsar/[^:/]+:\d+|sla-monitor/[^:/]+:\d+"
+)
 
 #: A broker's reported top bundles: (bundle name, its rates), least busy first.
 TopBundles = Sequence[tuple[str, MessageRates]]
