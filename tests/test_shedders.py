@@ -583,9 +583,10 @@ class TestAvgShedder:
             chosen, _ = shedder.select_broker(data.broker_data, unload.service_unit, second.state)
             assert chosen == {"broker1": "broker2", "broker3": "broker4"}[unload.source_broker]
 
-    def test_scores_less_than_one_point_apart_compare_equal(self) -> None:
-        # Pulsar sorts with (int) (a - b): 10.9, 10.5 and 10.0 tie and keep name order, so
-        # a (10.9) is the "lowest" and pairs with the 70.0 broker, not d (10.0).
+    def test_brokers_sort_by_exact_score(self) -> None:
+        # Pulsar 4.2 and master sort with Comparator.comparingDouble: d (10.0) is the lowest
+        # and pairs with the 70.0 broker. (4.0's (int) (a - b) tied 10.9, 10.5 and 10.0 and
+        # kept hash-map order, pairing a with b.)
         data = avg_cluster(
             {"a": 10.9, "b": 70.0, "c": 10.5, "d": 10.0},
             {"a": 0, "b": 20000, "c": 0, "d": 0},
@@ -593,7 +594,9 @@ class TestAvgShedder:
         )
         shedder = AvgShedder(load_balancer_avg_shedder_hit_count_high_threshold=1)
         result = shedder.find_bundles_for_unloading(data)
-        assert {u.dest_broker for u in result.unloads} == {"a"}
+        assert result.unloads
+        assert {u.source_broker for u in result.unloads} == {"b"}
+        assert {u.dest_broker for u in result.unloads} == {"d"}
 
     def test_select_broker_falls_back_to_a_hash_of_the_bundle(self) -> None:
         shedder = AvgShedder()
