@@ -251,6 +251,8 @@ def top_k_bundles(
     Busier means, as ``NamespaceBundleStats.compareTo``: more throughput in, then out,
     rounded to 100 kB/s, then more messages in plus out rounded to 100 msg/s. Pulsar
     leaves bundles equal on all three in its partition sort's order; here they go by name.
+    A ``topk`` of 0 reports no bundle: Pulsar's ``partitionSort`` can end on
+    ``subList(0, -1)`` then and fail the whole report with an IllegalArgumentException.
     """
     stats = check_mapping_items("bundle_stats", bundle_stats, check_rates)
     check_int("topk", topk, minimum=0)
