@@ -45,6 +45,7 @@ from keyshared.loadbalance import (
     ResourceWeights,
     ThresholdShedder,
     UniformLoadShedder,
+    Unload,
     flow_or_qps_equally_divide,
     range_equally_divide,
     specified_positions_divide,
@@ -52,6 +53,8 @@ from keyshared.loadbalance import (
     topic_count_equally_divide,
     topic_hash,
 )
+from keyshared.loadbalance._java import java_int
+from keyshared.loadbalance.shedders import _by_load_desc, _Extremes, _msg_rate, _msg_throughput
 
 RING = 0xFFFFFFFF
 BROKERS = tuple(string.ascii_lowercase[:12])
@@ -86,6 +89,12 @@ PULSAR_TOPK_ZERO = (
 PULSAR_LTS_SLA_TOPK = (
     "4.0.7's TopKBundles reports bundles of sla-monitor/host:port (PULSAR_LTS_SLA); 4.2.4 and "
     "keyshared leave them out"
+)
+PULSAR_LTS_UNIFORM_DELTA = (
+    "4.0.7's UniformLoadShedder takes a bundle while its load is at most what is still wanted "
+    "plus 1000 (msg/s or bytes/s), so it unloads bundles even with max_unload_percentage 0; "
+    "(an int sum that wraps around past Integer.MAX_VALUE, and then takes nothing); 4.2.4 "
+    "dropped the delta, as keyshared does"
 )
 PULSAR_LTS_AVG_ORDER = (
     "4.0.7's AvgShedder sorts brokers with (int) (score1 - score2): scores less than one "
@@ -608,6 +617,43 @@ def lts_order_differs(sorted_brokers: list[str], load: LoadData, shedder: Any) -
     return True
 
 
+def wrap_int(value: int) -> int:
+    """Java's 32-bit int arithmetic."""
+    return (value + 2**31) % 2**32 - 2**31
+
+
+def lts_uniform_unloads(shedder: UniformLoadShedder, load: LoadData) -> list[Unload]:
+    """What 4.0.7's UniformLoadShedder unloads (PULSAR_LTS_UNIFORM_DELTA): keyshared's walk
+    with Pulsar's 1000 delta on what is still wanted."""
+    rate, throughput = _Extremes.of(load, _msg_rate), _Extremes.of(load, _msg_throughput)
+    rate_threshold = shedder.load_balancer_msg_rate_difference_shedder_threshold
+    ratio_threshold = shedder.load_balancer_msg_throughput_multiplier_difference_shedder_threshold
+    if rate_threshold > 0 and (rate.max_value - rate.min_value) * 100 / rate.min_value > (
+        rate_threshold
+    ):
+        extremes, minimum, metric = rate, shedder.min_unload_message, _msg_rate
+    elif ratio_threshold > 0 and throughput.max_value / throughput.min_value > ratio_threshold:
+        extremes, minimum = throughput, shedder.min_unload_message_throughput
+        metric = _msg_throughput
+    else:
+        return []
+    broker = extremes.max_broker
+    assert broker is not None
+    required = java_int((extremes.max_value - extremes.min_value) * shedder.max_unload_percentage)
+    if len(load.broker_data[broker].bundles) <= 1 or required < minimum:
+        return []
+    selected: list[Unload] = []
+    cap = shedder.max_unload_bundle_num_per_shedding
+    for bundle, value in _by_load_desc(
+        [(b, metric(rates)) for b, rates in load.sheddable_bundles(broker)]
+    ):
+        # An int sum in Pulsar: past Integer.MAX_VALUE it wraps around and nothing fits.
+        if (cap == -1 or len(selected) < cap) and value <= wrap_int(required + 1000):
+            required += java_int(-value)
+            selected.append(Unload(broker, bundle))
+    return selected
+
+
 def check_state(name: str, theirs: Any, ours: Any) -> None:
     if name == "threshold":
         assert theirs == dict(ours.broker_avg_resource_usage)
@@ -664,6 +710,15 @@ def test_shedders(pulsar: Oracle, name: str, data: st.DataObject, seed: int) -> 
             kept(pulsar, f"{name} shedder", "PULSAR_LTS_AVG_ORDER")
             # The rounds after it no longer share a history: start both afresh.
             return
+        if (
+            name == "uniform"
+            and pulsar.version == LTS
+            and not same_unloads(answer["unloads"], result.unloads, load)
+        ):
+            lts = lts_uniform_unloads(shedder, load)
+            assert same_unloads(answer["unloads"], lts, load), (round_, answer, lts)
+            kept(pulsar, f"{name} shedder", "PULSAR_LTS_UNIFORM_DELTA")
+            continue
         assert same_unloads(answer["unloads"], result.unloads, load), (round_, answer, result)
         check_state(name, answer["state"], state)
         record(area, 1)

@@ -420,6 +420,8 @@ class UniformLoadShedder:
         for bundle, load in candidates:
             if cap != -1 and len(selected) >= cap:
                 continue
+            # As Pulsar 4.2: 4.0 allowed what is still wanted plus 1000 (an int sum, which
+            # wraps around near Integer.MAX_VALUE), and so unloaded with nothing wanted.
             if load <= required:
                 required += java_int(-load)
                 selected.append(bundle)
