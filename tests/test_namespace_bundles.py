@@ -1,4 +1,7 @@
-"""NamespaceBundles and NamespaceBundle: Pulsar's NamespaceBundlesTest and NamespaceBundleTest."""
+"""NamespaceBundles and NamespaceBundle: Pulsar's NamespaceBundlesTest and NamespaceBundleTest,
+with v2 names (``pulsar/ns1`` where the Java tests once used v1 ``pulsar/global/ns1`` and
+``pulsar/use/ns2``: Pulsar 4.2 and master refuse v1 topic names), and TopicNameTest's
+expectations on which topic names are read."""
 
 from __future__ import annotations
 
@@ -17,8 +20,8 @@ from keyshared.loadbalance import (
     topic_namespace,
 )
 
-NS1 = "pulsar/global/ns1"
-TOPIC1 = "persistent://pulsar/global/ns1/topic-1"
+NS1 = "pulsar/ns1"
+TOPIC1 = "persistent://pulsar/ns1/topic-1"
 
 
 def divides_in_two(bundle: NamespaceBundle, children: tuple[NamespaceBundle, ...]) -> None:
@@ -40,14 +43,14 @@ def spans(parent: NamespaceBundle, children: tuple[NamespaceBundle, ...]) -> Non
 class TestNamespaceBundlesTest:
     def test_constructor(self) -> None:
         partitions = (0, 0x10000000, 0x40000000, 0xFFFFFFFF)
-        bundles = NamespaceBundles("pulsar/use/ns2", partitions)
+        bundles = NamespaceBundles("pulsar/ns2", partitions)
         assert bundles.partitions == partitions
-        assert bundles.namespace == "pulsar/use/ns2"
+        assert bundles.namespace == "pulsar/ns2"
         assert bundles.size() == 3
         assert bundles.bundles == (
-            NamespaceBundle(0, 0x10000000, "pulsar/use/ns2"),
-            NamespaceBundle(0x10000000, 0x40000000, "pulsar/use/ns2"),
-            NamespaceBundle(0x40000000, 0xFFFFFFFF, "pulsar/use/ns2"),
+            NamespaceBundle(0, 0x10000000, "pulsar/ns2"),
+            NamespaceBundle(0x10000000, 0x40000000, "pulsar/ns2"),
+            NamespaceBundle(0x40000000, 0xFFFFFFFF, "pulsar/ns2"),
         )
         assert bundles.boundaries() == ("0x00000000", "0x10000000", "0x40000000", "0xffffffff")
 
@@ -57,7 +60,9 @@ class TestNamespaceBundlesTest:
         bundle = bundles.find_bundle(TOPIC1)
         assert bundle.includes(TOPIC1)
 
-        other = "persistent://pulsar/use/ns2/topic-2"
+        # A topic whose hash (0x4807f0dd) leaves at least two ranges above it, as the Java
+        # test's v1 persistent://pulsar/use/ns2/topic-2 (0x96f239f6) did.
+        other = "persistent://pulsar/ns2/topic-1"
         with pytest.raises(ValueError, match="namespace"):
             bundles.find_bundle(other)
 
@@ -65,7 +70,7 @@ class TestNamespaceBundlesTest:
         hash_key = topic_hash(other)
         tail = sorted({p for p in partitions if p >= hash_key} | {hash_key})
         new_partitions = [p for p in tail if p >= tail[1]]
-        narrowed = NamespaceBundles("pulsar/use/ns2", new_partitions)
+        narrowed = NamespaceBundles("pulsar/ns2", new_partitions)
         with pytest.raises(IndexError, match="outside the bundles"):
             narrowed.find_bundle(other)
 
@@ -117,55 +122,55 @@ class TestNamespaceBundleTest:
     def test_constructor(self) -> None:
         for lower, upper in ((0, 0), (1, 1)):
             with pytest.raises(ValueError, match="lower_endpoint must be <"):
-                NamespaceBundle(lower, upper, "pulsar/use/ns")
+                NamespaceBundle(lower, upper, "pulsar/ns")
         with pytest.raises(TypeError, match="namespace"):
             NamespaceBundle(0, 1, None)  # type: ignore[arg-type]
-        bundle = NamespaceBundle(0, 1, "pulsar/use/ns")
+        bundle = NamespaceBundle(0, 1, "pulsar/ns")
         assert (bundle.lower_endpoint, bundle.upper_endpoint) == (0, 1)
-        assert bundle.namespace == "pulsar/use/ns"
+        assert bundle.namespace == "pulsar/ns"
 
     def test_get_bundle(self) -> None:
-        full = NamespaceBundle(0, 0xFFFFFFFF, "pulsar/use/ns1")
-        assert full == NamespaceBundle.full("pulsar/use/ns1")
+        full = NamespaceBundle(0, 0xFFFFFFFF, "pulsar/ns1")
+        assert full == NamespaceBundle.full("pulsar/ns1")
 
     def test_compare_to(self) -> None:
-        bundle = NamespaceBundle(0, 0x40000000, "pulsar/use/ns1")
-        bundle2 = NamespaceBundle(0x20000000, 0x40000000, "pulsar/use/ns1")
+        bundle = NamespaceBundle(0, 0x40000000, "pulsar/ns1")
+        bundle2 = NamespaceBundle(0x20000000, 0x40000000, "pulsar/ns1")
         with pytest.raises(ValueError, match="overlapping"):
             bundle.compare_to(bundle2)
-        bundle0 = NamespaceBundle(0, 0x10000000, "pulsar/use/ns1")
+        bundle0 = NamespaceBundle(0, 0x10000000, "pulsar/ns1")
         assert bundle0.compare_to(bundle2) < 0
         assert bundle2.compare_to(bundle0) > 0
-        bundle1 = NamespaceBundle(0, 0x20000000, "pulsar/use/ns1")
+        bundle1 = NamespaceBundle(0, 0x20000000, "pulsar/ns1")
         assert bundle1.compare_to(bundle2) < 0
-        bundle3 = NamespaceBundle(0, 0x40000000, "pulsar/use/ns1")
+        bundle3 = NamespaceBundle(0, 0x40000000, "pulsar/ns1")
         assert bundle.compare_to(bundle3) == 0
-        other_bundle = NamespaceBundle(0x10000000, 0x30000000, "pulsar/use/ns2")
+        other_bundle = NamespaceBundle(0x10000000, 0x30000000, "pulsar/ns2")
         assert other_bundle.compare_to(bundle0) > 0
 
     def test_equals(self) -> None:
-        bundle = NamespaceBundle(0, 0x40000000, "pulsar/use/ns1")
-        assert NamespaceBundle(0x20000000, 0x40000000, "pulsar/use/ns1") != bundle
-        assert NamespaceBundle(0, 0x40000000, "pulsar/use/ns1") == bundle
-        assert NamespaceBundle(0, 0x40000000, "pulsar/use/ns2") != bundle
+        bundle = NamespaceBundle(0, 0x40000000, "pulsar/ns1")
+        assert NamespaceBundle(0x20000000, 0x40000000, "pulsar/ns1") != bundle
+        assert NamespaceBundle(0, 0x40000000, "pulsar/ns1") == bundle
+        assert NamespaceBundle(0, 0x40000000, "pulsar/ns2") != bundle
 
     def test_includes(self) -> None:
-        topic = "persistent://pulsar/use/ns1/topic-1"
+        topic = "persistent://pulsar/ns1/topic-1"
         hash_key = topic_hash(topic)
         upper = max(hash_key + 1, FULL_UPPER_BOUND)
-        assert NamespaceBundle(hash_key // 2, upper, "pulsar/use/ns1").includes(topic)
+        assert NamespaceBundle(hash_key // 2, upper, "pulsar/ns1").includes(topic)
         # The one-point bundle [0xffffffff, 0xffffffff] holds only that hash.
-        one_point = NamespaceBundle(upper, FULL_UPPER_BOUND, "pulsar/use/ns1")
+        one_point = NamespaceBundle(upper, FULL_UPPER_BOUND, "pulsar/ns1")
         assert not one_point.includes(topic)
         assert one_point.includes_hash(FULL_UPPER_BOUND)
-        assert not NamespaceBundle(0, 0x40000000, "pulsar/use/ns2").includes(topic)
+        assert not NamespaceBundle(0, 0x40000000, "pulsar/ns2").includes(topic)
 
     def test_to_string(self) -> None:
-        bundle0 = NamespaceBundle(0, 0x10000000, "pulsar/use/ns1")
-        assert str(bundle0) == "pulsar/use/ns1/0x00000000_0x10000000"
-        assert NamespaceBundle.from_bundle_range(bundle0.bundle_range, "pulsar/use/ns1") == bundle0
-        bundle0 = NamespaceBundle(0x10000000, FULL_UPPER_BOUND, "pulsar/use/ns1")
-        assert str(bundle0) == "pulsar/use/ns1/0x10000000_0xffffffff"
+        bundle0 = NamespaceBundle(0, 0x10000000, "pulsar/ns1")
+        assert str(bundle0) == "pulsar/ns1/0x00000000_0x10000000"
+        assert NamespaceBundle.from_bundle_range(bundle0.bundle_range, "pulsar/ns1") == bundle0
+        bundle0 = NamespaceBundle(0x10000000, FULL_UPPER_BOUND, "pulsar/ns1")
+        assert str(bundle0) == "pulsar/ns1/0x10000000_0xffffffff"
 
 
 class TestTopicNamespace:
@@ -175,12 +180,42 @@ class TestTopicNamespace:
             ("my-topic", "persistent://public/default/my-topic", "public/default"),
             ("t/ns/x", "persistent://t/ns/x", "t/ns"),
             ("non-persistent://t/ns/x", "non-persistent://t/ns/x", "t/ns"),
-            ("persistent://t/cluster/ns/x", "persistent://t/cluster/ns/x", "t/cluster/ns"),
-            ("persistent://t/c/ns/a/b", "persistent://t/c/ns/a/b", "t/c/ns"),
+            ("persistent://t/ns/a:b:c", "persistent://t/ns/a:b:c", "t/ns"),
         ],
     )
     def test_reads_pulsar_topic_names(self, name: str, full: str, namespace: str) -> None:
         assert topic_namespace(name) == (full, namespace)
+
+    @pytest.mark.parametrize(
+        "name",
+        [
+            # TopicNameTest (master): V1 topic names are no longer supported ...
+            "persistent://tenant/cluster/namespace/topic",
+            "non-persistent://tenant/cluster/namespace/topic",
+            # ... and V2 topic names do not allow '/' in local names (V1 did).
+            "persistent://tenant/namespace/ns-abc/table/1",
+            "persistent://tenant/namespace/ns-abc/table/1/",
+            "persistent://tenant/namespace/$#3rpa/table/1",
+        ],
+    )
+    def test_refuses_v1_names(self, name: str) -> None:
+        with pytest.raises(ValueError, match="v1 topic names"):
+            topic_namespace(name)
+
+    @pytest.mark.parametrize(
+        "name",
+        [
+            # TopicNameTest (master): 4-part short names, empty tenant or namespace, blank.
+            "tenant/cluster/namespace/topic",
+            "pulsar/cluster/namespace/test",
+            "persistent:///namespace/mydest-1",
+            "persistent://pulsar//mydest-1",
+            " ",
+        ],
+    )
+    def test_refuses_other_names_master_refuses(self, name: str) -> None:
+        with pytest.raises(ValueError, match="topic_name"):
+            topic_namespace(name)
 
     @pytest.mark.parametrize("name", ["http://t/ns/x", "persistent://t/x", "persistent://t//x", ""])
     def test_rejects_malformed_names(self, name: str) -> None:

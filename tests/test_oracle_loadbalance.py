@@ -96,6 +96,10 @@ PULSAR_LTS_UNIFORM_DELTA = (
     "(an int sum that wraps around past Integer.MAX_VALUE, and then takes nothing); 4.2.4 "
     "dropped the delta, as keyshared does"
 )
+PULSAR_LTS_V1_TOPIC = (
+    "4.0.7 reads domain://tenant/cluster/ns/topic (and a v2 name whose local name holds '/') "
+    "as a v1 topic name and finds its bundle; 4.2.4 and master refuse it, as keyshared does"
+)
 PULSAR_LTS_AVG_ORDER = (
     "4.0.7's AvgShedder sorts brokers with (int) (score1 - score2): scores less than one "
     "point apart compare equal (fixed in 4.2 by Comparator.comparingDouble, which keyshared "
@@ -424,18 +428,40 @@ def keyshared_top_k(stats: dict[str, MessageRates], topk: int) -> list[str]:
     return [name for name, _ in picked]
 
 
+V1_TOPICS = (
+    ("t/c/ns", "persistent://t/c/ns/x"),
+    ("t/c/ns", "non-persistent://t/c/ns/x"),
+    ("t/c/ns", "persistent://t/c/ns/x/y"),
+    ("tenant/ns", "persistent://tenant/ns/a/b"),
+    ("tenant/ns", "tenant/c/ns/x"),
+)
+
+
 def test_v1_topic_names(pulsar: Oracle) -> None:
-    """4.0.7 reads ``domain://tenant/cluster/ns/topic`` as a v1 name, as keyshared does; 4.2.4
-    refuses v1 names (keyshared has not followed it there yet)."""
-    topic = "persistent://t/c/ns/x/y"
-    case = {"namespace": "t/c/ns", "partitions": [0, RING], "topics": [topic], "hashes": []}
-    ours = NamespaceBundles("t/c/ns").find_bundle(topic)
-    [answer] = pulsar.call("lb.bundles.find", cases=[case])
-    if pulsar.version == LTS:
-        assert answer["topics"] == [keyshared_range(ours)]
-    else:
-        assert "V1 topic names" in answer["error"] or "namespace format" in answer["error"]
-    record(f"{pulsar.version} loadbalance v1 topic names", 1, int(pulsar.version != LTS))
+    """Pulsar 4.2 and master (PIP-457) refuse ``domain://tenant/cluster/ns/topic`` and any
+    local name holding ``/``, as keyshared does; 4.0.7 reads them as v1 names
+    (PULSAR_LTS_V1_TOPIC)."""
+    partitions = [0, 0x40000000, RING]
+    cases = [
+        {"namespace": ns, "partitions": partitions, "topics": [topic], "hashes": []}
+        for ns, topic in V1_TOPICS
+    ]
+    answers = pulsar.call("lb.bundles.find", cases=cases)
+    compared = 0
+    for (namespace, topic), answer in zip(V1_TOPICS, answers, strict=True):
+        bundles = NamespaceBundles(namespace, tuple(partitions))
+        with pytest.raises(ValueError, match=r"v1 topic names|topic_name"):
+            bundles.find_bundle(topic)
+        # 4.2.4 refuses the v1 namespace itself, or else the topic name.
+        [theirs] = answer.get("topics", [answer])
+        if "error" in theirs:
+            compared += 1
+            continue
+        # 4.0.7 finds the bundle of the topic's hash in its v1 namespace.
+        assert pulsar.version == LTS and topic.split("://")[-1].startswith(f"{namespace}/")
+        assert theirs == keyshared_range(bundles.get_bundle(topic_hash(topic)))
+        kept(pulsar, "v1 topic names", "PULSAR_LTS_V1_TOPIC")
+    record(f"{pulsar.version} loadbalance v1 topic names", compared)
 
 
 # --- Shedders ------------------------------------------------------------------------------

@@ -57,9 +57,10 @@ def topic_namespace(topic_name: str) -> tuple[str, str]:
     """The full topic name and its namespace, as Pulsar's ``TopicName`` reads them.
 
     ``"my-topic"`` is ``persistent://public/default/my-topic``; ``"tenant/ns/topic"`` gets
-    the ``persistent://`` domain. After the domain, three parts are a ``tenant/ns``
-    namespace and four are a v1 ``tenant/cluster/ns`` one; the local name may hold ``/``.
-    A blank local name (only whitespace, as Java counts it) is refused, as in Pulsar.
+    the ``persistent://`` domain. After the domain come ``tenant/ns/local-name``. As in
+    Pulsar 4.2 and master (PIP-457), a v1 name ``domain://tenant/cluster/ns/topic`` is
+    refused, and with it any local name holding ``/`` (4.0 read both as v1 names). A blank
+    local name (only whitespace, as Java counts it) is refused, as in Pulsar.
     """
     check_name("topic_name", topic_name)
     if "://" not in topic_name:
@@ -69,11 +70,13 @@ def topic_namespace(topic_name: str) -> tuple[str, str]:
     if domain not in _DOMAINS:
         raise ValueError(f"topic_name {topic_name!r}: domain must be one of {_DOMAINS}")
     parts = rest.split("/", 3)
-    if len(parts) not in (3, 4) or not all(parts):
+    if len(parts) == 4:
         raise ValueError(
-            f"topic_name {topic_name!r} must be domain://tenant/namespace/topic "
-            f"or domain://tenant/cluster/namespace/topic"
+            f"topic_name {topic_name!r}: v1 topic names (with a cluster) are no longer "
+            f"supported, nor is '/' in a local name: use domain://tenant/namespace/topic"
         )
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"topic_name {topic_name!r} must be domain://tenant/namespace/topic")
     if _java_blank(parts[-1]):
         raise ValueError(f"topic_name {topic_name!r}: the local name must not be blank")
     return topic_name, "/".join(parts[:-1])
