@@ -13,8 +13,6 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.function.Supplier;
 import org.apache.commons.lang3.mutable.MutableInt;
-import org.apache.logging.log4j.Level;
-import org.apache.logging.log4j.core.config.Configurator;
 import org.apache.pulsar.broker.ServiceConfiguration;
 import org.apache.pulsar.broker.loadbalance.LoadData;
 import org.apache.pulsar.broker.loadbalance.LoadSheddingStrategy;
@@ -70,10 +68,6 @@ final class LoadBalanceOps {
   }
 
   static void register(Map<String, Op> ops) {
-    // The strategies log each decision at INFO, and the logging set up on this classpath
-    // writes to the stream that carries the answers.
-    Configurator.setLevel("org.apache.pulsar.broker.loadbalance", Level.OFF);
-    Configurator.setLevel("org.apache.pulsar.common.naming", Level.OFF);
     LoadBalanceBundleOps.register(ops);
     ops.put("lb.shedder.new", (a, h) -> {
       String name = Args.text(a, "strategy");
