@@ -12,10 +12,12 @@ from hypothesis import strategies as st
 
 from keyshared.loadbalance import (
     FULL_UPPER_BOUND,
+    MAX_SPLIT_BUNDLES,
     MB,
     SPLIT_ALGORITHMS,
     MessageRates,
     NamespaceBundle,
+    NamespaceBundles,
     can_split_bundle,
     flow_or_qps_equally_divide,
     range_equally_divide,
@@ -163,6 +165,19 @@ class TestSplitBundles:
     def test_rejects_part_counts_that_leave_empty_parts(self, num_bundles: int) -> None:
         with pytest.raises(ValueError, match="num_bundles"):
             split_bundles(NamespaceBundle(0, 3), num_bundles)
+
+    @pytest.mark.parametrize("num_bundles", [2**31 - 1, 2**24, MAX_SPLIT_BUNDLES + 1])
+    def test_refuses_huge_part_counts(self, num_bundles: int) -> None:
+        # Pulsar runs out of heap (or array size) here; keyshared refuses before allocating.
+        with pytest.raises(ValueError, match=r"num_bundles must be at most 1048576"):
+            split_bundles(NamespaceBundle.full(), num_bundles)
+        with pytest.raises(ValueError, match="MAX_SPLIT_BUNDLES"):
+            NamespaceBundles("t/ns").split_bundle(NamespaceBundle.full("t/ns"), num_bundles)
+
+    def test_splits_into_the_most_parts_allowed(self) -> None:
+        parts = split_bundles(NamespaceBundle.full(), MAX_SPLIT_BUNDLES)
+        assert len(parts) == MAX_SPLIT_BUNDLES
+        assert parts[0].lower_endpoint == 0 and parts[-1].upper_endpoint == FULL_UPPER_BOUND
 
 
 class TestRangeEquallyDivide:

@@ -10,6 +10,7 @@ previous call returned. Names are the snake_case of Pulsar's, and so are the def
 from keyshared.loadbalance.bundles import (
     FULL_LOWER_BOUND,
     FULL_UPPER_BOUND,
+    MAX_SPLIT_BUNDLES,
     SPLIT_ALGORITHMS,
     NamespaceBundle,
     can_split_bundle,
@@ -55,6 +56,7 @@ from keyshared.loadbalance.transfer_shedder import (
 __all__ = [
     "FULL_LOWER_BOUND",
     "FULL_UPPER_BOUND",
+    "MAX_SPLIT_BUNDLES",
     "MB",
     "SPLIT_ALGORITHMS",
     "AvgShedder",

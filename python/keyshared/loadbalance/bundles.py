@@ -196,6 +196,11 @@ def can_split_bundle(bundle: NamespaceBundle) -> bool:
     return bundle.upper_endpoint - bundle.lower_endpoint > 1
 
 
+#: The most parts :func:`split_bundles` makes of one bundle (Pulsar has no such limit and
+#: fails on its heap instead).
+MAX_SPLIT_BUNDLES = 1 << 20
+
+
 def split_bundles(
     target_bundle: NamespaceBundle,
     num_bundles: int = 2,
@@ -206,12 +211,21 @@ def split_bundles(
     With ``split_boundaries`` (any order), the bundle splits at each of them and
     ``num_bundles`` is ignored; every boundary must lie strictly inside the bundle. Without
     them, it splits into ``num_bundles`` parts of ``(upper - lower) // num_bundles`` hashes,
-    the last part taking the remainder. Raises ``ValueError`` when no such split exists.
+    the last part taking the remainder. Raises ``ValueError`` when no such split exists, and
+    for more than :data:`MAX_SPLIT_BUNDLES` parts: Pulsar sets no limit but runs out of
+    heap (OutOfMemoryError from 2**24 parts on a 2 GB heap, NegativeArraySizeException at
+    2**31 - 1), where this would run out of memory.
     """
     if not can_split_bundle(_check_bundle("target_bundle", target_bundle)):
         raise ValueError(f"bundle {target_bundle.bundle_range} can't be split further")
     lower, upper = target_bundle.lower_endpoint, target_bundle.upper_endpoint
     if split_boundaries is None:
+        check_int("num_bundles", num_bundles, minimum=2)
+        if num_bundles > MAX_SPLIT_BUNDLES:
+            raise ValueError(
+                f"num_bundles must be at most {MAX_SPLIT_BUNDLES} (MAX_SPLIT_BUNDLES), "
+                f"got {num_bundles}"
+            )
         check_int("num_bundles", num_bundles, minimum=2, maximum=upper - lower)
         seg_size = (upper - lower) // num_bundles
         points = [lower + seg_size * i for i in range(num_bundles)] + [upper]
