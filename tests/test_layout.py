@@ -445,3 +445,13 @@ TestLayoutMachine = LayoutMachine.TestCase
 def test_budget_rule_of_initial_layouts(n: int, budget: int) -> None:
     layout = TopicLayout.initial(n, bucket_budget=budget)
     assert {s.bucket_count for s in layout.active_segments()} == {max(1, budget // n)}
+
+
+def test_migrated_layout_of_a_thousand_partitions() -> None:
+    """Every parent names every child: the DAG check looks edges up in sets, so 1,024
+    partitions (about a million edges) are checked in well under a second (it was cubic)."""
+    layout = ks.create_migrated_metadata("persistent://shop/eu/orders", 1024)
+    assert len(layout.segments) == 2048 and layout.next_segment_id == 2048
+    children = tuple(range(1024, 2048))
+    assert all(layout.segments[p].child_ids == children for p in range(1024))
+    assert all(layout.segments[c].parent_ids == tuple(range(1024)) for c in children)

@@ -585,6 +585,10 @@ def _sealed(seg: Segment, now_ms: int, epoch: int, child_ids: tuple[int, ...]) -
 
 
 def _check_dag(segments: Mapping[int, Segment], next_segment_id: int, epoch: int) -> None:
+    # Sets, not the tuples: a migrated topic's N parents each name N children, and a
+    # membership test per edge on tuples made the check cubic in N.
+    parents_of = {sid: frozenset(seg.parent_ids) for sid, seg in segments.items()}
+    children_of = {sid: frozenset(seg.child_ids) for sid, seg in segments.items()}
     for sid, seg in segments.items():
         if sid >= next_segment_id:
             raise ValueError(f"segment {sid} is not below next_segment_id ({next_segment_id})")
@@ -598,13 +602,13 @@ def _check_dag(segments: Mapping[int, Segment], next_segment_id: int, epoch: int
                 raise ValueError(f"segment {sid} names parent {pid}, which is not in the layout")
             if pid >= sid:
                 raise ValueError(f"segment {sid} names parent {pid}, which is not older")
-            if sid not in parent.child_ids:
+            if sid not in children_of[pid]:
                 raise ValueError(f"segment {sid} names parent {pid}, which does not name it")
         for cid in seg.child_ids:
             child = segments.get(cid)
             if child is None:
                 raise ValueError(f"segment {sid} names child {cid}, which is not in the layout")
-            if sid not in child.parent_ids:
+            if sid not in parents_of[cid]:
                 raise ValueError(f"segment {sid} names child {cid}, which does not name it")
 
 
