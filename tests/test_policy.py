@@ -720,3 +720,19 @@ def test_the_override_refuses_what_the_policy_refuses() -> None:
         override.max_segments = 4  # type: ignore[misc]
     assert repr(override) == "AutoScalePolicyOverride(max_segments=3)"
     assert AutoScalePolicyOverride.from_dict({"max_segments": None}) == AutoScalePolicyOverride()
+
+
+def test_rebucket_above_32768_buckets_is_asked_for_once() -> None:
+    """Rebucketing to 65,536 gives 65,535 buckets (bucket 0 keeps [0, 1]); the next decision
+    must see that as done, not ask for the same rebucket again forever."""
+    layout = ks.TopicLayout.initial(1, bucket_budget=4, now_ms=0)
+    policy = ks.resolve_auto_scale_config(
+        ks.AutoScalePolicy(max_entry_buckets_per_segment=65536, max_segments=1)
+    )
+    first = ks.decide(layout, {}, {"s": 70_000}, policy, 10**9)
+    assert isinstance(first, ks.Rebucket) and first.bucket_count == 65536
+    layout = ks.apply_decision(layout, first, policy, 10**9)
+    assert [s.bucket_count for s in layout.active_segments()] == [65535]
+    again = ks.decide(layout, {}, {"s": 70_000}, policy, 2 * 10**9)
+    assert isinstance(again, ks.NoAction)
+    assert "already has 65535 bucket(s), the most allowed" in again.reason

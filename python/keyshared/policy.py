@@ -31,7 +31,7 @@ from keyshared._checks import (
     parse_id,
 )
 from keyshared._reader import MissingValue, build, field_path, json_form, read
-from keyshared.buckets import RING_SIZE
+from keyshared.buckets import RING_SIZE, equal_width_splits
 from keyshared.layout import Segment, TopicLayout
 
 _RATES = ("msg_rate_in", "bytes_rate_in", "msg_rate_out", "bytes_rate_out")
@@ -582,11 +582,14 @@ def _consumer_scale(ctx: _Context) -> Decision | str:
         )
     per_segment = -(-ctx.demand // segments)
     target = min(1 << (per_segment - 1).bit_length(), policy.max_entry_buckets_per_segment)
-    below = tuple(sorted(s.segment_id for s in ctx.active if s.bucket_count < target))
+    # Above 32,768, equal widths give one bucket fewer than asked (bucket 0 keeps [0, 1]):
+    # compare with what rebucketing to target reaches, or it would be asked for forever.
+    reached = len(equal_width_splits(target)) + 1
+    below = tuple(sorted(s.segment_id for s in ctx.active if s.bucket_count < reached))
     if not below:
         return (
             f"consumers: demand {ctx.demand} > {capacity} bucket(s) ({why}), but every segment"
-            f" already has {target} bucket(s), the most allowed"
+            f" already has {reached} bucket(s), the most allowed"
         )
     return Rebucket(below, target, lane)
 
