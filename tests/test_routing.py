@@ -129,3 +129,14 @@ def test_bad_route_inputs() -> None:
     with pytest.raises(ValueError, match=r"keys\[0\] is None"):
         table.route_keys([None])
     assert table.route_keys([None], null_key="hello")[1].tolist() == [0]
+
+
+def test_segment_router_reads_an_iterator_of_segments_whole() -> None:
+    """An iterator of segments routes as the list does: none is lost to the legacy check."""
+    segments = ks.TopicLayout.initial(4).active_segments()
+    router = ks.SegmentRouter()
+    keys = [f"key-{i}" for i in range(200)]
+    assert [router.route(k, iter(segments)) for k in keys] == [
+        router.route(k, segments) for k in keys
+    ]
+    assert router.route_round_robin(iter(segments), 5) == router.route_round_robin(segments, 5)

@@ -13,7 +13,7 @@ the Java client's default is ``JavaStringHash``, which the segment router does n
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -73,9 +73,12 @@ class ActiveSegment:
         return self.legacy_topic_name if self.legacy_topic_name else self.segment_topic_name
 
 
-def _check_segments(active_segments: Sequence[RoutableSegment]) -> None:
-    if not active_segments:
+def _segments(active_segments: Iterable[RoutableSegment]) -> tuple[RoutableSegment, ...]:
+    # Taken whole first: an iterator read by two passes would lose what the first one read.
+    segments = tuple(active_segments)
+    if not segments:
         raise ValueError("no active segments to route to")
+    return segments
 
 
 def sign_safe_mod(dividend: int, divisor: int) -> int:
@@ -147,15 +150,15 @@ class SegmentRouter:
         """Pulsar's ``Murmur3_32Hash.makeHash``: the 32-bit hash with bit 31 cleared."""
         return HashingScheme.Murmur3_32Hash.make_hash(key)
 
-    def route(self, key: str | bytes, active_segments: Sequence[RoutableSegment]) -> int:
+    def route(self, key: str | bytes, active_segments: Iterable[RoutableSegment]) -> int:
         """The segment id for a keyed message. ValueError when there are no active segments,
         when no segment covers the key's hash, or (all legacy) when no segment has the id
         ``makeHash(key) mod N``."""
-        _check_segments(active_segments)
-        if all(s.is_legacy for s in active_segments):
-            return self._route_mod_n(key, active_segments)
+        segments = _segments(active_segments)
+        if all(s.is_legacy for s in segments):
+            return self._route_mod_n(key, segments)
         h = self.hash(key)
-        for segment in active_segments:
+        for segment in segments:
             if segment.hash_range.contains(h):
                 return segment.segment_id
         raise ValueError(f"no active segment covers hash {h:#06x} of key {key!r}")
@@ -170,13 +173,13 @@ class SegmentRouter:
         raise ValueError(f"the legacy layout has no segment {partition} (N={n})")
 
     def route_round_robin(
-        self, active_segments: Sequence[RoutableSegment], counter: int
+        self, active_segments: Iterable[RoutableSegment], counter: int
     ) -> tuple[int, int]:
         """``(segment id, next counter)`` for a message without a key: the segment at
         ``counter mod N`` in the given order. Start ``counter`` at 0."""
-        _check_segments(active_segments)
         check_int("counter", counter, minimum=0)
-        return active_segments[counter % len(active_segments)].segment_id, counter + 1
+        segments = _segments(active_segments)
+        return segments[counter % len(segments)].segment_id, counter + 1
 
 
 __all__ = [
