@@ -575,6 +575,21 @@ def test_snapshot_overrides_resolve() -> None:
             r"load_by_segment\[0\]\.bytes_rate_out must be finite",
         ),
         ({"load_by_segment": {"0": {"msg_rate_in": 1}}}, ValueError, r"modified_at_ms is missing"),
+        (
+            {"load_by_segment": {"00": {"modified_at_ms": 0}}},
+            ValueError,
+            r"load_by_segment key '00' is not a segment id",
+        ),
+        (
+            {"load_by_segment": {"0": {"modified_at_ms": 0}, 0: {"modified_at_ms": 1}}},
+            ValueError,
+            "load_by_segment names segment 0 twice",
+        ),
+        (
+            {"load_by_segment": {"0": {"msg_rate_in": 10**400, "modified_at_ms": 0}}},
+            ValueError,
+            r"load_by_segment\[0\]\.msg_rate_in must be finite, got an int of 1329 bits",
+        ),
         ({"load_by_segment": {"0": {"msg_rate": 1, "modified_at_ms": 0}}}, ValueError, "msg_rate"),
         ({"stream_consumer_count_by_sub": {"s": -2}}, ValueError, "stream_consumer_count_by_sub"),
         ({"policy": {"split_msg_rate_in": "x"}}, TypeError, "policy.split_msg_rate_in"),

@@ -61,17 +61,28 @@ def check_optional_int(name: str, value: object, *, minimum: int | None = None) 
     return None if value is None else check_int(name, value, minimum=minimum)
 
 
-def check_rate(name: str, value: object) -> float:
-    """``value`` as a finite, non-negative float (a rate in msg/s or B/s, or a threshold)."""
+def _finite_float(name: str, value: object) -> float:
+    """``value`` (an int or float, not bool) as a finite float, ``-0.0`` as ``0.0``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    number = float(value)
-    if math.isnan(number) or math.isinf(number):
+    try:
+        number = float(value)
+    except OverflowError:  # only an int this large overflows
+        bits = value.bit_length() if isinstance(value, int) else 0
+        raise ValueError(
+            f"{name} must be finite, got an int of {bits} bits, beyond float range"
+        ) from None
+    if not math.isfinite(number):
         raise ValueError(f"{name} must be finite, got {number}")
+    return number + 0.0
+
+
+def check_rate(name: str, value: object) -> float:
+    """``value`` as a finite, non-negative float (a rate in msg/s or B/s, or a threshold)."""
+    number = _finite_float(name, value)
     if number < 0:
         raise ValueError(f"{name} must not be negative, got {number}")
-    # -0.0 would print oddly and compare equal anyway; normalise it away.
-    return number + 0.0
+    return number
 
 
 def check_bool(name: str, value: object) -> bool:
@@ -96,12 +107,13 @@ def check_keys(name: str, data: Mapping[Any, Any], allowed: Collection[str]) -> 
 
 
 def parse_id(name: str, key: object) -> int:
-    """A segment id given as a JSON object key (a decimal string) or as an int."""
+    """A segment id given as a JSON object key (a decimal string in canonical form, so that
+    two keys never name one id: "0" and "00", "+5", " 5" and "5_0" are refused) or as an
+    int."""
     if isinstance(key, str):
-        try:
-            key = int(key, 10)
-        except ValueError:
-            raise ValueError(f"{name} key {key!r} is not a segment id") from None
+        if not (key.isascii() and key.isdigit() and key == str(int(key))):
+            raise ValueError(f"{name} key {key!r} is not a segment id (decimal, no leading 0)")
+        key = int(key)
     return check_int(f"{name} key", key, minimum=0)
 
 
@@ -111,14 +123,10 @@ def check_real(name: str, value: object, *, minimum: float | None = 0.0) -> floa
     ``-0.0`` comes back as ``0.0``: Java's ``Double.compare`` orders the two zeros apart,
     and a negative zero would otherwise sort differently from Pulsar.
     """
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError(f"{name} must be finite, got {number}")
+    number = _finite_float(name, value)
     if minimum is not None and number < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {number}")
-    return number + 0.0
+    return number
 
 
 def check_name(name: str, value: object) -> str:

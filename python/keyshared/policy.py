@@ -823,6 +823,8 @@ def _samples(path: str, data: object) -> dict[int, SegmentLoadSample]:
     out = {}
     for key, value in check_mapping(path, data).items():
         sid = parse_id(path, key)
+        if sid in out:
+            raise ValueError(f"{path} names segment {sid} twice")
         out[sid] = SegmentLoadSample.from_dict(value, f"{path}[{sid}]")
     return out
 
