@@ -282,7 +282,7 @@ def test_a_pruned_parent_counts_as_drained() -> None:
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
-        (lambda c: c.register_consumer(5, 1), TypeError, "consumer_names"),
+        (lambda c: c.register_consumer(5, 1), TypeError, "consumer_name must be a str"),
         (lambda c: c.register_consumer("a", -1), ValueError, "consumer_id"),
         (lambda c: c.mark_segments_drained({1}), ValueError, "not a sealed segment"),
         (lambda c: c.on_consumer_disconnect("a", -5), ValueError, "now_ms"),

@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from keyshared._checks import check_bool, check_int
+from keyshared._checks import check_bool, check_instance, check_int
 from keyshared.buckets import HashRange
 from keyshared.layout import Segment, TopicLayout
 from keyshared.topic_name import SegmentTopicName, TopicName
@@ -89,7 +89,7 @@ def compute_assignment(
     same."""
     if not isinstance(layout, TopicLayout):
         raise TypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
-    names = sorted(_check_names(consumer_names))
+    names = sorted(_check_names("consumer_names", consumer_names))
     if not names:
         return {}
     drained = None if drained_segment_ids is None else frozenset(drained_segment_ids)
@@ -136,13 +136,18 @@ def _deal(segments: list[Segment], consumers: int) -> list[list[int]]:
     return owners
 
 
-def _check_names(consumer_names: Iterable[str]) -> list[str]:
+def _check_names(arg: str, consumer_names: Iterable[str]) -> list[str]:
+    # A lone str is iterable too: taken as names, it would be one consumer per letter.
+    if isinstance(consumer_names, str | bytes):
+        raise TypeError(
+            f"{arg} must be an iterable of str, got a lone {type(consumer_names).__name__}"
+        )
     names = list(consumer_names)
     for i, name in enumerate(names):
         if not isinstance(name, str):
-            raise TypeError(f"consumer_names[{i}] must be a str, got {type(name).__name__}")
+            raise TypeError(f"{arg}[{i}] must be a str, got {type(name).__name__}")
     if len(set(names)) != len(names):
-        raise ValueError(f"consumer_names repeats a name: {names}")
+        raise ValueError(f"{arg} repeats a name: {names}")
     return names
 
 
@@ -219,7 +224,7 @@ class SubscriptionCoordinator:
     ) -> tuple[SubscriptionCoordinator, dict[str, ConsumerAssignment]]:
         """A fresh registration, or a reconnect of an existing session (which keeps its
         assignment: nobody else moves)."""
-        name = _check_names([consumer_name])[0]
+        name = check_instance("consumer_name", consumer_name, str)
         check_int("consumer_id", consumer_id, minimum=0)
         session = ConsumerSession(name, consumer_id)
         after = replace(self, sessions={**self.sessions, name: session})
@@ -230,7 +235,7 @@ class SubscriptionCoordinator:
     ) -> tuple[SubscriptionCoordinator, dict[str, ConsumerAssignment]]:
         """An explicit leave. A leave carrying another id than the session's current one
         (the departed connection of a consumer that already rejoined) changes nothing."""
-        name = _check_names([consumer_name])[0]
+        name = check_instance("consumer_name", consumer_name, str)
         check_int("consumer_id", consumer_id, minimum=0)
         session = self.sessions.get(name)
         if session is None or session.consumer_id != consumer_id:
@@ -242,7 +247,7 @@ class SubscriptionCoordinator:
         """The connection dropped: the session stays (and keeps its segments) for the grace
         period."""
         check_int("now_ms", now_ms, minimum=0)
-        session = self.sessions.get(_check_names([consumer_name])[0])
+        session = self.sessions.get(check_instance("consumer_name", consumer_name, str))
         if session is None or not session.is_connected:
             return self
         gone = replace(session, disconnected_at_ms=now_ms)
@@ -265,7 +270,7 @@ class SubscriptionCoordinator:
         ``now_ms``, with a full grace period to reconnect."""
         check_int("now_ms", now_ms, minimum=0)
         sessions = dict(self.sessions)
-        for name in _check_names(persisted_consumer_names):
+        for name in _check_names("persisted_consumer_names", persisted_consumer_names):
             sessions.setdefault(name, ConsumerSession(name, None, now_ms))
         after = replace(self, sessions=sessions)
         return after, after.current_assignment()
