@@ -43,6 +43,12 @@ from keyshared.draining import (
     PendingAcksMap,
     StickyKeyDispatcher,
 )
+from keyshared.explain import (
+    Explanation,
+    KeySharedSubscription,
+    explain_subscription,
+    read_subscription,
+)
 from keyshared.hashing import (
     HASH_VERSION,
     bucket_hash,
@@ -152,6 +158,7 @@ __all__ = [
     "EntryBatch",
     "EntryBucketConsumerSelector",
     "EntryBucketDispatcher",
+    "Explanation",
     "HashRange",
     "HashingScheme",
     "HoldReason",
@@ -160,6 +167,7 @@ __all__ = [
     "InFlightWindow",
     "InvalidPolicy",
     "KeySharedConsumerState",
+    "KeySharedSubscription",
     "LastOperationTimes",
     "Merge",
     "MessageRedeliveryController",
@@ -200,6 +208,7 @@ __all__ = [
     "decide",
     "entry_bucket",
     "equal_width_splits",
+    "explain_subscription",
     "format_descriptor",
     "get_available_permits",
     "get_effective_look_ahead_limit",
@@ -215,6 +224,7 @@ __all__ = [
     "make_sticky_key_hashes",
     "moved_buckets",
     "parse_descriptor",
+    "read_subscription",
     "register_draining_hashes",
     "resolve_auto_scale_config",
     "route_entries",
