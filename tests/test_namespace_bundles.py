@@ -223,6 +223,74 @@ class TestTopicNamespace:
             topic_namespace(name)
 
 
+class TestPulsar40TopicNames:
+    """``pulsar_version="4.0"``: topic names as Pulsar 4.0 LTS reads them (v1 names too)."""
+
+    @pytest.mark.parametrize(
+        ("name", "full", "namespace"),
+        [
+            ("persistent://t/c/ns/x", "persistent://t/c/ns/x", "t/c/ns"),
+            ("non-persistent://t/c/ns/x", "non-persistent://t/c/ns/x", "t/c/ns"),
+            # The local name of a v1 name is all after the namespace, '/' included.
+            ("persistent://t/c/ns/x/y/", "persistent://t/c/ns/x/y/", "t/c/ns"),
+            ("persistent://t/ns/x", "persistent://t/ns/x", "t/ns"),
+            ("my-topic", "persistent://public/default/my-topic", "public/default"),
+            # Short names count their non-empty parts (StringUtils.split).
+            ("x/", "persistent://public/default/x", "public/default"),
+            ("//x//", "persistent://public/default/x", "public/default"),
+            ("t/ns/x", "persistent://t/ns/x", "t/ns"),
+            ("t/c/ns//", "persistent://t/c/ns//", "t/c/ns"),
+        ],
+    )
+    def test_reads_v1_and_v2_names(self, name: str, full: str, namespace: str) -> None:
+        assert topic_namespace(name, pulsar_version="4.0") == (full, namespace)
+
+    @pytest.mark.parametrize(
+        "name",
+        [
+            "t/c/ns/x",  # a short name of four parts
+            "a//b",
+            "/t/ns/x",  # empty tenant
+            "persistent://t//ns/x",  # empty cluster
+            "persistent://t/c/ns/",  # empty local name
+            "persistent://t/c/ns/ ",  # blank local name
+            "persistent://t/x",
+            "http://t/c/ns/x",
+        ],
+    )
+    def test_refuses_what_4_0_refuses(self, name: str) -> None:
+        with pytest.raises(ValueError, match="topic_name"):
+            topic_namespace(name, pulsar_version="4.0")
+
+    def test_find_bundle_of_a_v1_name(self) -> None:
+        bundles = NamespaceBundles("t/c/ns", (0, 0x40000000, FULL_UPPER_BOUND))
+        topic = "persistent://t/c/ns/x"
+        with pytest.raises(ValueError, match="v1 topic names"):
+            bundles.find_bundle(topic)
+        assert bundles.find_bundle(topic, pulsar_version="4.0") == bundles.get_bundle(
+            topic_hash(topic)
+        )
+        with pytest.raises(ValueError, match="not 'tenant/ns'"):
+            NamespaceBundles("tenant/ns").find_bundle(
+                "persistent://tenant/ns/a/b", pulsar_version="4.0"
+            )
+
+    def test_the_default_is_4_2(self) -> None:
+        assert topic_namespace("t/ns/x") == topic_namespace("t/ns/x", pulsar_version="4.2")
+        with pytest.raises(ValueError, match="topic_name"):
+            topic_namespace("x/", pulsar_version="4.2")
+
+    @pytest.mark.parametrize("bad", ["4.1", "4", "4.0.7", "LTS"])
+    def test_other_versions_are_refused_by_name(self, bad: str) -> None:
+        message = rf"pulsar_version must be one of '4\.0', '4\.2', got {bad!r}"
+        with pytest.raises(ValueError, match=message):
+            topic_namespace("t/ns/x", pulsar_version=bad)
+        with pytest.raises(ValueError, match=message):
+            NamespaceBundles("t/ns").find_bundle("t/ns/x", pulsar_version=bad)
+        with pytest.raises(TypeError, match="pulsar_version must be a str"):
+            topic_namespace("t/ns/x", pulsar_version=None)  # type: ignore[arg-type]
+
+
 class TestBadInput:
     def test_partitions(self) -> None:
         with pytest.raises(ValueError, match="at least 2"):

@@ -15,8 +15,11 @@ brokers of equal load are visited in the same order on both sides; bundles of eq
 are left in hash-map order by Pulsar and by name by keyshared, so a choice between equal
 bundles is compared by load, not by name.
 
-Where keyshared differs from Pulsar on purpose, the test asserts the difference and names
-what Pulsar does: see the ``PULSAR_*`` notes.
+keyshared follows Pulsar 4.2 and master; 4.0.7 is compared with keyshared's 4.0 profile
+(``pulsar_version="4.0"``: v1 topic names, UniformLoadShedder's 1000 delta, the v1-only
+SLA-monitor namespace), 4.2.4 with the default one. Where keyshared differs from Pulsar on
+purpose, the test asserts the difference and names what Pulsar does: see the ``PULSAR_*``
+notes.
 """
 
 from __future__ import annotations
@@ -45,7 +48,6 @@ from keyshared.loadbalance import (
     ResourceWeights,
     ThresholdShedder,
     UniformLoadShedder,
-    Unload,
     flow_or_qps_equally_divide,
     range_equally_divide,
     specified_positions_divide,
@@ -53,14 +55,14 @@ from keyshared.loadbalance import (
     topic_count_equally_divide,
     topic_hash,
 )
-from keyshared.loadbalance._java import java_int
-from keyshared.loadbalance.shedders import _by_load_desc, _Extremes, _msg_rate, _msg_throughput
 
 RING = 0xFFFFFFFF
 BROKERS = tuple(string.ascii_lowercase[:12])
 NAMESPACES = ("tenant/ns", "t1/ns-b", "public/default")
 # Namespaces Pulsar never sheds from: heartbeat and SLA-monitor ones (host:port), the system one.
 SYSTEM_NAMESPACES = ("pulsar/broker-1:8080", "sla-monitor/broker-2:6650", "pulsar/system")
+# Their v1 forms (with a cluster), which only 4.0 names: it never sheds from them.
+LTS_SYSTEM_NAMESPACES = ("pulsar/c1/broker-3:8080", "sla-monitor/c1/broker-4:6650")
 # The oracle fixture lives for the session; each example sends its own batch.
 SETTINGS = settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -78,32 +80,14 @@ PULSAR_REPEATED_POSITION = (
     "empty bundle it makes; keyshared counts the position once"
 )
 PULSAR_NO_BOUNDARY = "flow_or_qps_equally_divide answers an empty list; keyshared answers None"
-PULSAR_LTS_SLA = (
-    "4.0.7 knows heartbeat and SLA-monitor namespaces only in their v1 form (with a cluster) "
-    "and so sheds the bundles of sla-monitor/host:port; 4.2.4 does not, nor does keyshared"
-)
 PULSAR_TOPK_ZERO = (
     "TopKBundles.update with topk 0 can end partitionSort on subList(0, -1) and fail with "
     "IllegalArgumentException; keyshared reports no bundle"
 )
-PULSAR_LTS_SLA_TOPK = (
-    "4.0.7's TopKBundles reports bundles of sla-monitor/host:port (PULSAR_LTS_SLA); 4.2.4 and "
-    "keyshared leave them out"
-)
-PULSAR_LTS_UNIFORM_DELTA = (
-    "4.0.7's UniformLoadShedder takes a bundle while its load is at most what is still wanted "
-    "plus 1000 (msg/s or bytes/s), so it unloads bundles even with max_unload_percentage 0; "
-    "(an int sum that wraps around past Integer.MAX_VALUE, and then takes nothing); 4.2.4 "
-    "dropped the delta, as keyshared does"
-)
-PULSAR_LTS_V1_TOPIC = (
-    "4.0.7 reads domain://tenant/cluster/ns/topic (and a v2 name whose local name holds '/') "
-    "as a v1 topic name and finds its bundle; 4.2.4 and master refuse it, as keyshared does"
-)
 PULSAR_LTS_AVG_ORDER = (
     "4.0.7's AvgShedder sorts brokers with (int) (score1 - score2): scores less than one "
-    "point apart compare equal (fixed in 4.2 by Comparator.comparingDouble, which keyshared "
-    "follows)"
+    "point apart compare equal, a non-transitive comparator over hash-map order (fixed in 4.2 "
+    "by Comparator.comparingDouble, which keyshared follows for every pulsar_version)"
 )
 
 
@@ -114,6 +98,11 @@ def pulsar(request: pytest.FixtureRequest) -> Oracle:
     running: Oracle = request.getfixturevalue(fixture)
     assert running.version == request.param
     return running
+
+
+def profile(pulsar: Oracle) -> str:
+    """keyshared's ``pulsar_version`` for the release the oracle runs."""
+    return "4.0" if pulsar.version == LTS else "4.2"
 
 
 def outcome(call: Callable[[], Any]) -> Any:
@@ -181,11 +170,14 @@ def test_bundle_lookups(pulsar: Oracle, seed: int, locals_: list[str]) -> None:
             }
         )
     answers = pulsar.call("lb.bundles.find", cases=cases)
+    version = profile(pulsar)
     differences = compared = 0
     for case, answer in zip(cases, answers, strict=True):
         bundles = NamespaceBundles(case["namespace"], tuple(case["partitions"]))
         for topic, theirs in zip(case["topics"], answer["topics"], strict=True):
-            ours = outcome(lambda t=topic, b=bundles: keyshared_range(b.find_bundle(t)))
+            ours = outcome(
+                lambda t=topic, b=bundles: keyshared_range(b.find_bundle(t, pulsar_version=version))
+            )
             compared += 1
             differences += ours != pulsar_outcome(theirs)
             assert ours == pulsar_outcome(theirs), (case["partitions"], topic, theirs)
@@ -388,9 +380,12 @@ def top_rank(rates: MessageRates) -> tuple[int, int, int]:
 @given(seed=st.integers(0, 2**32))
 def test_top_k_bundles(pulsar: Oracle, seed: int) -> None:
     rng = random.Random(seed)
+    namespaces = NAMESPACES + SYSTEM_NAMESPACES
+    if pulsar.version == LTS:
+        namespaces += LTS_SYSTEM_NAMESPACES
     cases = []
     for _ in range(50):
-        names = {random_bundle_name(rng, NAMESPACES + SYSTEM_NAMESPACES) for _ in range(30)}
+        names = {random_bundle_name(rng, namespaces) for _ in range(30)}
         scale = rng.choice((1e3, 1e5, 1e7))
         stats = {n: random_rates(rng, scale) for n in sorted(names)[: rng.randrange(31)]}
         cases.append({"bundle_stats": stats, "topk": rng.choice((0, 1, 3, 10, 40))})
@@ -398,33 +393,24 @@ def test_top_k_bundles(pulsar: Oracle, seed: int) -> None:
     compared = 0
     for case, answer in zip(cases, answers, strict=True):
         stats = {n: MessageRates(*r) for n, r in case["bundle_stats"].items()}
-        ours = keyshared_top_k(stats, case["topk"])
+        ours = keyshared_top_k(stats, case["topk"], profile(pulsar))
         if case["topk"] == 0 and "error" in answer:
             assert "fromIndex(0) > toIndex(-1)" in answer["error"] and ours == []
             kept(pulsar, "top k bundles", "PULSAR_TOPK_ZERO")
             continue
         theirs = answer["bundles"]
-        if pulsar.version == LTS and any(b.startswith(LTS_SLA) for b in theirs):
-            # The same stats with the sla-monitor namespace under an ordinary name.
-            renamed = {n.replace(LTS_SLA, ORDINARY_SLA, 1): r for n, r in stats.items()}
-            as_ordinary = [
-                n.replace(ORDINARY_SLA, LTS_SLA, 1) for n in keyshared_top_k(renamed, case["topk"])
-            ]
-            assert not any(b.startswith(LTS_SLA) for b in ours)
-            assert equal_up_to_ties(theirs, as_ordinary, lambda b, s=stats: top_rank(s[b]))
-            kept(pulsar, "top k bundles", "PULSAR_LTS_SLA_TOPK")
-            continue
         assert equal_up_to_ties(theirs, ours, lambda b, s=stats: top_rank(s[b])), (case, theirs)
         compared += 1
     record(f"{pulsar.version} loadbalance top k bundles", compared)
 
 
-LTS_SLA = "sla-monitor/"
-ORDINARY_SLA = "sla-monitor-ordinary/"
-
-
-def keyshared_top_k(stats: dict[str, MessageRates], topk: int) -> list[str]:
-    picked = top_k_bundles(stats, topk, load_balancer_shedding_bundles_with_policies_enabled=True)
+def keyshared_top_k(stats: dict[str, MessageRates], topk: int, version: str) -> list[str]:
+    picked = top_k_bundles(
+        stats,
+        topk,
+        load_balancer_shedding_bundles_with_policies_enabled=True,
+        pulsar_version=version,
+    )
     return [name for name, _ in picked]
 
 
@@ -432,36 +418,51 @@ V1_TOPICS = (
     ("t/c/ns", "persistent://t/c/ns/x"),
     ("t/c/ns", "non-persistent://t/c/ns/x"),
     ("t/c/ns", "persistent://t/c/ns/x/y"),
+    ("t/c/ns", "persistent://t/c/ns/x//"),
+    ("t/c/ns", "persistent://t/c/ns/ "),
+    ("t/c/ns", "persistent://t/c/ns/"),
+    ("t/c/ns", "persistent://t//ns/x"),
+    ("t/c/ns", "t/c/ns/x"),
+    ("t/c/ns", "t/c/ns//"),
     ("tenant/ns", "persistent://tenant/ns/a/b"),
+    ("tenant/ns/a", "persistent://tenant/ns/a/b"),
     ("tenant/ns", "tenant/c/ns/x"),
+    ("tenant/ns", "tenant/ns/x/"),
+    ("tenant/ns", "/tenant/ns/x"),
+    ("public/default", "x/"),
+    ("public/default", "//x//"),
+    ("public/default", "a//b"),
 )
 
 
 def test_v1_topic_names(pulsar: Oracle) -> None:
     """Pulsar 4.2 and master (PIP-457) refuse ``domain://tenant/cluster/ns/topic`` and any
-    local name holding ``/``, as keyshared does; 4.0.7 reads them as v1 names
-    (PULSAR_LTS_V1_TOPIC)."""
+    local name holding ``/``, as keyshared does by default; 4.0.7 reads them as v1 names,
+    and short names by their non-empty parts, as keyshared's 4.0 profile does."""
     partitions = [0, 0x40000000, RING]
     cases = [
         {"namespace": ns, "partitions": partitions, "topics": [topic], "hashes": []}
         for ns, topic in V1_TOPICS
     ]
     answers = pulsar.call("lb.bundles.find", cases=cases)
-    compared = 0
+    version = profile(pulsar)
+    found = differences = 0
     for (namespace, topic), answer in zip(V1_TOPICS, answers, strict=True):
         bundles = NamespaceBundles(namespace, tuple(partitions))
-        with pytest.raises(ValueError, match=r"v1 topic names|topic_name"):
-            bundles.find_bundle(topic)
+        if version == "4.2" and topic.partition("://")[2].count("/") >= 3:
+            with pytest.raises(ValueError, match=r"v1 topic names"):
+                bundles.find_bundle(topic)
+        ours = outcome(
+            lambda b=bundles, t=topic: keyshared_range(b.find_bundle(t, pulsar_version=version))
+        )
         # 4.2.4 refuses the v1 namespace itself, or else the topic name.
         [theirs] = answer.get("topics", [answer])
-        if "error" in theirs:
-            compared += 1
-            continue
-        # 4.0.7 finds the bundle of the topic's hash in its v1 namespace.
-        assert pulsar.version == LTS and topic.split("://")[-1].startswith(f"{namespace}/")
-        assert theirs == keyshared_range(bundles.get_bundle(topic_hash(topic)))
-        kept(pulsar, "v1 topic names", "PULSAR_LTS_V1_TOPIC")
-    record(f"{pulsar.version} loadbalance v1 topic names", compared)
+        differences += ours != pulsar_outcome(theirs)
+        assert ours == pulsar_outcome(theirs), (namespace, topic, theirs)
+        found += ours != "error"
+    # 4.0.7 finds the v1 names' bundles, 4.2.4 none.
+    assert (found > 0) == (pulsar.version == LTS)
+    record(f"{pulsar.version} loadbalance v1 topic names", len(V1_TOPICS), differences)
 
 
 # --- Shedders ------------------------------------------------------------------------------
@@ -643,43 +644,6 @@ def lts_order_differs(sorted_brokers: list[str], load: LoadData, shedder: Any) -
     return True
 
 
-def wrap_int(value: int) -> int:
-    """Java's 32-bit int arithmetic."""
-    return (value + 2**31) % 2**32 - 2**31
-
-
-def lts_uniform_unloads(shedder: UniformLoadShedder, load: LoadData) -> list[Unload]:
-    """What 4.0.7's UniformLoadShedder unloads (PULSAR_LTS_UNIFORM_DELTA): keyshared's walk
-    with Pulsar's 1000 delta on what is still wanted."""
-    rate, throughput = _Extremes.of(load, _msg_rate), _Extremes.of(load, _msg_throughput)
-    rate_threshold = shedder.load_balancer_msg_rate_difference_shedder_threshold
-    ratio_threshold = shedder.load_balancer_msg_throughput_multiplier_difference_shedder_threshold
-    if rate_threshold > 0 and (rate.max_value - rate.min_value) * 100 / rate.min_value > (
-        rate_threshold
-    ):
-        extremes, minimum, metric = rate, shedder.min_unload_message, _msg_rate
-    elif ratio_threshold > 0 and throughput.max_value / throughput.min_value > ratio_threshold:
-        extremes, minimum = throughput, shedder.min_unload_message_throughput
-        metric = _msg_throughput
-    else:
-        return []
-    broker = extremes.max_broker
-    assert broker is not None
-    required = java_int((extremes.max_value - extremes.min_value) * shedder.max_unload_percentage)
-    if len(load.broker_data[broker].bundles) <= 1 or required < minimum:
-        return []
-    selected: list[Unload] = []
-    cap = shedder.max_unload_bundle_num_per_shedding
-    for bundle, value in _by_load_desc(
-        [(b, metric(rates)) for b, rates in load.sheddable_bundles(broker)]
-    ):
-        # An int sum in Pulsar: past Integer.MAX_VALUE it wraps around and nothing fits.
-        if (cap == -1 or len(selected) < cap) and value <= wrap_int(required + 1000):
-            required += java_int(-value)
-            selected.append(Unload(broker, bundle))
-    return selected
-
-
 def check_state(name: str, theirs: Any, ours: Any) -> None:
     if name == "threshold":
         assert theirs == dict(ours.broker_avg_resource_usage)
@@ -702,8 +666,10 @@ def test_shedders(pulsar: Oracle, name: str, data: st.DataObject, seed: int) -> 
     resource_weights = data.draw(weights, label="weights") if name in WEIGHTED else {}
     rng = random.Random(seed)
     brokers = BROKERS[: rng.choice((1, 2, 3, 5, 12))]
-    # PULSAR_LTS_SLA: 4.0.7 sheds the v2 SLA-monitor namespace's bundles.
-    system = SYSTEM_NAMESPACES[:2] if pulsar.version == NEWEST else SYSTEM_NAMESPACES[:1]
+    # 4.0.7 sheds the v2 SLA-monitor namespace's bundles, as keyshared's 4.0 profile does.
+    system = SYSTEM_NAMESPACES[:2]
+    if pulsar.version == LTS:
+        system += LTS_SYSTEM_NAMESPACES
     rounds = []
     for _ in range(25):
         present = rng.sample(brokers, rng.randrange(1, len(brokers) + 1))
@@ -715,7 +681,7 @@ def test_shedders(pulsar: Oracle, name: str, data: st.DataObject, seed: int) -> 
         answers = pulsar.call("lb.shedder.run", handle=handle, rounds=rounds)
     finally:
         pulsar.call("close", handle=handle)
-    kwargs = dict(config)
+    kwargs = dict(config, pulsar_version=profile(pulsar))
     if resource_weights:
         kwargs["resource_weights"] = ResourceWeights(**resource_weights)
     shedder = SHEDDERS[name](**kwargs)
@@ -736,15 +702,6 @@ def test_shedders(pulsar: Oracle, name: str, data: st.DataObject, seed: int) -> 
             kept(pulsar, f"{name} shedder", "PULSAR_LTS_AVG_ORDER")
             # The rounds after it no longer share a history: start both afresh.
             return
-        if (
-            name == "uniform"
-            and pulsar.version == LTS
-            and not same_unloads(answer["unloads"], result.unloads, load)
-        ):
-            lts = lts_uniform_unloads(shedder, load)
-            assert same_unloads(answer["unloads"], lts, load), (round_, answer, lts)
-            kept(pulsar, f"{name} shedder", "PULSAR_LTS_UNIFORM_DELTA")
-            continue
         assert same_unloads(answer["unloads"], result.unloads, load), (round_, answer, result)
         check_state(name, answer["state"], state)
         record(area, 1)

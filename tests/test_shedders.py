@@ -13,7 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keyshared.loadbalance import (
+    DEFAULT_PULSAR_VERSION,
     MB,
+    PULSAR_VERSIONS,
     AvgShedder,
     AvgShedderState,
     BrokerLoad,
@@ -1537,3 +1539,124 @@ class TestValidation:
             shedder.find_bundles_for_unloading(
                 snapshot({}), now_ms=NOW, recently_unloaded_brokers={"a": -5}
             )
+
+
+# --- Version profiles (pulsar_version) --------------------------------------------------------
+
+SLA_V2 = "sla-monitor/broker-2:6650/0x00000000_0xffffffff"
+SLA_V1 = "sla-monitor/c1/broker-2:6650/0x00000000_0xffffffff"
+HEARTBEAT = "pulsar/broker-1:8080/0x00000000_0xffffffff"
+ORDINARY = "tenant/ns/0x00000000_0x80000000"
+MODULAR_SHEDDERS = (OverloadShedder, ThresholdShedder, UniformLoadShedder, AvgShedder)
+
+
+class TestPulsarVersions:
+    """``pulsar_version``: "4.2" (the default, Pulsar 4.2 and master) or "4.0" (4.0 LTS)."""
+
+    def test_the_accepted_versions(self) -> None:
+        assert PULSAR_VERSIONS == ("4.0", "4.2")
+        assert DEFAULT_PULSAR_VERSION == "4.2"
+        for shedder in MODULAR_SHEDDERS:
+            assert shedder().pulsar_version == "4.2"
+            assert shedder(pulsar_version="4.0").pulsar_version == "4.0"
+
+    @pytest.mark.parametrize("bad", ["4.1", "4.0.7", "master", "", " 4.0"])
+    def test_other_versions_are_refused_by_name(self, bad: str) -> None:
+        message = rf"pulsar_version must be one of '4\.0', '4\.2', got {bad!r}"
+        for shedder in MODULAR_SHEDDERS:
+            with pytest.raises(ValueError, match=message):
+                shedder(pulsar_version=bad)
+        with pytest.raises(ValueError, match=message):
+            top_k_bundles({ORDINARY: load(1.0)}, 1, pulsar_version=bad)
+        with pytest.raises(ValueError, match=message):
+            is_system_service_namespace("tenant/ns", pulsar_version=bad)
+        data = snapshot({"a": broker(bundles=[ORDINARY])}, {ORDINARY: load(1.0)})
+        with pytest.raises(ValueError, match=message):
+            data.sheddable_bundles("a", pulsar_version=bad)
+
+    def test_a_version_must_be_a_str(self) -> None:
+        with pytest.raises(TypeError, match="pulsar_version must be a str, got float"):
+            UniformLoadShedder(pulsar_version=4.0)  # type: ignore[arg-type]
+
+    def test_sheddable_bundles_of_sla_monitor_namespaces(self) -> None:
+        owned = [SLA_V2, SLA_V1, HEARTBEAT, ORDINARY]
+        data = snapshot({"a": broker(bundles=owned)}, {n: load(1.0) for n in owned})
+        # 4.2 knows sla-monitor/host:port; 4.0 only sla-monitor/cluster/host:port.
+        assert [b for b, _ in data.sheddable_bundles("a")] == [SLA_V1, ORDINARY]
+        assert [b for b, _ in data.sheddable_bundles("a", pulsar_version="4.0")] == [
+            SLA_V2,
+            ORDINARY,
+        ]
+
+    @pytest.mark.parametrize("version", PULSAR_VERSIONS)
+    def test_overload_shedder_sheds_sla_monitor_bundles_on_4_0_only(self, version: str) -> None:
+        bundles = {SLA_V2: load(80 * MB), HEARTBEAT: load(90 * MB), ORDINARY: load(MB)}
+        data = snapshot({"a": broker(cpu=95.0, bundles=bundles, throughput=171 * MB)}, bundles)
+        result = OverloadShedder(pulsar_version=version).find_bundles_for_unloading(data)
+        expected = [SLA_V2] if version == "4.0" else [ORDINARY]
+        assert [u.service_unit for u in result.unloads] == expected
+
+    def uniform_cluster(self, busy_rate: float, bundles: Mapping[str, float]) -> LoadData:
+        return snapshot(
+            {"busy": broker(bundles=bundles, rate=busy_rate), "idle": broker()},
+            {name: load(rate=rate) for name, rate in bundles.items()},
+        )
+
+    def test_uniform_shedder_takes_1000_more_on_4_0(self) -> None:
+        # Nothing wanted (max_unload_percentage 0): 4.2 takes nothing busy, 4.0 a bundle of
+        # up to 1000 msg/s over it, then what fits in the 1000 less what it took.
+        data = self.uniform_cluster(10_000.0, {"x": 900.0, "y": 500.0, "z": 3000.0, "w": 100.0})
+        config = {"max_unload_percentage": 0.0, "min_unload_message": 0}
+        lts = UniformLoadShedder(**config, pulsar_version="4.0")
+        assert unloaded(lts.find_bundles_for_unloading(data)) == [("busy", "x"), ("busy", "w")]
+        assert not UniformLoadShedder(**config).find_bundles_for_unloading(data).unloads
+
+    def test_uniform_shedder_4_0_sum_wraps_around_past_int_max(self) -> None:
+        # (2**31 - 1 + 1) * 1.0 is Integer.MAX_VALUE wanted: 4.0's int sum with 1000 wraps
+        # to a negative number and nothing fits; 4.2 takes both bundles.
+        data = self.uniform_cluster(2.0**31, {"x": 1e9, "y": 1e9})
+        config = {"max_unload_percentage": 1.0}
+        assert unloaded(UniformLoadShedder(**config).find_bundles_for_unloading(data)) == [
+            ("busy", "x"),
+            ("busy", "y"),
+        ]
+        lts = UniformLoadShedder(**config, pulsar_version="4.0")
+        assert not lts.find_bundles_for_unloading(data).unloads
+
+    def test_avg_shedder_orders_brokers_as_4_2_on_every_profile(self) -> None:
+        # Scores 20.2, 20.9 and 60: 4.0's (int) (s1 - s2) would call the first two equal.
+        names = {b: [f"{b}/ns/0x0000000{i}_0x0000000{i + 1}" for i in range(3)] for b in "abc"}
+        brokers = {
+            "a": broker(cpu=20.9, bundles=names["a"], rate=100.0),
+            "b": broker(cpu=60.0, bundles=names["b"], rate=10_000.0),
+            "c": broker(cpu=20.2, bundles=names["c"], rate=50.0),
+        }
+        bundles = {
+            n: load(rate=rate)
+            for b in "abc"
+            for n, rate in zip(names[b], (10, 2000, 30), strict=True)
+        }
+        data = snapshot(brokers, bundles)
+        config = {"load_balancer_avg_shedder_hit_count_low_threshold": 1}
+        default = AvgShedder(**config).find_bundles_for_unloading(data)
+        lts = AvgShedder(**config, pulsar_version="4.0").find_bundles_for_unloading(data)
+        assert lts == default
+        # The lowest (c, not a) pairs with the highest.
+        assert {(u.source_broker, u.dest_broker) for u in default.unloads} == {("b", "c")}
+
+    def test_top_k_bundles_reports_sla_monitor_bundles_on_4_0(self) -> None:
+        stats = {SLA_V2: load(5e6), SLA_V1: load(4e6), HEARTBEAT: load(3e6), ORDINARY: load(1e6)}
+        assert [b for b, _ in top_k_bundles(stats, 10)] == [ORDINARY, SLA_V1]
+        assert [b for b, _ in top_k_bundles(stats, 10, pulsar_version="4.0")] == [
+            ORDINARY,
+            SLA_V2,
+        ]
+
+    def test_system_service_namespaces_by_version(self) -> None:
+        for namespace in ("pulsar/system", "pulsar/h:8080", "pulsar/c1/h:8080"):
+            assert is_system_service_namespace(namespace)
+            assert is_system_service_namespace(namespace, pulsar_version="4.0")
+        assert is_system_service_namespace("sla-monitor/h:6650")
+        assert not is_system_service_namespace("sla-monitor/h:6650", pulsar_version="4.0")
+        assert is_system_service_namespace("sla-monitor/c1/h:6650", pulsar_version="4.0")
+        assert not is_system_service_namespace("tenant/ns", pulsar_version="4.0")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["java_div", "java_int", "java_round", "java_sqrt"]
+__all__ = ["java_div", "java_int", "java_round", "java_sqrt", "java_wrap_int"]
 
 _JAVA_INT_MIN = -(2**31)
 _JAVA_INT_MAX = 2**31 - 1
@@ -19,6 +19,11 @@ def java_int(value: float) -> int:
     if value <= _JAVA_INT_MIN:
         return _JAVA_INT_MIN
     return math.trunc(value)
+
+
+def java_wrap_int(value: int) -> int:
+    """Java's 32-bit ``int`` arithmetic on an exact integer: wrapped around the int range."""
+    return (value - _JAVA_INT_MIN) % 2**32 + _JAVA_INT_MIN
 
 
 def java_round(value: float) -> int:

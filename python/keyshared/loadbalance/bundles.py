@@ -20,7 +20,12 @@ from itertools import pairwise
 from types import MappingProxyType
 
 from keyshared._checks import check_int, check_name
-from keyshared.loadbalance.model import MB, MessageRates
+from keyshared.loadbalance.model import (
+    DEFAULT_PULSAR_VERSION,
+    MB,
+    MessageRates,
+    check_pulsar_version,
+)
 
 #: First hash of the bundle ring.
 FULL_LOWER_BOUND = 0x00000000
@@ -53,33 +58,60 @@ def _java_blank(text: str) -> bool:
     )
 
 
-def topic_namespace(topic_name: str) -> tuple[str, str]:
+def topic_namespace(
+    topic_name: str, *, pulsar_version: str = DEFAULT_PULSAR_VERSION
+) -> tuple[str, str]:
     """The full topic name and its namespace, as Pulsar's ``TopicName`` reads them.
 
     ``"my-topic"`` is ``persistent://public/default/my-topic``; ``"tenant/ns/topic"`` gets
     the ``persistent://`` domain. After the domain come ``tenant/ns/local-name``. As in
-    Pulsar 4.2 and master (PIP-457), a v1 name ``domain://tenant/cluster/ns/topic`` is
-    refused, and with it any local name holding ``/`` (4.0 read both as v1 names). A blank
-    local name (only whitespace, as Java counts it) is refused, as in Pulsar.
+    Pulsar 4.2 and master (PIP-457), the default, a v1 name
+    ``domain://tenant/cluster/ns/topic`` is refused, and with it any local name holding
+    ``/``. A blank local name (only whitespace, as Java counts it) is refused, as in Pulsar.
+
+    ``pulsar_version="4.0"`` reads names as Pulsar 4.0 LTS does: a name of four parts after
+    the domain is a v1 name, whose namespace is ``tenant/cluster/ns`` and whose local name
+    is all after it (``/`` included); a short name counts its non-empty ``/``-parts, so that
+    ``"x/"`` is ``persistent://public/default/x`` and ``"t/c/ns/x"`` is refused.
     """
     check_name("topic_name", topic_name)
+    lts = check_pulsar_version(pulsar_version) == "4.0"
     if "://" not in topic_name:
-        tenant_ns = "/" in topic_name
-        topic_name = f"persistent://{'' if tenant_ns else 'public/default/'}{topic_name}"
+        topic_name = _with_domain(topic_name, lts)
     domain, _, rest = topic_name.partition("://")
     if domain not in _DOMAINS:
         raise ValueError(f"topic_name {topic_name!r}: domain must be one of {_DOMAINS}")
     parts = rest.split("/", 3)
-    if len(parts) == 4:
+    if len(parts) == 4 and not lts:
         raise ValueError(
             f"topic_name {topic_name!r}: v1 topic names (with a cluster) are no longer "
-            f"supported, nor is '/' in a local name: use domain://tenant/namespace/topic"
+            f"supported, nor is '/' in a local name: use domain://tenant/namespace/topic "
+            f"(pulsar_version='4.0' reads them as Pulsar 4.0 did)"
         )
-    if len(parts) != 3 or not all(parts):
+    if len(parts) < 3 or not all(parts):
         raise ValueError(f"topic_name {topic_name!r} must be domain://tenant/namespace/topic")
     if _java_blank(parts[-1]):
         raise ValueError(f"topic_name {topic_name!r}: the local name must not be blank")
     return topic_name, "/".join(parts[:-1])
+
+
+def _with_domain(short_name: str, lts: bool) -> str:
+    """A short topic name (no ``://``) with its domain, and its namespace if it has none.
+
+    ``"topic"`` or ``"tenant/ns/topic"``; 4.2 keeps every ``/``-part, 4.0 (``lts``) counts
+    only non-empty ones (Commons Lang's ``StringUtils.split``), and refuses other counts.
+    """
+    if not lts:
+        namespace = "" if "/" in short_name else "public/default/"
+        return f"persistent://{namespace}{short_name}"
+    parts = [part for part in short_name.split("/") if part]
+    if len(parts) == 1:
+        return f"persistent://public/default/{parts[0]}"
+    if len(parts) != 3:
+        raise ValueError(
+            f"topic_name {short_name!r} must be tenant/namespace/topic or topic (Pulsar 4.0)"
+        )
+    return f"persistent://{short_name}"
 
 
 @dataclass(frozen=True, order=True)

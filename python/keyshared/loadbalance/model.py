@@ -28,14 +28,53 @@ MB = 1024 * 1024
 
 StateT = TypeVar("StateT", covariant=True)
 
+#: The Pulsar release lines whose behaviour the load-balancer policies offer, by the
+#: ``pulsar_version`` argument: ``"4.2"`` (the default: Pulsar 4.2 and master, which
+#: keyshared follows) and ``"4.0"`` (the 4.0 LTS line, as released up to 4.0.7).
+PULSAR_VERSIONS = ("4.0", "4.2")
+#: The default profile: Pulsar 4.2 and master.
+DEFAULT_PULSAR_VERSION = "4.2"
+
+
+def check_pulsar_version(value: object) -> str:
+    """Return ``value`` if it is one of :data:`PULSAR_VERSIONS`, else raise.
+
+    ``TypeError`` for a non-``str``, ``ValueError`` naming ``pulsar_version`` and the
+    accepted values for any other string.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"pulsar_version must be a str, got {type(value).__name__}")
+    if value not in PULSAR_VERSIONS:
+        raise ValueError(
+            f"pulsar_version must be one of {', '.join(map(repr, PULSAR_VERSIONS))}, got {value!r}"
+        )
+    return value
+
+
 #: Pulsar's heartbeat and SLA-monitor namespaces, one per broker (``host:port``), whose
-#: bundles no modular-load-manager shedder unloads (``LoadData.getBundleDataForLoadShedding``).
-_SLA_OR_HEARTBEAT_NAMESPACE = re.compile(r"(?:pulsar|sla-monitor)/[^:/]+:\d+")
+#: bundles no modular-load-manager shedder unloads (``LoadData.getBundleDataForLoadShedding``),
+#: by release line. 4.2 knows them in their v2 form, ``pulsar/host:port`` and
+#: ``sla-monitor/host:port``; 4.0 knows the heartbeat namespace in both forms and the
+#: SLA-monitor one only in its v1 form, ``sla-monitor/cluster/host:port`` (its patterns).
+_SLA_OR_HEARTBEAT_NAMESPACE = {
+    "4.2": re.compile(r"(?:pulsar|sla-monitor)/[^:/]+:\d+"),
+    "4.0": re.compile(
+        r"pulsar/[^/]+/[^:]+:[0-9]+|pulsar/[^:]+:[0-9]+|sla-monitor/[^/]+/[^:]+:[0-9]+"
+    ),
+}
 
 
-def is_sla_or_heartbeat_namespace(namespace: str) -> bool:
-    """Pulsar's ``NamespaceService.isSLAOrHeartbeatNamespace``, for v2 namespace names."""
-    return _SLA_OR_HEARTBEAT_NAMESPACE.fullmatch(namespace) is not None
+def is_sla_or_heartbeat_namespace(
+    namespace: str, *, pulsar_version: str = DEFAULT_PULSAR_VERSION
+) -> bool:
+    """Pulsar's ``NamespaceService.isSLAOrHeartbeatNamespace`` of ``pulsar_version``.
+
+    On 4.2 (the default), ``pulsar/host:port`` and ``sla-monitor/host:port``; on 4.0,
+    ``pulsar/host:port``, ``pulsar/cluster/host:port`` and ``sla-monitor/cluster/host:port``
+    (4.0 does not know ``sla-monitor/host:port``, and so sheds its bundles).
+    """
+    pattern = _SLA_OR_HEARTBEAT_NAMESPACE[check_pulsar_version(pulsar_version)]
+    return pattern.fullmatch(namespace) is not None
 
 
 @dataclass(frozen=True)
@@ -178,16 +217,22 @@ class LoadData:
         """Broker names in the order every shedder visits them (by name)."""
         return sorted(self.broker_data)
 
-    def sheddable_bundles(self, broker: str) -> list[tuple[str, MessageRates]]:
+    def sheddable_bundles(
+        self, broker: str, *, pulsar_version: str = DEFAULT_PULSAR_VERSION
+    ) -> list[tuple[str, MessageRates]]:
         """The broker's bundles that have data, were not unloaded recently and are not of a
-        heartbeat or SLA-monitor namespace, by name."""
+        heartbeat or SLA-monitor namespace of ``pulsar_version``
+        (:func:`is_sla_or_heartbeat_namespace`), by name."""
+        check_pulsar_version(pulsar_version)
         owned = self.broker_data[broker].bundles
         return [
             (bundle, self.bundle_data[bundle])
             for bundle in sorted(owned)
             if bundle in self.bundle_data
             and bundle not in self.recently_unloaded_bundles
-            and not is_sla_or_heartbeat_namespace(bundle.rpartition("/")[0])
+            and not is_sla_or_heartbeat_namespace(
+                bundle.rpartition("/")[0], pulsar_version=pulsar_version
+            )
         ]
 
 

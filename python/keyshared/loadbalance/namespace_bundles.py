@@ -21,6 +21,7 @@ from keyshared.loadbalance.bundles import (
     topic_hash,
     topic_namespace,
 )
+from keyshared.loadbalance.model import DEFAULT_PULSAR_VERSION
 
 
 @dataclass(frozen=True)
@@ -90,10 +91,20 @@ class NamespaceBundles:
         return self.bundles[index]
 
     def find_bundle(
-        self, topic_name: str, hash_function: HashFunction = topic_hash
+        self,
+        topic_name: str,
+        hash_function: HashFunction = topic_hash,
+        *,
+        pulsar_version: str = DEFAULT_PULSAR_VERSION,
     ) -> NamespaceBundle:
-        """The bundle of a topic of this namespace (``ValueError`` for another namespace)."""
-        full_name, namespace = topic_namespace(topic_name)
+        """The bundle of a topic of this namespace (``ValueError`` for another namespace).
+
+        The topic name is read as Pulsar ``pulsar_version`` reads it (see
+        :func:`~keyshared.loadbalance.topic_namespace`): ``"4.2"``, the default, refuses v1
+        names ``domain://tenant/cluster/ns/topic``; ``"4.0"`` finds their bundle among the
+        bundles of the v1 namespace ``tenant/cluster/ns``, by the hash of the full name.
+        """
+        full_name, namespace = topic_namespace(topic_name, pulsar_version=pulsar_version)
         if namespace != self.namespace:
             raise ValueError(
                 f"topic_name {topic_name!r} is in namespace {namespace!r}, not {self.namespace!r}"

@@ -7,6 +7,12 @@ brokers and bundles in hash-map order; here brokers go by name, and bundles with
 load by name, so that every decision is reproducible. Only the strategies are modelled:
 the load manager's own guards (at least two brokers, bundle ownership checks, anti-affinity
 filters) sit around them in Pulsar and are the caller's to apply.
+
+Every shedder takes ``pulsar_version`` (one of :data:`~keyshared.loadbalance.PULSAR_VERSIONS`):
+``"4.2"``, the default, behaves as Pulsar 4.2 and master; ``"4.0"`` as the 4.0 LTS line
+(4.0.7), which sheds the bundles of ``sla-monitor/host:port`` namespaces (it knows the
+SLA-monitor namespace only as ``sla-monitor/cluster/host:port``) and whose
+:class:`UniformLoadShedder` takes a bundle up to 1000 over what is still wanted.
 """
 
 from __future__ import annotations
@@ -18,14 +24,16 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from keyshared._checks import check_bool, check_int, check_name, check_names, check_real
-from keyshared.loadbalance._java import java_int
+from keyshared.loadbalance._java import java_int, java_wrap_int
 from keyshared.loadbalance.model import (
+    DEFAULT_PULSAR_VERSION,
     MB,
     LoadData,
     MessageRates,
     ResourceWeights,
     SheddingResult,
     Unload,
+    check_pulsar_version,
 )
 
 #: Shed a little below the threshold, so that a shed broker is not left on its edge.
@@ -36,6 +44,9 @@ LOWER_BOUNDARY_THRESHOLD_MARGIN = 0.5
 _EPS = 1e-6
 #: Pulsar's initial "minimum" broker rates in UniformLoadShedder (``Integer.MAX_VALUE``).
 _INITIAL_MIN = float(2**31 - 1)
+#: How far over what is still wanted UniformLoadShedder takes a bundle, by release line
+#: (msg/s or bytes/s): 4.0 allowed 1000 more, 4.2 dropped it.
+_UNIFORM_DELTA = {"4.0": 1000, "4.2": 0}
 
 
 #: How a shedder measures a bundle or broker: message rate or throughput, in plus out.
@@ -75,7 +86,11 @@ def _by_load_desc(candidates: list[tuple[str, float]]) -> list[tuple[str, float]
 
 
 def _shed_by_throughput(
-    load_data: LoadData, broker: str, minimum_throughput_to_offload: float, why: str
+    load_data: LoadData,
+    broker: str,
+    minimum_throughput_to_offload: float,
+    why: str,
+    pulsar_version: str,
 ) -> tuple[list[Unload], str]:
     """Unload the broker's largest bundles until the minimum is met, at least one.
 
@@ -88,7 +103,10 @@ def _shed_by_throughput(
     if not owned:
         return [], f"{broker}: {why}, despite having no bundles; nothing to shed"
     candidates = _by_load_desc(
-        [(bundle, rates.msg_throughput) for bundle, rates in load_data.sheddable_bundles(broker)]
+        [
+            (bundle, rates.msg_throughput)
+            for bundle, rates in load_data.sheddable_bundles(broker, pulsar_version=pulsar_version)
+        ]
     )
     selected: list[str] = []
     marked = 0.0
@@ -116,6 +134,7 @@ class OverloadShedder:
 
     load_balancer_broker_overloaded_threshold_percentage: int = 85
     resource_weights: ResourceWeights = field(default_factory=ResourceWeights)
+    pulsar_version: str = DEFAULT_PULSAR_VERSION
 
     def __post_init__(self) -> None:
         check_int(
@@ -124,6 +143,7 @@ class OverloadShedder:
             minimum=0,
         )
         _check_weights(self.resource_weights)
+        check_pulsar_version(self.pulsar_version)
 
     def find_bundles_for_unloading(self, load_data: LoadData) -> SheddingResult[None]:
         """The bundles to unload, with a reason per broker; this shedder keeps no state."""
@@ -143,7 +163,7 @@ class OverloadShedder:
             percent = usage - threshold + ADDITIONAL_THRESHOLD_PERCENT_MARGIN
             why = f"overloaded, max resource usage {_pct(usage)} >= threshold {_pct(threshold)}"
             shed, reason = _shed_by_throughput(
-                load_data, broker, data.rates.msg_throughput * percent, why
+                load_data, broker, data.rates.msg_throughput * percent, why, self.pulsar_version
             )
             unloads.extend(shed)
             reasons.append(reason)
@@ -187,6 +207,7 @@ class ThresholdShedder:
     load_balancer_bundle_unload_min_throughput_threshold: float = 10
     lower_boundary_shedding_enabled: bool = False
     resource_weights: ResourceWeights = field(default_factory=ResourceWeights)
+    pulsar_version: str = DEFAULT_PULSAR_VERSION
 
     def __post_init__(self) -> None:
         check_int(
@@ -208,6 +229,7 @@ class ThresholdShedder:
         )
         check_bool("lower_boundary_shedding_enabled", self.lower_boundary_shedding_enabled)
         _check_weights(self.resource_weights)
+        check_pulsar_version(self.pulsar_version)
 
     def find_bundles_for_unloading(
         self, load_data: LoadData, state: ThresholdShedderState | None = None
@@ -282,7 +304,7 @@ class ThresholdShedder:
             why = (
                 f"usage {_pct(current)} >= average {_pct(avg_usage)} + threshold {_pct(threshold)}"
             )
-            shed, reason = _shed_by_throughput(load_data, broker, minimum, why)
+            shed, reason = _shed_by_throughput(load_data, broker, minimum, why, self.pulsar_version)
             unloads.extend(shed)
             reasons.append(reason)
         return unloads
@@ -324,7 +346,7 @@ class ThresholdShedder:
             )
             return []
         why = f"lower boundary: most used broker ({_pct(max_usage)}) while some are underused"
-        shed, reason = _shed_by_throughput(load_data, max_broker, minimum, why)
+        shed, reason = _shed_by_throughput(load_data, max_broker, minimum, why, self.pulsar_version)
         reasons.append(reason)
         return shed
 
@@ -340,6 +362,13 @@ class UniformLoadShedder:
     the amount reaches the minimum; it walks that broker's bundles largest first, taking
     each that fits in what is still wanted, up to ``max_unload_bundle_num_per_shedding``
     (``-1``: no limit). As in Pulsar, idle bundles fit and are taken.
+
+    ``pulsar_version="4.0"`` (Pulsar 4.0 LTS) lets a bundle fit while its load is at most
+    what is still wanted plus 1000 (msg/s or bytes/s, as the metric), so that bundles go
+    even with ``max_unload_percentage`` 0; that sum is a 32-bit int in Pulsar, which wraps
+    around past ``Integer.MAX_VALUE`` (then nothing fits). Pulsar 4.2 dropped the 1000
+    (the default, ``"4.2"``). 4.0 also sheds ``sla-monitor/host:port`` bundles (see
+    :meth:`LoadData.sheddable_bundles <keyshared.loadbalance.LoadData.sheddable_bundles>`).
     """
 
     load_balancer_msg_rate_difference_shedder_threshold: float = 50
@@ -348,6 +377,7 @@ class UniformLoadShedder:
     min_unload_message: int = 1000
     min_unload_message_throughput: int = 1 * MB
     max_unload_bundle_num_per_shedding: int = -1
+    pulsar_version: str = DEFAULT_PULSAR_VERSION
 
     def __post_init__(self) -> None:
         check_real(
@@ -368,6 +398,7 @@ class UniformLoadShedder:
             self.max_unload_bundle_num_per_shedding,
             minimum=-1,
         )
+        check_pulsar_version(self.pulsar_version)
 
     def find_bundles_for_unloading(self, load_data: LoadData) -> SheddingResult[None]:
         """The bundles to unload and why; this shedder keeps no state."""
@@ -413,16 +444,21 @@ class UniformLoadShedder:
             reason = f"{why}; but {required} to move is below the minimum {minimum}"
             return SheddingResult((), (reason,), None)
         candidates = _by_load_desc(
-            [(bundle, metric(rates)) for bundle, rates in load_data.sheddable_bundles(broker)]
+            [
+                (bundle, metric(rates))
+                for bundle, rates in load_data.sheddable_bundles(
+                    broker, pulsar_version=self.pulsar_version
+                )
+            ]
         )
         selected: list[str] = []
         cap = self.max_unload_bundle_num_per_shedding
+        delta = _UNIFORM_DELTA[self.pulsar_version]
         for bundle, load in candidates:
             if cap != -1 and len(selected) >= cap:
                 continue
-            # As Pulsar 4.2: 4.0 allowed what is still wanted plus 1000 (an int sum, which
-            # wraps around near Integer.MAX_VALUE), and so unloaded with nothing wanted.
-            if load <= required:
+            # What is still wanted plus the release's delta, an int sum in Pulsar.
+            if load <= java_wrap_int(required + delta):
                 required += java_int(-load)
                 selected.append(bundle)
         reason = f"{why}; unloading {', '.join(selected) or 'nothing'} from {broker}"
@@ -498,6 +534,12 @@ class AvgShedder:
     the high broker's bundles, largest first, each that fits, to the low broker. As in
     Pulsar, a broker with a single bundle may still shed it. The state remembers where each
     shed bundle went, for :meth:`select_broker` to place it there.
+
+    Brokers are ordered by exact score, as Pulsar 4.2 does, for every ``pulsar_version``:
+    4.0 sorted them with ``(int) (score1 - score2)``, a comparator that is not transitive
+    (scores less than one point apart compare equal) over hash-map order, a defect 4.2
+    fixed, which this class does not reproduce. ``pulsar_version="4.0"`` changes only which
+    bundles may be shed (4.0 sheds ``sla-monitor/host:port`` bundles).
     """
 
     load_balancer_avg_shedder_low_threshold: int = 15
@@ -508,6 +550,7 @@ class AvgShedder:
     min_unload_message_throughput: int = 1 * MB
     max_unload_percentage: float = 0.2
     resource_weights: ResourceWeights = field(default_factory=ResourceWeights)
+    pulsar_version: str = DEFAULT_PULSAR_VERSION
 
     def __post_init__(self) -> None:
         for name in (
@@ -521,6 +564,7 @@ class AvgShedder:
             check_int(name, getattr(self, name))
         check_real("max_unload_percentage", self.max_unload_percentage)
         _check_weights(self.resource_weights)
+        check_pulsar_version(self.pulsar_version)
 
     def find_bundles_for_unloading(
         self, load_data: LoadData, state: AvgShedderState | None = None
@@ -660,7 +704,12 @@ class AvgShedder:
             )
             return []
         candidates = _by_load_desc(
-            [(bundle, metric(rates)) for bundle, rates in load_data.sheddable_bundles(max_broker)]
+            [
+                (bundle, metric(rates))
+                for bundle, rates in load_data.sheddable_bundles(
+                    max_broker, pulsar_version=self.pulsar_version
+                )
+            ]
         )
         selected: list[str] = []
         remaining = required

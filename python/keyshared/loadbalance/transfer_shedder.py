@@ -33,11 +33,13 @@ from keyshared._checks import (
 )
 from keyshared.loadbalance._java import java_div, java_round, java_sqrt
 from keyshared.loadbalance.model import (
+    DEFAULT_PULSAR_VERSION,
     LoadData,
     MessageRates,
     ResourceWeights,
     SheddingResult,
     Unload,
+    check_pulsar_version,
     check_rates,
 )
 
@@ -46,11 +48,17 @@ _SWAP_TARGET_SHARE = 0.75
 #: ``NamespaceBundleStats`` ranks throughputs rounded to 100 kB/s and rates to 100 msg/s.
 _THROUGHPUT_RESOLUTION = 1e5
 _MSG_RATE_RESOLUTION = 100.0
-#: Pulsar's system namespaces (``NamespaceService.isSystemServiceNamespace``): the system
-#: namespace and the heartbeat / SLA-monitor namespaces named after a broker (host:port).
-_SYSTEM_NAMESPACE = re.compile(
-    r"pulsar/system|pulsar/[^/]+/[^:/]+:\d+|pulsar/[^:/]+:\d+|sla-monitor/[^:/]+:\d+"
-)
+#: Pulsar's system namespaces (``NamespaceService.isSystemServiceNamespace``) by release
+#: line: the system namespace and the heartbeat / SLA-monitor namespaces named after a
+#: broker (host:port); 4.0 knows the SLA-monitor one only with a cluster (v1).
+_SYSTEM_NAMESPACE = {
+    "4.2": re.compile(
+        r"pulsar/system|pulsar/[^/]+/[^:/]+:\d+|pulsar/[^:/]+:\d+|sla-monitor/[^:/]+:\d+"
+    ),
+    "4.0": re.compile(
+        r"pulsar/system|pulsar/[^/]+/[^:]+:[0-9]+|pulsar/[^:]+:[0-9]+|sla-monitor/[^/]+/[^:]+:[0-9]+"
+    ),
+}
 
 #: A broker's reported top bundles: (bundle name, its rates), least busy first.
 TopBundles = Sequence[tuple[str, MessageRates]]
@@ -232,9 +240,17 @@ def bundle_namespace(bundle: str) -> str:
     return check_name("bundle", bundle).rpartition("/")[0]
 
 
-def is_system_service_namespace(namespace: str) -> bool:
-    """Pulsar's ``NamespaceService.isSystemServiceNamespace``: system and heartbeat ones."""
-    return _SYSTEM_NAMESPACE.fullmatch(check_name("namespace", namespace)) is not None
+def is_system_service_namespace(
+    namespace: str, *, pulsar_version: str = DEFAULT_PULSAR_VERSION
+) -> bool:
+    """Pulsar's ``NamespaceService.isSystemServiceNamespace``: system and heartbeat ones.
+
+    ``pulsar/system``, ``pulsar/host:port``, ``pulsar/cluster/host:port`` and, on 4.2 (the
+    default), ``sla-monitor/host:port``; on ``pulsar_version="4.0"``,
+    ``sla-monitor/cluster/host:port`` instead (4.0 does not know the v2 SLA-monitor name).
+    """
+    pattern = _SYSTEM_NAMESPACE[check_pulsar_version(pulsar_version)]
+    return pattern.fullmatch(check_name("namespace", namespace)) is not None
 
 
 def top_k_bundles(
@@ -243,6 +259,7 @@ def top_k_bundles(
     *,
     load_balancer_shedding_bundles_with_policies_enabled: bool = False,
     bundles_with_policies: Iterable[str] = (),
+    pulsar_version: str = DEFAULT_PULSAR_VERSION,
 ) -> tuple[tuple[str, MessageRates], ...]:
     """Pulsar's ``TopKBundles.update``: the ``topk`` busiest bundles, least busy first.
 
@@ -253,9 +270,12 @@ def top_k_bundles(
     leaves bundles equal on all three in its partition sort's order; here they go by name.
     A ``topk`` of 0 reports no bundle: Pulsar's ``partitionSort`` can end on
     ``subList(0, -1)`` then and fail the whole report with an IllegalArgumentException.
+    ``pulsar_version="4.0"`` reads system namespaces as Pulsar 4.0 LTS does, and so reports
+    the bundles of ``sla-monitor/host:port`` (see :func:`is_system_service_namespace`).
     """
     stats = check_mapping_items("bundle_stats", bundle_stats, check_rates)
     check_int("topk", topk, minimum=0)
+    check_pulsar_version(pulsar_version)
     check_bool(
         "load_balancer_shedding_bundles_with_policies_enabled",
         load_balancer_shedding_bundles_with_policies_enabled,
@@ -265,7 +285,9 @@ def top_k_bundles(
         (bundle, rates)
         for bundle, rates in stats.items()
         if rates.msg_throughput != 0
-        and not is_system_service_namespace(bundle_namespace(bundle) or bundle)
+        and not is_system_service_namespace(
+            bundle_namespace(bundle) or bundle, pulsar_version=pulsar_version
+        )
         and (load_balancer_shedding_bundles_with_policies_enabled or bundle not in with_policies)
     ]
     ranked = sorted(movable, key=lambda entry: (*_rank(entry[1]), entry[0]))
