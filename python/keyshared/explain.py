@@ -16,7 +16,9 @@ broker's ranges.
 Hashes are the consistent-hashing selector's sticky key hashes, in ``[1, 65535]``
 (:func:`keyshared.hashing.sticky_key_hash`); shares are fractions of those 65535 hashes or
 of a sample's messages. The stats of Pulsar 4.0 and 4.2 have the same fields; those from
-before PIP-379 (3.x) have no draining fields, which then read as none.
+before PIP-379 (3.x) have no draining fields, which then read as none. The stats are those
+of one topic: a partitioned topic's aggregated stats mix its partitions' consumers (their
+ranges overlap, which is refused), so explain one partition (``name-partition-0``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -171,8 +173,7 @@ def read_subscription(stats: object, subscription: str, path: str = "") -> KeySh
 
 
 def _read_consumers(path: str, data: object) -> tuple[ConsumerStats, ...]:
-    if not isinstance(data, list):
-        raise TypeError(f"{path} must be a list, got {type(data).__name__}")
+    data = _list(path, data)
     names = [
         _str(check_mapping(f"{path}[{i}]", c), f"{path}[{i}]", "consumerName")
         for i, c in enumerate(data)
@@ -632,7 +633,6 @@ def what_if(
     after = _ring_owners(selector)
     labels = [c.label for c in after_sub.consumers]
     moved = before != after
-    moved[0] = False  # hash 0 is no sticky key hash
     moved_keys = tuple(
         MovedKey(k, h, _label(labels, before[h]), _label(labels, after[h]))
         for k in (sample or {})
@@ -662,16 +662,7 @@ def _with_consumer(sub: KeySharedSubscription, name: str) -> KeySharedSubscripti
     index = len(sub.consumers)
     label = f"{name}#{index}" if any(c.name == name for c in sub.consumers) else name
     newcomer = ConsumerStats(index, name, label, (), (), 0, 0, False, 0, 0, 0)
-    return KeySharedSubscription(
-        sub.name,
-        sub.key_shared_mode,
-        sub.msg_backlog,
-        sub.unacked_messages,
-        sub.draining_hashes_count,
-        sub.draining_hashes_unacked_messages,
-        (*sub.consumers, newcomer),
-        sub.path,
-    )
+    return replace(sub, consumers=(*sub.consumers, newcomer))
 
 
 def _label(labels: Sequence[str], index: np.int32 | int) -> str | None:
