@@ -69,6 +69,7 @@ final class LoadBalanceOps {
 
   static void register(Map<String, Op> ops) {
     LoadBalanceBundleOps.register(ops);
+    LoadBalanceTransferOps.register(ops);
     ops.put("lb.shedder.new", (a, h) -> {
       String name = Args.text(a, "strategy");
       Supplier<LoadSheddingStrategy> make = STRATEGIES.get(name);
