@@ -1,4 +1,4 @@
-"""``keyshared explain`` against a running Pulsar 4.2.4 standalone broker.
+"""``keyshared explain`` against running Pulsar 4.2.4 and 4.0.7 standalone brokers.
 
 Three consumers hold everything they received unacked, a fourth never receives (its
 receiver queue of 5 fills, leaving it no permits), and a newcomer joins: the ranges it
@@ -20,20 +20,19 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pulsar
 import pytest
 from pulsar_broker import PulsarBroker
-from pulsar_oracle import record
+from pulsar_oracle import LTS, NEWEST, record
 
 from keyshared.cli import main
 from keyshared.explain import Explanation, explain_subscription, read_subscription
 from keyshared.hashing import sticky_key_hash
 
-AREA = "4.2.4 broker explain"
 FIXTURES = Path(__file__).parent / "fixtures" / "stats"
 TIMEOUT_S = 60.0
 QUIET_MS = 1500
@@ -134,13 +133,18 @@ class Scene:
         for key in keys:
             producer.send(key.encode(), partition_key=key)
 
-    def save(self) -> None:
+    def save(self, suffix: str = "") -> None:
+        """Writes the stats and what each consumer received after the join (file names
+        ending in ``suffix``) and the sample keys to FIXTURES."""
         FIXTURES.mkdir(parents=True, exist_ok=True)
-        for name, stats in (("before-join", self.before), ("held", self.held)):
-            (FIXTURES / f"{name}.json").write_text(json.dumps(stats, indent=2) + "\n")
-        (FIXTURES / "held.keys.txt").write_text("".join(f"{k}\n" for k in SAMPLE))
         received = {name: sorted(set(keys)) for name, keys in self.second.items()}
-        (FIXTURES / "held.received.json").write_text(json.dumps(received, indent=2) + "\n")
+        for name, data in (
+            ("before-join", self.before),
+            ("held", self.held),
+            ("held.received", received),
+        ):
+            (FIXTURES / f"{name}{suffix}.json").write_text(json.dumps(data, indent=2) + "\n")
+        (FIXTURES / "held.keys.txt").write_text("".join(f"{k}\n" for k in SAMPLE))
 
 
 @pytest.fixture(scope="module")
@@ -151,10 +155,10 @@ def scene(pulsar_broker: PulsarBroker) -> Scene:
     return run
 
 
-def _compare(area: str, pairs: Pairs) -> Pairs:
+def _compare(area: str, pairs: Pairs, version: str = NEWEST) -> Pairs:
     """Records ``(broker, keyshared)`` pairs; returns those that differ."""
     differences = [(got, want) for got, want in pairs if got != want]
-    record(f"{AREA} {area}", len(pairs), len(differences))
+    record(f"{version} broker explain {area}", len(pairs), len(differences))
     return differences
 
 
@@ -169,7 +173,7 @@ def _explanation(scene: Scene) -> Explanation:
     return explain_subscription(sub, sample=dict.fromkeys(SAMPLE, 1), keys=["key-7", "new-3"])
 
 
-def test_held_hashes_name_their_holders_as_the_broker_does(scene: Scene) -> None:
+def held_pairs(scene: Scene) -> Pairs:
     e = _explanation(scene)
     broker_held = sorted(
         (d["hash"], c["consumerName"], d["unackMsgs"], d["blockedAttempts"])
@@ -185,10 +189,10 @@ def test_held_hashes_name_their_holders_as_the_broker_does(scene: Scene) -> None
         (sub["drainingHashesCount"], e.draining_hashes_count),
         (sub["drainingHashesUnackedMessages"], sum(h.unack_msgs for h in e.held)),
     ]
-    assert not _compare("held hashes", [*zip(broker_held, ours, strict=True), *owners, *totals])
+    return [*zip(broker_held, ours, strict=True), *owners, *totals]
 
 
-def test_blocked_keys_are_those_the_newcomer_did_not_receive(scene: Scene) -> None:
+def blocked_pairs(scene: Scene) -> Pairs:
     e = _explanation(scene)
     owned = {k for k in SAMPLE if _owner_by_ranges(scene.held, k) == NEWCOMER}
     received = set(scene.second[NEWCOMER])
@@ -197,10 +201,10 @@ def test_blocked_keys_are_those_the_newcomer_did_not_receive(scene: Scene) -> No
     pairs: Pairs = [(k in received, k not in blocked) for k in sorted(owned)]
     # No key of a held hash reaches anyone else either.
     pairs += [(k in scene.second[n], False) for k in sorted(blocked) for n in HOLDERS]
-    assert not _compare("blocked keys", pairs)
+    return pairs
 
 
-def test_every_key_goes_where_the_explanation_says(scene: Scene) -> None:
+def owner_pairs(scene: Scene) -> Pairs:
     e = _explanation(scene)
     sample = explain_subscription(read_subscription(scene.held, SUB), keys=SAMPLE)
     answers = {k.key: k for k in sample.keys}
@@ -223,10 +227,10 @@ def test_every_key_goes_where_the_explanation_says(scene: Scene) -> None:
         ),
     ]
     assert STUCK in stuck
-    assert not _compare("owners and shares", pairs)
+    return pairs
 
 
-def test_what_ifs_reproduce_the_broker_before_and_after_the_join(scene: Scene) -> None:
+def what_if_pairs(scene: Scene) -> Pairs:
     held = read_subscription(scene.held, SUB)
     before = read_subscription(scene.before, SUB)
     leave = explain_subscription(held, leave=NEWCOMER).what_if
@@ -246,7 +250,36 @@ def test_what_ifs_reproduce_the_broker_before_and_after_the_join(scene: Scene) -
         (held.consumer(NEWCOMER).ranges, tuple((m.start, m.end) for m in join.moves)),
         ({NEWCOMER}, {m.target for m in join.moves}),
     ]
-    assert not _compare("what-if", pairs)
+    return pairs
+
+
+# Each check gives (broker, keyshared) pairs; the stats of both releases are read alike.
+CHECKS = {
+    "held hashes": held_pairs,
+    "blocked keys": blocked_pairs,
+    "owners and shares": owner_pairs,
+    "what-if": what_if_pairs,
+}
+
+
+@pytest.mark.parametrize("check", list(CHECKS))
+def test_explanations_match_the_broker(scene: Scene, check: str) -> None:
+    assert not _compare(check, CHECKS[check](scene))
+
+
+@pytest.fixture(scope="module")
+def lts_scene() -> Iterator[Scene]:
+    """The same run on a Pulsar 4.0.7 standalone broker of its own."""
+    with PulsarBroker(LTS) as broker:
+        run = Scene(broker)
+        if os.environ.get("KEYSHARED_RECORD_STATS") == "1":
+            run.save(f"-{LTS}")
+        yield run
+
+
+@pytest.mark.parametrize("check", list(CHECKS))
+def test_explanations_match_a_4_0_broker(lts_scene: Scene, check: str) -> None:
+    assert not _compare(check, CHECKS[check](lts_scene), LTS)
 
 
 def test_the_cli_says_the_same(scene: Scene, tmp_path: Path) -> None:
