@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
-from pyspark.errors import AnalysisException, PythonException
+from pyspark.errors import AnalysisException, PythonException, SparkRuntimeException
 from pyspark.sql import SparkSession
 
 from keyshared import AutoScalePolicy, TopicLayout
@@ -47,6 +47,8 @@ from spark_udfs.sources import (
 EXIT_BAD_INPUT = 2
 #: The most buckets a segment can have: bucket 0 spans at least hashB 0 and 1 (SPEC 2).
 MAX_BUCKETS = 65_535
+MAX_MESSAGE_BYTES = 2**31 - 1
+MAX_FLOAT = sys.float_info.max
 
 
 class Progress:
@@ -240,7 +242,21 @@ def make_plan(args: argparse.Namespace) -> Plan:
         )
     if not 0 <= args.fanout < math.inf:
         raise JobError(f"--fanout must be a finite, non-negative number, got {args.fanout}")
-    return Plan(make_source(args), load_layout(args), load_policy(args), args)
+    # A scenario's bytes out are rate * message bytes * fanout, and a Pulsar message has
+    # fewer than 2**31 bytes: rates beyond this would only overflow after the whole run.
+    most = MAX_FLOAT / (MAX_MESSAGE_BYTES * max(1.0, args.fanout))
+    if max(args.msg_rate) > most:
+        raise JobError(f"--msg-rate must be at most {most:.3g} with --fanout {args.fanout:g}")
+    plan = Plan(make_source(args), load_layout(args), load_policy(args), args)
+    _make_out_dir(Path(args.out))
+    return plan
+
+
+def _make_out_dir(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise JobError(f"--out {out}: {e.strerror}") from None
 
 
 def run(spark: SparkSession, plan: Plan, progress: Progress) -> Report:
@@ -258,6 +274,8 @@ def run(spark: SparkSession, plan: Plan, progress: Progress) -> Report:
     )
     with progress.step("routing keys and counting load per bucket and key"):
         messages = read_messages(spark, plan.source)
+        if messages.isEmpty():
+            raise JobError(f"the input holds no messages: {plan.source.describe()}")
         hist, hot = count_load(messages, layout, args.null_key, args.top, engine)
     with progress.step("policy scenarios and balanced boundaries"):
         return build_report(
@@ -278,6 +296,9 @@ def run(spark: SparkSession, plan: Plan, progress: Progress) -> Report:
 
 def _spark_error(e: Exception, args: argparse.Namespace) -> JobError:
     """Spark's failure as the input problem behind it."""
+    if isinstance(e, SparkRuntimeException) and e.getCondition() == "USER_RAISED_EXCEPTION":
+        # A check of the job's own (raise_error on a bad row): its message as written.
+        return JobError((e.getMessageParameters() or {}).get("errorMessage", str(e)))
     text = str(e).strip()
     if "pass null_key=" in text:
         return JobError(
@@ -317,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress.note(f"Spark {spark.version} on {spark.sparkContext.master}")
         try:
             report = run(spark, plan, progress)
-        except (AnalysisException, PythonException, Py4JJavaError) as e:
+        except (AnalysisException, PythonException, Py4JJavaError, SparkRuntimeException) as e:
             raise _spark_error(e, args) from None
         finally:
             if owns_session:

@@ -129,6 +129,8 @@ def _read_file(spark: SparkSession, source: FileSource) -> DataFrame:
     if fmt == "json":
         df = _json_keys_as_text(spark, df, source)
     key = _key_column(df, source.key_column, source.path)
+    if fmt != "parquet":
+        key = _refuse_replaced_bytes(key, source.key_column, source.path)
     size = (
         F.lit(source.message_size).cast("bigint")
         if source.size_column is None
@@ -174,7 +176,20 @@ def _size_column(df: DataFrame, name: str, path: str) -> Column:
         raise JobError(f"size column {name!r} of {path} is {kind.simpleString()}, not a number")
     # A missing or unreadable size counts as an empty payload rather than failing the run;
     # try_cast keeps that so under ANSI mode (Spark 4's default), where cast would fail.
-    return F.coalesce(F.col(name).try_cast("bigint"), F.lit(0).cast("bigint"))
+    size = F.coalesce(F.col(name).try_cast("bigint"), F.lit(0).cast("bigint"))
+    negative = f"size column {name!r} of {path} holds a negative size"
+    return F.when(size < 0, F.raise_error(F.lit(negative))).otherwise(size)
+
+
+def _refuse_replaced_bytes(key: Column, name: str, path: str) -> Column:
+    """``key``, failing the run on a key holding U+FFFD: Spark's text readers put it in place
+    of bytes that are not UTF-8, so keys that differed in those bytes would merge silently."""
+    replaced = (
+        f"key column {name!r} of {path} holds U+FFFD, which Spark's reader puts in place of "
+        "bytes that are not UTF-8, so distinct keys may have merged: convert the file to "
+        "UTF-8, or to Parquet with binary keys"
+    )
+    return F.when(F.contains(key, F.lit("\ufffd")), F.raise_error(F.lit(replaced))).otherwise(key)
 
 
 # --- synthetic --------------------------------------------------------------------------
@@ -190,6 +205,9 @@ def check_synthetic(source: SyntheticSource) -> None:
         raise JobError(f"--zipf-s must be a positive number, got {source.zipf_s}")
     if source.message_size < 0:
         raise JobError(f"--message-size must not be negative, got {source.message_size}")
+    # Spark's rand and randn take a long seed; the sizes use seed + 1.
+    if not -(2**63) <= source.seed <= 2**63 - 2:
+        raise JobError(f"--seed must be in [-2**63, 2**63 - 2], got {source.seed}")
 
 
 def zipf_rank(u: Column, key_space: int, s: float) -> Column:

@@ -176,6 +176,11 @@ def test_null_keys_need_a_null_key(
         (["--fanout", "nan"], "--fanout must be a finite, non-negative number, got nan"),
         (["--fanout", "inf"], "--fanout must be a finite, non-negative number, got inf"),
         (["--balance-buckets", "70000"], "--balance-buckets must be in [1, 65535], got 70000"),
+        (["--msg-rate", "1e306"], "--msg-rate must be at most 8.37e+298 with --fanout 1"),
+        (["--msg-rate", "1e296", "--fanout", "1000"], "--msg-rate must be at most 8.37e+295"),
+        (["--seed", str(2**63)], "--seed must be in [-2**63, 2**63 - 2], got 9223372036854775808"),
+        (["--seed", str(2**63 - 1)], "--seed must be in [-2**63, 2**63 - 2]"),
+        (["--seed", str(-(2**63) - 1)], "--seed must be in [-2**63, 2**63 - 2]"),
     ],
 )
 def test_bad_arguments_fail_before_spark_runs(
@@ -184,6 +189,41 @@ def test_bad_arguments_fail_before_spark_runs(
     assert main([*args, "--out", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "report.json").exists()
+
+
+def test_an_out_path_that_is_a_file_fails_before_spark_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    assert main(["--synthetic-keys", "10", "--out", str(taken)]) == 2
+    assert f"--out {taken}: File exists" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "extra", "message"),
+    [
+        (b"key,size\na,10\nb,-5\n", ["--size-column", "size"], "holds a negative size"),
+        (b"key,size\n", [], "the input holds no messages"),
+        (b"key\n\xff\xfe\n\xfe\xff\nok\n", [], "holds U+FFFD, which Spark's reader puts"),
+    ],
+    ids=["negative size", "empty", "not UTF-8"],
+)
+def test_unusable_rows_fail_with_the_reason(
+    spark: SparkSession,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes,
+    extra: list[str],
+    message: str,
+) -> None:
+    """Rows the report cannot use stop the run with what is wrong with them, instead of a
+    Python traceback after the run or keys merged without a word."""
+    path = tmp_path / "in.csv"
+    path.write_bytes(content)
+    assert main(["--input", str(path), *extra, "--out", str(tmp_path / "out")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out" / "report.json").exists()
 
 
 @pytest.mark.parametrize("rates", ["nan", "inf", "1000,nan", "-1"])
