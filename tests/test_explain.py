@@ -226,6 +226,15 @@ def test_the_recorded_stuck_consumer_and_key_answers() -> None:
     assert answers["new-3"].owner == _owner(held(), "new-3")
 
 
+def test_a_consumer_blocked_on_unacked_messages_is_named() -> None:
+    stats = broken("subscriptions.sub.consumers.1.blockedConsumerOnUnackedMsgs=true")
+    e = explain_subscription(read_subscription(stats, SUB))
+    assert [(s.consumer, s.reasons) for s in e.stuck] == [
+        ("old-1", ("blocked on unacked messages",)),
+        ("stuck", ("no permits",)),
+    ]
+
+
 @RELEASES
 def test_the_recorded_join_and_leave_reproduce_the_broker(release: str) -> None:
     before = read_subscription(load_stats(FIXTURES / f"before-join{release}.json"), SUB)
