@@ -61,8 +61,8 @@ BROKERS = tuple(string.ascii_lowercase[:12])
 NAMESPACES = ("tenant/ns", "t1/ns-b", "public/default")
 # Namespaces Pulsar never sheds from: heartbeat and SLA-monitor ones (host:port), the system one.
 SYSTEM_NAMESPACES = ("pulsar/broker-1:8080", "sla-monitor/broker-2:6650", "pulsar/system")
-# Their v1 forms (with a cluster), which only 4.0 names: it never sheds from them.
-LTS_SYSTEM_NAMESPACES = ("pulsar/c1/broker-3:8080", "sla-monitor/c1/broker-4:6650")
+# Their v1 forms (with a cluster): 4.0 names them so, and 4.2's patterns take them too.
+V1_SYSTEM_NAMESPACES = ("pulsar/c1/broker-3:8080", "sla-monitor/c1/broker-4:6650")
 # The oracle fixture lives for the session; each example sends its own batch.
 SETTINGS = settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -380,9 +380,7 @@ def top_rank(rates: MessageRates) -> tuple[int, int, int]:
 @given(seed=st.integers(0, 2**32))
 def test_top_k_bundles(pulsar: Oracle, seed: int) -> None:
     rng = random.Random(seed)
-    namespaces = NAMESPACES + SYSTEM_NAMESPACES
-    if pulsar.version == LTS:
-        namespaces += LTS_SYSTEM_NAMESPACES
+    namespaces = NAMESPACES + SYSTEM_NAMESPACES + V1_SYSTEM_NAMESPACES
     cases = []
     for _ in range(50):
         names = {random_bundle_name(rng, namespaces) for _ in range(30)}
@@ -667,9 +665,7 @@ def test_shedders(pulsar: Oracle, name: str, data: st.DataObject, seed: int) -> 
     rng = random.Random(seed)
     brokers = BROKERS[: rng.choice((1, 2, 3, 5, 12))]
     # 4.0.7 sheds the v2 SLA-monitor namespace's bundles, as keyshared's 4.0 profile does.
-    system = SYSTEM_NAMESPACES[:2]
-    if pulsar.version == LTS:
-        system += LTS_SYSTEM_NAMESPACES
+    system = SYSTEM_NAMESPACES[:2] + V1_SYSTEM_NAMESPACES
     rounds = []
     for _ in range(25):
         present = rng.sample(brokers, rng.randrange(1, len(brokers) + 1))

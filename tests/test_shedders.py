@@ -32,6 +32,7 @@ from keyshared.loadbalance import (
     TransferSheddingResult,
     UniformLoadShedder,
     Unload,
+    bundle_namespace,
     is_system_service_namespace,
     top_k_bundles,
 )
@@ -1213,7 +1214,6 @@ class TestTransferShedderInputs:
         busy = MessageRates(msg_throughput_in=MB)
         stats = {
             "pulsar/system/0x00000000_0xffffffff": busy,
-            "pulsar/us-west/host-1:8080/0x00000000_0xffffffff": busy,
             "pulsar/host-1:8080/0x00000000_0xffffffff": busy,
             "t/ns/idle": MessageRates(),
             "t/isolated/0x00000000_0xffffffff": busy,
@@ -1581,7 +1581,8 @@ class TestPulsarVersions:
     def test_sheddable_bundles_of_sla_monitor_namespaces(self) -> None:
         owned = [SLA_V2, SLA_V1, HEARTBEAT, ORDINARY]
         data = snapshot({"a": broker(bundles=owned)}, {n: load(1.0) for n in owned})
-        # 4.2 knows sla-monitor/host:port; 4.0 only sla-monitor/cluster/host:port.
+        # 4.2 knows sla-monitor/host:port, and cannot read a namespace with a cluster, so its
+        # pattern never sees one; 4.0 knows only sla-monitor/cluster/host:port.
         assert [b for b, _ in data.sheddable_bundles("a")] == [SLA_V1, ORDINARY]
         assert [b for b, _ in data.sheddable_bundles("a", pulsar_version="4.0")] == [
             SLA_V2,
@@ -1652,11 +1653,25 @@ class TestPulsarVersions:
             SLA_V2,
         ]
 
+    def test_bundle_namespace_is_the_whole_name_when_unreadable(self) -> None:
+        """As Pulsar's getBundleNamespace: a v1 namespace is read by 4.0 only, and a name
+        that is no namespace leaves the bundle name whole, matching no system namespace."""
+        v1 = "pulsar/us-west/host-1:8080/0x00000000_0xffffffff"
+        assert bundle_namespace(v1) == v1
+        assert bundle_namespace(v1, pulsar_version="4.0") == "pulsar/us-west/host-1:8080"
+        assert bundle_namespace("t/ns/0x00000000_0xffffffff") == "t/ns"
+        assert bundle_namespace("t/n s/0x00000000_0xffffffff") == "t/n s/0x00000000_0xffffffff"
+        busy = {v1: MessageRates(msg_throughput_in=MB)}
+        assert [b for b, _ in top_k_bundles(busy, 10)] == [v1]
+        assert top_k_bundles(busy, 10, pulsar_version="4.0") == ()
+
     def test_system_service_namespaces_by_version(self) -> None:
         for namespace in ("pulsar/system", "pulsar/h:8080", "pulsar/c1/h:8080"):
             assert is_system_service_namespace(namespace)
             assert is_system_service_namespace(namespace, pulsar_version="4.0")
         assert is_system_service_namespace("sla-monitor/h:6650")
+        assert is_system_service_namespace("sla-monitor/c1/h:6650")
+        assert not is_system_service_namespace("pulsar/h:٨٠")  # Java's \d is ASCII
         assert not is_system_service_namespace("sla-monitor/h:6650", pulsar_version="4.0")
         assert is_system_service_namespace("sla-monitor/c1/h:6650", pulsar_version="4.0")
         assert not is_system_service_namespace("tenant/ns", pulsar_version="4.0")

@@ -54,6 +54,7 @@ from keyshared.loadbalance.model import (
     ResourceWeights,
     SheddingResult,
     Unload,
+    bundle_namespace,
 )
 from keyshared.loadbalance.namespace_bundles import NamespaceBundles
 from keyshared.loadbalance.shedders import (
@@ -70,7 +71,6 @@ from keyshared.loadbalance.transfer_shedder import (
     TransferShedder,
     TransferShedderState,
     TransferSheddingResult,
-    bundle_namespace,
     is_system_service_namespace,
     top_k_bundles,
 )

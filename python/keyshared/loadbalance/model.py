@@ -53,15 +53,33 @@ def check_pulsar_version(value: object) -> str:
 
 #: Pulsar's heartbeat and SLA-monitor namespaces, one per broker (``host:port``), whose
 #: bundles no modular-load-manager shedder unloads (``LoadData.getBundleDataForLoadShedding``),
-#: by release line. 4.2 knows them in their v2 form, ``pulsar/host:port`` and
-#: ``sla-monitor/host:port``; 4.0 knows the heartbeat namespace in both forms and the
-#: SLA-monitor one only in its v1 form, ``sla-monitor/cluster/host:port`` (its patterns).
-_SLA_OR_HEARTBEAT_NAMESPACE = {
-    "4.2": re.compile(r"(?:pulsar|sla-monitor)/[^:/]+:\d+"),
+#: by release line: each release's own patterns, matched whole. 4.2's
+#: ``pulsar/([^:]+:\d+)`` and ``sla-monitor/([^:]+:\d+)`` take the v1 forms with a cluster too;
+#: 4.0 knows the SLA-monitor namespace only with a cluster. Java's ``\d`` is ASCII.
+SLA_OR_HEARTBEAT_NAMESPACE = {
+    "4.2": re.compile(r"(?:pulsar|sla-monitor)/[^:]+:[0-9]+"),
     "4.0": re.compile(
         r"pulsar/[^/]+/[^:]+:[0-9]+|pulsar/[^:]+:[0-9]+|sla-monitor/[^/]+/[^:]+:[0-9]+"
     ),
 }
+
+
+#: A tenant, cluster or namespace name as Pulsar's ``NamedEntity.checkName`` takes it.
+_NAMED_ENTITY = re.compile(r"[-=:.\w]+", re.ASCII)
+
+
+def bundle_namespace(bundle: str, *, pulsar_version: str = DEFAULT_PULSAR_VERSION) -> str:
+    """Pulsar's ``NamespaceBundle.getBundleNamespace``: the namespace before the bundle's
+    last ``/`` (``tenant/ns/0x..._0x...``), or the whole bundle name when that is no
+    namespace the release reads (4.2 refuses v1 names with a cluster, 4.0 takes them), so
+    that an unreadable name matches no system namespace and its bundles stay sheddable."""
+    check_pulsar_version(pulsar_version)
+    namespace, slash, _ = bundle.rpartition("/")
+    parts = namespace.split("/")
+    counts = (2, 3) if pulsar_version == "4.0" else (2,)
+    if slash and len(parts) in counts and all(_NAMED_ENTITY.fullmatch(p) for p in parts):
+        return namespace
+    return bundle
 
 
 def is_sla_or_heartbeat_namespace(
@@ -73,7 +91,7 @@ def is_sla_or_heartbeat_namespace(
     ``pulsar/host:port``, ``pulsar/cluster/host:port`` and ``sla-monitor/cluster/host:port``
     (4.0 does not know ``sla-monitor/host:port``, and so sheds its bundles).
     """
-    pattern = _SLA_OR_HEARTBEAT_NAMESPACE[check_pulsar_version(pulsar_version)]
+    pattern = SLA_OR_HEARTBEAT_NAMESPACE[check_pulsar_version(pulsar_version)]
     return pattern.fullmatch(namespace) is not None
 
 
@@ -231,7 +249,8 @@ class LoadData:
             if bundle in self.bundle_data
             and bundle not in self.recently_unloaded_bundles
             and not is_sla_or_heartbeat_namespace(
-                bundle.rpartition("/")[0], pulsar_version=pulsar_version
+                bundle_namespace(bundle, pulsar_version=pulsar_version),
+                pulsar_version=pulsar_version,
             )
         ]
 

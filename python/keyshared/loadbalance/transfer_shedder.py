@@ -18,7 +18,6 @@ decision stays a pure function of them.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -39,8 +38,10 @@ from keyshared.loadbalance.model import (
     ResourceWeights,
     SheddingResult,
     Unload,
+    bundle_namespace,
     check_pulsar_version,
     check_rates,
+    is_sla_or_heartbeat_namespace,
 )
 
 #: A swap stops once the busy broker's new throughput is below this share of its old one.
@@ -48,17 +49,8 @@ _SWAP_TARGET_SHARE = 0.75
 #: ``NamespaceBundleStats`` ranks throughputs rounded to 100 kB/s and rates to 100 msg/s.
 _THROUGHPUT_RESOLUTION = 1e5
 _MSG_RATE_RESOLUTION = 100.0
-#: Pulsar's system namespaces (``NamespaceService.isSystemServiceNamespace``) by release
-#: line: the system namespace and the heartbeat / SLA-monitor namespaces named after a
-#: broker (host:port); 4.0 knows the SLA-monitor one only with a cluster (v1).
-_SYSTEM_NAMESPACE = {
-    "4.2": re.compile(
-        r"pulsar/system|pulsar/[^/]+/[^:/]+:\d+|pulsar/[^:/]+:\d+|sla-monitor/[^:/]+:\d+"
-    ),
-    "4.0": re.compile(
-        r"pulsar/system|pulsar/[^/]+/[^:]+:[0-9]+|pulsar/[^:]+:[0-9]+|sla-monitor/[^/]+/[^:]+:[0-9]+"
-    ),
-}
+#: Pulsar's system namespace; the others are the heartbeat and SLA-monitor ones.
+_SYSTEM_NAMESPACE = "pulsar/system"
 
 #: A broker's reported top bundles: (bundle name, its rates), least busy first.
 TopBundles = Sequence[tuple[str, MessageRates]]
@@ -227,17 +219,12 @@ class ShedderInputs:
         """The brokers ``bundle``'s policies allow, or ``None`` when it has no policy."""
         allowed: frozenset[str] | None = None
         for policy in (
-            self.isolation_policies.get(bundle_namespace(bundle)),
+            self.isolation_policies.get(bundle_namespace(check_name("bundle", bundle))),
             self.anti_affinity_candidates.get(bundle),
         ):
             if policy is not None:
                 allowed = policy if allowed is None else allowed & policy
         return allowed
-
-
-def bundle_namespace(bundle: str) -> str:
-    """The namespace of a bundle named ``tenant/ns/0x..._0x...`` (all before the last ``/``)."""
-    return check_name("bundle", bundle).rpartition("/")[0]
 
 
 def is_system_service_namespace(
@@ -249,8 +236,10 @@ def is_system_service_namespace(
     default), ``sla-monitor/host:port``; on ``pulsar_version="4.0"``,
     ``sla-monitor/cluster/host:port`` instead (4.0 does not know the v2 SLA-monitor name).
     """
-    pattern = _SYSTEM_NAMESPACE[check_pulsar_version(pulsar_version)]
-    return pattern.fullmatch(check_name("namespace", namespace)) is not None
+    name = check_name("namespace", namespace)
+    return name == _SYSTEM_NAMESPACE or is_sla_or_heartbeat_namespace(
+        name, pulsar_version=pulsar_version
+    )
 
 
 def top_k_bundles(
@@ -286,7 +275,7 @@ def top_k_bundles(
         for bundle, rates in stats.items()
         if rates.msg_throughput != 0
         and not is_system_service_namespace(
-            bundle_namespace(bundle) or bundle, pulsar_version=pulsar_version
+            bundle_namespace(bundle, pulsar_version=pulsar_version), pulsar_version=pulsar_version
         )
         and (load_balancer_shedding_bundles_with_policies_enabled or bundle not in with_policies)
     ]
