@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def plot_ring(explanation: Explanation, path: str | Path) -> None:
-    """Writes the ring of ``explanation`` to the PNG file ``path``."""
+    """Writes the ring of ``explanation`` to the PNG file ``path``, making its folder."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display is needed or wanted
@@ -68,6 +68,7 @@ def plot_ring(explanation: Explanation, path: str | Path) -> None:
         w = explanation.what_if
         title += f"\ninner ring: if {w.consumer} {w.change}s ({w.moved_share:.1%} of hashes move)"
     ax.set_title(title)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
