@@ -97,6 +97,7 @@ def test_readme_commands_build_the_oracle_and_select_the_pulsar_tests() -> None:
     assert modules == {
         f"tests/{name}.py"
         for name in (
+            "test_broker_explain",
             "test_broker_key_shared",
             "test_oracle_draining",
             "test_oracle_harness",
@@ -104,5 +105,6 @@ def test_readme_commands_build_the_oracle_and_select_the_pulsar_tests() -> None:
             "test_oracle_loadbalance",
             "test_oracle_scalable",
             "test_oracle_selector",
+            "test_oracle_transfer_shedder",
         )
     }
