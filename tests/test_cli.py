@@ -74,6 +74,14 @@ def test_route_table_and_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     assert lines[1].split()[1:4] == ["248bfa47", "248b", "fa47"]
 
 
+def test_route_stdin_leaves_out_a_byte_order_mark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A BOM opening the input belongs to its encoding; one inside a later key is kept."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\ufeffalpha\r\n\ufeffbeta\n"))
+    status, text = run("route", "--stdin", "--json")
+    assert status == 0
+    assert [json.loads(line)["key"] for line in text.splitlines()] == ["alpha", "\ufeffbeta"]
+
+
 def test_route_without_keys_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     status, _ = run("route")
     assert status == 2

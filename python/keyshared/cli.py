@@ -188,12 +188,21 @@ def _print_routes(rows: list[dict[str, Any]], out: TextIO) -> None:
     )
 
 
+def _stdin_keys() -> list[str]:
+    """One key per line of standard input; a byte order mark before the first is the
+    encoding's (as Windows tools write it), not part of the key."""
+    keys = [line.rstrip("\r\n") for line in sys.stdin]
+    if keys:
+        keys[0] = keys[0].removeprefix("\ufeff")
+    return keys
+
+
 def _run_route(args: argparse.Namespace, out: TextIO) -> int:
     keys = list(args.keys)
     if args.stdin and args.layout == "-":
         raise ValueError("--stdin and --layout - cannot both read standard input")
     if args.stdin:
-        keys.extend(line.rstrip("\r\n") for line in sys.stdin)
+        keys.extend(_stdin_keys())
     if not keys:
         raise ValueError("no keys given: pass KEY arguments or --stdin")
     rows = _route_rows(_load_layout(args), keys)
