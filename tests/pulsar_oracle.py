@@ -41,6 +41,31 @@ def record(area: str, cases: int, differences: int = 0) -> None:
     COMPARISONS[area][1] += differences
 
 
+def record_kept(area: str, why: str, count: int = 1) -> None:
+    """Counts ``count`` differences kept on purpose under ``area``, each asserted by the
+    caller to be the Pulsar behaviour ``why`` names."""
+    record(f"{area}, {KEPT}: {why}", count, count)
+
+
+class Tally:
+    """Counts the answers a stateful run compares; a difference fails it there and then."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.cases = 0
+        self.differences = 0
+
+    def same(self, what: str, mine: Any, theirs: Any, cases: int = 1) -> None:
+        self.cases += cases
+        if mine != theirs:
+            self.differences += 1
+            raise AssertionError(f"{what}: keyshared {mine!r}, Pulsar {self.version} {theirs!r}")
+
+    def record(self, area: str) -> None:
+        # Shrinking replays a difference many times: it counts once.
+        record(f"{self.version} {area}", self.cases, min(self.differences, 1))
+
+
 class OracleError(RuntimeError):
     """The oracle answered a request with an error (a bad request or a Java exception)."""
 

@@ -22,7 +22,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from pulsar_oracle import LTS, NEWEST, Oracle, OracleError, record
+from pulsar_oracle import LTS, NEWEST, Oracle, OracleError, Tally, record_kept
 
 from keyshared import DrainingHashesTracker, HashRange, PendingAcksMap
 
@@ -56,21 +56,6 @@ class Refused:
 
 
 REFUSED = Refused()
-
-
-class Tally:
-    """Counts compared answers per release; a difference fails the test there and then."""
-
-    def __init__(self, version: str) -> None:
-        self.version = version
-        self.cases = 0
-        self.differences = 0
-
-    def same(self, what: str, mine: Any, theirs: Any) -> None:
-        self.cases += 1
-        if mine != theirs:
-            self.differences += 1
-            raise AssertionError(f"{what}: keyshared {mine!r}, Pulsar {self.version} {theirs!r}")
 
 
 def mine(call: Any, *args: Any) -> Any:
@@ -525,8 +510,7 @@ def run_against(oracle: Oracle) -> None:
             ),
         )
     finally:
-        # Shrinking replays a difference many times: it counts once.
-        record(f"{oracle.version} draining", tally.cases, min(tally.differences, 1))
+        tally.record("draining")
 
 
 def test_same_as_pulsar_newest(oracle: Oracle) -> None:
@@ -540,11 +524,6 @@ def test_same_as_pulsar_lts(oracle_lts: Oracle) -> None:
 
 
 # --- differences kept on purpose, each asserted against what Pulsar does --------------------
-
-
-def kept(oracle: Oracle, differences: int) -> None:
-    """Counts differences kept on purpose, apart from the compared cases that must agree."""
-    record(f"{oracle.version} draining, differences kept on purpose", differences, differences)
 
 
 class Session:
@@ -589,7 +568,7 @@ def test_end_batch_without_start(pulsar_release: Oracle) -> None:
         s("draining.end_batch")
         assert told == [-1]
         assert s("draining.unblocked") == []
-    kept(pulsar_release, 2)
+    record_kept(f"{pulsar_release.version} draining", "end_batch without start_batch", 2)
 
 
 def test_hash_beyond_16_bits(pulsar_release: Oracle) -> None:
@@ -607,7 +586,7 @@ def test_hash_beyond_16_bits(pulsar_release: Oracle) -> None:
                 "blocked_count": 0,
             }
     assert len(tracker) == 0
-    kept(pulsar_release, 2)
+    record_kept(f"{pulsar_release.version} draining", "hash outside 16 bits", 2)
 
 
 def test_removal_refused_by_the_tracker_changes_nothing(pulsar_release: Oracle) -> None:
@@ -629,7 +608,7 @@ def test_removal_refused_by_the_tracker_changes_nothing(pulsar_release: Oracle) 
         with pytest.raises(OracleError, match="IllegalStateException"):
             s("pending.remove", consumer=1, ledger=1, entry=0)
         assert not s("pending.contains", consumer=1, ledger=1, entry=0)
-    kept(pulsar_release, 1)
+    record_kept(f"{pulsar_release.version} draining", "removal refused by the tracker", 1)
 
 
 def test_update_remaining_unacked(pulsar_release: Oracle) -> None:
@@ -654,7 +633,9 @@ def test_update_remaining_unacked(pulsar_release: Oracle) -> None:
         assert s("pending.get", consumer=1, ledger=1, entry=0) == [-1, 5]
         assert s("pending.update_remaining_unacked", consumer=1, ledger=1, entry=0, acked_delta=-4)
         assert s("pending.get", consumer=1, ledger=1, entry=0) == [3, 5]
-    kept(pulsar_release, 2)
+    record_kept(
+        f"{pulsar_release.version} draining", "remaining unacked beyond the count or below zero", 2
+    )
 
 
 # --- the differences the oracle found, fixed (these run without it) --------------------------

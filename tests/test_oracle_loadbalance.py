@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pulsar_oracle import KEPT, LTS, NEWEST, Oracle, record
+from pulsar_oracle import LTS, NEWEST, Oracle, record, record_kept
 
 from keyshared.loadbalance import (
     AvgShedder,
@@ -117,9 +117,8 @@ def pulsar_outcome(answer: Any) -> Any:
     return "error" if isinstance(answer, dict) and "error" in answer else answer
 
 
-def kept(pulsar: Oracle, area: str, why: str, count: int = 1) -> None:
-    """Counts differences kept on purpose, each asserted, under the name of its note."""
-    record(f"{pulsar.version} loadbalance {area}, {KEPT}: {why}", count, count)
+def kept(pulsar: Oracle, area: str, why: str) -> None:
+    record_kept(f"{pulsar.version} loadbalance {area}", why)
 
 
 # --- Bundles of a namespace ----------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pulsar_oracle import MILESTONE, Oracle, record
+from pulsar_oracle import MILESTONE, Oracle, record, record_kept
 
 import keyshared as ks
 from keyshared.coordinator import is_assignable
@@ -46,7 +46,7 @@ class Tally:
     def record(self, area: str) -> None:
         record(f"{MILESTONE} scalable {area}", self.cases, 0)
         for why, count in sorted(self.kept.items()):
-            record(f"{MILESTONE} scalable {area}, kept on purpose: {why}", count, count)
+            record_kept(f"{MILESTONE} scalable {area}", why, count)
 
 
 def values(answers: list[dict[str, Any]]) -> list[Any]:
