@@ -32,6 +32,8 @@ import org.apache.spark.sql.types.StructType;
 public final class Router implements Serializable {
   private static final long serialVersionUID = 1L;
   private static final int RING_SIZE = 1 << 16;
+  /** keyshared.MIN_FIRST_SPLIT: the smallest first bucket split. */
+  public static final int MIN_FIRST_SPLIT = 2;
   private static final int BLOCK_WIDTH = 256;
   private static final int BLOCKS = RING_SIZE / BLOCK_WIDTH;
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -313,6 +315,13 @@ public final class Router implements Serializable {
           throw new KeysharedException(name + "[" + i + "] = " + s + " is outside [1, 0xffff]");
         }
         out[i] = s.asInt();
+        if (i == 0 && out[0] < MIN_FIRST_SPLIT) {
+          // The library's rule (SPEC 2): bucket 0 spans at least [0, 1], so that no two
+          // buckets share a canonical hash.
+          throw new KeysharedException(
+              name + "[0] = " + out[0] + " leaves bucket 0 narrower than [0, 1]: the first split"
+                  + " must be at least " + MIN_FIRST_SPLIT);
+        }
         if (i > 0 && out[i] <= out[i - 1]) {
           throw new KeysharedException(
               name + " must be strictly ascending: [" + i + "] = " + out[i] + " follows " + out[i - 1]);

@@ -1,0 +1,101 @@
+"""The two Spark engines (the JVM functions and the Arrow UDFs) agree with the library, and so
+with each other, on every valid and invalid input: layouts, layout confs, key types and the
+keys' bytes."""
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.errors import IllegalArgumentException
+from pyspark.sql import SparkSession
+
+from keyshared import HashRange, RoutingTable
+from spark_udfs import register
+
+
+@pytest.fixture(autouse=True)
+def jvm_functions(spark: SparkSession) -> None:
+    """The JVM functions under their SQL names, whatever an earlier test registered there."""
+    register(spark, engine="jvm")
+
+
+def library_refusal(segments: list[dict[str, Any]]) -> str | None:
+    """Why the library refuses these segments as a routing table, or None when it accepts."""
+    try:
+        RoutingTable(
+            (s["segment_id"], HashRange.from_hex(s["hash_range"]), s["bucket_splits"])
+            for s in segments
+        )
+    except (TypeError, ValueError) as e:
+        return str(e)
+    return None
+
+
+def jvm_refusal(spark: SparkSession, segments: list[dict[str, Any]]) -> str | None:
+    """Why SQL's ks_route refuses these segments as its layout argument, or None."""
+    text = json.dumps({"segments": segments}).replace("'", "\\'")
+    try:
+        spark.createDataFrame([("a",)], "k string").selectExpr(f"ks_route(k, '{text}')")
+    except IllegalArgumentException as e:
+        return str(e)
+    return None
+
+
+@st.composite
+def segments(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Segments over the ring, mostly valid: some leave gaps or overlap, repeat an id, or have
+    splits out of range, unordered, or a first split below 2."""
+    n = draw(st.integers(1, 4))
+    cuts = sorted(draw(st.sets(st.integers(1, 0xFFFF), min_size=n - 1, max_size=n - 1)))
+    bounds = [0, *cuts, 0x10000]
+    out = []
+    for i in range(n):
+        start, end = bounds[i], bounds[i + 1] - 1
+        if draw(st.integers(0, 9)) == 0:
+            start = max(0, start + draw(st.integers(-2, 2)))
+        if draw(st.integers(0, 9)) == 0:
+            end = min(0xFFFF, max(start, end + draw(st.integers(-2, 2))))
+        small = st.integers(-1, 4)
+        split = st.one_of(small, st.integers(0, 0x10000), st.integers(0xFFFD, 0x10001))
+        splits = sorted(draw(st.sets(split, max_size=5)))
+        if draw(st.integers(0, 9)) == 0:
+            splits = draw(st.lists(split, max_size=5))
+        out.append(
+            {
+                "segment_id": draw(st.sampled_from([i, i, i, 0, 2**63 - 1])),
+                "hash_range": f"{start:04x}-{end:04x}",
+                "bucket_splits": splits,
+            }
+        )
+    return out
+
+
+@settings(max_examples=200)
+@given(segments())
+def test_the_jvm_refuses_exactly_the_layouts_the_library_refuses(
+    spark: SparkSession, drawn: list[dict[str, Any]]
+) -> None:
+    library, jvm = library_refusal(drawn), jvm_refusal(spark, drawn)
+    assert (library is None) == (jvm is None), (library, jvm)
+
+
+@pytest.mark.parametrize("first", [0, 1, 2])
+def test_a_first_split_below_2_is_refused_on_both_engines_alike(
+    spark: SparkSession, first: int
+) -> None:
+    drawn = [{"segment_id": 0, "hash_range": "0000-ffff", "bucket_splits": [first, 0x8000]}]
+    library, jvm = library_refusal(drawn), jvm_refusal(spark, drawn)
+    if first == 2:
+        assert library is None and jvm is None
+    elif first == 1:
+        for said in (library, jvm):
+            assert said is not None
+            assert (
+                "= 1 leaves bucket 0 narrower than [0, 1]: the first split must be at least 2"
+                in said
+            )
+    else:
+        assert library is not None and jvm is not None
+        assert "outside [1, 0xffff]" in library and "outside [1, 0xffff]" in jvm
