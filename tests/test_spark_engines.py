@@ -3,6 +3,7 @@ with each other, on every valid and invalid input: layouts, layout confs, key ty
 keys' bytes."""
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.errors import IllegalArgumentException
 from pyspark.sql import SparkSession
+from test_spark_jvm import spark_sql
 
-from keyshared import HashRange, RoutingTable
-from spark_udfs import register
+from keyshared import HashRange, RoutingTable, TopicLayout, key_hash
+from spark_udfs import EXTENSIONS, HIVE_CLASSES, jar_path, register
 
 
 @pytest.fixture(autouse=True)
@@ -99,3 +101,47 @@ def test_a_first_split_below_2_is_refused_on_both_engines_alike(
     else:
         assert library is not None and jvm is not None
         assert "outside [1, 0xffff]" in library and "outside [1, 0xffff]" in jvm
+
+
+def hive_functions() -> str:
+    """SQL creating every Hive class as hive_<name> in a spark-sql run."""
+    jar = jar_path()
+    return "".join(
+        f"CREATE OR REPLACE TEMPORARY FUNCTION hive_{name} AS '{cls}' USING JAR '{jar}';"
+        for name, cls in HIVE_CLASSES.items()
+    )
+
+
+def test_hive_ks_route_takes_a_constant_key(tmp_path: Path) -> None:
+    """A literal key makes Hive fold the call into a constant struct: it must read as the
+    native function's answer, not fail with a ClassCastException."""
+    layout = TopicLayout.initial(2, 8)
+    sql = (
+        f"{hive_functions()}"
+        f"SELECT hive_ks_route('hello'), hive_ks_route('hello').bucket,"
+        f" hive_ks_route('hello', '{layout.to_json()}').segment_id,"
+        f" hive_ks_route('hello', '{layout.to_json()}').bucket,"
+        f" hive_ks_route(CAST(NULL AS string), NULL, 'hello').bucket,"
+        f" hive_ks_key_hash('hello'), ks_route('hello').bucket;"
+    )
+    rows = spark_sql(
+        tmp_path,
+        "--jars",
+        str(jar_path()),
+        "--conf",
+        f"spark.sql.extensions={EXTENSIONS}",
+        "-e",
+        sql,
+    )
+    default = TopicLayout.initial(1).route("hello")
+    segment_id, bucket = layout.route("hello")
+    want = [
+        json.dumps({"segment_id": default[0], "bucket": default[1]}, separators=(",", ":")),
+        str(default[1]),
+        str(segment_id),
+        str(bucket),
+        str(default[1]),
+        str(key_hash("hello")),
+        str(default[1]),
+    ]
+    assert rows == [want]

@@ -17,6 +17,8 @@ import org.apache.hadoop.hive.serde2.objectinspector.primitive.BinaryObjectInspe
 import org.apache.hadoop.hive.serde2.objectinspector.primitive.PrimitiveObjectInspectorFactory;
 import org.apache.hadoop.hive.serde2.objectinspector.primitive.StringObjectInspector;
 import org.apache.hadoop.io.BytesWritable;
+import org.apache.hadoop.io.IntWritable;
+import org.apache.hadoop.io.LongWritable;
 import org.apache.hadoop.io.Text;
 
 /**
@@ -61,11 +63,13 @@ public abstract class KeyUDF extends GenericUDF {
     }
     nullKey = args.length > nullKeyAt ? bytes(constant(args[nullKeyAt], "null_key")) : null;
     if (function.routes()) {
+      // Writable fields: Hive folds a call on a constant key into a constant struct whose
+      // fields it reads as writables, whatever inspector the call returned.
       return ObjectInspectorFactory.getStandardStructObjectInspector(
           Arrays.asList(Router.SEGMENT_ID, Router.BUCKET),
           Arrays.asList(
-              PrimitiveObjectInspectorFactory.javaLongObjectInspector,
-              PrimitiveObjectInspectorFactory.javaIntObjectInspector));
+              PrimitiveObjectInspectorFactory.writableLongObjectInspector,
+              PrimitiveObjectInspectorFactory.writableIntObjectInspector));
     }
     return function == KeyFunction.KEY_HASH
         ? PrimitiveObjectInspectorFactory.javaLongObjectInspector
@@ -109,7 +113,9 @@ public abstract class KeyUDF extends GenericUDF {
       hash = Murmur3.hashBinary(bytes.getBytes(), 0, bytes.getLength());
     }
     if (function.routes()) {
-      return new Object[] {router.segmentId(hash), router.bucket(hash)};
+      return new Object[] {
+        new LongWritable(router.segmentId(hash)), new IntWritable(router.bucket(hash))
+      };
     }
     return function.value(hash, null);
   }
