@@ -4,10 +4,11 @@ UDFs close over the table, which pickles as its segments, so a layout crosses to
 once, inside the serialized function, never once per batch.
 """
 
+import json
 from collections.abc import Iterable, Sequence
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from keyshared import HashRange, RoutingTable
+from keyshared import HashRange, RoutingTable, TopicLayout
 
 
 class ActiveSegment(Protocol):
@@ -45,3 +46,46 @@ def routing_table(layout: Layout) -> RoutingTable:
             (s.segment_id, s.hash_range, s.bucket_splits) for s in layout.active_segments()
         )
     return RoutingTable(layout)
+
+
+def routing_table_from_json(text: str | bytes) -> RoutingTable:
+    """The routing table of a layout JSON, as the JVM functions read it: a whole layout
+    (``TopicLayout.to_json()``, checked as ``TopicLayout.from_json`` checks it) or an object
+    whose ``segments`` each have ``segment_id``, ``hash_range`` like ``"0000-7fff"``,
+    ``bucket_splits`` and optionally ``state`` (sealed segments are skipped). ValueError or
+    TypeError, from the library's checks, for a layout it refuses."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"layout is not JSON: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("segments"), list):
+        raise ValueError(
+            "layout must be a JSON object with a segments list (TopicLayout.to_json())"
+        )
+    if "epoch" in data:
+        return routing_table(TopicLayout.from_dict(data))
+    return RoutingTable(
+        _active(segment, f"layout.segments[{i}]")
+        for i, segment in enumerate(data["segments"])
+        if _is_active(segment, f"layout.segments[{i}]")
+    )
+
+
+def _is_active(segment: Any, name: str) -> bool:
+    if not isinstance(segment, dict):
+        raise TypeError(f"{name} must be an object")
+    state = str(segment.get("state", "ACTIVE")).upper()
+    if state not in ("ACTIVE", "SEALED"):
+        raise ValueError(f"{name}.state must be ACTIVE or SEALED, got {segment['state']!r}")
+    return state == "ACTIVE"
+
+
+def _active(segment: dict[str, Any], name: str) -> tuple[int, HashRange, Sequence[int]]:
+    text = segment.get("hash_range")
+    if not isinstance(text, str):
+        raise TypeError(f'{name}.hash_range must be a str like "0000-7fff", got {text!r}')
+    try:
+        hash_range = HashRange.from_hex(text)
+    except ValueError as e:
+        raise ValueError(f"{name}.hash_range: {e}") from None
+    return segment.get("segment_id"), hash_range, segment.get("bucket_splits", [])  # type: ignore[return-value]

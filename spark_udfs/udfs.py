@@ -34,7 +34,7 @@ from pyspark.sql.types import (
 
 from keyshared import RoutingTable, TopicLayout, key_hashes, split_hashes
 from spark_udfs import jvm
-from spark_udfs.layouts import Layout, routing_table
+from spark_udfs.layouts import Layout, routing_table, routing_table_from_json
 
 if TYPE_CHECKING:
     # Only pyspark's stubs define it.
@@ -240,6 +240,22 @@ def _jvm_columns(
     return columns
 
 
+def _first(*tables: RoutingTable | None) -> RoutingTable:
+    return next(t for t in tables if t is not None)
+
+
+def conf_layout(spark: SparkSession) -> RoutingTable | None:
+    """The routing table of ``spark``'s :data:`~spark_udfs.jvm.LAYOUT_CONF`, checked by the
+    library (ValueError or TypeError naming the conf), or None when it is not set."""
+    text = spark.conf.get(jvm.LAYOUT_CONF, None)
+    if text is None or not text.strip():
+        return None
+    try:
+        return routing_table_from_json(text)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{jvm.LAYOUT_CONF}: {e}") from None
+
+
 def register(
     spark: SparkSession,
     layout: Layout | None = None,
@@ -250,16 +266,20 @@ def register(
     """Registers ``ks_key_hash``, ``ks_segment_hash``, ``ks_bucket_hash``,
     ``ks_sticky_key_hash`` and ``ks_route`` for SQL in ``spark``; returns the engine used.
 
-    ``ks_route`` routes under ``layout``, by default one segment over the whole ring with 4
-    buckets. ``engine`` is ``"jvm"`` (native functions; the default when the session can load
-    the keyshared jar; ks_route then also takes a layout JSON as a second argument) or
-    ``"arrow"`` (Arrow UDFs). The layout and ``null_key`` are checked here.
+    ``ks_route`` routes under ``layout``; without one, under the layout JSON of the conf
+    :data:`~spark_udfs.jvm.LAYOUT_CONF` (the JVM functions read it at each query, the Arrow
+    UDFs here), else one segment over the whole ring with 4 buckets. ``engine`` is ``"jvm"``
+    (native functions; the default when the session can load the keyshared jar; ks_route then
+    also takes a layout JSON as a second argument) or ``"arrow"`` (Arrow UDFs). The layout,
+    the conf's layout and ``null_key`` are checked here, by the library.
     """
     table = None if layout is None else routing_table(layout)
     nk = null_key_bytes(null_key)
     chosen = jvm.choose_engine(spark, engine)
+    conf = None if table is not None else conf_layout(spark)
     if chosen == "jvm":
-        # Without a layout, ks_route follows the LAYOUT_CONF of each query, else the default.
+        # Without a layout, ks_route follows the LAYOUT_CONF of each query, else the default;
+        # the conf's layout was checked above, by the library.
         jvm.register_functions(spark, table, nk)
         return chosen
     if jvm.jvm_usable(spark):
@@ -269,7 +289,7 @@ def register(
         "ks_segment_hash": segment_hash_udf(nk),
         "ks_bucket_hash": bucket_hash_udf(nk),
         "ks_sticky_key_hash": sticky_key_hash_udf(nk),
-        "ks_route": _route_udf(routing_table(DEFAULT_LAYOUT) if table is None else table, nk),
+        "ks_route": _route_udf(_first(table, conf, routing_table(DEFAULT_LAYOUT)), nk),
     }
     for name, udf in functions.items():
         spark.udf.register(name, udf)

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from test_spark_jvm import spark_sql
 
 from keyshared import HashRange, RoutingTable, TopicLayout, key_hash
-from spark_udfs import EXTENSIONS, HIVE_CLASSES, jar_path, register
+from spark_udfs import EXTENSIONS, HIVE_CLASSES, LAYOUT_CONF, jar_path, register
 
 
 @pytest.fixture(autouse=True)
@@ -145,3 +145,34 @@ def test_hive_ks_route_takes_a_constant_key(tmp_path: Path) -> None:
         str(default[1]),
     ]
     assert rows == [want]
+
+
+def test_register_routes_under_the_layout_conf_on_both_engines(spark: SparkSession) -> None:
+    layout = TopicLayout.initial(4, 16).split_segment(2, 10)
+    keys = [f"user-{i}" for i in range(200)]
+    spark.createDataFrame(list(enumerate(keys)), "i int, k string").createOrReplaceTempView("lk")
+    segment_ids, buckets = layout.route_keys(keys)
+    want = list(zip(segment_ids.tolist(), buckets.tolist(), strict=True))
+    spark.conf.set(LAYOUT_CONF, layout.to_json())
+    try:
+        for engine in ("jvm", "arrow"):
+            assert register(spark, engine=engine) == engine
+            rows = spark.sql("SELECT ks_route(k) AS r FROM lk ORDER BY i").collect()
+            assert [tuple(r.r) for r in rows] == want, engine
+    finally:
+        spark.conf.unset(LAYOUT_CONF)
+        register(spark, engine="jvm")
+
+
+def test_register_checks_the_layout_conf_with_the_library(spark: SparkSession) -> None:
+    bad = {"segments": [{"segment_id": 0, "hash_range": "0000-ffff", "bucket_splits": [1]}]}
+    spark.conf.set(LAYOUT_CONF, json.dumps(bad))
+    try:
+        for engine in ("jvm", "arrow"):
+            with pytest.raises(
+                ValueError, match=f"{LAYOUT_CONF}: .*first split must be at least 2"
+            ):
+                register(spark, engine=engine)
+    finally:
+        spark.conf.unset(LAYOUT_CONF)
+        register(spark, engine="jvm")
