@@ -8,7 +8,6 @@ Python model, and bad-input tests."""
 
 import itertools
 import threading
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -718,16 +717,6 @@ def test_redelivery_controller_bad_input_changes_nothing(call: Any, error: type[
     with pytest.raises(error):
         call(c)
     assert c.to_list() == [(1, 0, 5)]
-
-
-def test_the_readme_dispatcher_block_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Dispatcher state") : readme.index("## Simulator")]
-    block = section[section.index("```python\n") + len("```python\n") :]
-    namespace: dict[str, Any] = {}
-    exec(compile(block[: block.index("```")], "README.md", "exec"), namespace)
-    assert [r.consumer_id for r in namespace["results"] if r.delivered] == [1, 1]
-    assert capsys.readouterr().out.strip() == str(0x1234)
 
 
 class KeyOrderMachine(RuleBasedStateMachine):

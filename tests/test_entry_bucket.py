@@ -518,19 +518,6 @@ DispatcherMachine.TestCase.settings = settings(max_examples=60, stateful_step_co
 TestDispatcherMachine = DispatcherMachine.TestCase
 
 
-def test_the_readme_entry_bucket_example_runs() -> None:
-    from pathlib import Path
-
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Entry-bucket dispatch") :]
-    code = section[section.index("```python") + len("```python") : section.index("```\n\n- ")]
-    namespace: dict[str, object] = {}
-    exec(compile(code, "README.md", "exec"), namespace)
-    d = namespace["d"]
-    assert isinstance(d, EntryBucketDispatcher)
-    assert d.pending_acks(2).to_list()[0] == (1, 1, 1, 0x8000)
-
-
 @given(
     st.lists(st.tuples(st.integers(0, 0xFFFF), st.integers(0, 3)), max_size=60),
     st.integers(1, 4),

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import shlex
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -413,21 +409,3 @@ def test_bad_stats_on_the_command_line_name_the_field(
     stats.write_text("{not json")
     assert main(["explain", str(stats), "--subscription", SUB]) == 2
     assert "bad.json: not JSON" in capsys.readouterr().err
-
-
-def test_readme_commands_run_as_written() -> None:
-    """The README's ``keyshared explain`` commands, run from the repository root."""
-    root = Path(__file__).resolve().parents[1]
-    text = (root / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Explaining a live Key_Shared subscription\n", 1)[1]
-    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
-    executable = shutil.which("keyshared") or str(Path(sys.executable).parent / "keyshared")
-    for line in block.splitlines():
-        command = shlex.split(line)
-        assert command[0] == "keyshared"
-        done = subprocess.run(
-            [executable, *command[1:]], cwd=root, capture_output=True, text=True, timeout=120
-        )
-        assert done.returncode == 0, done.stderr
-        assert done.stdout
-    assert (root / "out" / "ring.png").read_bytes().startswith(b"\x89PNG")

@@ -4,13 +4,11 @@ timeout, never a hang and never a silent pass."""
 
 from __future__ import annotations
 
-import shlex
-import subprocess
 import sys
 import time
 
 import pytest
-from pulsar_oracle import ROOT, Oracle, OracleError, OracleUnavailable
+from pulsar_oracle import Oracle, OracleError, OracleUnavailable
 
 
 @pytest.mark.parametrize(
@@ -77,34 +75,3 @@ def test_a_line_that_is_not_an_answer_fails_the_call() -> None:
     code = "import sys; sys.stdin.readline(); print('log line on stdout', flush=True)"
     with pytest.raises(OracleUnavailable, match="not an answer: 'log line on stdout"):
         Oracle(timeout_s=10.0, command=stand_in(code))
-
-
-def readme_commands(section: str) -> list[list[str]]:
-    """The commands of the first ```sh block under ``## {section}`` in the README."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = text.split(f"## {section}\n", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
-    return [shlex.split(line.split("#", 1)[0]) for line in block.splitlines()]
-
-
-def test_readme_commands_build_the_oracle_and_select_the_pulsar_tests() -> None:
-    build, run = readme_commands("Checked against Pulsar")
-    assert build == ["scripts/pulsar.sh"]
-    subprocess.run(build, cwd=ROOT, check=True, timeout=1800)
-    collected = subprocess.run(
-        [*run, "--collect-only"], cwd=ROOT, check=True, capture_output=True, text=True, timeout=300
-    ).stdout
-    modules = {line.split("::", 1)[0] for line in collected.splitlines() if "::" in line}
-    assert modules == {
-        f"tests/{name}.py"
-        for name in (
-            "test_broker_explain",
-            "test_broker_key_shared",
-            "test_oracle_draining",
-            "test_oracle_harness",
-            "test_oracle_hash",
-            "test_oracle_loadbalance",
-            "test_oracle_scalable",
-            "test_oracle_selector",
-            "test_oracle_transfer_shedder",
-        )
-    }

@@ -360,30 +360,3 @@ def test_register_draining_hashes_takes_any_iterable() -> None:
     assert acks.register_draining_hashes(ranges) == 1
     with pytest.raises(TypeError, match=r"ranges\[0\] must be a HashRange"):
         acks.register_draining_hashes([(0, 10)])  # type: ignore[list-item]
-
-
-# --- README code blocks run as written ------------------------------------------------------
-
-README = Path(__file__).parent.parent / "README.md"
-
-
-def _python_blocks() -> list[tuple[str, str]]:
-    """Every ```python block of the README with its section title, except the Spark
-    section's (run on a local Spark session in tests/test_spark_udfs.py)."""
-    blocks, section, lines, inside = [], "", [], False
-    for line in README.read_text(encoding="utf-8").splitlines():
-        if line.startswith("#") and not inside:
-            section = line.lstrip("# ")
-        elif line == "```python":
-            inside, lines = True, []
-        elif line == "```" and inside:
-            inside = False
-            blocks.append((section, "\n".join(lines)))
-        elif inside:
-            lines.append(line)
-    return [(s, code) for s, code in blocks if s != "Spark"]
-
-
-@pytest.mark.parametrize(("section", "code"), _python_blocks(), ids=lambda v: str(v)[:24])
-def test_readme_python_block_runs(section: str, code: str, capsys: Any) -> None:
-    exec(compile(code, f"README.md ({section})", "exec"), {})

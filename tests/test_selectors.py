@@ -8,7 +8,6 @@ import random
 import re
 import threading
 import uuid
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -605,15 +604,6 @@ class PulsarRingMachine(RuleBasedStateMachine):
 
 TestPulsarRing = PulsarRingMachine.TestCase
 TestPulsarRing.settings = settings(max_examples=60, stateful_step_count=20)
-
-
-def test_readme_blocks_on_sticky_hashes_and_selectors_run() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
-    ours = [b for b in blocks if "sticky_key_hash(" in b or "StickyKeyConsumerSelector(" in b]
-    assert len(ours) >= 2
-    for block in ours:
-        exec(compile(block, "README.md", "exec"), {})
 
 
 def fnv_fmix(data: bytes) -> int:

@@ -450,16 +450,6 @@ def test_order_holds_across_load_splits_and_merges() -> None:
     assert ("merge", "cold") in actions
 
 
-def test_the_readme_example_is_a_valid_scenario() -> None:
-    import tomllib
-
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Simulator") :]
-    example = section[section.index("```toml") + len("```toml") : section.index("```\n\nFrom")]
-    scenario = Scenario.from_dict(tomllib.loads(example))
-    assert scenario.topics[0].consumers[0].names()[-1] == "worker-007"
-
-
 def test_a_violation_exits_1_with_its_event_trail(
     monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
