@@ -292,5 +292,16 @@ def register(
         "ks_route": _route_udf(_first(table, conf, routing_table(DEFAULT_LAYOUT)), nk),
     }
     for name, udf in functions.items():
-        spark.udf.register(name, udf)
+        # The Arrow UDF itself takes any type and would fail in the worker on a key that is
+        # not string or binary; the SQL function over it refuses one at analysis, as the JVM
+        # functions do. A string key casts to its UTF-8 bytes, which is what it hashes as.
+        inner = f"{name}_arrow"
+        spark.udf.register(inner, udf)
+        # A SQL function cannot replace another kind of function of the same name.
+        spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {name}")
+        returns = udf.returnType.simpleString()
+        spark.sql(
+            f"CREATE OR REPLACE TEMPORARY FUNCTION {name}(key BINARY) RETURNS {returns} "
+            f"RETURN {inner}(key)"
+        )
     return chosen

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pyspark.errors import IllegalArgumentException
+from pyspark.errors import AnalysisException, IllegalArgumentException
 from pyspark.sql import SparkSession
 from test_spark_jvm import spark_sql
 
@@ -176,3 +176,37 @@ def test_register_checks_the_layout_conf_with_the_library(spark: SparkSession) -
     finally:
         spark.conf.unset(LAYOUT_CONF)
         register(spark, engine="jvm")
+
+
+@pytest.mark.parametrize("engine", ["jvm", "arrow"])
+@pytest.mark.parametrize("key", ["1", "1.5", "true", "current_date()", "array('a')"])
+def test_keys_neither_string_nor_binary_are_refused_at_analysis(
+    spark: SparkSession, engine: str, key: str
+) -> None:
+    try:
+        register(spark, engine=engine)
+        for function in ("ks_key_hash", "ks_sticky_key_hash", "ks_route"):
+            with pytest.raises(AnalysisException):
+                spark.sql(f"SELECT {function}({key}) AS v")
+    finally:
+        register(spark, engine="jvm")
+
+
+@pytest.mark.parametrize("engine", ["jvm", "arrow"])
+def test_string_and_binary_keys_hash_alike_on_both_engines(
+    spark: SparkSession, engine: str
+) -> None:
+    try:
+        register(spark, engine=engine)
+        row = spark.sql(
+            "SELECT ks_key_hash('hello') AS s, ks_key_hash(X'68656C6C6F') AS b,"
+            " ks_key_hash(CAST(X'FF00FE' AS STRING)) AS raw, ks_route(X'FF').bucket AS r"
+        ).collect()[0]
+    finally:
+        register(spark, engine="jvm")
+    assert (row.s, row.b, row.raw) == (
+        key_hash("hello"),
+        key_hash(b"hello"),
+        key_hash(b"\xff\x00\xfe"),
+    )
+    assert row.r == TopicLayout.initial(1).route(b"\xff")[1]
