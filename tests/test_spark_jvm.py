@@ -293,7 +293,8 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 def readme_blocks(lang: str) -> list[str]:
     """The README's Spark section's code blocks in ``lang``, as written."""
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Spark\n") : text.index("## Benchmarks\n")]
+    start = text.index("## Spark\n")
+    section = text[start : text.index("\n## ", start)]
     fence = f"```{lang}\n"
     return [part.split("```", 1)[0] for part in section.split(fence)[1:]]
 
