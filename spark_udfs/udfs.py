@@ -32,7 +32,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from keyshared import RoutingTable, TopicLayout, key_hashes, split_hashes
+from keyshared import RoutingTable, TopicLayout, key_hashes, split_hashes, sticky_key_hashes
 from spark_udfs import jvm
 from spark_udfs.layouts import Layout, routing_table, routing_table_from_json
 
@@ -132,8 +132,8 @@ def sticky_key_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
 
     def ks_sticky_key_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         for keys in batches:
-            hashes = key_hashes(keys, null_key=null_key, threads=1)
-            yield pa.array(((hashes & 0x7FFFFFFF) % 65535 + 1).astype(np.int32))
+            hashes = sticky_key_hashes(keys, null_key=null_key, threads=1)
+            yield pa.array(hashes.astype(np.int32))
 
     return _arrow_iter_udf(ks_sticky_key_hash, IntegerType())
 
@@ -159,18 +159,21 @@ def _route_udf(table: RoutingTable, null_key: bytes | None) -> UserDefinedFuncti
 
 
 def _route_and_hash_udf(table: RoutingTable, null_key: bytes | None) -> UserDefinedFunctionLike:
-    """Routing plus all three hashes from one hashing pass over the keys."""
+    """Routing plus all three hashes, each from the kernels."""
 
     def ks_route_and_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         for keys in batches:
             hashes = key_hashes(keys, null_key=null_key, threads=1)
             segment_ids, buckets = table.route_hashes(hashes, threads=1)
+            # The halves from the kernel too: hashing the keys again costs less than NumPy's
+            # shift and mask over the hashes.
+            segment_hashes, bucket_hashes = split_hashes(keys, null_key=null_key, threads=1)
             columns = [
                 segment_ids,
                 buckets,
                 hashes.astype(np.int64),
-                (hashes >> 16).astype(np.int32),
-                (hashes & 0xFFFF).astype(np.int32),
+                segment_hashes.astype(np.int32),
+                bucket_hashes.astype(np.int32),
             ]
             yield pa.StructArray.from_arrays(
                 [pa.array(c) for c in columns], names=[*ROUTE_FIELDS, *HASH_FIELDS]

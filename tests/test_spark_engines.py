@@ -13,8 +13,16 @@ from pyspark.errors import AnalysisException, IllegalArgumentException
 from pyspark.sql import SparkSession
 from test_spark_jvm import spark_sql
 
-from keyshared import HashRange, RoutingTable, TopicLayout, key_hash
-from spark_udfs import EXTENSIONS, HIVE_CLASSES, LAYOUT_CONF, jar_path, register
+from keyshared import (
+    HashRange,
+    RoutingTable,
+    TopicLayout,
+    key_hash,
+    key_hashes,
+    split_hashes,
+    sticky_key_hashes,
+)
+from spark_udfs import EXTENSIONS, HIVE_CLASSES, LAYOUT_CONF, jar_path, register, with_routing
 
 
 @pytest.fixture(autouse=True)
@@ -210,3 +218,40 @@ def test_string_and_binary_keys_hash_alike_on_both_engines(
         key_hash(b"\xff\x00\xfe"),
     )
     assert row.r == TopicLayout.initial(1).route(b"\xff")[1]
+
+
+@pytest.mark.parametrize("engine", ["jvm", "arrow"])
+def test_every_hash_is_the_librarys_on_both_engines(spark: SparkSession, engine: str) -> None:
+    keys = ["", "hello", "日本語", "x" * 300, *(f"k{i}" for i in range(500))]
+    spark.createDataFrame(list(enumerate(keys)), "i int, k string").createOrReplaceTempView("hk")
+    layout = TopicLayout.initial(3, 9)
+    try:
+        register(spark, layout, engine=engine)
+        rows = spark.sql(
+            "SELECT ks_key_hash(k) AS h, ks_segment_hash(k) AS s, ks_bucket_hash(k) AS b,"
+            " ks_sticky_key_hash(k) AS st, ks_route(k) AS r FROM hk ORDER BY i"
+        ).collect()
+        routed = (
+            with_routing(spark.table("hk"), "k", layout, hashes=True, engine=engine)
+            .orderBy("i")
+            .collect()
+        )
+    finally:
+        register(spark, engine="jvm")
+    segments, buckets = split_hashes(keys)
+    segment_ids, bucket_ids = layout.route_keys(keys)
+    want = {
+        "h": key_hashes(keys).tolist(),
+        "s": segments.tolist(),
+        "b": buckets.tolist(),
+        "st": sticky_key_hashes(keys).tolist(),
+    }
+    for name, values in want.items():
+        assert [r[name] for r in rows] == values, name
+    assert [tuple(r.r) for r in rows] == list(
+        zip(segment_ids.tolist(), bucket_ids.tolist(), strict=True)
+    )
+    assert [r.key_hash for r in routed] == want["h"]
+    assert [r.segment_hash for r in routed] == want["s"]
+    assert [r.bucket_hash for r in routed] == want["b"]
+    assert [(r.segment_id, r.bucket) for r in routed] == [tuple(r.r) for r in rows]
