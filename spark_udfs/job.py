@@ -24,9 +24,10 @@ from typing import TextIO
 
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark.errors import AnalysisException, PythonException, SparkRuntimeException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from keyshared import AutoScalePolicy, TopicLayout
+from keyshared import MIN_FIRST_SPLIT, RING_SIZE, AutoScalePolicy, TopicLayout
 from spark_udfs.bucketing import count_load
 from spark_udfs.jvm import ENGINES, Engine, choose_engine
 from spark_udfs.render import write_outputs
@@ -34,6 +35,7 @@ from spark_udfs.report import Report, build_report
 from spark_udfs.session import get_session
 from spark_udfs.sources import (
     FORMATS,
+    KEY,
     FileSource,
     JobError,
     Source,
@@ -45,8 +47,9 @@ from spark_udfs.sources import (
 
 #: Exit status for input the job cannot use (argparse uses the same for bad arguments).
 EXIT_BAD_INPUT = 2
-#: The most buckets a segment can have: bucket 0 spans at least hashB 0 and 1 (SPEC 2).
-MAX_BUCKETS = 65_535
+#: The most buckets a segment can have: bucket 0 spans at least MIN_FIRST_SPLIT hashes, each
+#: other bucket at least one (SPEC 2).
+MAX_BUCKETS = RING_SIZE - MIN_FIRST_SPLIT + 1
 MAX_MESSAGE_BYTES = 2**31 - 1
 MAX_FLOAT = sys.float_info.max
 
@@ -276,6 +279,8 @@ def run(spark: SparkSession, plan: Plan, progress: Progress) -> Report:
         messages = read_messages(spark, plan.source)
         if messages.isEmpty():
             raise JobError(f"the input holds no messages: {plan.source.describe()}")
+        if args.null_key is None:
+            messages = _refuse_null_keys(messages, args.key_column)
         hist, hot = count_load(messages, layout, args.null_key, args.top, engine)
     with progress.step("policy scenarios and balanced boundaries"):
         return build_report(
@@ -294,17 +299,26 @@ def run(spark: SparkSession, plan: Plan, progress: Progress) -> Report:
         )
 
 
+def _refuse_null_keys(messages: DataFrame, key_column: str) -> DataFrame:
+    """``messages``, failing the run on a null key with the job's own error (Spark's
+    raise_error, which :func:`_spark_error` reads by its condition), before any engine sees
+    it."""
+    nulls = (
+        f"the key column {key_column!r} holds nulls: pass --null-key TEXT to hash them as "
+        "TEXT, or filter them out first"
+    )
+    key = F.col(KEY)
+    return messages.withColumn(
+        KEY, F.when(key.isNull(), F.raise_error(F.lit(nulls))).otherwise(key)
+    )
+
+
 def _spark_error(e: Exception, args: argparse.Namespace) -> JobError:
     """Spark's failure as the input problem behind it."""
     if isinstance(e, SparkRuntimeException) and e.getCondition() == "USER_RAISED_EXCEPTION":
         # A check of the job's own (raise_error on a bad row): its message as written.
         return JobError((e.getMessageParameters() or {}).get("errorMessage", str(e)))
     text = str(e).strip()
-    if "pass null_key=" in text:
-        return JobError(
-            f"the key column {args.key_column!r} holds nulls: pass --null-key TEXT to hash "
-            "them as TEXT, or filter them out first"
-        )
     if isinstance(e, Py4JJavaError):
         # The Java exception's own text, without the Python side's preamble.
         text = str(e.java_exception.toString()).strip()

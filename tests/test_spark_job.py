@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from keyshared import TopicLayout
 from spark_udfs.bucketing import ARROW_SQL_CONF, count_load, display_key, sql_conf
-from spark_udfs.job import main
+from spark_udfs.job import _spark_error, build_parser, main
 from spark_udfs.report import skew_of
 from spark_udfs.sources import FileSource, SyntheticSource, read_messages, zipf_rank
 
@@ -162,6 +162,14 @@ def test_null_keys_need_a_null_key(
     report = run_job(tmp_path, "--input", str(path), "--null-key", "", "--engine", engine)
     assert report["totals"]["messages"] == 4
     assert {k["key"]: k["messages"] for k in report["hot_keys"]}[None] == 2
+
+
+def test_errors_are_read_by_their_condition_not_their_text() -> None:
+    """The job refuses null keys with its own raise_error; any other failure that happens to
+    quote the engines' null-key text is reported as what it is."""
+    args = build_parser().parse_args([])
+    said = _spark_error(RuntimeError("ks_route: a key is null; pass null_key= ..."), args)
+    assert str(said) == "a Python worker failed: ks_route: a key is null; pass null_key= ..."
 
 
 @pytest.mark.parametrize(
