@@ -12,6 +12,10 @@ step() { printf '\n== %s\n' "$*"; }
 step "cargo fmt";    cargo fmt --check
 step "cargo clippy"; cargo clippy --all-targets -q -- -D warnings
 step "cargo test";   cargo test -q
+# The kernels crate alone, as a Rust user takes it: without the `arrow` feature.
+step "kernels without arrow"
+cargo clippy -q -p keyshared-kernels --no-default-features --all-targets -- -D warnings
+cargo test -q -p keyshared-kernels --no-default-features
 step "ruff";         ruff check .
 step "ruff format";  ruff format --check .
 step "mypy";         mypy python/keyshared spark_udfs

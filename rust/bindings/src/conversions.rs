@@ -27,7 +27,7 @@ use keyshared_kernels::parallel::default_threads;
 use keyshared_kernels::pending_acks::{batch_count, PendingAck};
 use keyshared_kernels::redelivery::{check_position, Position};
 use keyshared_kernels::routing::SegmentRoute;
-use keyshared_kernels::window::RoutingKey;
+use keyshared_kernels::routing_key::RoutingKey;
 
 /// A type that converts itself from a Python argument called `name`.
 pub trait FromArg<'py>: Sized {

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 
 use crate::conversions::routing_key_object;
 use keyshared_kernels::error::{InvalidInput, KeyConflict, NotFound, StateError};
-use keyshared_kernels::window::RoutingKey;
+use keyshared_kernels::routing_key::RoutingKey;
 
 /// The Python exception a kernel error raises.
 pub trait ToPyErr: Sized {

@@ -9,9 +9,10 @@ use crate::conversions::{
 use crate::errors::Raise;
 use crate::rings::PyKeySharedConsumerState;
 use crate::state::{lock, with_state};
+use keyshared_kernels::routing_key::RoutingKey;
 use keyshared_kernels::window::{
     Action, BackoffStrategy, FailurePolicy, InFlightEntry, InFlightWindow, PoisonPolicy,
-    RoutingKey, WindowLimits,
+    WindowLimits,
 };
 
 /// Danube's subscription failure policy: redeliveries, ack timeout, backoff and what to do

@@ -1,6 +1,6 @@
 use thiserror::Error;
 
-use crate::window::RoutingKey;
+use crate::routing_key::RoutingKey;
 
 /// An argument a kernel cannot work with. The variants a binding words in its own language
 /// carry their parts; the others say which argument was wrong and why, in Rust's terms.

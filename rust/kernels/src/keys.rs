@@ -1,12 +1,16 @@
-//! Batches of keys as byte strings: packed from Python objects, or Arrow arrays read in place.
+//! Batches of keys as byte strings: packed from Python objects, or (with the `arrow` feature)
+//! Arrow arrays read in place.
 
 use std::mem::MaybeUninit;
 
+#[cfg(feature = "arrow")]
 use arrow_array::{Array, BinaryViewArray, GenericBinaryArray, OffsetSizeTrait};
 
 use super::error::{InvalidInput, KernelResult};
 use super::hashing::key_hash;
-use super::murmur::{hash_offsets, Offset};
+use super::murmur::hash_offsets;
+#[cfg(feature = "arrow")]
+use super::murmur::Offset;
 use super::parallel::collect_pairs;
 
 /// Keys copied end to end into one buffer, Arrow style; never null (nulls are resolved while
@@ -95,12 +99,16 @@ impl Default for PackedKeys {
 }
 
 /// One contiguous piece of a key batch. Arrow strings arrive as their binary twins
-/// (a zero-copy re-labelling), so only byte layouts differ here.
+/// (a zero-copy re-labelling), so only byte layouts differ here. The Arrow layouts come
+/// with the `arrow` feature.
 #[derive(Debug, Clone)]
 pub enum KeyChunk {
     Packed(PackedKeys),
+    #[cfg(feature = "arrow")]
     Binary(GenericBinaryArray<i32>),
+    #[cfg(feature = "arrow")]
     LargeBinary(GenericBinaryArray<i64>),
+    #[cfg(feature = "arrow")]
     BinaryView(BinaryViewArray),
 }
 
@@ -108,8 +116,11 @@ impl KeyChunk {
     pub fn len(&self) -> usize {
         match self {
             Self::Packed(k) => k.len(),
+            #[cfg(feature = "arrow")]
             Self::Binary(a) => a.len(),
+            #[cfg(feature = "arrow")]
             Self::LargeBinary(a) => a.len(),
+            #[cfg(feature = "arrow")]
             Self::BinaryView(a) => a.len(),
         }
     }
@@ -119,14 +130,21 @@ impl KeyChunk {
     }
 
     fn first_null(&self) -> Option<usize> {
-        let nulls = match self {
+        match self {
             Self::Packed(_) => None,
-            Self::Binary(a) => a.nulls(),
-            Self::LargeBinary(a) => a.nulls(),
-            Self::BinaryView(a) => a.nulls(),
-        }?;
-        nulls.iter().position(|valid| !valid)
+            #[cfg(feature = "arrow")]
+            Self::Binary(a) => first_null(a),
+            #[cfg(feature = "arrow")]
+            Self::LargeBinary(a) => first_null(a),
+            #[cfg(feature = "arrow")]
+            Self::BinaryView(a) => first_null(a),
+        }
     }
+}
+
+#[cfg(feature = "arrow")]
+fn first_null(array: &dyn Array) -> Option<usize> {
+    array.nulls()?.iter().position(|valid| !valid)
 }
 
 /// A whole batch of keys, with the bytes that stand in for a null key, if any.
@@ -171,12 +189,16 @@ impl KeyBatch {
 
     /// Calls `f` with every key's bytes in order, the null key's in place of a null.
     pub fn for_each_key(&self, mut f: impl FnMut(&[u8])) {
+        #[cfg(feature = "arrow")]
         let null = self.null_key.as_deref().unwrap_or_default();
         for chunk in &self.chunks {
             match chunk {
                 KeyChunk::Packed(k) => k.iter().for_each(&mut f),
+                #[cfg(feature = "arrow")]
                 KeyChunk::Binary(a) => a.iter().for_each(|k| f(k.unwrap_or(null))),
+                #[cfg(feature = "arrow")]
                 KeyChunk::LargeBinary(a) => a.iter().for_each(|k| f(k.unwrap_or(null))),
+                #[cfg(feature = "arrow")]
                 KeyChunk::BinaryView(a) => a.iter().for_each(|k| f(k.unwrap_or(null))),
             }
         }
@@ -228,11 +250,15 @@ impl KeyBatch {
 
 impl KeyChunk {
     /// Hashes keys `s..s + out.len()` of this chunk, nulls as `null_hash`.
+    #[cfg_attr(not(feature = "arrow"), allow(unused_variables))]
     fn hash_into(&self, s: usize, out: &mut [u32], null_hash: u32) {
         match self {
             Self::Packed(k) => hash_offsets(&k.data, &k.offsets[s..=s + out.len()], out),
+            #[cfg(feature = "arrow")]
             Self::Binary(arr) => hash_binary(arr, s, out, null_hash),
+            #[cfg(feature = "arrow")]
             Self::LargeBinary(arr) => hash_binary(arr, s, out, null_hash),
+            #[cfg(feature = "arrow")]
             Self::BinaryView(arr) => {
                 for (j, slot) in out.iter_mut().enumerate() {
                     *slot = match arr.is_valid(s + j) {
@@ -245,6 +271,7 @@ impl KeyChunk {
     }
 }
 
+#[cfg(feature = "arrow")]
 fn hash_binary<O: OffsetSizeTrait + Offset>(
     arr: &GenericBinaryArray<O>,
     s: usize,
@@ -272,12 +299,14 @@ const BLOCK: usize = 1024;
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "arrow")]
     use arrow_array::{BinaryArray, LargeBinaryArray};
 
     fn hashes(batch: &KeyBatch, threads: usize) -> Vec<u32> {
         batch.map_hashes(threads, |h| (h, ())).0
     }
 
+    #[cfg(feature = "arrow")]
     #[test]
     fn every_layout_hashes_the_same() {
         let keys: Vec<Vec<u8>> = (0..100_000)
@@ -300,6 +329,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "arrow")]
     #[test]
     fn blocks_and_thread_pieces_cross_chunk_boundaries() {
         let keys: Vec<Vec<u8>> = (0..120_000).map(|i| format!("k{i}").into_bytes()).collect();
@@ -320,6 +350,31 @@ mod tests {
         chunks.push(KeyChunk::Binary(BinaryArray::from_vec(refs)));
         chunks.push(KeyChunk::Binary(BinaryArray::from_vec(vec![])));
         let batch = KeyBatch::new(chunks, None).unwrap();
+        for threads in [1, 2, 3] {
+            assert_eq!(hashes(&batch, threads), expected);
+        }
+    }
+
+    #[test]
+    fn packed_chunks_hash_across_boundaries() {
+        let keys: Vec<Vec<u8>> = (0..5_000).map(|i| format!("k{i}").into_bytes()).collect();
+        let expected: Vec<u32> = keys.iter().map(|k| key_hash(k)).collect();
+        let mut chunks = vec![];
+        let mut rest: &[Vec<u8>] = &keys;
+        for len in [1, 1500, 0, 2000, 3] {
+            let (head, tail) = rest.split_at(len);
+            let mut packed = PackedKeys::default();
+            head.iter().for_each(|k| packed.push(k));
+            chunks.push(KeyChunk::Packed(packed));
+            rest = tail;
+        }
+        let mut packed = PackedKeys::default();
+        rest.iter().for_each(|k| packed.push(k));
+        chunks.push(KeyChunk::Packed(packed));
+        let batch = KeyBatch::new(chunks, None).unwrap();
+        let mut seen = vec![];
+        batch.for_each_key(|k| seen.push(k.to_vec()));
+        assert_eq!(seen, keys);
         for threads in [1, 2, 3] {
             assert_eq!(hashes(&batch, threads), expected);
         }
@@ -368,6 +423,7 @@ mod tests {
         assert_eq!(packed.data, b"x");
     }
 
+    #[cfg(feature = "arrow")]
     #[test]
     fn every_key_is_seen_in_order_with_nulls_as_the_stand_in() {
         let mut packed = PackedKeys::default();
@@ -385,6 +441,7 @@ mod tests {
         assert_eq!(seen, [&b"p"[..], b"a", b"n", b"v"]);
     }
 
+    #[cfg(feature = "arrow")]
     #[test]
     fn nulls_need_a_stand_in() {
         let arr = BinaryArray::from_opt_vec(vec![Some(&b"a"[..]), None]);

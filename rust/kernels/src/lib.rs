@@ -18,4 +18,5 @@ pub mod pending_acks;
 pub mod redelivery;
 pub mod ring;
 pub mod routing;
+pub mod routing_key;
 pub mod window;

@@ -11,64 +11,14 @@
 //! redelivered to another consumer moves its count along; and an ack for an offset not
 //! awaiting one changes nothing.
 
-use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::fmt;
 
-use std::hash::{Hash, Hasher};
 use strum::{EnumString, IntoStaticStr, VariantNames};
 
 use super::cursor::{check_offset, SafeCursor};
 use super::danube_ring::KeySharedConsumerState;
 use super::error::{InvalidInput, KernelResult, KeyConflict};
-
-/// A routing key: its bytes, and whether it is a text key (Pulsar's string message key) or a
-/// binary one (its ordering key), so that it is handed back as it came.
-/// Keys compare by their bytes only.
-#[derive(Debug, Clone)]
-pub struct RoutingKey {
-    pub bytes: Box<[u8]>,
-    pub text: bool,
-}
-
-impl RoutingKey {
-    pub fn new(bytes: &[u8], text: bool) -> Self {
-        Self {
-            bytes: bytes.into(),
-            text,
-        }
-    }
-}
-
-/// A text key as a quoted string, a binary key as escaped bytes.
-impl fmt::Display for RoutingKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.text, std::str::from_utf8(&self.bytes)) {
-            (true, Ok(s)) => write!(f, "{s:?}"),
-            _ => write!(f, "bytes \"{}\"", self.bytes.escape_ascii()),
-        }
-    }
-}
-
-impl PartialEq for RoutingKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.bytes == other.bytes
-    }
-}
-
-impl Eq for RoutingKey {}
-
-impl Hash for RoutingKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.bytes.hash(state);
-    }
-}
-
-impl Borrow<[u8]> for RoutingKey {
-    fn borrow(&self) -> &[u8] {
-        &self.bytes
-    }
-}
+use super::routing_key::RoutingKey;
 
 /// How the redelivery delay grows; named `fixed` and `exponential`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr, EnumString, VariantNames)]
@@ -917,12 +867,7 @@ mod tests {
     }
 
     #[test]
-    fn keys_show_as_text_or_escaped_bytes() {
-        assert_eq!(RoutingKey::new(b"a\"b", true).to_string(), r#""a\"b""#);
-        assert_eq!(
-            RoutingKey::new(b"\x00a", false).to_string(),
-            r#"bytes "\x00a""#
-        );
+    fn key_conflicts_show_the_key() {
         assert_eq!(
             InvalidInput::from(KeyConflict::Queued {
                 key: key("k"),
