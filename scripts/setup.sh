@@ -20,7 +20,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 fingerprint() { cat "$@" 2>/dev/null | sha256sum | cut -d' ' -f1; }
 
 if ! command -v cargo >/dev/null; then
-  log "cargo is missing: install a Rust toolchain (1.83 or newer) first"
+  log "cargo is missing: install a Rust toolchain (1.95 or newer) first"
   exit 1
 fi
 
