@@ -255,3 +255,38 @@ def test_every_hash_is_the_librarys_on_both_engines(spark: SparkSession, engine:
     assert [r.segment_hash for r in routed] == want["s"]
     assert [r.bucket_hash for r in routed] == want["b"]
     assert [(r.segment_id, r.bucket) for r in routed] == [tuple(r.r) for r in rows]
+
+
+def test_hive_functions_hash_a_string_keys_bytes_as_they_are(tmp_path: Path) -> None:
+    """A string cast from bytes that are not UTF-8 keeps those bytes in Spark; the Hive
+    functions hash them as the native ones and the library do, not as U+FFFD."""
+    blobs = [b"\xff", b"a\xfe\xffb", b"\xc3", "é".encode(), b""]
+    values = ", ".join(f"({i}, X'{b.hex()}')" for i, b in enumerate(blobs))
+    layout = TopicLayout.initial(2, 8)
+    sql = (
+        f"{hive_functions()}"
+        f"SET {LAYOUT_CONF}={layout.to_json()};"
+        "SELECT hive_ks_key_hash(CAST(b AS STRING)), ks_key_hash(CAST(b AS STRING)),"
+        " hive_ks_route(CAST(b AS STRING)).bucket, hive_ks_sticky_key_hash(CAST(b AS STRING))"
+        f" FROM VALUES {values} AS t(i, b) ORDER BY i;"
+    )
+    rows = spark_sql(
+        tmp_path,
+        "--jars",
+        str(jar_path()),
+        "--conf",
+        f"spark.sql.extensions={EXTENSIONS}",
+        "-e",
+        sql,
+    )
+    _, buckets = layout.route_keys(blobs)
+    want = [
+        [str(h), str(h), str(b), str(s)]
+        for h, b, s in zip(
+            key_hashes(blobs).tolist(),
+            buckets.tolist(),
+            sticky_key_hashes(blobs).tolist(),
+            strict=True,
+        )
+    ]
+    assert [r for r in rows if len(r) == 4] == want

@@ -10,6 +10,7 @@ import scala.runtime.BoxedUnit;
  * Adds the keyshared functions to every session of an application, for SQL-only use:
  * {@code --jars keyshared-spark.jar --conf spark.sql.extensions=io.keyshared.spark.KeysharedExtensions}.
  * ks_route without a layout argument routes under the conf {@value Functions#LAYOUT_CONF}.
+ * Calls of the Hive classes run as the native functions ({@link NativeHiveCalls}).
  */
 public final class KeysharedExtensions implements Function1<SparkSessionExtensions, BoxedUnit> {
   @Override
@@ -22,6 +23,7 @@ public final class KeysharedExtensions implements Function1<SparkSessionExtensio
               Functions.info(function),
               defaults.builder(function)));
     }
+    extensions.injectResolutionRule(session -> new NativeHiveCalls());
     return BoxedUnit.UNIT;
   }
 }

@@ -27,6 +27,10 @@ import org.apache.hadoop.io.Text;
  * shell, the Thrift server). Same arguments and results as the native functions; slower, as
  * Spark converts every row to Hive's objects and back, so prefer the session extension
  * ({@code io.keyshared.spark.KeysharedExtensions}) where the session's conf can be set.
+ *
+ * <p>With the extension, calls of these classes run as the native functions. Without it, Spark
+ * hands a string key here as a Java string, decoded with U+FFFD in place of bytes that are not
+ * UTF-8: such a key (a {@code CAST(binary AS STRING)}) hashes its bytes only as a binary key.
  */
 public abstract class KeyUDF extends GenericUDF {
   private final KeyFunction function;
