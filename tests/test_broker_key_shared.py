@@ -11,9 +11,11 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pulsar
@@ -379,3 +381,22 @@ def test_a_broker_that_is_down_fails_fast() -> None:
     finally:
         c.close()
     assert time.monotonic() - started < 20
+
+
+def test_a_broker_that_cannot_start_says_why_and_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A JVM that dies at start: the error carries its log, and neither the process nor its
+    temporary folder is left behind."""
+    import pulsar_broker
+
+    monkeypatch.setattr(pulsar_broker, "JVM_OPTIONS", ["-XX:+NoSuchOptionAnywhere"])
+    before = set(Path(tempfile.gettempdir()).glob("keyshared-pulsar-*"))
+    started = time.monotonic()
+    with pytest.raises(BrokerUnavailable, match="NoSuchOptionAnywhere"):
+        PulsarBroker(start_timeout_s=60.0)
+    assert time.monotonic() - started < 60
+    assert set(Path(tempfile.gettempdir()).glob("keyshared-pulsar-*")) == before
+    with pytest.raises(BrokerUnavailable, match=r"classpath\.txt is missing"):
+        PulsarBroker(version="0.0.0-not-built")
+    assert set(Path(tempfile.gettempdir()).glob("keyshared-pulsar-*")) == before
