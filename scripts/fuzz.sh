@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Long coverage-guided fuzz runs (atheris/libFuzzer) of the key readers and the stateful
-# kernels. Each target keeps its corpus in fuzz/corpus/<target> (not committed) and writes
-# a failing input to fuzz/findings/; replay one with `python fuzz/fuzz_<target>.py FILE`.
+# kernels through Python, then of the kernels themselves (cargo-fuzz on the nightly
+# toolchain). Each Python target keeps its corpus in fuzz/corpus/<target> (not committed) and
+# writes a failing input to fuzz/findings/; replay one with `python fuzz/fuzz_<target>.py
+# FILE`. The cargo-fuzz targets keep theirs in rust/kernels/fuzz/{corpus,artifacts}.
 #   scripts/fuzz.sh            # 10 minutes per target
 #   scripts/fuzz.sh 3600       # an hour per target
 set -euo pipefail
@@ -14,4 +16,8 @@ for target in keys state; do
   printf '\n== fuzz %s (%s s)\n' "$target" "$seconds"
   .venv/bin/python "fuzz/fuzz_$target.py" -max_total_time="$seconds" -max_len=4096 \
     -artifact_prefix=fuzz/findings/ "fuzz/corpus/$target"
+done
+for target in routing draining; do
+  printf '\n== cargo fuzz %s (%s s)\n' "$target" "$seconds"
+  (cd rust/kernels && cargo +nightly fuzz run -O "$target" -- -max_total_time="$seconds" -max_len=4096)
 done

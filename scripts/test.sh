@@ -33,3 +33,19 @@ for target in keys state; do
   fi
   tail -n 1 "$fuzz_log"
 done
+# The same for the kernels' cargo-fuzz targets (libFuzzer on the nightly toolchain, which
+# cargo-fuzz needs; cargo-fuzz itself comes from crates.io the first time).
+if ! rustup toolchain list | grep -q '^nightly'; then
+  echo "cargo fuzz needs the nightly toolchain: rustup toolchain install nightly" >&2
+  exit 1
+fi
+cargo fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --locked --quiet
+for target in routing draining; do
+  step "cargo fuzz $target"
+  if ! (cd rust/kernels && cargo +nightly fuzz run -O "$target" -- -runs=20000 -max_len=4096) \
+    >"$fuzz_log" 2>&1; then
+    cat "$fuzz_log"
+    exit 1
+  fi
+  tail -n 1 "$fuzz_log"
+done
