@@ -27,6 +27,8 @@ from typing import Any
 
 from pulsar_oracle import NEWEST, ROOT
 
+from keyshared.hashing import sticky_key_hash
+
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
 HTTP_TIMEOUT_S = 10.0
@@ -92,6 +94,17 @@ appender.out.layout.pattern = %d{HH:mm:ss.SSS} %-5level [%t] %c{1} - %msg%n
 rootLogger.level = info
 rootLogger.appenderRef.out.ref = out
 """
+
+
+def owner_by_ranges(stats: Any, key: str, subscription: str = "sub") -> str | None:
+    """The consumer whose ``keyHashRangeArrays`` in a topic's stats contain the key's sticky
+    hash, read straight from the broker's stats."""
+    h = sticky_key_hash(key)
+    for c in stats["subscriptions"][subscription]["consumers"]:
+        if any(s <= h <= e for s, e in c["keyHashRangeArrays"]):
+            name: str = c["consumerName"]
+            return name
+    return None
 
 
 class BrokerUnavailable(RuntimeError):

@@ -66,6 +66,25 @@ class Tally:
         record(f"{self.version} {area}", self.cases, min(self.differences, 1))
 
 
+def run_machine(machine: Any, tally: Tally, area: str, examples: int, steps: int) -> None:
+    """Runs a hypothesis state machine against the oracle, recording its cases under area."""
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    try:
+        run_state_machine_as_test(
+            machine,
+            settings=settings(
+                max_examples=examples,
+                stateful_step_count=steps,
+                deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            ),
+        )
+    finally:
+        tally.record(area)
+
+
 class OracleError(RuntimeError):
     """The oracle answered a request with an error (a bad request or a Java exception)."""
 

@@ -26,12 +26,11 @@ from typing import Any
 
 import pulsar
 import pytest
-from pulsar_broker import PulsarBroker
+from pulsar_broker import PulsarBroker, owner_by_ranges
 from pulsar_oracle import LTS, NEWEST, record
 
 from keyshared.cli import main
 from keyshared.explain import Explanation, explain_subscription, read_subscription
-from keyshared.hashing import sticky_key_hash
 
 FIXTURES = Path(__file__).parent / "fixtures" / "stats"
 TIMEOUT_S = 60.0
@@ -87,17 +86,6 @@ def _receive(consumers: Mapping[str, pulsar.Consumer], want: int) -> dict[str, l
         assert now < deadline, f"{count} of {want} messages came in {TIMEOUT_S} s"
 
 
-def _owner_by_ranges(stats: Mapping[str, Any], key: str) -> str | None:
-    """The consumer whose keyHashRangeArrays contain the key's hash, read straight from the
-    broker's stats."""
-    h = sticky_key_hash(key)
-    for c in stats["subscriptions"][SUB]["consumers"]:
-        if any(s <= h <= e for s, e in c["keyHashRangeArrays"]):
-            name: str = c["consumerName"]
-            return name
-    return None
-
-
 class Scene:
     """The run: stats before the join and while held, and the keys each consumer received
     after the join."""
@@ -112,13 +100,13 @@ class Scene:
             _subscribe(c, topic, STUCK, queue=5)
             self._send(producer, FIRST)
             before = broker.topic_stats(topic)
-            for_holders = sum(_owner_by_ranges(before, k) in HOLDERS for k in FIRST)
+            for_holders = sum(owner_by_ranges(before, k) in HOLDERS for k in FIRST)
             self.first = _receive(holders, for_holders)
             self.before = broker.topic_stats(topic)
             holders[NEWCOMER] = _subscribe(c, topic, NEWCOMER)
             self._send(producer, SAMPLE)
             self.joined = broker.topic_stats(topic)
-            owned = sum(_owner_by_ranges(self.joined, k) in HOLDERS for k in SAMPLE)
+            owned = sum(owner_by_ranges(self.joined, k) in HOLDERS for k in SAMPLE)
             self.second = _receive(holders, owned)
             self.held = broker.topic_stats(topic)
             # The same, read by the CLI from the admin endpoint while the consumers are on.
@@ -194,7 +182,7 @@ def held_pairs(scene: Scene) -> Pairs:
 
 def blocked_pairs(scene: Scene) -> Pairs:
     e = _explanation(scene)
-    owned = {k for k in SAMPLE if _owner_by_ranges(scene.held, k) == NEWCOMER}
+    owned = {k for k in SAMPLE if owner_by_ranges(scene.held, k) == NEWCOMER}
     received = set(scene.second[NEWCOMER])
     blocked = {k for h in e.held for k in h.keys}
     assert owned - received, "the newcomer received every key of its ranges"
@@ -208,7 +196,7 @@ def owner_pairs(scene: Scene) -> Pairs:
     e = _explanation(scene)
     sample = explain_subscription(read_subscription(scene.held, SUB), keys=SAMPLE)
     answers = {k.key: k for k in sample.keys}
-    pairs: Pairs = [(_owner_by_ranges(scene.held, k), answers[k].owner) for k in SAMPLE]
+    pairs: Pairs = [(owner_by_ranges(scene.held, k), answers[k].owner) for k in SAMPLE]
     # Whoever received a key after the join is its owner (the stuck consumer receives none).
     pairs += [(name, answers[k].owner) for name, keys in scene.second.items() for k in set(keys)]
     consumers = scene.held["subscriptions"][SUB]["consumers"]

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pulsar_broker import owner_by_ranges
 
 from keyshared import ConsistentHashingStickyKeyConsumerSelector
 from keyshared.cli import main
@@ -199,19 +200,10 @@ def test_the_recorded_held_hashes_name_holders_and_blocked_keys(release: str) ->
     assert {h.owner for h in e.held} == {"newcomer"}
     # What the broker did not deliver to the newcomer is exactly what the held hashes block.
     received = json.loads((FIXTURES / f"held.received{release}.json").read_text())
-    owned = {k for k in sample() if _owner(stats, k) == "newcomer"}
+    owned = {k for k in sample() if owner_by_ranges(stats, k) == "newcomer"}
     blocked = {k for h in e.held for k in h.keys}
     assert blocked and blocked <= owned
     assert owned - set(received["newcomer"]) == blocked
-
-
-def _owner(stats: Any, key: str) -> str | None:
-    h = sticky_key_hash(key)
-    for c in stats["subscriptions"][SUB]["consumers"]:
-        if any(s <= h <= e for s, e in c["keyHashRangeArrays"]):
-            name: str = c["consumerName"]
-            return name
-    return None
 
 
 def test_the_recorded_stuck_consumer_and_key_answers() -> None:
@@ -223,7 +215,7 @@ def test_the_recorded_stuck_consumer_and_key_answers() -> None:
     assert answers["key-7"].hash == sticky_key_hash("key-7") == held_7.hash
     assert (answers["key-7"].owner, answers["key-7"].held_by) == ("newcomer", held_7.held_by)
     assert answers["new-3"].held_by is None
-    assert answers["new-3"].owner == _owner(held(), "new-3")
+    assert answers["new-3"].owner == owner_by_ranges(held(), "new-3")
 
 
 def test_a_consumer_blocked_on_unacked_messages_is_named() -> None:

@@ -13,16 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     invariant,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
-from pulsar_oracle import LTS, NEWEST, Oracle, OracleError, Tally, record_kept
+from pulsar_oracle import LTS, NEWEST, Oracle, OracleError, Tally, record_kept, run_machine
 
 from keyshared import DrainingHashesTracker, HashRange, PendingAcksMap
 
@@ -499,18 +497,7 @@ def machine_for(oracle: Oracle, tally: Tally) -> type[RuleBasedStateMachine]:
 
 def run_against(oracle: Oracle) -> None:
     tally = Tally(oracle.version)
-    try:
-        run_state_machine_as_test(
-            machine_for(oracle, tally),
-            settings=settings(
-                max_examples=EXAMPLES,
-                stateful_step_count=STEPS,
-                deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-            ),
-        )
-    finally:
-        tally.record("draining")
+    run_machine(machine_for(oracle, tally), tally, "draining", EXAMPLES, STEPS)
 
 
 def test_same_as_pulsar_newest(oracle: Oracle) -> None:

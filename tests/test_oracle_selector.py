@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -24,9 +23,8 @@ from hypothesis.stateful import (
     invariant,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
-from pulsar_oracle import Oracle, Tally, record
+from pulsar_oracle import Oracle, Tally, record, run_machine
 
 from keyshared import (
     ConsistentHashingStickyKeyConsumerSelector,
@@ -141,18 +139,7 @@ def machine_for(oracle: Oracle, tally: Tally) -> type[RuleBasedStateMachine]:
 
 def run_against(oracle: Oracle) -> None:
     tally = Tally(oracle.version)
-    try:
-        run_state_machine_as_test(
-            machine_for(oracle, tally),
-            settings=settings(
-                max_examples=EXAMPLES,
-                stateful_step_count=STEPS,
-                deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-            ),
-        )
-    finally:
-        tally.record("selector")
+    run_machine(machine_for(oracle, tally), tally, "selector", EXAMPLES, STEPS)
 
 
 def test_same_as_pulsar(pulsar_release: Oracle) -> None:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.errors import AnalysisException, IllegalArgumentException
 from pyspark.sql import SparkSession
-from test_spark_jvm import spark_sql
+from test_spark_jvm import keyshared_sql
 
 from keyshared import (
     HashRange,
@@ -22,7 +22,7 @@ from keyshared import (
     split_hashes,
     sticky_key_hashes,
 )
-from spark_udfs import EXTENSIONS, HIVE_CLASSES, LAYOUT_CONF, jar_path, register, with_routing
+from spark_udfs import HIVE_CLASSES, LAYOUT_CONF, jar_path, register, with_routing
 
 
 @pytest.fixture(autouse=True)
@@ -132,15 +132,7 @@ def test_hive_ks_route_takes_a_constant_key(tmp_path: Path) -> None:
         f" hive_ks_route(CAST(NULL AS string), NULL, 'hello').bucket,"
         f" hive_ks_key_hash('hello'), ks_route('hello').bucket;"
     )
-    rows = spark_sql(
-        tmp_path,
-        "--jars",
-        str(jar_path()),
-        "--conf",
-        f"spark.sql.extensions={EXTENSIONS}",
-        "-e",
-        sql,
-    )
+    rows = keyshared_sql(tmp_path, sql)
     default = TopicLayout.initial(1).route("hello")
     segment_id, bucket = layout.route("hello")
     want = [
@@ -270,15 +262,7 @@ def test_hive_functions_hash_a_string_keys_bytes_as_they_are(tmp_path: Path) -> 
         " hive_ks_route(CAST(b AS STRING)).bucket, hive_ks_sticky_key_hash(CAST(b AS STRING))"
         f" FROM VALUES {values} AS t(i, b) ORDER BY i;"
     )
-    rows = spark_sql(
-        tmp_path,
-        "--jars",
-        str(jar_path()),
-        "--conf",
-        f"spark.sql.extensions={EXTENSIONS}",
-        "-e",
-        sql,
-    )
+    rows = keyshared_sql(tmp_path, sql)
     _, buckets = layout.route_keys(blobs)
     want = [
         [str(h), str(h), str(b), str(s)]

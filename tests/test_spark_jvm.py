@@ -325,6 +325,13 @@ def test_the_readme_python_block_runs(spark: SparkSession, tmp_path: Path) -> No
     assert got == list(zip(sorted(keys), segment_ids.tolist(), buckets.tolist(), strict=True))
 
 
+def keyshared_sql(cwd: Path, sql: str) -> list[list[str]]:
+    """``sql`` in the spark-sql shell with the keyshared jar and its session extension."""
+    return spark_sql(
+        cwd, "--jars", str(jar_path()), "--conf", f"spark.sql.extensions={EXTENSIONS}", "-e", sql
+    )
+
+
 def spark_sql(cwd: Path, *args: str) -> list[list[str]]:
     """Runs the spark-sql shell PySpark ships; its result rows, tab-separated."""
     import pyspark
@@ -365,9 +372,7 @@ def test_sql_alone_in_the_spark_sql_shell(tmp_path: Path) -> None:
         f" hive_ks_route(cast(k AS binary), NULL, 'n').bucket"
         f" FROM VALUES {values} AS t(k) ORDER BY k;"
     )
-    rows = spark_sql(
-        tmp_path, "--jars", str(jar), "--conf", f"spark.sql.extensions={EXTENSIONS}", "-e", sql
-    )
+    rows = keyshared_sql(tmp_path, sql)
 
     readme_keys = ["order-1", "order-2", "日本語"]
     readme_layout = TopicLayout.from_dict(

@@ -174,7 +174,8 @@ final class LoadBalanceOps {
     return load;
   }
 
-  private static ResourceUsage usage(JsonNode usage, String name) {
+  /** A {@code [usage, limit]} pair of a load report, shared with the transfer shedder's ops. */
+  static ResourceUsage usage(JsonNode usage, String name) {
     JsonNode pair = usage.path(name);
     if (pair.isMissingNode()) {
       return new ResourceUsage();
@@ -185,7 +186,8 @@ final class LoadBalanceOps {
     return new ResourceUsage(pair.get(0).doubleValue(), pair.get(1).doubleValue());
   }
 
-  private static double[] rates(JsonNode r, String where) {
+  /** {@code [msgRateIn, msgRateOut, msgThroughputIn, msgThroughputOut]}, named by {@code where}. */
+  static double[] rates(JsonNode r, String where) {
     if (!r.isArray() || r.size() != 4) {
       throw new IllegalArgumentException(where + " must be [msgRateIn, msgRateOut, "
           + "msgThroughputIn, msgThroughputOut], got " + r);

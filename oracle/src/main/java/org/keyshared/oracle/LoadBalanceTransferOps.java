@@ -31,7 +31,6 @@ import org.apache.pulsar.broker.loadbalance.extensions.store.LoadDataStore;
 import org.apache.pulsar.common.naming.NamespaceName;
 import org.apache.pulsar.common.naming.ServiceUnitId;
 import org.apache.pulsar.policies.data.loadbalancer.NamespaceBundleStats;
-import org.apache.pulsar.policies.data.loadbalancer.ResourceUsage;
 import org.apache.pulsar.policies.data.loadbalancer.SystemResourceUsage;
 import org.mockito.Mockito;
 
@@ -141,7 +140,7 @@ final class LoadBalanceTransferOps {
     round.path("top_bundles").fields().forEachRemaining(e -> {
       TopBundlesLoadData top = new TopBundlesLoadData();
       for (JsonNode entry : e.getValue()) {
-        double[] r = rates(entry.path(1), "top_bundles." + e.getKey());
+        double[] r = LoadBalanceOps.rates(entry.path(1), "args.rounds[].top_bundles." + e.getKey());
         NamespaceBundleStats stats = new NamespaceBundleStats();
         stats.msgRateIn = r[0];
         stats.msgRateOut = r[1];
@@ -271,33 +270,14 @@ final class LoadBalanceTransferOps {
       ServiceConfiguration conf) {
     JsonNode usage = Args.field(report, "usage");
     SystemResourceUsage system = new SystemResourceUsage();
-    system.setCpu(usage(usage, "cpu"));
-    system.setMemory(usage(usage, "memory"));
-    system.setDirectMemory(usage(usage, "direct_memory"));
-    system.setBandwidthIn(usage(usage, "bandwidth_in"));
-    system.setBandwidthOut(usage(usage, "bandwidth_out"));
-    double[] r = rates(report.path("rates"), where + ".report.rates");
+    system.setCpu(LoadBalanceOps.usage(usage, "cpu"));
+    system.setMemory(LoadBalanceOps.usage(usage, "memory"));
+    system.setDirectMemory(LoadBalanceOps.usage(usage, "direct_memory"));
+    system.setBandwidthIn(LoadBalanceOps.usage(usage, "bandwidth_in"));
+    system.setBandwidthOut(LoadBalanceOps.usage(usage, "bandwidth_out"));
+    double[] r =
+        LoadBalanceOps.rates(report.path("rates"), "args.rounds[]." + where + ".report.rates");
     data.update(system, r[2], r[3], r[0], r[1], 0, 0, conf);
-  }
-
-  private static ResourceUsage usage(JsonNode usage, String name) {
-    JsonNode pair = usage.path(name);
-    if (pair.isMissingNode()) {
-      return new ResourceUsage();
-    }
-    if (!pair.isArray() || pair.size() != 2) {
-      throw new IllegalArgumentException("usage." + name + " must be [usage, limit], got " + pair);
-    }
-    return new ResourceUsage(pair.get(0).doubleValue(), pair.get(1).doubleValue());
-  }
-
-  private static double[] rates(JsonNode r, String where) {
-    if (!r.isArray() || r.size() != 4) {
-      throw new IllegalArgumentException("args.rounds[]." + where + " must be [msgRateIn, "
-          + "msgRateOut, msgThroughputIn, msgThroughputOut], got " + r);
-    }
-    return new double[] {r.get(0).doubleValue(), r.get(1).doubleValue(), r.get(2).doubleValue(),
-        r.get(3).doubleValue()};
   }
 
   private static Map<String, Long> counts(UnloadCounter counter) {
