@@ -73,7 +73,7 @@ def pulsar_broker() -> Iterator["PulsarBroker"]:
 
 @pytest.fixture(scope="session", params=["newest", "lts"])
 def pulsar_release(request: pytest.FixtureRequest) -> "Oracle":
-    """Each release the selector and tracker are checked against in turn: 4.2.4, then 4.0.7."""
+    """Each release a class is checked against in turn: 4.2.4, then 4.0.7."""
     running: Oracle = request.getfixturevalue(
         "oracle" if request.param == "newest" else "oracle_lts"
     )

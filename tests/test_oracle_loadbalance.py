@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pulsar_oracle import LTS, NEWEST, Oracle, record, record_kept
+from pulsar_oracle import LTS, Oracle, record, record_kept
 
 from keyshared.loadbalance import (
     AvgShedder,
@@ -91,18 +91,9 @@ PULSAR_LTS_AVG_ORDER = (
 )
 
 
-@pytest.fixture(params=[NEWEST, LTS])
-def pulsar(request: pytest.FixtureRequest) -> Oracle:
-    """Each release in turn: the session's oracle of that version."""
-    fixture = "oracle" if request.param == NEWEST else "oracle_lts"
-    running: Oracle = request.getfixturevalue(fixture)
-    assert running.version == request.param
-    return running
-
-
-def profile(pulsar: Oracle) -> str:
+def profile(pulsar_release: Oracle) -> str:
     """keyshared's ``pulsar_version`` for the release the oracle runs."""
-    return "4.0" if pulsar.version == LTS else "4.2"
+    return "4.0" if pulsar_release.version == LTS else "4.2"
 
 
 def outcome(call: Callable[[], Any]) -> Any:
@@ -117,8 +108,8 @@ def pulsar_outcome(answer: Any) -> Any:
     return "error" if isinstance(answer, dict) and "error" in answer else answer
 
 
-def kept(pulsar: Oracle, area: str, why: str) -> None:
-    record_kept(f"{pulsar.version} loadbalance {area}", why)
+def kept(pulsar_release: Oracle, area: str, why: str) -> None:
+    record_kept(f"{pulsar_release.version} loadbalance {area}", why)
 
 
 # --- Bundles of a namespace ----------------------------------------------------------------
@@ -153,7 +144,7 @@ def keyshared_range(bundle: NamespaceBundle) -> list[int]:
 
 @SETTINGS
 @given(seed=st.integers(0, 2**32), locals_=st.lists(local_names, min_size=1, max_size=40))
-def test_bundle_lookups(pulsar: Oracle, seed: int, locals_: list[str]) -> None:
+def test_bundle_lookups(pulsar_release: Oracle, seed: int, locals_: list[str]) -> None:
     rng = random.Random(seed)
     cases = []
     for _ in range(20):
@@ -168,8 +159,8 @@ def test_bundle_lookups(pulsar: Oracle, seed: int, locals_: list[str]) -> None:
                 "hashes": random_hashes(rng, partitions),
             }
         )
-    answers = pulsar.call("lb.bundles.find", cases=cases)
-    version = profile(pulsar)
+    answers = pulsar_release.call("lb.bundles.find", cases=cases)
+    version = profile(pulsar_release)
     differences = compared = 0
     for case, answer in zip(cases, answers, strict=True):
         bundles = NamespaceBundles(case["namespace"], tuple(case["partitions"]))
@@ -185,12 +176,12 @@ def test_bundle_lookups(pulsar: Oracle, seed: int, locals_: list[str]) -> None:
             if hash_value == RING == case["partitions"][-1]:
                 assert "IndexOutOfBounds" in theirs["error"]
                 assert ours == case["partitions"][-2:]
-                kept(pulsar, "bundle lookups", "PULSAR_LAST_HASH")
+                kept(pulsar_release, "bundle lookups", "PULSAR_LAST_HASH")
                 continue
             compared += 1
             differences += ours != pulsar_outcome(theirs)
             assert ours == pulsar_outcome(theirs), (case["partitions"], hash_value, theirs)
-    record(f"{pulsar.version} loadbalance bundle lookups", compared, differences)
+    record(f"{pulsar_release.version} loadbalance bundle lookups", compared, differences)
 
 
 def random_split_case(rng: random.Random) -> dict[str, Any]:
@@ -222,14 +213,14 @@ def keyshared_split(case: dict[str, Any]) -> Any:
 
 @SETTINGS
 @given(seed=st.integers(0, 2**32))
-def test_split_bundles(pulsar: Oracle, seed: int) -> None:
+def test_split_bundles(pulsar_release: Oracle, seed: int) -> None:
     rng = random.Random(seed)
     cases = [random_split_case(rng) for _ in range(100)]
-    answers = pulsar.call("lb.bundles.split", cases=cases)
+    answers = pulsar_release.call("lb.bundles.split", cases=cases)
     for case, theirs in zip(cases, answers, strict=True):
         ours = outcome(lambda c=case: keyshared_split(c))
         assert ours == pulsar_outcome(theirs), (case, theirs)
-    record(f"{pulsar.version} loadbalance split bundles", len(cases))
+    record(f"{pulsar_release.version} loadbalance split bundles", len(cases))
 
 
 # --- Split algorithms ----------------------------------------------------------------------
@@ -337,18 +328,18 @@ def check_boundaries(
 
 @SETTINGS
 @given(seed=st.integers(0, 2**32), locals_=st.lists(local_names, min_size=2, max_size=30))
-def test_split_algorithms(pulsar: Oracle, seed: int, locals_: list[str]) -> None:
+def test_split_algorithms(pulsar_release: Oracle, seed: int, locals_: list[str]) -> None:
     locals_ = list(dict.fromkeys(locals_))
     rng = random.Random(seed)
     cases = [random_algorithm_case(rng, locals_) for _ in range(100)]
-    answers = pulsar.call("lb.split_algorithm", cases=cases)
+    answers = pulsar_release.call("lb.split_algorithm", cases=cases)
     for case, answer in zip(cases, answers, strict=True):
         ours = keyshared_boundaries(case)
         why = check_boundaries(case, ours, answer["boundaries"])
         if why is None:
-            record(f"{pulsar.version} loadbalance {case['algorithm']}", 1)
+            record(f"{pulsar_release.version} loadbalance {case['algorithm']}", 1)
         else:
-            kept(pulsar, case["algorithm"], why)
+            kept(pulsar_release, case["algorithm"], why)
 
 
 # --- TopKBundles ---------------------------------------------------------------------------
@@ -377,7 +368,7 @@ def top_rank(rates: MessageRates) -> tuple[int, int, int]:
 
 @SETTINGS
 @given(seed=st.integers(0, 2**32))
-def test_top_k_bundles(pulsar: Oracle, seed: int) -> None:
+def test_top_k_bundles(pulsar_release: Oracle, seed: int) -> None:
     rng = random.Random(seed)
     namespaces = NAMESPACES + SYSTEM_NAMESPACES + V1_SYSTEM_NAMESPACES
     cases = []
@@ -386,19 +377,19 @@ def test_top_k_bundles(pulsar: Oracle, seed: int) -> None:
         scale = rng.choice((1e3, 1e5, 1e7))
         stats = {n: random_rates(rng, scale) for n in sorted(names)[: rng.randrange(31)]}
         cases.append({"bundle_stats": stats, "topk": rng.choice((0, 1, 3, 10, 40))})
-    answers = pulsar.call("lb.top_k", cases=cases)
+    answers = pulsar_release.call("lb.top_k", cases=cases)
     compared = 0
     for case, answer in zip(cases, answers, strict=True):
         stats = {n: MessageRates(*r) for n, r in case["bundle_stats"].items()}
-        ours = keyshared_top_k(stats, case["topk"], profile(pulsar))
+        ours = keyshared_top_k(stats, case["topk"], profile(pulsar_release))
         if case["topk"] == 0 and "error" in answer:
             assert "fromIndex(0) > toIndex(-1)" in answer["error"] and ours == []
-            kept(pulsar, "top k bundles", "PULSAR_TOPK_ZERO")
+            kept(pulsar_release, "top k bundles", "PULSAR_TOPK_ZERO")
             continue
         theirs = answer["bundles"]
         assert equal_up_to_ties(theirs, ours, lambda b, s=stats: top_rank(s[b])), (case, theirs)
         compared += 1
-    record(f"{pulsar.version} loadbalance top k bundles", compared)
+    record(f"{pulsar_release.version} loadbalance top k bundles", compared)
 
 
 def keyshared_top_k(stats: dict[str, MessageRates], topk: int, version: str) -> list[str]:
@@ -432,7 +423,7 @@ V1_TOPICS = (
 )
 
 
-def test_v1_topic_names(pulsar: Oracle) -> None:
+def test_v1_topic_names(pulsar_release: Oracle) -> None:
     """Pulsar 4.2 and master (PIP-457) refuse ``domain://tenant/cluster/ns/topic`` and any
     local name holding ``/``, as keyshared does by default; 4.0.7 reads them as v1 names,
     and short names by their non-empty parts, as keyshared's 4.0 profile does."""
@@ -441,8 +432,8 @@ def test_v1_topic_names(pulsar: Oracle) -> None:
         {"namespace": ns, "partitions": partitions, "topics": [topic], "hashes": []}
         for ns, topic in V1_TOPICS
     ]
-    answers = pulsar.call("lb.bundles.find", cases=cases)
-    version = profile(pulsar)
+    answers = pulsar_release.call("lb.bundles.find", cases=cases)
+    version = profile(pulsar_release)
     found = differences = 0
     for (namespace, topic), answer in zip(V1_TOPICS, answers, strict=True):
         bundles = NamespaceBundles(namespace, tuple(partitions))
@@ -458,8 +449,8 @@ def test_v1_topic_names(pulsar: Oracle) -> None:
         assert ours == pulsar_outcome(theirs), (namespace, topic, theirs)
         found += ours != "error"
     # 4.0.7 finds the v1 names' bundles, 4.2.4 none.
-    assert (found > 0) == (pulsar.version == LTS)
-    record(f"{pulsar.version} loadbalance v1 topic names", len(V1_TOPICS), differences)
+    assert (found > 0) == (pulsar_release.version == LTS)
+    record(f"{pulsar_release.version} loadbalance v1 topic names", len(V1_TOPICS), differences)
 
 
 # --- Shedders ------------------------------------------------------------------------------
@@ -658,7 +649,7 @@ def check_state(name: str, theirs: Any, ours: Any) -> None:
 @pytest.mark.parametrize("name", sorted(SHEDDERS))
 @SETTINGS
 @given(data=st.data(), seed=st.integers(0, 2**32))
-def test_shedders(pulsar: Oracle, name: str, data: st.DataObject, seed: int) -> None:
+def test_shedders(pulsar_release: Oracle, name: str, data: st.DataObject, seed: int) -> None:
     config = data.draw(SHEDDER_CONFIGS[name], label="config")
     resource_weights = data.draw(weights, label="weights") if name in WEIGHTED else {}
     rng = random.Random(seed)
@@ -669,19 +660,19 @@ def test_shedders(pulsar: Oracle, name: str, data: st.DataObject, seed: int) -> 
     for _ in range(25):
         present = rng.sample(brokers, rng.randrange(1, len(brokers) + 1))
         rounds.append(random_round(rng, present if rng.random() < 0.2 else brokers, system))
-    handle = pulsar.call(
+    handle = pulsar_release.call(
         "lb.shedder.new", strategy=name, conf=pulsar_conf(config, resource_weights)
     )
     try:
-        answers = pulsar.call("lb.shedder.run", handle=handle, rounds=rounds)
+        answers = pulsar_release.call("lb.shedder.run", handle=handle, rounds=rounds)
     finally:
-        pulsar.call("close", handle=handle)
-    kwargs = dict(config, pulsar_version=profile(pulsar))
+        pulsar_release.call("close", handle=handle)
+    kwargs = dict(config, pulsar_version=profile(pulsar_release))
     if resource_weights:
         kwargs["resource_weights"] = ResourceWeights(**resource_weights)
     shedder = SHEDDERS[name](**kwargs)
     state: Any = None
-    area = f"{pulsar.version} loadbalance {name} shedder"
+    area = f"{pulsar_release.version} loadbalance {name} shedder"
     for round_, answer in zip(rounds, answers, strict=True):
         load = keyshared_load(round_)
         if name in ("threshold", "avg"):
@@ -691,10 +682,10 @@ def test_shedders(pulsar: Oracle, name: str, data: st.DataObject, seed: int) -> 
         state = result.state
         if (
             name == "avg"
-            and pulsar.version == LTS
+            and pulsar_release.version == LTS
             and lts_order_differs(answer["state"]["sorted"], load, shedder)
         ):
-            kept(pulsar, f"{name} shedder", "PULSAR_LTS_AVG_ORDER")
+            kept(pulsar_release, f"{name} shedder", "PULSAR_LTS_AVG_ORDER")
             # The rounds after it no longer share a history: start both afresh.
             return
         assert same_unloads(answer["unloads"], result.unloads, load), (round_, answer, result)

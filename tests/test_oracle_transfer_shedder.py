@@ -36,10 +36,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pulsar_oracle import LTS, NEWEST, Oracle, record, record_kept
+from pulsar_oracle import Oracle, record, record_kept
 
 from keyshared.loadbalance import (
     BrokerLoad,
@@ -75,17 +74,8 @@ PULSAR_NAN_STD = (
 )
 
 
-@pytest.fixture(params=[NEWEST, LTS])
-def pulsar(request: pytest.FixtureRequest) -> Oracle:
-    """Each release in turn: the session's oracle of that version."""
-    fixture = "oracle" if request.param == NEWEST else "oracle_lts"
-    running: Oracle = request.getfixturevalue(fixture)
-    assert running.version == request.param
-    return running
-
-
-def kept(pulsar: Oracle, why: str) -> None:
-    record_kept(f"{pulsar.version} loadbalance transfer shedder", why)
+def kept(pulsar_release: Oracle, why: str) -> None:
+    record_kept(f"{pulsar_release.version} loadbalance transfer shedder", why)
 
 
 # --- Configuration -------------------------------------------------------------------------
@@ -380,7 +370,7 @@ def pulsar_swap() -> Iterator[None]:
         transfer_module._swap = swap  # type: ignore[assignment]
 
 
-def compare(pulsar: Oracle, answer: dict[str, Any], result: Any, area: str) -> None:
+def compare(pulsar_release: Oracle, answer: dict[str, Any], result: Any, area: str) -> None:
     """Asserts that keyshared's round is Pulsar's, but for differences kept on purpose."""
     assert decisions(result) == answer["unloads"], (answer, result)
     assert len({(u.source_broker, u.service_unit) for u in result.unloads}) == len(result.unloads)
@@ -398,7 +388,7 @@ def compare(pulsar: Oracle, answer: dict[str, Any], result: Any, area: str) -> N
     nan_std = answer["load_std"] == "NaN"
     if nan_std:
         assert result.load_std == 0.0, (answer, result)
-        kept(pulsar, "PULSAR_NAN_STD")
+        kept(pulsar_release, "PULSAR_NAN_STD")
     else:
         assert same_number(answer["load_std"], result.load_std), (answer, result)
     if answer["std_after"] == "NaN" and nan_std and not result.unloads:
@@ -412,18 +402,18 @@ def compare(pulsar: Oracle, answer: dict[str, Any], result: Any, area: str) -> N
 @SETTINGS
 @given(config=CONFIG, resource_weights=weights, seed=st.integers(0, 2**32))
 def test_transfer_shedder(
-    pulsar: Oracle, config: dict[str, Any], resource_weights: dict[str, float], seed: int
+    pulsar_release: Oracle, config: dict[str, Any], resource_weights: dict[str, float], seed: int
 ) -> None:
     rng = random.Random(seed)
     cluster = Cluster(rng, config)
     rounds = [cluster.round(i) for i in range(ROUNDS)]
     inputs = [shedder_inputs(r) for r, _ in rounds]
     sent = [oracle_round(r, i) for (r, _), i in zip(rounds, inputs, strict=True)]
-    handle = pulsar.call("lb.transfer.new", conf=pulsar_conf(config, resource_weights))
+    handle = pulsar_release.call("lb.transfer.new", conf=pulsar_conf(config, resource_weights))
     try:
-        answers = pulsar.call("lb.transfer.run", handle=handle, rounds=sent)
+        answers = pulsar_release.call("lb.transfer.run", handle=handle, rounds=sent)
     finally:
-        pulsar.call("close", handle=handle)
+        pulsar_release.call("close", handle=handle)
     kwargs = {
         k: v
         for k, v in config.items()
@@ -438,7 +428,7 @@ def test_transfer_shedder(
     )
     reports = Reports()
     state = TransferShedderState()
-    area = f"{pulsar.version} loadbalance transfer shedder"
+    area = f"{pulsar_release.version} loadbalance transfer shedder"
     for (round_, now), shed_inputs, answer in zip(rounds, inputs, answers, strict=True):
         load = reports.load(round_, now)
         if round_.get("registry_fails"):
@@ -451,7 +441,7 @@ def test_transfer_shedder(
                     load, state, now_ms=now, inputs=shed_inputs
                 ).state.broker_load_ema,
             )
-            compare(pulsar, answer, result, area)
+            compare(pulsar_release, answer, result, area)
             continue
         recent = {b: now - age for b, age in round_["recently_unloaded_brokers"].items()}
         result = shedder.find_bundles_for_unloading(
@@ -470,9 +460,9 @@ def test_transfer_shedder(
                 for broker in idle
                 for bundle, _ in round_["top_bundles"].get(broker, ())
             ), (answer, result)
-            compare(pulsar, answer, as_pulsar, area)
-            kept(pulsar, "PULSAR_SWAP_RECENT")
+            compare(pulsar_release, answer, as_pulsar, area)
+            kept(pulsar_release, "PULSAR_SWAP_RECENT")
             state = as_pulsar.state
             continue
-        compare(pulsar, answer, result, area)
+        compare(pulsar_release, answer, result, area)
         state = result.state
