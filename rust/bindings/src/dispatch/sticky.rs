@@ -64,8 +64,8 @@ impl PyStickyKeyDispatcher {
                 let parts = Parts {
                     selector: &mut *selector,
                     acks: &mut acks,
-                    redelivery: &mut *redelivery,
-                    tracker: &mut *tracker,
+                    redelivery: &mut redelivery,
+                    tracker: &mut tracker,
                 };
                 f(kernel, parts)
             };
