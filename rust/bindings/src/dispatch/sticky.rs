@@ -15,7 +15,7 @@ use crate::errors::Raise;
 use crate::pending_acks::{tuple, Ack, PyPendingAcksMap};
 use crate::redelivery::{look_ahead_config, PyMessageRedeliveryController};
 use crate::rings::PyConsistentHashingSelector;
-use crate::state::{lock, notify};
+use crate::state::{lock, notify, with_state};
 use keyshared_kernels::dispatch::sticky::{Parts, ReadEntry, StickyKeyDispatcher};
 use keyshared_kernels::pending_acks::PendingAcks;
 use keyshared_kernels::redelivery::{MessageRedeliveryController, Position};
@@ -189,8 +189,8 @@ impl PyStickyKeyDispatcher {
     }
 
     #[getter]
-    fn flow_control(&self) -> bool {
-        lock(&self.own).kernel.flow_control()
+    fn flow_control(&self, py: Python<'_>) -> bool {
+        with_state(py, &self.own, |own| own.kernel.flow_control())
     }
 
     /// Adds the consumer to the ring (ValueError if its id is there already); returns its
@@ -260,9 +260,11 @@ impl PyStickyKeyDispatcher {
     }
 
     /// The consumer the ring gives a sticky key hash; None with no consumer.
-    fn select(&self, sticky_key_hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+    fn select(&self, py: Python<'_>, sticky_key_hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         let RingHash(hash) = arg(sticky_key_hash, "sticky_key_hash")?;
-        Ok(lock(&self.selector.get().state).select(hash))
+        Ok(with_state(py, &self.selector.get().state, |s| {
+            s.select(hash)
+        }))
     }
 
     /// A normal read of one entry: sent to the selected consumer if nothing holds it back,
@@ -324,10 +326,15 @@ impl PyStickyKeyDispatcher {
     }
 
     /// The consumer asks for `permits` more messages (Pulsar's `consumerFlow`).
-    fn flow(&self, consumer_id: &Bound<'_, PyAny>, permits: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn flow(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+        permits: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let BatchSize(permits) = arg(permits, "permits")?;
-        lock(&self.own).kernel.flow(consumer, permits).py()
+        with_state(py, &self.own, |own| own.kernel.flow(consumer, permits)).py()
     }
 
     /// Sets the consumer's unacked-messages limit (0 = none) and the average messages per
@@ -335,6 +342,7 @@ impl PyStickyKeyDispatcher {
     #[pyo3(signature = (consumer_id, *, max_unacked_messages=None, avg_messages_per_entry=None))]
     fn set_consumer_limits(
         &self,
+        py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
         max_unacked_messages: Option<&Bound<'_, PyAny>>,
         avg_messages_per_entry: Option<&Bound<'_, PyAny>>,
@@ -342,10 +350,11 @@ impl PyStickyKeyDispatcher {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let max = opt_arg::<BatchSize>(max_unacked_messages, "max_unacked_messages")?;
         let avg = opt_arg::<BatchSize>(avg_messages_per_entry, "avg_messages_per_entry")?;
-        lock(&self.own)
-            .kernel
-            .set_consumer_limits(consumer, max.map(|m| m.0), avg.map(|a| a.0))
-            .py()
+        let (max, avg) = (max.map(|m| m.0), avg.map(|a| a.0));
+        with_state(py, &self.own, |own| {
+            own.kernel.set_consumer_limits(consumer, max, avg)
+        })
+        .py()
     }
 
     /// How many entries the dispatcher may send the consumer now (Pulsar's
@@ -361,9 +370,10 @@ impl PyStickyKeyDispatcher {
     }
 
     /// The redelivery-queue length at which normal reads stop, for the consumers now.
-    fn get_effective_look_ahead_limit(&self) -> i64 {
-        let own = lock(&self.own);
-        own.kernel.effective_look_ahead_limit(own.maps.len())
+    fn get_effective_look_ahead_limit(&self, py: Python<'_>) -> i64 {
+        with_state(py, &self.own, |own| {
+            own.kernel.effective_look_ahead_limit(own.maps.len())
+        })
     }
 
     /// Pulsar's `isNormalReadAllowed`: the redelivery queue is below the look-ahead limit
