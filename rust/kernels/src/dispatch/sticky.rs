@@ -160,14 +160,6 @@ impl StickyKeyDispatcher {
         self.flow_control
     }
 
-    pub fn look_ahead(&self) -> LookAheadConfig {
-        self.look_ahead
-    }
-
-    pub fn contains(&self, consumer: u64) -> bool {
-        self.consumers.contains_key(&consumer)
-    }
-
     /// Connects a consumer (with no permits) whose pending acks the caller adds to `acks`
     /// afterwards; returns the notice for the unblocking handler. On an error nothing
     /// changes.
