@@ -36,6 +36,7 @@ FLOORS = [
     Floor("entry-bucket-dispatch-batch", "python", 3.0),
     Floor("bucketed-batcher", "python", 10.0),
     Floor("should-block-batch", "python", 20.0),
+    Floor("sticky-dispatch-read", "python", 5.0),
     Floor("cursor-ack-batch", "python", 20.0),
     Floor("ring-select-batch", "python", 20.0),
     # keyshared is the JVM ks_route here: 2.5x faster than the Arrow UDF and the pandas UDF,

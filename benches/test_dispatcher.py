@@ -1,16 +1,23 @@
 """Dispatcher state kernels against straightforward pure-Python implementations of the same
-semantics: draining-hash memory, batch should_block, batch cursor acks, single calls."""
+semantics: draining-hash memory, batch should_block, batch cursor acks, single calls; and
+the sticky-key dispatcher's reads against the Python dispatcher it replaced."""
 
+import importlib.util
 import itertools
+import statistics
+import time
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
+from ratios import PAIRED
 
-from keyshared import DrainingHashesTracker, SafeCursor
+from keyshared import DrainingHashesTracker, SafeCursor, StickyKeyDispatcher
 
 N = 1_000_000
 ALL_HASHES = 65_535  # every sticky key hash; 0 means "not set"
@@ -190,3 +197,93 @@ def test_cursor_ack_single_call(benchmark: Any, lib: str) -> None:
 
     per_call(benchmark, run)
     assert cursor.ack(0) is None
+
+
+def python_sticky_dispatcher() -> ModuleType:
+    """The Python dispatcher the kernel replaced, from the tests (its one copy)."""
+    path = Path(__file__).parent.parent / "tests" / "python_sticky_dispatcher.py"
+    spec = importlib.util.spec_from_file_location("python_sticky_dispatcher", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+READ = 10_000  # entries per read, as a broker's read of a busy topic
+CONSUMERS = 10
+
+
+STICKY_KEYS = np.random.default_rng(0).integers(1, 0x10000, 1_000)
+
+
+def sticky_entries(first: int, n: int, seed: int) -> list[tuple[int, int, int, int]]:
+    """n entries of the same 1,000 keys' hashes, batches of 1 to 4 messages."""
+    rng = np.random.default_rng(seed)
+    hashes = STICKY_KEYS[rng.integers(0, len(STICKY_KEYS), n)].tolist()
+    sizes = rng.integers(1, 5, n).tolist()
+    return [(7, first + i, h, s) for i, (h, s) in enumerate(zip(hashes, sizes, strict=True))]
+
+
+def busy_sticky(lib: str) -> Any:
+    """Ten consumers with 5,000 entries pending; an eleventh joins, so the hashes it takes
+    drain on their old consumers and a read holds some entries back; then the first
+    entries are acked. The timed read finds entries waiting for redelivery, and the replay
+    read sends them."""
+    cls = StickyKeyDispatcher if lib == "keyshared" else STICKY_PEER.PyStickyKeyDispatcher
+    d = cls(flow_control=True)
+    for c in range(CONSUMERS):
+        d.add_consumer(c, f"consumer-{c}")
+        d.flow(c, 1_000_000)
+    d.dispatch_read(FIRST_READ)
+    d.add_consumer(CONSUMERS, "newcomer")
+    d.flow(CONSUMERS, 1_000_000)
+    d.dispatch_read(SECOND_READ)
+    for c in range(CONSUMERS):
+        d.pending_acks(c).remove_all_up_to(*FIRST_READ[-1][:2])
+    return d
+
+
+STICKY_PEER = python_sticky_dispatcher()
+FIRST_READ = sticky_entries(0, 5_000, seed=1)
+SECOND_READ = sticky_entries(5_000, 2_000, seed=3)
+TIMED_READ = sticky_entries(7_000, READ, seed=2)
+BY_POSITION = {e[:2]: e for e in SECOND_READ + TIMED_READ}
+
+
+def read_and_replay(d: Any) -> tuple[list[Any], list[Any]]:
+    """One normal read, then a replay read of what the replay filter takes."""
+    read = d.dispatch_read(TIMED_READ)
+    replay = [BY_POSITION[p] for p in d.get_messages_to_replay_now(1_000)]
+    return read, d.dispatch_read(replay, replay=True)
+
+
+@pytest.mark.benchmark(group="sticky-dispatch-read")
+@pytest.mark.parametrize("lib", ["keyshared", "python"])
+def test_sticky_dispatch_read(benchmark: Any, lib: str) -> None:
+    ours, peer = busy_sticky("keyshared"), busy_sticky("python")
+    got, want = read_and_replay(ours), read_and_replay(peer)
+    assert got == want  # the same result for every entry, checked before timing
+    assert ours.redelivery.to_list() == peer.redelivery.to_list()
+    held = sum(not r.delivered for r in got[0])
+    assert 0 < held < READ, "the read should hold some entries back and send the rest"
+    assert any(r.delivered for r in got[1]), "the replay read should send some entries"
+
+    # Rounds are interleaved: the other variant runs before each round, so that both are
+    # timed in the same stretches of a busy machine's time, and each pair gives a ratio.
+    other = "python" if lib == "keyshared" else "keyshared"
+    other_times: list[float] = []
+
+    def setup() -> tuple[tuple[Any], dict[str, Any]]:
+        theirs = busy_sticky(other)
+        start = time.perf_counter()
+        read_and_replay(theirs)
+        other_times.append(time.perf_counter() - start)
+        return (busy_sticky(lib),), {}
+
+    benchmark.pedantic(read_and_replay, setup=setup, rounds=10, iterations=1)
+    if lib == "keyshared":
+        pairs = zip(other_times, benchmark.stats.stats.data, strict=True)
+        benchmark.extra_info[PAIRED + "python"] = statistics.median(t / o for t, o in pairs)
+    benchmark.extra_info["entries_per_read"] = READ
+    benchmark.extra_info["held_in_read"] = held
+    benchmark.extra_info["sent_in_replay"] = sum(r.delivered for r in got[1])

@@ -35,13 +35,18 @@ from keyshared.coordinator import (
     compute_assignment,
 )
 from keyshared.cursor import BucketCheckpoints, SafeCursor
+from keyshared.dispatch import (
+    DispatchResult,
+    EntryBucketDispatcher,
+    HoldReason,
+    StickyKeyDispatcher,
+)
 from keyshared.draining import (
     ConsumerDrainingHashesStats,
     DrainingHash,
     DrainingHashEntry,
     DrainingHashesTracker,
     PendingAcksMap,
-    StickyKeyDispatcher,
 )
 from keyshared.explain import (
     Explanation,
@@ -78,7 +83,6 @@ from keyshared.ownership import (
     BucketHandoff,
     BucketMove,
     EntryBucketConsumerSelector,
-    EntryBucketDispatcher,
     contiguous_assignment,
     impacted_consumers,
     lost_buckets,
@@ -107,8 +111,6 @@ from keyshared.policy import (
     resolve_auto_scale_config,
 )
 from keyshared.redelivery import (
-    DispatchResult,
-    HoldReason,
     MessageRedeliveryController,
     get_available_permits,
     get_effective_look_ahead_limit,

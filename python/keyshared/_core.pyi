@@ -1,5 +1,6 @@
 """Native kernels of keyshared (Rust). Users import them through ``keyshared``."""
 
+import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, final
 
@@ -20,12 +21,14 @@ __all__ = [
     "ConsistentHashingStickyKeyConsumerSelector",
     "ConsumerDrainingHashesStats",
     "ConsumerHashAssignmentsSnapshot",
+    "DispatchResult",
     "DrainingHash",
     "DrainingHashEntry",
     "DrainingHashesTracker",
     "EntryBucketConsumerSelector",
     "EntryBucketDispatcher",
     "HashRange",
+    "HoldReason",
     "ImpactedConsumersResult",
     "InFlightEntry",
     "InFlightWindow",
@@ -34,6 +37,7 @@ __all__ = [
     "PendingAcksMap",
     "RoutingTable",
     "SafeCursor",
+    "StickyKeyDispatcher",
     "SubscriptionFailurePolicy",
     "WindowAction",
     "__build_profile__",
@@ -834,6 +838,166 @@ class EntryBucketDispatcher:
 
     def withheld_buckets(self) -> tuple[int, ...]:
         """Buckets whose owner waits for another consumer's acks, ascending."""
+
+class HoldReason(enum.Enum):
+    """Why an entry was not sent; the value is the reason in snake_case."""
+
+    NO_CONSUMER = "no_consumer"
+    """No consumer serves the hash. With none connected the entry is not queued: Pulsar
+    rewinds the cursor instead."""
+    BLOCKED_IN_READ = "blocked_in_read"
+    """An earlier entry of the same hash was held in this read, so this one waits too."""
+    NO_PERMITS = "no_permits"
+    """The selected consumer has no permits (flow permits or unacked-messages room)."""
+    AWAITING_REDELIVERY = "awaiting_redelivery"
+    """A normal read of a hash with entries in the redelivery queue: they go first."""
+    DRAINING = "draining"
+    """The hash drains on another consumer (PIP-379) until its pending acks are acked."""
+    LOOK_AHEAD_LIMIT = "look_ahead_limit"
+    """The redelivery queue is at the effective look-ahead limit: Pulsar reads no further,
+    so the entry is not taken (not queued); offer it again later."""
+    PENDING_ACK_REFUSED = "pending_ack_refused"
+    """The consumer's pending-acks map refused the entry (the consumer is closing)."""
+
+@final
+class DispatchResult:
+    """What happened to one entry. ``consumer_id`` is the consumer it went to or, when held,
+    the consumer the selector picked (None when there is none or the hash was already held
+    in this read); ``draining_consumer_id`` is set for ``HoldReason.DRAINING``;
+    ``queued_for_redelivery`` says the dispatcher's redelivery queue now holds the entry.
+    Immutable, compared and hashed by value."""
+
+    def __new__(
+        cls,
+        ledger_id: int,
+        entry_id: int,
+        sticky_key_hash: int,
+        consumer_id: int | None,
+        held: HoldReason | None = None,
+        draining_consumer_id: int | None = None,
+        queued_for_redelivery: bool = False,
+    ) -> DispatchResult: ...
+    @property
+    def ledger_id(self) -> int: ...
+    @property
+    def entry_id(self) -> int: ...
+    @property
+    def sticky_key_hash(self) -> int: ...
+    @property
+    def consumer_id(self) -> int | None: ...
+    @property
+    def held(self) -> HoldReason | None: ...
+    @property
+    def draining_consumer_id(self) -> int | None: ...
+    @property
+    def queued_for_redelivery(self) -> bool: ...
+    @property
+    def delivered(self) -> bool:
+        """Whether the entry was sent (to ``consumer_id``)."""
+
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class StickyKeyDispatcher:
+    """Pulsar's ``PersistentStickyKeyDispatcherMultipleConsumers`` (PIP-379): a
+    consistent-hashing ``selector``, a draining-hashes ``tracker``, a ``redelivery`` queue,
+    one pending-acks map per consumer wired to the tracker, each consumer's permits and the
+    look-ahead limit. A read's entries are decided natively, without the GIL.
+
+    A consumer change registers, for every other consumer that lost hash ranges, the
+    pending acks in those ranges as draining; a draining hash then blocks dispatch to any
+    other consumer until its pending acks are acked (or its consumer leaves). A consumer
+    that gets ranges back releases its own draining hashes in them. A leaving consumer's
+    pending acks wait in ``redelivery`` (which empties when no consumer is left, as Pulsar
+    rewinds the cursor). Without ``flow_control`` a consumer may always take 2**31 - 1
+    entries under its unacked limit. Thread-safe: changes and reads are serialized; a call
+    that raises changes nothing."""
+
+    def __new__(
+        cls,
+        number_of_points: int = 100,
+        unblocking_handler: Callable[[int], object] | None = None,
+        dispatcher_name: str = "",
+        *,
+        flow_control: bool = False,
+        look_ahead_per_consumer: int | None = None,
+        look_ahead_per_subscription: int | None = None,
+        max_unacked_messages_per_consumer: int | None = None,
+        max_unacked_messages_per_subscription: int | None = None,
+    ) -> StickyKeyDispatcher:
+        """Look-ahead settings left None take Pulsar's defaults (2000 per consumer, 20000
+        per subscription, 50000 and 200000 unacked messages)."""
+
+    @property
+    def selector(self) -> ConsistentHashingStickyKeyConsumerSelector:
+        """Read it; change consumers through the dispatcher only."""
+
+    @property
+    def tracker(self) -> DrainingHashesTracker: ...
+    @property
+    def redelivery(self) -> MessageRedeliveryController: ...
+    @property
+    def flow_control(self) -> bool: ...
+    def add_consumer(self, consumer_id: int, name: str | bytes) -> PendingAcksMap:
+        """Adds the consumer to the ring (ValueError for an id already there); returns its
+        pending-acks map."""
+
+    def remove_consumer(self, consumer_id: int) -> list[tuple[int, int, int, int]]:
+        """Removes the consumer (KeyError if unknown). Its pending acks are closed and
+        returned, in order, as ``(ledger_id, entry_id, batch_size, sticky_key_hash)``; the
+        dispatcher also queues them in ``redelivery`` while other consumers remain."""
+
+    def pending_acks(self, consumer_id: int) -> PendingAcksMap:
+        """The consumer's pending-acks map (KeyError if unknown)."""
+
+    def select(self, sticky_key_hash: int) -> int | None: ...
+    def dispatch(
+        self, ledger_id: int, entry_id: int, sticky_key_hash: int, batch_size: int = 1
+    ) -> DispatchResult:
+        """A normal read of one entry (``dispatch_read`` of one)."""
+
+    def dispatch_read(
+        self, entries: Sequence[tuple[int, int, int, int]], *, replay: bool = False
+    ) -> list[DispatchResult]:
+        """Pulsar's ``trySendMessagesToConsumers`` for one read of ``(ledger_id, entry_id,
+        sticky_key_hash, batch_size)`` entries (ids in ``[0, 2**63 - 1]``, hash in
+        ``[1, 65535]``, batch size in messages), in order: one result per entry. A held
+        entry is queued for redelivery (but with no consumer connected, or past the
+        look-ahead limit of a normal read). A replay read (of positions from
+        ``get_messages_to_replay_now``) skips the redelivery-queue check and takes
+        delivered entries off the queue. Every entry is checked before anything changes."""
+
+    def get_messages_to_replay_now(self, max_messages_to_read: int = 100) -> list[tuple[int, int]]:
+        """Pulsar's replay filter: the queued positions a replay read takes now, in order,
+        at most ``max_messages_to_read``. A hash whose consumer has no permits or drains
+        elsewhere is skipped with all its later positions."""
+
+    def flow(self, consumer_id: int, permits: int) -> None:
+        """The consumer asks for ``permits`` more messages (Pulsar's ``consumerFlow``)."""
+
+    def set_consumer_limits(
+        self,
+        consumer_id: int,
+        *,
+        max_unacked_messages: int | None = None,
+        avg_messages_per_entry: int | None = None,
+    ) -> None:
+        """The consumer's unacked-messages limit (0 = none) and the average messages per
+        entry (at least 1) its room is divided by; None leaves a setting as it is."""
+
+    def get_available_permits(self, consumer_id: int) -> int:
+        """How many entries the dispatcher may send the consumer now."""
+
+    def get_effective_look_ahead_limit(self) -> int:
+        """The redelivery-queue length at which normal reads stop, for the consumers now."""
+
+    def is_normal_read_allowed(self) -> bool:
+        """The redelivery queue is below the look-ahead limit and some consumer has
+        permits."""
+
+    def ack(self, consumer_id: int, ledger_id: int, entry_id: int) -> bool:
+        """False if the entry was not pending for the consumer."""
 
 @final
 class KeySharedConsumerState:

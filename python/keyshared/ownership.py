@@ -1,6 +1,7 @@
 """PIP-486 bucket ownership on the broker: which consumer owns each of a segment's buckets,
 what moves when the consumers change, and the hand-off of a moving bucket; with Pulsar's
-``EntryBucketConsumerSelector`` and entry-bucket dispatcher (native) re-exported here.
+``EntryBucketConsumerSelector`` (native) re-exported here. The entry-bucket dispatcher is in
+``keyshared.dispatch``.
 
 One owner per bucket (a consumer may own several), so an entry, which always lies inside one
 bucket, goes to exactly one consumer. Consumers are identified by integer ids; Pulsar orders
@@ -19,7 +20,6 @@ import numpy.typing as npt
 from keyshared._checks import check_consumer_id, check_int
 from keyshared._core import (
     EntryBucketConsumerSelector,
-    EntryBucketDispatcher,
     ImpactedConsumersResult,
     impacted_consumers,
     register_draining_hashes,
@@ -389,7 +389,6 @@ __all__ = [
     "BucketHandoff",
     "BucketMove",
     "EntryBucketConsumerSelector",
-    "EntryBucketDispatcher",
     "ImpactedConsumersResult",
     "assignment_ranges",
     "check_consumer_id",

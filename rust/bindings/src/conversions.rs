@@ -20,8 +20,8 @@ use crate::errors::Raise;
 use crate::pending_acks::PyPendingAcksMap;
 use keyshared_kernels::buckets::{ring_hash, validate_splits, HashRange};
 use keyshared_kernels::cursor::MAX_OFFSET;
+use keyshared_kernels::dispatch::entry_bucket::Route;
 use keyshared_kernels::entry_bucket::validate_bucket_boundaries;
-use keyshared_kernels::entry_bucket_dispatcher::Route;
 use keyshared_kernels::impacted::validate_assignments;
 use keyshared_kernels::parallel::default_threads;
 use keyshared_kernels::pending_acks::{batch_count, PendingAck};
@@ -286,6 +286,21 @@ argument!(
         let value = int_value(obj, what)?;
         usize::try_from(value)
             .map_err(|_| PyValueError::new_err(format!("{what} must not be negative, got {value}")))
+    }
+);
+
+argument!(
+    /// A ledger or entry id the redelivery queue can hold: an int in `[0, 2**63 - 1]`.
+    QueuedId(i64) = |obj, what| Ok(bounded_value(obj, what, i64::MAX as u64, "2**63 - 1")? as i64)
+);
+
+argument!(
+    /// A sticky key hash that is set: an int in `[1, 65535]` (0 means "not set").
+    StickyKeyHash(u16) = |obj, what| {
+        let value = int_value(obj, what)?;
+        u16::try_from(value).ok().filter(|&h| h != 0).ok_or_else(|| {
+            PyValueError::new_err(format!("{what} must be in [1, 65535], got {value}"))
+        })
     }
 );
 

@@ -4,9 +4,9 @@
 mod buckets;
 mod conversions;
 mod cursor;
+mod dispatch;
 mod draining;
 mod entry_bucket;
-mod entry_bucket_dispatcher;
 mod errors;
 mod handoff;
 mod hashing;
@@ -41,7 +41,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rings::register(m)?;
     impacted::register(m)?;
     entry_bucket::register(m)?;
-    entry_bucket_dispatcher::register(m)?;
+    dispatch::register(m)?;
     handoff::register(m)?;
     cursor::register(m)?;
     window::register(m)?;

@@ -23,7 +23,7 @@ use keyshared_kernels::redelivery::{
     frozen
 )]
 pub struct PyMessageRedeliveryController {
-    state: Mutex<MessageRedeliveryController>,
+    pub(crate) state: Mutex<MessageRedeliveryController>,
 }
 
 type Decided = (&'static str, Option<u64>, Option<u64>);
@@ -258,10 +258,33 @@ impl PyMessageRedeliveryController {
     }
 }
 
-/// An optional int setting; None (or absent) takes `default`.
-/// A setting that None leaves at its default.
+/// An int setting that None (or absent) leaves at `default`.
 fn setting(obj: Option<&Bound<'_, PyAny>>, what: &str, default: i64) -> PyResult<i64> {
     Ok(opt_arg::<Int>(obj, what)?.map_or(default, |v| v.0))
+}
+
+/// The look-ahead settings `(value, name)` in `LookAheadConfig`'s field order: per
+/// consumer, per subscription, max unacked messages per consumer and per subscription.
+/// A setting left None takes Pulsar's default.
+pub(crate) fn look_ahead_config(
+    settings: [(Option<&Bound<'_, PyAny>>, &str); 4],
+) -> PyResult<LookAheadConfig> {
+    let d = LookAheadConfig::default();
+    let [c, s, mc, ms] = settings;
+    Ok(LookAheadConfig {
+        per_consumer: setting(c.0, c.1, d.per_consumer)?,
+        per_subscription: setting(s.0, s.1, d.per_subscription)?,
+        max_unacked_messages_per_consumer: setting(
+            mc.0,
+            mc.1,
+            d.max_unacked_messages_per_consumer,
+        )?,
+        max_unacked_messages_per_subscription: setting(
+            ms.0,
+            ms.1,
+            d.max_unacked_messages_per_subscription,
+        )?,
+    })
 }
 
 /// Pulsar's dispatcher `getAvailablePermits(consumer)`: the entries it may send a consumer
@@ -296,21 +319,18 @@ fn get_effective_look_ahead_limit(
     max_unacked_messages_per_consumer: Option<&Bound<'_, PyAny>>,
     max_unacked_messages_per_subscription: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<i64> {
-    let d = LookAheadConfig::default();
-    let config = LookAheadConfig {
-        per_consumer: setting(per_consumer, "per_consumer", d.per_consumer)?,
-        per_subscription: setting(per_subscription, "per_subscription", d.per_subscription)?,
-        max_unacked_messages_per_consumer: setting(
+    let config = look_ahead_config([
+        (per_consumer, "per_consumer"),
+        (per_subscription, "per_subscription"),
+        (
             max_unacked_messages_per_consumer,
             "max_unacked_messages_per_consumer",
-            d.max_unacked_messages_per_consumer,
-        )?,
-        max_unacked_messages_per_subscription: setting(
+        ),
+        (
             max_unacked_messages_per_subscription,
             "max_unacked_messages_per_subscription",
-            d.max_unacked_messages_per_subscription,
-        )?,
-    };
+        ),
+    ])?;
     let count = arg::<Size>(consumer_count, "consumer_count")?.0 as u64;
     Ok(effective_look_ahead_limit(config, count))
 }

@@ -26,7 +26,7 @@ use keyshared_kernels::ring::{ConsistentHashingSelector, DEFAULT_RANGE_MAX};
     frozen
 )]
 pub struct PyConsistentHashingSelector {
-    state: Mutex<ConsistentHashingSelector>,
+    pub(crate) state: Mutex<ConsistentHashingSelector>,
 }
 
 #[pymethods]

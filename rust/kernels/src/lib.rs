@@ -4,9 +4,9 @@
 pub mod buckets;
 pub mod cursor;
 pub mod danube_ring;
+pub mod dispatch;
 pub mod draining;
 pub mod entry_bucket;
-pub mod entry_bucket_dispatcher;
 pub mod error;
 pub mod handoff;
 pub mod hashing;

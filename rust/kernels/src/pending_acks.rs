@@ -59,6 +59,14 @@ impl PendingAcks {
         self.closed
     }
 
+    /// The messages still unacked: the sum of every pending ack's remaining count.
+    pub fn unacked_messages(&self) -> i64 {
+        self.acks
+            .values()
+            .map(|&(remaining, _)| i64::from(remaining))
+            .sum()
+    }
+
     /// Adds (or overwrites) a pending ack unless the map is closed or, when wired, another
     /// consumer is draining the hash. With a table, hash 0 is an error, except that a closed
     /// map refuses every add first, as Pulsar's checks `closed` before its add handler.

@@ -2,23 +2,17 @@
 //! entry goes whole to the owner of its bucket, a stamped entry by its `entry_hash_min`, an
 //! unstamped one by its key. Each consumer's pending acks, wired to the dispatcher's draining
 //! tracker, hold canonical bucket hashes, so a bucket that moves is withheld from its new
-//! owner until the previous owner's acks drain; consumer changes hand off through
-//! `register_draining_hashes`' rule.
-//!
-//! The dispatcher's parts (selector, pending acks, tracker) are each shared with their own
-//! users, so these functions take them as the caller holds them: `acks` is every connected
-//! consumer's pending acks, each a `&mut PendingAcks` or a lock guard. Notices for the
-//! unblocking handler are returned, for the caller to deliver with nothing held.
+//! owner until the previous owner's acks drain; consumers connect and disconnect by the
+//! dispatchers' one rule ([`super::connect`], [`super::disconnect`]).
 
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 
-use super::draining::DrainingHashes;
-use super::entry_bucket::{dispatch_to, EntryBucketSelector};
-use super::error::{KernelResult, StateResult};
-use super::handoff::register_draining_hashes;
-use super::impacted::ImpactedConsumers;
-use super::pending_acks::{PendingAck, PendingAcks};
+use super::{connect, disconnect, Removed};
+use crate::draining::DrainingHashes;
+use crate::entry_bucket::{dispatch_to, EntryBucketSelector};
+use crate::error::{KernelResult, StateResult};
+use crate::pending_acks::{PendingAck, PendingAcks};
 
 /// What an entry is dispatched by: its stamped `entry_hash_min`, or its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,58 +115,18 @@ pub fn add_consumer<A: Deref<Target = PendingAcks>>(
     acks: &[A],
     tracker: &mut DrainingHashes,
 ) -> StateResult<Option<i32>> {
-    let impacted = selector.add_consumer(consumer, name)?;
-    hand_off(&impacted, consumer, acks, tracker).map_err(|e| {
-        // The hand-off checks before it changes the tracker: only the selector to undo.
-        selector.remove_consumer(consumer);
-        e.into()
-    })
+    connect(selector, consumer, name.as_bytes(), acks, tracker)
 }
 
-/// What removing a consumer gave back: its pending acks, in order, for redelivery, and the
-/// notices for the unblocking handler, in order.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Removed {
-    pub acks: Vec<PendingAck>,
-    pub notices: Vec<i32>,
-}
-
-/// Disconnects a consumer: closes its map, taking its pending acks; clears the tracker when
-/// it was the last consumer; hands its buckets to the others; forgets its stats. A consumer
-/// without pending acks in `acks` (not connected) only leaves the selector.
+/// Disconnects a consumer by the dispatchers' one rule, without a redelivery queue: its
+/// pending acks are returned for the caller to redeliver.
 pub fn remove_consumer<A: DerefMut<Target = PendingAcks>>(
     selector: &mut EntryBucketSelector,
     consumer: u64,
     acks: &mut [A],
     tracker: &mut DrainingHashes,
 ) -> KernelResult<Removed> {
-    let Some(own) = acks.iter_mut().find(|a| a.consumer_id() == consumer) else {
-        selector.remove_consumer(consumer);
-        return Ok(Removed::default());
-    };
-    let (taken, closed) = own.for_each_and_clear(true, Some(tracker))?;
-    let impacted = selector.remove_consumer(consumer);
-    if acks.len() == 1 {
-        tracker.clear();
-    }
-    let handed = hand_off(&impacted, consumer, acks, tracker)?;
-    tracker.consumer_removed(consumer);
-    Ok(Removed {
-        acks: taken,
-        notices: [closed, handed].into_iter().flatten().collect(),
-    })
-}
-
-/// The one hand-off rule over every connected consumer's acks; `changed` (the consumer
-/// added or removed) is skipped, as in Pulsar.
-fn hand_off<A: Deref<Target = PendingAcks>>(
-    impacted: &ImpactedConsumers,
-    changed: u64,
-    acks: &[A],
-    tracker: &mut DrainingHashes,
-) -> KernelResult<Option<i32>> {
-    let maps: Vec<&PendingAcks> = acks.iter().map(|a| &**a).collect();
-    Ok(register_draining_hashes(impacted, Some(changed), &maps, tracker)?.notice)
+    disconnect(selector, consumer, acks, tracker, None)
 }
 
 /// Buckets whose owner waits for another consumer's acks, ascending.

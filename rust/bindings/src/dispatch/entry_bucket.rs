@@ -7,26 +7,24 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::draining::PyDrainingHashesTracker;
-use super::entry_bucket::PyEntryBucketSelector;
-use super::pending_acks::{tuple, Ack, PyPendingAcksMap};
+use super::{lock_acks, Maps};
 use crate::conversions::{
     arg, opt_arg, position, route, same_lengths, BatchSize, BatchSizes, BucketBoundaries,
     ConsumerId, I64s, RingHashes, Splits, Text,
 };
+use crate::draining::PyDrainingHashesTracker;
+use crate::entry_bucket::PyEntryBucketSelector;
 use crate::errors::Raise;
+use crate::pending_acks::{tuple, Ack, PyPendingAcksMap};
 use crate::state::{lock, notify};
+use keyshared_kernels::dispatch::entry_bucket::{self as kernel, Entry, Route};
 use keyshared_kernels::draining::DrainingHashes;
 use keyshared_kernels::entry_bucket::EntryBucketSelector;
-use keyshared_kernels::entry_bucket_dispatcher::{self as kernel, Entry, Route};
 use keyshared_kernels::error::{KernelResult, StateResult};
-use keyshared_kernels::pending_acks::PendingAcks;
-
-type Maps = BTreeMap<u64, Py<PyPendingAcksMap>>;
 
 /// PIP-486's entry-bucket dispatcher over a selector, a tracker and each connected
 /// consumer's pending acks (a `PendingAcksMap` wired to the tracker), each shared with
-/// Python; the kernel's `entry_bucket_dispatcher` decides. Changes and dispatches are
+/// Python; the kernel's `dispatch::entry_bucket` decides. Changes and dispatches are
 /// serialized (the Java methods are `synchronized`); locks go dispatcher, selector, maps in
 /// id order, tracker.
 #[pyclass(name = "EntryBucketDispatcher", module = "keyshared._core", frozen)]
@@ -72,11 +70,6 @@ impl PyEntryBucketDispatcher {
             .into_iter()
             .try_for_each(|n| notify(py, handler.as_ref(), Some(n)))
     }
-}
-
-/// Every connected consumer's pending acks, locked in id order.
-fn lock_acks(maps: &Maps) -> Vec<MutexGuard<'_, PendingAcks>> {
-    maps.values().map(|m| lock(&m.get().state)).collect()
 }
 
 #[pymethods]
@@ -330,8 +323,4 @@ impl PyEntryBucketDispatcher {
             selector.consumer_ids().len()
         )
     }
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyEntryBucketDispatcher>()
 }

@@ -1,0 +1,211 @@
+//! The dispatchers (the kernels' `dispatch` module) and what they report: `HoldReason`, an
+//! `enum.Enum` made from the kernel's reasons, and `DispatchResult`, built without running
+//! Python code per entry.
+
+mod entry_bucket;
+mod sticky;
+
+use std::collections::BTreeMap;
+use std::sync::MutexGuard;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{IntoPyDict, PyType};
+use strum::VariantArray;
+
+use crate::conversions::{arg, opt_arg, type_name, ConsumerId, Int, RingHash};
+use crate::pending_acks::PyPendingAcksMap;
+use crate::state::lock;
+use keyshared_kernels::dispatch::sticky::{Dispatched, HoldReason, ReadEntry};
+use keyshared_kernels::pending_acks::PendingAcks;
+
+/// Each connected consumer's pending-acks map, by consumer id.
+type Maps = BTreeMap<u64, Py<PyPendingAcksMap>>;
+
+/// Every connected consumer's pending acks, locked in id order.
+fn lock_acks(maps: &Maps) -> Vec<MutexGuard<'_, PendingAcks>> {
+    maps.values().map(|m| lock(&m.get().state)).collect()
+}
+
+const HOLD_REASON_DOC: &str = "Why an entry was not sent (the value is the reason in \
+snake_case): NO_CONSUMER (none serves the hash; with none connected the entry is not \
+queued), BLOCKED_IN_READ (an earlier entry of the hash was held in this read), NO_PERMITS \
+(flow permits or unacked-messages room), AWAITING_REDELIVERY (a normal read of a hash with \
+queued entries), DRAINING (the hash drains on another consumer, PIP-379), LOOK_AHEAD_LIMIT \
+(the redelivery queue is at the look-ahead limit: not read, not queued), \
+PENDING_ACK_REFUSED (the consumer's pending-acks map refused it).";
+
+/// The `HoldReason` class and its members, in the kernel's order.
+struct Reasons {
+    class: Py<PyType>,
+    members: Vec<Py<PyAny>>,
+}
+
+static REASONS: PyOnceLock<Reasons> = PyOnceLock::new();
+
+fn member_name(reason: HoldReason) -> String {
+    <&str>::from(reason).to_uppercase()
+}
+
+fn reasons(py: Python<'_>) -> PyResult<&'static Reasons> {
+    REASONS.get_or_try_init(py, || {
+        let names: Vec<(String, &str)> = HoldReason::VARIANTS
+            .iter()
+            .map(|&r| (member_name(r), r.into()))
+            .collect();
+        let kwargs = [("module", "keyshared._core"), ("qualname", "HoldReason")];
+        let class = py
+            .import("enum")?
+            .getattr("Enum")?
+            .call(("HoldReason", names), Some(&kwargs.into_py_dict(py)?))?;
+        class.setattr("__doc__", HOLD_REASON_DOC)?;
+        let members = HoldReason::VARIANTS
+            .iter()
+            .map(|&r| class.getattr(member_name(r)).map(Bound::unbind))
+            .collect::<PyResult<_>>()?;
+        Ok(Reasons {
+            class: class.cast_into::<PyType>()?.unbind(),
+            members,
+        })
+    })
+}
+
+/// A `HoldReason` member as the kernel's reason.
+fn hold_reason(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<HoldReason> {
+    let r = reasons(obj.py())?;
+    r.members
+        .iter()
+        .position(|m| m.bind(obj.py()).is(obj))
+        .map(|i| HoldReason::VARIANTS[i])
+        .ok_or_else(|| {
+            PyTypeError::new_err(format!(
+                "{what} must be a HoldReason or None, got {}",
+                type_name(obj)
+            ))
+        })
+}
+
+/// What happened to one entry. `consumer_id` is the consumer it went to or, when held, the
+/// consumer the selector picked (None when there is none or the hash was already held in
+/// this read); `draining_consumer_id` is set for `HoldReason.DRAINING`;
+/// `queued_for_redelivery` says the dispatcher's redelivery queue now holds the entry.
+#[pyclass(
+    name = "DispatchResult",
+    module = "keyshared._core",
+    frozen,
+    eq,
+    hash,
+    skip_from_py_object
+)]
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct PyDispatchResult {
+    #[pyo3(get)]
+    ledger_id: i64,
+    #[pyo3(get)]
+    entry_id: i64,
+    #[pyo3(get)]
+    sticky_key_hash: u16,
+    #[pyo3(get)]
+    consumer_id: Option<u64>,
+    held_for: Option<HoldReason>,
+    #[pyo3(get)]
+    draining_consumer_id: Option<u64>,
+    #[pyo3(get)]
+    queued_for_redelivery: bool,
+}
+
+impl PyDispatchResult {
+    fn of(entry: &ReadEntry, d: Dispatched) -> Self {
+        Self {
+            ledger_id: entry.position.0,
+            entry_id: entry.position.1,
+            sticky_key_hash: entry.sticky_key_hash,
+            consumer_id: d.consumer,
+            held_for: d.held,
+            draining_consumer_id: d.draining,
+            queued_for_redelivery: d.queued,
+        }
+    }
+}
+
+#[pymethods]
+impl PyDispatchResult {
+    #[new]
+    #[pyo3(signature = (
+        ledger_id, entry_id, sticky_key_hash, consumer_id,
+        held=None, draining_consumer_id=None, queued_for_redelivery=false
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+        sticky_key_hash: &Bound<'_, PyAny>,
+        consumer_id: Option<&Bound<'_, PyAny>>,
+        held: Option<&Bound<'_, PyAny>>,
+        draining_consumer_id: Option<&Bound<'_, PyAny>>,
+        queued_for_redelivery: bool,
+    ) -> PyResult<Self> {
+        Ok(Self {
+            ledger_id: arg::<Int>(ledger_id, "ledger_id")?.0,
+            entry_id: arg::<Int>(entry_id, "entry_id")?.0,
+            sticky_key_hash: arg::<RingHash>(sticky_key_hash, "sticky_key_hash")?.0,
+            consumer_id: opt_arg::<ConsumerId>(consumer_id, "consumer_id")?.map(|c| c.0),
+            held_for: match held.filter(|h| !h.is_none()) {
+                Some(h) => Some(hold_reason(h, "held")?),
+                None => None,
+            },
+            draining_consumer_id: opt_arg::<ConsumerId>(
+                draining_consumer_id,
+                "draining_consumer_id",
+            )?
+            .map(|c| c.0),
+            queued_for_redelivery,
+        })
+    }
+
+    /// The `HoldReason` the entry was held for; None when it was sent.
+    #[getter]
+    fn held(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let Some(reason) = self.held_for else {
+            return Ok(None);
+        };
+        // Members are made in the order of the kernel's variants.
+        Ok(Some(reasons(py)?.members[reason as usize].clone_ref(py)))
+    }
+
+    /// Whether the entry was sent (to `consumer_id`).
+    #[getter]
+    fn delivered(&self) -> bool {
+        self.held_for.is_none()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let shown = |v: Option<u64>| v.map_or_else(|| "None".to_owned(), |c| c.to_string());
+        let held = match self.held(py)? {
+            Some(h) => h.bind(py).repr()?.to_string(),
+            None => "None".to_owned(),
+        };
+        Ok(format!(
+            "DispatchResult(ledger_id={}, entry_id={}, sticky_key_hash={}, consumer_id={}, \
+             held={held}, draining_consumer_id={}, queued_for_redelivery={})",
+            self.ledger_id,
+            self.entry_id,
+            self.sticky_key_hash,
+            shown(self.consumer_id),
+            shown(self.draining_consumer_id),
+            if self.queued_for_redelivery {
+                "True"
+            } else {
+                "False"
+            }
+        ))
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("HoldReason", reasons(m.py())?.class.clone_ref(m.py()))?;
+    m.add_class::<PyDispatchResult>()?;
+    m.add_class::<entry_bucket::PyEntryBucketDispatcher>()?;
+    m.add_class::<sticky::PyStickyKeyDispatcher>()
+}

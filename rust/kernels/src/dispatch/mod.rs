@@ -1,0 +1,272 @@
+//! The dispatchers of a Key_Shared subscription, over one selector interface: the sticky-key
+//! dispatcher of Pulsar's `PersistentStickyKeyDispatcherMultipleConsumers` (PIP-379, with
+//! its redelivery queue, permits and look-ahead limit) and the entry-bucket dispatcher of
+//! PIP-486. Both connect and disconnect consumers by the one rule here.
+//!
+//! A dispatcher's parts (selector, pending acks, draining tracker, redelivery queue) are
+//! each shared with their own users, so these functions take them as the caller holds
+//! them: `acks` is every connected consumer's pending acks, each a `&mut PendingAcks` or a
+//! lock guard. Notices for the unblocking handler are returned, for the caller to deliver
+//! with nothing held.
+
+pub mod entry_bucket;
+pub mod sticky;
+
+use std::ops::{Deref, DerefMut};
+
+use super::draining::DrainingHashes;
+use super::entry_bucket::EntryBucketSelector;
+use super::error::{InvalidInput, KernelResult, StateResult};
+use super::handoff::register_draining_hashes;
+use super::impacted::ImpactedConsumers;
+use super::pending_acks::{PendingAck, PendingAcks};
+use super::redelivery::{check_position, MessageRedeliveryController};
+use super::ring::ConsistentHashingSelector;
+
+/// What a dispatcher asks of its selector: the consumer serving a sticky key hash, and the
+/// ranges each consumer lost and gained when one connects or disconnects.
+pub trait Selector {
+    /// The consumer serving `hash`; None while no consumer is connected.
+    fn select(&self, hash: u16) -> Option<u64>;
+
+    /// Connects a consumer; an id already connected is an error and changes nothing.
+    fn add_consumer(&mut self, consumer: u64, name: &[u8]) -> StateResult<ImpactedConsumers>;
+
+    /// Disconnects a consumer; one not connected changes nothing and impacts nobody.
+    fn remove_consumer(&mut self, consumer: u64) -> ImpactedConsumers;
+}
+
+/// A ring built not to report impacted consumers impacts nobody: nothing drains.
+impl Selector for ConsistentHashingSelector {
+    fn select(&self, hash: u16) -> Option<u64> {
+        ConsistentHashingSelector::select(self, hash)
+    }
+
+    fn add_consumer(&mut self, consumer: u64, name: &[u8]) -> StateResult<ImpactedConsumers> {
+        Ok(ConsistentHashingSelector::add_consumer(self, consumer, name)?.unwrap_or_default())
+    }
+
+    fn remove_consumer(&mut self, consumer: u64) -> ImpactedConsumers {
+        ConsistentHashingSelector::remove_consumer(self, consumer).unwrap_or_default()
+    }
+}
+
+/// Consumer names are text here (ordered as Java strings): a name that is not UTF-8 is an
+/// error.
+impl Selector for EntryBucketSelector {
+    fn select(&self, hash: u16) -> Option<u64> {
+        EntryBucketSelector::select(self, hash)
+    }
+
+    fn add_consumer(&mut self, consumer: u64, name: &[u8]) -> StateResult<ImpactedConsumers> {
+        let name = std::str::from_utf8(name)
+            .map_err(|e| InvalidInput::Message(format!("the consumer name is not UTF-8: {e}")))?;
+        EntryBucketSelector::add_consumer(self, consumer, name)
+    }
+
+    fn remove_consumer(&mut self, consumer: u64) -> ImpactedConsumers {
+        EntryBucketSelector::remove_consumer(self, consumer)
+    }
+}
+
+/// Connects a consumer; the ranges it takes from others are withheld until their pending
+/// acks drain. Returns the notice for the unblocking handler. On an error (an id already
+/// connected, a hash that cannot be registered) nothing changes.
+pub fn connect<S: Selector, A: Deref<Target = PendingAcks>>(
+    selector: &mut S,
+    consumer: u64,
+    name: &[u8],
+    acks: &[A],
+    tracker: &mut DrainingHashes,
+) -> StateResult<Option<i32>> {
+    let impacted = selector.add_consumer(consumer, name)?;
+    hand_off(&impacted, consumer, acks, tracker).map_err(|e| {
+        // The hand-off checks before it changes the tracker: only the selector to undo.
+        selector.remove_consumer(consumer);
+        e.into()
+    })
+}
+
+/// What disconnecting a consumer gave back: its pending acks, in order, and the notices for
+/// the unblocking handler, in order.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Removed {
+    pub acks: Vec<PendingAck>,
+    pub notices: Vec<i32>,
+}
+
+/// Disconnects a consumer: closes its map, taking its pending acks; clears the tracker when
+/// it was the last consumer; queues the acks for redelivery when there is a queue (which
+/// empties instead when no consumer is left, as Pulsar rewinds the cursor then); hands its
+/// ranges to the others; forgets its stats. A consumer without pending acks in `acks` (not
+/// connected) only leaves the selector. A queued position must be non-negative: one that
+/// is not fails before anything changes.
+pub fn disconnect<S: Selector, A: DerefMut<Target = PendingAcks>>(
+    selector: &mut S,
+    consumer: u64,
+    acks: &mut [A],
+    tracker: &mut DrainingHashes,
+    redelivery: Option<&mut MessageRedeliveryController>,
+) -> KernelResult<Removed> {
+    let last = acks.len() == 1;
+    let Some(own) = acks.iter_mut().find(|a| a.consumer_id() == consumer) else {
+        selector.remove_consumer(consumer);
+        return Ok(Removed::default());
+    };
+    if redelivery.is_some() && !last {
+        for ack in own.for_each() {
+            check_position((ack.ledger_id, ack.entry_id), "a pending ack's position")?;
+        }
+    }
+    let (taken, closed) = own.for_each_and_clear(true, Some(tracker))?;
+    let impacted = selector.remove_consumer(consumer);
+    if last {
+        tracker.clear();
+    }
+    if let Some(queue) = redelivery {
+        requeue(queue, &taken, last)?;
+    }
+    let handed = hand_off(&impacted, consumer, acks, tracker)?;
+    tracker.consumer_removed(consumer);
+    Ok(Removed {
+        acks: taken,
+        notices: [closed, handed].into_iter().flatten().collect(),
+    })
+}
+
+fn requeue(
+    queue: &mut MessageRedeliveryController,
+    acks: &[PendingAck],
+    last: bool,
+) -> KernelResult<()> {
+    if last {
+        queue.clear();
+        return Ok(());
+    }
+    acks.iter().try_for_each(|a| {
+        let hash = Some(a.sticky_key_hash).filter(|&h| h != 0);
+        queue.add((a.ledger_id, a.entry_id), hash)
+    })
+}
+
+/// The one hand-off rule over every connected consumer's acks; `changed` (the consumer
+/// added or removed) is skipped, as in Pulsar.
+fn hand_off<A: Deref<Target = PendingAcks>>(
+    impacted: &ImpactedConsumers,
+    changed: u64,
+    acks: &[A],
+    tracker: &mut DrainingHashes,
+) -> KernelResult<Option<i32>> {
+    let maps: Vec<&PendingAcks> = acks.iter().map(|a| &**a).collect();
+    Ok(register_draining_hashes(impacted, Some(changed), &maps, tracker)?.notice)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buckets::HashRange;
+
+    fn ring() -> ConsistentHashingSelector {
+        ConsistentHashingSelector::new(16, true, 0xFFFF).unwrap()
+    }
+
+    fn ack(entry_id: i64, hash: u16) -> PendingAck {
+        PendingAck {
+            ledger_id: 1,
+            entry_id,
+            batch_size: 1,
+            sticky_key_hash: hash,
+        }
+    }
+
+    /// Both selectors answer through the trait as through their own methods.
+    #[test]
+    fn both_selectors_answer_the_same_questions() {
+        fn exercise<S: Selector>(s: &mut S) -> (Option<u64>, bool, bool) {
+            let none = s.select(7);
+            let first = s.add_consumer(1, b"a").unwrap();
+            assert!(s.add_consumer(1, b"a").is_err());
+            let joined = s.add_consumer(2, b"b").unwrap();
+            assert_eq!(s.remove_consumer(9), ImpactedConsumers::default());
+            (none, first.is_empty(), joined.removed.contains_key(&1))
+        }
+        assert_eq!(exercise(&mut ring()), (None, true, true));
+        let mut buckets = EntryBucketSelector::new(&[0x8000]);
+        assert_eq!(exercise(&mut buckets), (None, true, true));
+        assert!(Selector::add_consumer(&mut buckets, 3, b"\xff").is_err());
+        assert_eq!(buckets.consumer_ids(), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_ring_that_reports_no_impact_drains_nothing() {
+        let mut quiet = ConsistentHashingSelector::new(16, false, 0xFFFF).unwrap();
+        let mut tracker = DrainingHashes::new();
+        let mut a = PendingAcks::new(1);
+        connect(&mut quiet, 1, b"a", &[&a], &mut tracker).unwrap();
+        a.add_pending_ack_if_allowed(ack(0, 5), Some(&tracker))
+            .unwrap();
+        connect(&mut quiet, 2, b"b", &[&a], &mut tracker).unwrap();
+        assert!(tracker.is_empty());
+    }
+
+    #[test]
+    fn disconnecting_queues_the_acks_and_hands_the_ranges_back() {
+        let mut s = EntryBucketSelector::new(&[0x8000]);
+        let mut tracker = DrainingHashes::new();
+        let mut queue = MessageRedeliveryController::new(false);
+        let (mut a, mut b) = (PendingAcks::new(1), PendingAcks::new(2));
+        connect(&mut s, 1, b"a", &[&a], &mut tracker).unwrap();
+        a.add_pending_ack_if_allowed(ack(0, 0x8000), Some(&tracker))
+            .unwrap();
+        a.add_pending_ack_if_allowed(ack(1, 1), Some(&tracker))
+            .unwrap();
+        connect(&mut s, 2, b"b", &[&a], &mut tracker).unwrap();
+        assert_eq!(tracker.get_entry(0x8000).unwrap().consumer_id, 1);
+        // The drainer leaves: its acks wait for redelivery, and nothing drains any more.
+        let mut both = [&mut a, &mut b];
+        let removed = disconnect(&mut s, 1, &mut both, &mut tracker, Some(&mut queue)).unwrap();
+        assert_eq!(removed.acks, vec![ack(0, 0x8000), ack(1, 1)]);
+        assert!(tracker.is_empty() && a.is_closed());
+        let queued: Vec<_> = queue.iter().collect();
+        assert_eq!(queued, vec![((1, 0), 0x8000), ((1, 1), 1)]);
+        // The last consumer leaving empties the queue instead.
+        b.add_pending_ack_if_allowed(ack(2, 9), None).unwrap();
+        let removed = disconnect(&mut s, 2, &mut [&mut b], &mut tracker, Some(&mut queue));
+        assert_eq!(removed.unwrap().acks, vec![ack(2, 9)]);
+        assert!(queue.is_empty());
+        assert_eq!(s.select(1), None);
+    }
+
+    #[test]
+    fn an_unknown_consumer_only_leaves_the_selector() {
+        let mut s = ring();
+        let mut tracker = DrainingHashes::new();
+        connect(&mut s, 4, b"x", &Vec::<&PendingAcks>::new(), &mut tracker).unwrap();
+        let none: &mut [&mut PendingAcks] = &mut [];
+        assert_eq!(
+            disconnect(&mut s, 4, none, &mut tracker, None),
+            Ok(Removed::default())
+        );
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn a_position_that_cannot_be_queued_changes_nothing() {
+        let mut s = ring();
+        let mut tracker = DrainingHashes::new();
+        let mut queue = MessageRedeliveryController::new(false);
+        let (mut a, mut b) = (PendingAcks::new(1), PendingAcks::new(2));
+        connect(&mut s, 1, b"a", &[&a], &mut tracker).unwrap();
+        connect(&mut s, 2, b"b", &[&a], &mut tracker).unwrap();
+        let bad = PendingAck {
+            ledger_id: -1,
+            ..ack(0, 3)
+        };
+        a.add_pending_ack_if_allowed(bad, None).unwrap();
+        let mut both = [&mut a, &mut b];
+        assert!(disconnect(&mut s, 1, &mut both, &mut tracker, Some(&mut queue)).is_err());
+        assert!(s.contains(1) && a.len() == 1 && !a.is_closed() && queue.is_empty());
+        let r = HashRange::full();
+        assert_eq!(a.register_draining_hashes(&[r], &mut tracker), Ok(1));
+    }
+}
