@@ -28,9 +28,7 @@ impl NumPartitions {
 }
 
 /// A partitioner, by the name the Python API and the CLI give it.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, EnumString, IntoStaticStr, VariantNames, EnumIter,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, EnumString, IntoStaticStr, VariantNames, EnumIter)]
 pub enum Partitioner {
     /// Kafka's Java producer (`BuiltInPartitioner.partitionForKey`).
     #[strum(serialize = "kafka")]
@@ -518,10 +516,7 @@ mod tests {
         // Iceberg spec, appendix B.
         assert_eq!(iceberg_hash(IntKey::Int(34).into()), 2_017_239_379);
         assert_eq!(iceberg_hash(IntKey::Long(34).into()), 2_017_239_379);
-        assert_eq!(
-            iceberg_hash(IcebergValue::Bytes(b"iceberg")),
-            1_210_000_089
-        );
+        assert_eq!(iceberg_hash(IcebergValue::Bytes(b"iceberg")), 1_210_000_089);
         assert_eq!(
             iceberg_hash(IcebergValue::Bytes(&[0, 1, 2, 3])),
             -188_683_207
@@ -543,10 +538,7 @@ mod tests {
 
     #[test]
     fn spark_hash_of_a_null_is_the_seed() {
-        assert_eq!(
-            Partitioner::SparkBucket.partition(None, n(5)),
-            Some(42 % 5)
-        );
+        assert_eq!(Partitioner::SparkBucket.partition(None, n(5)), Some(42 % 5));
     }
 
     #[test]
