@@ -62,8 +62,9 @@ def model(
             else:
                 at_risk = True
         else:
-            column = partition(key, target, source)
-            at_risk = column != p
+            moved = partition(key, target, source)
+            assert moved is not None  # keyed under n partitions, keyed under m
+            column, at_risk = moved, moved != p
         keys_m[p, column] += 1
         traffic[p, column] += w
         if at_risk:
@@ -233,7 +234,7 @@ def test_display_key() -> None:
         ({"num_partitions": 0}, ValueError, "num_partitions must be >= 1"),
         ({"num_partitions": True}, TypeError, "num_partitions must be an int"),
         ({"target": 0}, ValueError, "target must be >= 1"),
-        ({"target": "4"}, TypeError, "target must be an int"),
+        ({"target": "4"}, TypeError, "target must be a TopicLayout or an int, got str"),
         ({"weights": [1, 2]}, ValueError, r"weights must hold one weight per key \(3\), got 2"),
         ({"weights": [1, -1, 0]}, ValueError, r"weights must not be negative \(index 1\)"),
         ({"weights": [1, float("nan"), 0]}, ValueError, r"weights must be finite \(index 1\)"),

@@ -5,6 +5,7 @@ The native kernels live in ``keyshared._core``; this package re-exports them by 
 """
 
 from keyshared._core import __version__
+from keyshared.audit import MigrationAudit, audit_migration
 from keyshared.balancing import (
     BalancedSplits,
     balanced_splits,
@@ -172,6 +173,7 @@ __all__ = [
     "LastOperationTimes",
     "Merge",
     "MessageRedeliveryController",
+    "MigrationAudit",
     "NoAction",
     "Partitioner",
     "PendingAcksMap",
@@ -195,6 +197,7 @@ __all__ = [
     "WindowAction",
     "__version__",
     "apply_decision",
+    "audit_migration",
     "balanced_splits",
     "bucket_hash",
     "bucket_index",

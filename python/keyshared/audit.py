@@ -113,6 +113,9 @@ class MigrationPlan:
             legacy = _legacy_partitioner(target, n)
             risk = Risk.NO_DRAIN if legacy is None else Risk.LEGACY_SCHEME_DIFFERS
             return cls(partitioner, n, target, legacy, risk)
+        if isinstance(target, bool) or not isinstance(target, int):
+            kind = type(target).__name__
+            raise TypeError(f"target must be a TopicLayout or an int, got {kind}")
         m = check_int("target", target, minimum=1)
         return cls(partitioner, n, m, None, Risk.PARTITION_CHANGES)
 
