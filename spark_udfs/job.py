@@ -10,8 +10,8 @@ and traffic-balanced bucket boundaries, as JSON, Markdown and a PNG chart.
 
 With no ``--input`` it generates a Zipf-skewed key set on Spark. ``--audit-from`` adds a
 migration audit (:mod:`keyshared.audit`): from N partitions placed by PARTITIONER to the
-layout (or to M partitions), with a heatmap. It runs on local Spark by
-default, and on any cluster through ``spark-submit spark_udfs/job.py ...``.
+layout (or to M partitions), traffic in messages, null keys unkeyed, with a heatmap. It runs
+on local Spark by default, and on any cluster through ``spark-submit spark_udfs/job.py ...``.
 """
 
 import argparse
