@@ -83,7 +83,7 @@ impl Partitioner {
                 to_positive(murmur2(key)) % n
             }
             Self::LibrdkafkaConsistent | Self::LibrdkafkaConsistentRandom => crc32(key) % n,
-            Self::LibrdkafkaFnv1a | Self::LibrdkafkaFnv1aRandom => fnv1a_32(key) % n,
+            Self::LibrdkafkaFnv1a | Self::LibrdkafkaFnv1aRandom => rd_fnv1a(key) % n,
             Self::PulsarJavaStringHash => to_positive(java_string_hash_utf8(key)) % n,
             Self::PulsarMurmur332Hash => to_positive(key_hash(key) as i32) % n,
             Self::IcebergBucket => to_positive(iceberg_hash(IcebergValue::Bytes(key))) % n,
@@ -172,6 +172,12 @@ pub fn fnv1a_32(data: &[u8]) -> u32 {
     data.iter().fold(0x811c_9dc5_u32, |h, &b| {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
     })
+}
+
+/// librdkafka's `rd_fnv1a`: FNV-1a as a signed int, made positive by `abs` (librdkafka's
+/// change to match Sarama, which takes the remainder first: the partitions agree).
+pub fn rd_fnv1a(data: &[u8]) -> u32 {
+    (fnv1a_32(data) as i32).unsigned_abs()
 }
 
 /// Sarama's `hashPartitioner` (and kafka-go's `Hash` balancer, which copies it): the hash
@@ -460,6 +466,40 @@ mod tests {
         assert_eq!(fnv1a_32(b""), 0x811c_9dc5);
         assert_eq!(fnv1a_32(b"a"), 0xe40c_292c);
         assert_eq!(fnv1a_32(b"foobar"), 0xbf9c_f968);
+    }
+
+    #[test]
+    fn unittest_fnv1a() {
+        // librdkafka's rdfnv1a.c unittest_fnv1a (values from Go's hash/fnv).
+        let unaligned = b"PreAmbleWillBeRemoved,ThePrePartThatIs";
+        let cases: [(&[u8], u32); 11] = [
+            (b"kafka", 0x0d33_c4e1),
+            (b"giberish123456789", 0x77a5_8295),
+            (b"1234", 0x023b_dd03),
+            (b"234", 0x2dea_3cd2),
+            (b"34", 0x740f_a83e),
+            (b"4", 0x310c_a263),
+            (&unaligned[..], 0x65cb_d69c),
+            (&unaligned[1..], 0x6e49_c79a),
+            (&unaligned[2..], 0x69ee_d356),
+            (&unaligned[3..], 0x6abc_c023),
+            (b"", 0x7ee3_623b),
+        ];
+        for (key, want) in cases {
+            assert_eq!(rd_fnv1a(key), want, "{key:?}");
+        }
+    }
+
+    #[test]
+    fn librdkafka_fnv1a_partitions_as_sarama() {
+        for key in [&b""[..], b"a", b"kafka", b"\xff\x00\x12"] {
+            for n in [1, 2, 3, 7, 1000, i32::MAX as u32] {
+                let h = fnv1a_32(key);
+                assert_eq!(rd_fnv1a(key) % n, sarama_partition(h, n));
+            }
+        }
+        // The one hash whose abs overflows: both give 2**31 % n.
+        assert_eq!(sarama_partition(0x8000_0000, 7), (1u32 << 31) % 7);
     }
 
     #[test]
