@@ -341,7 +341,10 @@ def test_iceberg_bucket_of_strings_and_binaries_is_pyicebergs(keys: list[Key], n
     sample = [k for k in keys[:2000] if k is not None]
     singles = [iceberg_bucket(k, n) for k in sample]
     assert (
-        differences(singles, [w for k, w in zip(keys[:2000], want) if k is not None], sample) == []
+        differences(
+            singles, [w for k, w in zip(keys[:2000], want, strict=True) if k is not None], sample
+        )
+        == []
     )
 
 
@@ -474,7 +477,7 @@ def test_int_keys_in_every_form(keys: list[int | None], n: int, partitioner: Par
         present = [k for k in keys if k is not None]
         numpy_keys = np.array(present, np.int32 if key_type == "int" else np.int64)
         got = partitions(numpy_keys, n, partitioner)
-        assert list(got) == [w for k, w in zip(keys, expected) if k is not None]
+        assert list(got) == [w for k, w in zip(keys, expected, strict=True) if k is not None]
 
 
 @given(st.binary(), st.integers(1, 2**31 - 1))
