@@ -569,6 +569,24 @@ mod tests {
     }
 
     #[test]
+    fn spark_hash_values() {
+        // Values of Spark 4's own `SELECT hash(...)`, `pmod(...)`.
+        let bytes = |b: &'static [u8]| spark_hash(SparkValue::Bytes(b));
+        assert_eq!(bytes(b"Spark"), 228_093_765);
+        assert_eq!(bytes(b""), 142_593_372);
+        assert_eq!(bytes(&[0, 1, 2, 3]), -1_066_376_783);
+        // Tail bytes at or above 0x80 are sign-extended, unlike standard murmur3.
+        assert_eq!(bytes(&[0xFF]), 1_398_487_324);
+        assert_eq!(bytes(&[1, 2, 3, 0x80, 0x81]), 255_108_458);
+        assert_eq!(spark_hash(SparkValue::Int(1)), -559_580_957);
+        assert_eq!(spark_hash(SparkValue::Long(1)), -1_712_319_331);
+        assert_eq!(spark_hash(SparkValue::Int(-1)), -1_604_776_387);
+        assert_eq!(spark_hash(SparkValue::Long(i64::MIN)), -853_646_085);
+        assert_eq!(pmod(bytes(b"Spark"), 7), 4);
+        assert_eq!(pmod(bytes(&[0xFF]), 200), 124);
+    }
+
+    #[test]
     fn spark_hash_pmod() {
         assert_eq!(pmod(-7, 3), 2);
         // -2147483648 % 7 is -2 in Java; pmod adds 7.
