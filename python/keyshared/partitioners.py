@@ -57,7 +57,8 @@ class Partitioner(enum.Enum):
     LIBRDKAFKA_MURMUR2_RANDOM = "librdkafka:murmur2_random"
     """As :attr:`LIBRDKAFKA_MURMUR2`; only a null key is random."""
     LIBRDKAFKA_FNV1A = "librdkafka:fnv1a"
-    """``fnv1a_32(key) % n``, unsigned."""
+    """``abs(int32(fnv1a_32(key))) % n`` (``rd_fnv1a`` takes the abs to match Sarama, and
+    does: the partitions are Sarama's)."""
     LIBRDKAFKA_FNV1A_RANDOM = "librdkafka:fnv1a_random"
     """As :attr:`LIBRDKAFKA_FNV1A`; only a null key is random."""
     PULSAR_JAVA_STRING_HASH = "pulsar:JavaStringHash"
