@@ -6,9 +6,12 @@ and traffic-balanced bucket boundaries, as JSON, Markdown and a PNG chart.
                              [--segments N --bucket-budget T | --layout layout.json]
                              [--synthetic-keys N --key-space K --zipf-s S] [--out DIR]
                              [--master URL] [--engine jvm|arrow]
+                             [--audit-from PARTITIONER:N [--audit-to-partitions M]]
 
-With no ``--input`` it generates a Zipf-skewed key set on Spark. It runs on local Spark by
-default, and on any cluster through ``spark-submit spark_udfs/job.py ...``.
+With no ``--input`` it generates a Zipf-skewed key set on Spark. ``--audit-from`` adds a
+migration audit (:mod:`keyshared.audit`): from N partitions placed by PARTITIONER to the
+layout (or to M partitions), traffic in messages, null keys unkeyed, with a heatmap. It runs
+on local Spark by default, and on any cluster through ``spark-submit spark_udfs/job.py ...``.
 """
 
 import argparse
@@ -28,6 +31,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from keyshared import MIN_FIRST_SPLIT, RING_SIZE, AutoScalePolicy, TopicLayout
+from keyshared.audit import DEFAULT_SAMPLE_SIZE, MigrationPlan
+from spark_udfs.audit import count_migration
 from spark_udfs.bucketing import count_load
 from spark_udfs.jvm import ENGINES, Engine, choose_engine
 from spark_udfs.render import write_outputs
@@ -89,6 +94,14 @@ def _rates(text: str) -> list[float]:
 
 def _counts(text: str) -> list[int]:
     return [int(v) for v in _values(text, int)]
+
+
+def _audit_source(text: str) -> tuple[str, int]:
+    # A partitioner's name may hold colons itself (pulsar:JavaStringHash): the count is last.
+    name, _, count = text.rpartition(":")
+    if not name or not count.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"not PARTITIONER:N: {text!r}")
+    return name, int(count)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -163,6 +176,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--top", metavar="N", type=int, default=20, help="hottest keys to report (20)"
     )
 
+    audit = parser.add_argument_group("migration audit")
+    audit.add_argument(
+        "--audit-from",
+        metavar="PARTITIONER:N",
+        type=_audit_source,
+        help="audit a migration from N partitions placed by PARTITIONER (kafka:12, "
+        "pulsar:JavaStringHash:8, ...) to the layout",
+    )
+    audit.add_argument(
+        "--audit-to-partitions",
+        metavar="M",
+        type=int,
+        help="audit the move to M partitions under the same partitioner instead",
+    )
+    audit.add_argument(
+        "--audit-sample",
+        metavar="N",
+        type=int,
+        default=DEFAULT_SAMPLE_SIZE,
+        help=f"busiest at-risk keys to name ({DEFAULT_SAMPLE_SIZE})",
+    )
+
     run = parser.add_argument_group("run")
     run.add_argument("--out", metavar="DIR", default="out", help="output directory (out)")
     run.add_argument(
@@ -233,6 +268,7 @@ class Plan:
     layout: TopicLayout
     policy: AutoScalePolicy
     args: argparse.Namespace
+    migration: MigrationPlan | None = None
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
@@ -250,9 +286,26 @@ def make_plan(args: argparse.Namespace) -> Plan:
     most = MAX_FLOAT / (MAX_MESSAGE_BYTES * max(1.0, args.fanout))
     if max(args.msg_rate) > most:
         raise JobError(f"--msg-rate must be at most {most:.3g} with --fanout {args.fanout:g}")
-    plan = Plan(make_source(args), load_layout(args), load_policy(args), args)
+    layout = load_layout(args)
+    plan = Plan(make_source(args), layout, load_policy(args), args, migration_plan(args, layout))
     _make_out_dir(Path(args.out))
     return plan
+
+
+def migration_plan(args: argparse.Namespace, layout: TopicLayout) -> MigrationPlan | None:
+    """The audit ``--audit-from`` asks for, to ``--audit-to-partitions`` or the layout."""
+    if args.audit_from is None:
+        if args.audit_to_partitions is not None:
+            raise JobError("--audit-to-partitions needs --audit-from")
+        return None
+    if args.audit_sample < 0:
+        raise JobError(f"--audit-sample must not be negative, got {args.audit_sample}")
+    partitioner, count = args.audit_from
+    target = layout if args.audit_to_partitions is None else args.audit_to_partitions
+    try:
+        return MigrationPlan.of(partitioner, count, target)
+    except (TypeError, ValueError) as e:
+        raise JobError(f"--audit-from: {e}") from None
 
 
 def _make_out_dir(out: Path) -> None:
@@ -282,6 +335,11 @@ def run(spark: SparkSession, plan: Plan, progress: Progress) -> Report:
         if args.null_key is None:
             messages = _refuse_null_keys(messages, args.key_column)
         hist, hot = count_load(messages, layout, args.null_key, args.top, engine)
+    migration = None
+    if plan.migration is not None:
+        with progress.step("migration audit"):
+            audit = count_migration(messages, plan.migration, args.audit_sample)
+            migration = audit.to_dict()
     with progress.step("policy scenarios and balanced boundaries"):
         return build_report(
             plan.source.describe(),
@@ -296,6 +354,7 @@ def run(spark: SparkSession, plan: Plan, progress: Progress) -> Report:
             now_ms=int(time.time() * 1000),
             timings=progress.timings,
             engine=engine,
+            migration=migration,
         )
 
 
@@ -377,6 +436,13 @@ def _summary(report: Report, written: Sequence[Path], out: TextIO) -> None:
     if report.hot_keys:
         top = report.hot_keys[0]
         print(f"hottest key {top.key!r}: {top.messages:,} messages", file=out)
+    if report.migration is not None:
+        m = report.migration
+        print(
+            f"migration audit: {m['at_risk_keys']:,} of {m['total_keys']:,} keys at risk"
+            f" ({m['risk']})",
+            file=out,
+        )
     print("wrote " + ", ".join(str(p) for p in written), file=out)
 
 

@@ -1,9 +1,11 @@
-"""The bulk-bucketing report as JSON (everything), Markdown (for people) and a PNG chart."""
+"""The bulk-bucketing report as JSON (everything), Markdown (for people) and a PNG chart, and
+with a migration audit its heatmap."""
 
 import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib import colormaps
@@ -179,6 +181,53 @@ def _balancing_section(report: Report) -> list[str]:
     return lines
 
 
+def _amount(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def _migration_section(report: Report) -> list[str]:
+    a = report.migration
+    if a is None:
+        return []
+    what = "segments" if a["target_kind"] == "layout" else "partitions"
+    total = a["total_traffic"]
+    columns, note = _capped_columns(a["target_labels"])
+    rows = [
+        [
+            p,
+            f"{sum(a['keys'][p]):,}",
+            _amount(sum(a["traffic"][p])),
+            _pct(a["at_risk_traffic_by_partition"][p], sum(a["traffic"][p])),
+            *(f"{100 * x:.1f}%" for x in a["traffic_shares"][p][: len(columns)]),
+        ]
+        for p in range(a["num_partitions"])
+    ]
+    sample = ", ".join(_key_cell(k) for k in a["at_risk_sample"]) or "(none)"
+    return [
+        "## Migration audit",
+        "",
+        f"From {a['num_partitions']} partitions placed by `{a['source']}` to "
+        f"{len(a['target_ids'])} {what}. Each row: a source partition's messages, the share "
+        "of them at risk, and the share going to each target (migration.png draws it).",
+        "",
+        *_table(["partition", "keys", "messages", "at risk", *columns], rows),
+        *note,
+        "",
+        f"- Unkeyed (no fixed partition, not in the table): {a['unkeyed_keys']:,} keys, "
+        f"{_amount(a['unkeyed_traffic'])} messages",
+        f"- Order at risk: {a['at_risk_keys']:,} keys, {_amount(a['at_risk_traffic'])} messages "
+        f"({_pct(a['at_risk_traffic'], total)}): {a['risk_description']}",
+        f"- Busiest keys at risk: {sample}",
+    ]
+
+
+def _capped_columns(labels: Sequence[str]) -> tuple[list[str], list[str]]:
+    if len(labels) <= MAX_SPLITS_SHOWN * 2:
+        return list(labels), []
+    shown = MAX_SPLITS_SHOWN * 2
+    return list(labels[:shown]), ["", f"({len(labels) - shown} more targets in report.json)"]
+
+
 def _timings_section(report: Report) -> list[str]:
     rows = [[step, f"{seconds:.1f}"] for step, seconds in report.timings.items()]
     return ["## Timings", "", *_table(["step", "seconds"], rows)] if rows else []
@@ -192,6 +241,7 @@ def to_markdown(report: Report) -> str:
         _hot_keys_section,
         _policy_section,
         _balancing_section,
+        _migration_section,
         _timings_section,
     )
     lines = [line for section in sections for line in (*section(report), "")]
@@ -238,14 +288,48 @@ def write_chart(report: Report, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def write_migration_chart(audit: dict[str, Any], path: Path) -> None:
+    """A heatmap of each source partition's traffic share per target, with the share of
+    each partition's traffic at risk beside its row."""
+    shares = np.array(audit["traffic_shares"], dtype=np.float64)
+    rows, columns = shares.shape
+    fig = Figure(
+        figsize=(min(4 + 0.5 * columns, 20), min(2 + 0.4 * rows, 16)), layout="constrained"
+    )
+    axes = fig.subplots()
+    image = axes.imshow(shares, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    # Cell values stay legible up to about 16 x 16.
+    if rows * columns <= 256:
+        for (r, c), share in np.ndenumerate(shares):
+            colour = "black" if share > 0.6 else "white"
+            axes.text(c, r, f"{share:.0%}", ha="center", va="center", fontsize=7, color=colour)
+    traffic = np.array(audit["traffic"], dtype=np.float64).sum(axis=1)
+    at_risk = np.array(audit["at_risk_traffic_by_partition"], dtype=np.float64)
+    risk = np.divide(at_risk, traffic, out=np.zeros(rows), where=traffic > 0)
+    axes.set_yticks(range(rows), [f"{p}  ({r:.0%} at risk)" for p, r in enumerate(risk)])
+    labels = audit["target_labels"]
+    axes.set_xticks(range(columns), labels, rotation=90 if columns > 8 else 0, fontsize=8)
+    what = "segment" if audit["target_kind"] == "layout" else "partition"
+    axes.set_xlabel(f"target {what}")
+    axes.set_ylabel(f"source partition ({audit['source']})")
+    fig.colorbar(image, ax=axes, label="share of the source partition's messages")
+    fig.suptitle(
+        f"Migration: {audit['at_risk_keys']:,} keys at risk ({audit['risk']})", fontsize=10
+    )
+    fig.savefig(path, dpi=110)
+
+
 def write_outputs(report: Report, out_dir: Path) -> list[Path]:
-    """Writes report.json, report.md, report.png and, when boundaries move,
-    balanced-layout.json into ``out_dir``; returns the paths written."""
+    """Writes report.json, report.md, report.png, with an audit migration.png, and, when
+    boundaries move, balanced-layout.json into ``out_dir``; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "report.json", out_dir / "report.md", out_dir / "report.png"]
     written[0].write_text(to_json(report), encoding="utf-8")
     written[1].write_text(to_markdown(report), encoding="utf-8")
     write_chart(report, written[2])
+    if report.migration is not None:
+        written.append(out_dir / "migration.png")
+        write_migration_chart(report.migration, written[-1])
     if report.balancing.layout is not None:
         layout_path = out_dir / "balanced-layout.json"
         layout_path.write_text(

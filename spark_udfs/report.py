@@ -117,6 +117,8 @@ class Report:
     timings: dict[str, float] = field(default_factory=dict)
     #: What routed the keys: "jvm" (the native functions) or "arrow" (the Arrow UDFs).
     engine: str = "arrow"
+    #: The migration audit (``MigrationAudit.to_dict``), when the run asked for one.
+    migration: dict[str, Any] | None = None
 
 
 def _load(hist: Histogram, rows: npt.NDArray[np.bool_]) -> Load:
@@ -252,6 +254,7 @@ def build_report(
     now_ms: int,
     timings: dict[str, float],
     engine: str,
+    migration: dict[str, Any] | None = None,
 ) -> Report:
     """The whole report of one run."""
     segments = segment_loads(layout, hist)
@@ -276,4 +279,5 @@ def build_report(
         balancing=balancing(layout, hist, buckets, bucket_count=balance_buckets, now_ms=now_ms),
         timings=timings,
         engine=engine,
+        migration=migration,
     )

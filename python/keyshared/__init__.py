@@ -5,6 +5,7 @@ The native kernels live in ``keyshared._core``; this package re-exports them by 
 """
 
 from keyshared._core import __version__
+from keyshared.audit import MigrationAudit, audit_migration
 from keyshared.balancing import (
     BalancedSplits,
     balanced_splits,
@@ -91,6 +92,7 @@ from keyshared.ownership import (
     sticky_assignment,
     validate_bucket_boundaries,
 )
+from keyshared.partitioners import Partitioner, partition, partitions
 from keyshared.policy import (
     AutoScalePolicy,
     AutoScalePolicyEvaluator,
@@ -173,7 +175,9 @@ __all__ = [
     "LastOperationTimes",
     "Merge",
     "MessageRedeliveryController",
+    "MigrationAudit",
     "NoAction",
+    "Partitioner",
     "PendingAcksMap",
     "Rebucket",
     "RoutingTable",
@@ -195,6 +199,7 @@ __all__ = [
     "WindowAction",
     "__version__",
     "apply_decision",
+    "audit_migration",
     "balanced_splits",
     "bucket_hash",
     "bucket_index",
@@ -226,6 +231,8 @@ __all__ = [
     "make_sticky_key_hashes",
     "moved_buckets",
     "parse_descriptor",
+    "partition",
+    "partitions",
     "read_subscription",
     "register_draining_hashes",
     "resolve_auto_scale_config",

@@ -14,6 +14,9 @@ import operator
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
+import numpy as np
+import numpy.typing as npt
+
 _T = TypeVar("_T")
 
 
@@ -75,6 +78,19 @@ def _finite_float(name: str, value: object) -> float:
     if not math.isfinite(number):
         raise ValueError(f"{name} must be finite, got {number}")
     return number + 0.0
+
+
+def check_weights(name: str, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """``weights`` as a one-dimensional float64 array of finite, non-negative numbers."""
+    arr = np.asarray(weights)
+    if arr.ndim != 1 or not (np.issubdtype(arr.dtype, np.number) or arr.size == 0):
+        raise TypeError(f"{name} must be a one-dimensional numeric array")
+    values = arr.astype(np.float64)
+    if not np.isfinite(values).all():
+        raise ValueError(f"{name} must be finite (index {int(np.argmin(np.isfinite(values)))})")
+    if (values < 0).any():
+        raise ValueError(f"{name} must not be negative (index {int(np.argmax(values < 0))})")
+    return values
 
 
 def check_rate(name: str, value: object) -> float:

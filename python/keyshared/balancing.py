@@ -17,7 +17,7 @@ from itertools import pairwise
 import numpy as np
 import numpy.typing as npt
 
-from keyshared._checks import check_int
+from keyshared._checks import check_int, check_weights
 from keyshared.buckets import MIN_FIRST_SPLIT, RING_SIZE, bucket_indices, equal_width_splits
 
 _ITERATIONS = 64
@@ -36,7 +36,7 @@ def hash_b_histogram(
         raise TypeError(f"hash_b must be a one-dimensional integer array, got {values.dtype}")
     if len(values) and (values.min() < 0 or values.max() > 0xFFFF):
         raise ValueError("hash_b values must lie in [0, 0xffff]")
-    w = None if weights is None else _weights(weights, "weights")
+    w = None if weights is None else check_weights("weights", weights)
     if w is not None and w.shape != values.shape:
         raise ValueError(f"weights must hold one weight per hashB ({len(values)}), got {w.shape}")
     return np.bincount(values.astype(np.int64) // width, weights=w, minlength=bins).astype(
@@ -47,7 +47,7 @@ def hash_b_histogram(
 def bucket_loads(weights: npt.ArrayLike, splits: Sequence[int]) -> npt.NDArray[np.float64]:
     """Each bucket's load under ``splits``: a bin counts toward the bucket holding its first
     hash (exact when the splits fall on bin edges, as they always do with 65,536 bins)."""
-    w = _weights(weights, "weights")
+    w = check_weights("weights", weights)
     starts = np.arange(len(w), dtype=np.int64) * _bin_width(len(w))
     owner = bucket_indices(starts, list(splits))
     return np.bincount(owner, weights=w, minlength=len(splits) + 1).astype(np.float64)
@@ -88,7 +88,7 @@ def balanced_splits(
     equal-width). Every bucket keeps at least one bin, and bucket 0 at least hashes 0 and 1
     (with 65,536 bins, bins 0 and 1 count as one), so ``bucket_count`` may not exceed the
     number of such units. With no load at all the splits are (nearly) equal-width."""
-    w = _weights(weights, "weights")
+    w = check_weights("weights", weights)
     width = _bin_width(len(w))
     # Bucket 0 spans at least [0, 1]: with one bin per hash, bins 0 and 1 go together.
     head = max(1, MIN_FIRST_SPLIT // width)
@@ -158,18 +158,6 @@ def _refine(prefix: npt.NDArray[np.float64], cuts: list[int], n: int) -> list[in
         )
         cuts = sorted([*cuts, best])
     return cuts
-
-
-def _weights(weights: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
-    arr = np.asarray(weights)
-    if arr.ndim != 1 or not (np.issubdtype(arr.dtype, np.number) or arr.size == 0):
-        raise TypeError(f"{name} must be a one-dimensional numeric array")
-    values = arr.astype(np.float64)
-    if not np.isfinite(values).all():
-        raise ValueError(f"{name} must be finite (index {int(np.argmin(np.isfinite(values)))})")
-    if (values < 0).any():
-        raise ValueError(f"{name} must not be negative (index {int(np.argmax(values < 0))})")
-    return values
 
 
 def _bin_width(bins: int) -> int:

@@ -10,7 +10,9 @@ Subcommands are entries of :data:`COMMANDS`; adding one is adding a :class:`Comm
 * ``keyshared demo``: hash and route a small sample of keys under an initial layout;
 * ``keyshared simulate``: replay a scenario on virtual time and check ordering end to end;
 * ``keyshared explain STATS.json``: a live Key_Shared subscription from Pulsar's topic stats:
-  who owns what, what is held and why, what moves if a consumer joins or leaves.
+  who owns what, what is held and why, what moves if a consumer joins or leaves;
+* ``keyshared audit``: where a partitioned topic's keys and traffic go in a migration to a
+  layout or another partition count, and which keys' order is at risk.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import keyshared.explain as explaining
+from keyshared.audit import DEFAULT_SAMPLE_SIZE, MigrationAudit, audit_migration
 from keyshared.controller import apply_decision
 from keyshared.hashing import key_hashes
 from keyshared.layout import TopicLayout
@@ -453,6 +456,106 @@ def _print_what_if(w: explaining.WhatIf, out: TextIO) -> None:
     )
 
 
+# --- audit ---------------------------------------------------------------------------------
+
+
+def _configure_audit(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("keys", nargs="*", metavar="KEY", help="keys to audit (UTF-8)")
+    parser.add_argument(
+        "--keys", dest="keys_file", metavar="FILE", help="one key a line, or a .csv of key[,count]"
+    )
+    parser.add_argument("--stdin", action="store_true", help="also read keys, one per line")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="PARTITIONER",
+        help="the source producers' partitioner: kafka, pulsar:JavaStringHash, ...",
+    )
+    parser.add_argument(
+        "--partitions", type=int, required=True, help="the source topic's partition count"
+    )
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-layout", metavar="FILE", help="target layout JSON; '-' for stdin")
+    target.add_argument(
+        "--to-partitions", type=int, metavar="M", help="target partition count (same partitioner)"
+    )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=DEFAULT_SAMPLE_SIZE,
+        help="at-risk keys to name, heaviest first (%(default)s)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the audit as JSON")
+
+
+def _audit_keys(args: argparse.Namespace) -> Counter[str]:
+    """Every key given with its message count; a key given twice adds up."""
+    if args.stdin and args.to_layout == "-":
+        raise ValueError("--stdin and --to-layout - cannot both read standard input")
+    sample: Counter[str] = Counter(args.keys)
+    if args.keys_file is not None:
+        sample.update(explaining.load_keys(args.keys_file))
+    if args.stdin:
+        sample.update(_stdin_keys())
+    if not sample:
+        raise ValueError("no keys given: pass KEY arguments, --keys FILE or --stdin")
+    return sample
+
+
+def _run_audit(args: argparse.Namespace, out: TextIO) -> int:
+    sample = _audit_keys(args)
+    target: TopicLayout | int = (
+        args.to_partitions
+        if args.to_layout is None
+        else TopicLayout.from_dict(_read_json(args.to_layout), "layout")
+    )
+    audit = audit_migration(
+        list(sample),
+        args.source,
+        args.partitions,
+        target,
+        weights=list(sample.values()),
+        sample_size=args.sample,
+    )
+    if args.json:
+        _dump(audit.to_dict(), out)
+    else:
+        _print_audit(audit, out)
+    return 0
+
+
+def _amount(value: float) -> str:
+    """Messages as a whole number, other weights (bytes averaged, say) with two decimals."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def _print_audit(a: MigrationAudit, out: TextIO) -> None:
+    what = "segments" if a.target_kind == "layout" else "partitions"
+    out.write(
+        f"{a.total_keys} key(s), {_amount(a.total_traffic)} message(s):"
+        f" {a.num_partitions} partition(s) by {a.source} -> {len(a.target_ids)} {what}\n"
+        f"share of each source partition's messages per target (columns: {what})\n"
+    )
+    rows = [
+        (p, a.keys[p].sum(), _amount(a.traffic[p].sum()), *map(_percent, a.traffic_shares[p]))
+        for p in range(a.num_partitions)
+    ]
+    _table(("partition", "keys", "messages", *a.target_labels), rows, out)
+    if a.unkeyed_keys:
+        out.write(
+            f"unkeyed (no fixed partition, not in the table): {a.unkeyed_keys} key(s),"
+            f" {_amount(a.unkeyed_traffic)} message(s)\n"
+        )
+    share = a.at_risk_traffic / a.total_traffic if a.total_traffic else 0.0
+    out.write(
+        f"order at risk: {a.at_risk_keys} key(s), {_amount(a.at_risk_traffic)} message(s)"
+        f" ({share:.1%}); {a.risk_description}\n"
+    )
+    if a.at_risk_sample:
+        out.write("heaviest at risk: " + " ".join(a.at_risk_sample) + "\n")
+
+
 COMMANDS: list[Command] = [
     Command("layout", "print a layout", _configure_layout, _run_layout),
     Command("route", "route keys to (segment, bucket)", _configure_route, _run_route),
@@ -476,6 +579,12 @@ COMMANDS: list[Command] = [
         "a Key_Shared subscription from Pulsar's topic stats: owners, held hashes, what-ifs",
         _configure_explain,
         _run_explain,
+    ),
+    Command(
+        "audit",
+        "a migration's keys and traffic per source partition and target, and keys at risk",
+        _configure_audit,
+        _run_audit,
     ),
 ]
 

@@ -40,6 +40,7 @@ from keyshared.buckets import (
     canonical_bucket_hash,
     equal_width_splits,
 )
+from keyshared.router import HashingScheme, check_scheme
 
 
 class SegmentState(StrEnum):
@@ -99,7 +100,9 @@ class Segment:
     and ``sealed_at_epoch`` are the layout epochs (DAG generations) of the same events. Both
     sealed values are -1 exactly while the segment is active. ``legacy_topic_name`` names
     the ``persistent://`` topic a *legacy* segment wraps (a partition of a migrated topic);
-    it is None for the controller's own segments.
+    it is None for the controller's own segments. ``legacy_hashing_scheme`` records how that
+    topic's v4 producers routed keys (None: not recorded), for the segment router and the
+    migration audit.
     """
 
     segment_id: int
@@ -118,6 +121,9 @@ class Segment:
         default=-1, metadata=json_form(missing=lambda read: _default_sealed_epoch(read))
     )
     legacy_topic_name: str | None = None
+    legacy_hashing_scheme: HashingScheme | None = field(
+        default=None, metadata=json_form(read=lambda p, v: _hashing_scheme(p, v))
+    )
 
     def __post_init__(self) -> None:
         check_int("segment_id", self.segment_id, minimum=0, maximum=MAX_SEGMENT_ID)
@@ -140,6 +146,7 @@ class Segment:
         if self.legacy_topic_name is not None and not isinstance(self.legacy_topic_name, str):
             kind = type(self.legacy_topic_name).__name__
             raise TypeError(f"legacy_topic_name must be a str or None, got {kind}")
+        check_scheme("legacy_hashing_scheme", self.legacy_hashing_scheme)
 
     @property
     def is_active(self) -> bool:
@@ -197,6 +204,8 @@ class Segment:
             "created_at_epoch": self.created_at_epoch,
             "sealed_at_epoch": self.sealed_at_epoch,
             "legacy_topic_name": self.legacy_topic_name,
+            # Left out when not recorded, so that layouts without one read as before.
+            **_scheme_entry(self.legacy_hashing_scheme),
         }
 
     @classmethod
@@ -219,6 +228,20 @@ def _state(path: str, value: object) -> SegmentState:
     if name not in SegmentState.__members__:
         raise ValueError(f"{path} must be ACTIVE or SEALED, got {value!r}")
     return SegmentState(name)
+
+
+def _hashing_scheme(path: str, value: object) -> HashingScheme | None:
+    if value is None:
+        return None
+    try:
+        return HashingScheme(value)
+    except ValueError:
+        names = [s.value for s in HashingScheme]
+        raise ValueError(f"{path} must be one of {names} or null, got {value!r}") from None
+
+
+def _scheme_entry(scheme: HashingScheme | None) -> dict[str, str]:
+    return {} if scheme is None else {"legacy_hashing_scheme": scheme.value}
 
 
 def _default_sealed_epoch(read: Mapping[str, Any]) -> object:
@@ -558,7 +581,8 @@ class TopicLayout:
         """What a producer needs to route and bucket its batches (PIP-486's extension of
         ``ScalableTopicLayoutResponse``): the epoch and, per active segment in range order,
         its id, descriptor, range and bucket splits, and for a legacy segment the
-        ``persistent://`` topic it wraps (``legacy_topic_name``)."""
+        ``persistent://`` topic it wraps (``legacy_topic_name``) and, when recorded, its
+        producers' ``legacy_hashing_scheme``."""
         return {
             "epoch": self.epoch,
             "segments": [
@@ -568,6 +592,7 @@ class TopicLayout:
                     "hash_range": s.hash_range.to_hex(),
                     "bucket_splits": list(s.bucket_splits),
                     **({"legacy_topic_name": s.legacy_topic_name} if s.is_legacy else {}),
+                    **_scheme_entry(s.legacy_hashing_scheme),
                 }
                 for s in self._active
             ],

@@ -8,7 +8,8 @@ ring: v4 producers routed keys by ``signSafeMod(hash, N)``
 ``N`` new active children tile the ring as an initial layout does and share the topic's
 entry-bucket budget; each lists every parent, so that a consumer gets a child only once all
 the parents have drained (per-key order across the migration). The parents take no new
-writes and keep one bucket.
+writes and keep one bucket, and may record the :class:`~keyshared.router.HashingScheme` the
+old producers used (which :func:`keyshared.audit.audit_migration` reads).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from keyshared._checks import check_int
 from keyshared.buckets import RING_SIZE, HashRange, buckets_for_budget, equal_width_splits
 from keyshared.layout import Segment, SegmentState, TopicLayout, equal_width_ranges
+from keyshared.router import HashingScheme, check_scheme
 from keyshared.topic_name import TopicDomain, TopicName
 
 
@@ -24,12 +26,15 @@ def create_migrated_metadata(
     partitions: int,
     entry_bucket_budget: int = 4,
     now_ms: int = 0,
+    hashing_scheme: HashingScheme | None = None,
 ) -> TopicLayout:
     """The epoch-0 layout of a migrated topic: sealed legacy parents ``0..N-1`` (parent
     ``k`` wraps ``persistent_base-partition-k``, or ``persistent_base`` itself when
     ``partitions <= 0``), active children ``N..2N-1`` with
     ``buckets_for_budget(entry_bucket_budget, N)`` equal-width buckets each, next id
-    ``2N``. ``now_ms`` is every segment's creation and the parents' seal time."""
+    ``2N``. ``now_ms`` is every segment's creation and the parents' seal time;
+    ``hashing_scheme``, when given, is recorded on each parent as its producers' scheme
+    (Pulsar's ``createMigratedMetadata`` records none)."""
     base = TopicName.get(persistent_base) if isinstance(persistent_base, str) else persistent_base
     if not isinstance(base, TopicName):
         raise TypeError(
@@ -40,6 +45,7 @@ def create_migrated_metadata(
     check_int("partitions", partitions, maximum=RING_SIZE)
     check_int("entry_bucket_budget", entry_bucket_budget, minimum=1)
     check_int("now_ms", now_ms, minimum=0)
+    check_scheme("hashing_scheme", hashing_scheme)
     n = max(partitions, 1)
     parent_ids = tuple(range(n))
     child_ids = tuple(range(n, 2 * n))
@@ -53,6 +59,7 @@ def create_migrated_metadata(
             sealed_at_ms=now_ms,
             sealed_at_epoch=0,
             legacy_topic_name=str(base if partitions <= 0 else base.get_partition(k)),
+            legacy_hashing_scheme=hashing_scheme,
         )
         for k in parent_ids
     ]

@@ -4,10 +4,12 @@ A keyed message goes to the active segment whose range holds its segment hash (t
 bits of the key's 32-bit hash). When every active segment is *legacy* (the synthetic layout
 of a regular topic not yet migrated), keys go where a v4 partitioned producer sends them:
 ``signSafeMod(makeHash(key), N)`` over segment ids, ``makeHash`` being the hash with bit 31
-cleared. A message without a key goes round-robin over the active segments.
+cleared of the :class:`HashingScheme` the legacy segments record (the v4 producers'), or
+``Murmur3_32Hash`` when they record none. A message without a key goes round-robin over the
+active segments.
 
 A v4 producer itself (:func:`choose_partition`) hashes a key by its :class:`HashingScheme`:
-the Java client's default is ``JavaStringHash``, which the segment router does not use.
+the Java client's default is ``JavaStringHash``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from keyshared._checks import check_int
+from keyshared._core import java_string_hash_code
 from keyshared.buckets import HashRange
 from keyshared.hashing import key_hash
 
@@ -35,6 +38,9 @@ class RoutableSegment(Protocol):
     @property
     def is_legacy(self) -> bool: ...
 
+    @property
+    def legacy_hashing_scheme(self) -> HashingScheme | None: ...
+
 
 @dataclass(frozen=True)
 class ActiveSegment:
@@ -43,7 +49,9 @@ class ActiveSegment:
     ``legacy_topic_name`` is set for a legacy segment, which wraps an existing
     ``persistent://`` topic; the client attaches to :attr:`attach_topic_name`.
     ``entry_bucket_splits`` are the segment's bucket split points (producer side);
-    ``owned_bucket_ranges`` the bucket ranges a consumer owns in it (empty: all of it)."""
+    ``owned_bucket_ranges`` the bucket ranges a consumer owns in it (empty: all of it).
+    ``legacy_hashing_scheme`` is the scheme the legacy topic's v4 producers route keys by
+    (None: not recorded)."""
 
     segment_id: int
     hash_range: HashRange
@@ -51,11 +59,13 @@ class ActiveSegment:
     legacy_topic_name: str | None = None
     entry_bucket_splits: tuple[int, ...] = ()
     owned_bucket_ranges: tuple[HashRange, ...] = ()
+    legacy_hashing_scheme: HashingScheme | None = None
 
     def __post_init__(self) -> None:
         check_int("segment_id", self.segment_id, minimum=0)
         if not isinstance(self.hash_range, HashRange):
             raise TypeError(f"hash_range must be a HashRange, got {type(self.hash_range).__name__}")
+        check_scheme("legacy_hashing_scheme", self.legacy_hashing_scheme)
         object.__setattr__(self, "entry_bucket_splits", tuple(self.entry_bucket_splits))
         object.__setattr__(self, "owned_bucket_ranges", tuple(self.owned_bucket_ranges))
 
@@ -87,16 +97,6 @@ def sign_safe_mod(dividend: int, divisor: int) -> int:
     return dividend % divisor
 
 
-def java_string_hash_code(key: str) -> int:
-    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over the UTF-16 code
-    units, as a signed 32-bit int."""
-    units = key.encode("utf-16-le", "surrogatepass")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] | units[i + 1] << 8)) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 class HashingScheme(enum.Enum):
     """Pulsar's ``HashingScheme``: the hash a v4 producer routes keyed messages by."""
 
@@ -105,16 +105,19 @@ class HashingScheme(enum.Enum):
 
     def make_hash(self, key: str | bytes) -> int:
         """The client's ``makeHash``, with bit 31 cleared: ``JavaStringHash`` takes Java's
-        ``String.hashCode`` (a bytes key is decoded as UTF-8 first, malformed sequences
-        becoming U+FFFD, as ``new String(bytes, UTF_8)`` does); ``Murmur3_32Hash`` takes
-        MurmurHash3_x86_32 of the UTF-8 bytes."""
+        ``String.hashCode`` (a bytes key is decoded as ``new String(bytes, UTF_8)`` decodes
+        it, malformed sequences becoming U+FFFD as the JDK replaces them);
+        ``Murmur3_32Hash`` takes MurmurHash3_x86_32 of the UTF-8 bytes."""
         if self is HashingScheme.Murmur3_32Hash:
             return key_hash(key) & 0x7FFFFFFF
-        if isinstance(key, bytes):
-            key = key.decode("utf-8", "replace")
-        elif not isinstance(key, str):
-            raise TypeError(f"key must be str or bytes, got {type(key).__name__}")
         return java_string_hash_code(key) & 0x7FFFFFFF
+
+
+def check_scheme(name: str, scheme: object) -> HashingScheme | None:
+    """``scheme`` if it is a :class:`HashingScheme` or None, else TypeError naming ``name``."""
+    if scheme is not None and not isinstance(scheme, HashingScheme):
+        raise TypeError(f"{name} must be a HashingScheme or None, got {type(scheme).__name__}")
+    return scheme
 
 
 def choose_partition(
@@ -153,7 +156,7 @@ class SegmentRouter:
     def route(self, key: str | bytes, active_segments: Iterable[RoutableSegment]) -> int:
         """The segment id for a keyed message. ValueError when there are no active segments,
         when no segment covers the key's hash, or (all legacy) when no segment has the id
-        ``makeHash(key) mod N``."""
+        ``makeHash(key) mod N`` or the segments record different hashing schemes."""
         segments = _segments(active_segments)
         if all(s.is_legacy for s in segments):
             return self._route_mod_n(key, segments)
@@ -163,10 +166,10 @@ class SegmentRouter:
                 return segment.segment_id
         raise ValueError(f"no active segment covers hash {h:#06x} of key {key!r}")
 
-    @classmethod
-    def _route_mod_n(cls, key: str | bytes, active_segments: Sequence[RoutableSegment]) -> int:
+    @staticmethod
+    def _route_mod_n(key: str | bytes, active_segments: Sequence[RoutableSegment]) -> int:
         n = len(active_segments)
-        partition = sign_safe_mod(cls.make_hash(key), n)
+        partition = sign_safe_mod(legacy_hashing_scheme(active_segments).make_hash(key), n)
         for segment in active_segments:
             if segment.segment_id == partition:
                 return partition
@@ -182,6 +185,22 @@ class SegmentRouter:
         return segments[counter % len(segments)].segment_id, counter + 1
 
 
+def legacy_hashing_scheme(segments: Iterable[RoutableSegment]) -> HashingScheme:
+    """The scheme keys of the legacy ``segments`` are routed by: the one they record, else
+    ``Murmur3_32Hash``. ValueError when they record different ones."""
+    # Pulsar's SegmentRouter always takes Murmur3_32Hash here, whatever the v4 producers
+    # used; keys of producers on the Java client's default JavaStringHash then land in
+    # another partition than their older messages, and lose their order. Kept safer: the
+    # recorded scheme wins, and Pulsar's choice stands only where none is recorded.
+    recorded = {s.legacy_hashing_scheme for s in segments if s.is_legacy}
+    recorded.discard(None)
+    if len(recorded) > 1:
+        names = sorted(s.value for s in recorded if s is not None)
+        raise ValueError(f"the legacy segments record different hashing schemes: {names}")
+    scheme = recorded.pop() if recorded else None
+    return scheme if scheme is not None else HashingScheme.Murmur3_32Hash
+
+
 __all__ = [
     "ActiveSegment",
     "HashingScheme",
@@ -189,5 +208,6 @@ __all__ = [
     "SegmentRouter",
     "choose_partition",
     "java_string_hash_code",
+    "legacy_hashing_scheme",
     "sign_safe_mod",
 ]
