@@ -342,7 +342,9 @@ def test_iceberg_bucket_of_strings_and_binaries_is_pyicebergs(keys: list[Key], n
     singles = [iceberg_bucket(k, n) for k in sample]
     assert (
         differences(
-            singles, [w for k, w in zip(keys[:2000], want, strict=True) if k is not None], sample
+            singles,
+            [w for k, w in zip(keys[:2000], want[:2000], strict=True) if k is not None],
+            sample,
         )
         == []
     )
