@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import random
 import subprocess
+import threading
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -548,3 +550,23 @@ def test_bad_input_is_refused_by_name(
 ) -> None:
     with pytest.raises(error, match=names.replace("[", r"\[").replace("]", r"\]")):
         call()
+
+
+def test_a_batch_releases_the_gil() -> None:
+    """Another Python thread runs while a batch is partitioned."""
+    keys = pa.array([f"key-{i}" for i in range(200_000)] * 20)
+    span: list[float] = []
+
+    def work() -> None:
+        span.append(time.perf_counter())
+        partitions(keys, 12, Partitioner.KAFKA)
+        span.append(time.perf_counter())
+
+    worker = threading.Thread(target=work)
+    ticks: list[float] = []
+    worker.start()
+    while worker.is_alive():
+        ticks.append(time.perf_counter())
+    worker.join()
+    start, end = span
+    assert sum(start < t < end for t in ticks) > 100
