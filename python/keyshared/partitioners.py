@@ -14,6 +14,10 @@ also ``int``. An int's type matters to Spark: an ``int`` and a ``long`` of the s
 apart. A Python int is a ``long`` unless told otherwise, as PySpark infers a Python int's
 column type (``LongType``); NumPy and Arrow int32 keys are ``int``, int64 keys ``long``.
 Iceberg hashes an int as the long of the same value, so the type does not change its bucket.
+
+For the Pulsar schemes a bytes key stands for a string key given by its UTF-8 bytes (as read
+from a log). The Java client's ``keyBytes(byte[])`` sets the key to the bytes' Base64 text and
+routes by that text: pass ``base64.b64encode(key).decode()`` for keys set that way.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 //! str/bytes/None or of ints, an Arrow array read in place, a NumPy integer array), with
 //! the GIL released while the batch is partitioned.
 
+use std::mem::MaybeUninit;
+
 use arrow_array::builder::{BinaryBuilder, Int64Builder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
@@ -18,6 +20,7 @@ use strum::{EnumString, IntoStaticStr, VariantNames};
 
 use crate::conversions::{key_bytes, key_bytes_at, named, type_name};
 use crate::errors::Raise;
+use keyshared_kernels::parallel::{collect_pairs, default_threads, map_pairs};
 use keyshared_kernels::partitioners::{
     self as kernels, IcebergValue, IntKey, IntPartitioner, NumPartitions, Partitioner, SparkValue,
 };
@@ -173,55 +176,92 @@ enum IntChunk {
 }
 
 impl ByteChunk {
-    fn partition_into(&self, p: Partitioner, n: NumPartitions, out: &mut Vec<i64>) {
-        let each = |k: Option<&[u8]>| p.partition(k, n).map_or(-1, i64::from);
+    fn len(&self) -> usize {
         match self {
-            Self::Binary(a) => out.extend(a.iter().map(each)),
-            Self::LargeBinary(a) => out.extend(a.iter().map(each)),
-            Self::View(a) => out.extend(a.iter().map(each)),
+            Self::Binary(a) => a.len(),
+            Self::LargeBinary(a) => a.len(),
+            Self::View(a) => a.len(),
+        }
+    }
+
+    /// `f` of keys `start..start + out.len()` (None for a null) into `out`; one loop per
+    /// layout, so that the layout is not matched again for every key.
+    fn map_into(
+        &self,
+        start: usize,
+        out: &mut [MaybeUninit<i64>],
+        f: &impl Fn(Option<&[u8]>) -> i64,
+    ) {
+        let len = out.len();
+        match self {
+            Self::Binary(a) => fill(out, a.slice(start, len).iter(), f),
+            Self::LargeBinary(a) => fill(out, a.slice(start, len).iter(), f),
+            Self::View(a) => fill(out, a.slice(start, len).iter(), f),
         }
     }
 }
 
-impl IntChunk {
-    /// Partitions as `int_type` (None: the chunk's own width); fails with the index of a
-    /// value that does not fit an int.
-    /// `null` is the partition of a null key.
-    fn partition_into(
-        &self,
-        (ints, n, null): (IntPartitioner, NumPartitions, i64),
-        int_type: Option<KeyType>,
-        start: usize,
-        out: &mut Vec<i64>,
-    ) -> Result<(), (usize, i64)> {
-        let mut each = |v: Option<IntKey>| match v {
-            Some(k) => out.push(i64::from(ints.partition(k, n))),
-            None => out.push(null),
-        };
-        match self {
-            Self::Int32(a) => {
-                let long = int_type == Some(KeyType::Long);
-                a.iter().for_each(|v| {
-                    each(v.map(|v| match long {
-                        true => IntKey::Long(i64::from(v)),
-                        false => IntKey::Int(v),
-                    }))
-                });
-            }
-            Self::Int64(a) => {
-                let int = int_type == Some(KeyType::Int);
-                for (i, v) in a.iter().enumerate() {
-                    each(match (v, int) {
-                        (Some(v), true) => {
-                            Some(IntKey::Int(i32::try_from(v).map_err(|_| (start + i, v))?))
-                        }
-                        (v, _) => v.map(IntKey::Long),
-                    });
-                }
-            }
-        }
-        Ok(())
+fn fill<'a>(
+    out: &mut [MaybeUninit<i64>],
+    keys: impl Iterator<Item = Option<&'a [u8]>>,
+    f: &impl Fn(Option<&[u8]>) -> i64,
+) {
+    for (slot, key) in out.iter_mut().zip(keys) {
+        slot.write(f(key));
     }
+}
+
+impl IntChunk {
+    fn len(&self) -> usize {
+        match self {
+            Self::Int32(a) => a.len(),
+            Self::Int64(a) => a.len(),
+        }
+    }
+
+    /// The first value (index, value) that does not fit an int, when read as `int_type`.
+    fn first_beyond_int(&self, int_type: Option<KeyType>) -> Option<(usize, i64)> {
+        match self {
+            Self::Int64(a) if int_type == Some(KeyType::Int) => a
+                .iter()
+                .enumerate()
+                .find_map(|(i, v)| v.filter(|&v| i32::try_from(v).is_err()).map(|v| (i, v))),
+            _ => None,
+        }
+    }
+
+    /// Key `i` as `int_type` (None: the chunk's own width), None for a null; a value beyond
+    /// an int was refused before (`first_beyond_int`) and is read as a long.
+    fn key(&self, i: usize, int_type: Option<KeyType>) -> Option<IntKey> {
+        match self {
+            Self::Int32(a) => a.is_valid(i).then(|| match int_type {
+                Some(KeyType::Long) => IntKey::Long(i64::from(a.value(i))),
+                _ => IntKey::Int(a.value(i)),
+            }),
+            Self::Int64(a) => a.is_valid(i).then(|| {
+                let v = a.value(i);
+                match (int_type, i32::try_from(v)) {
+                    (Some(KeyType::Int), Ok(v)) => IntKey::Int(v),
+                    _ => IntKey::Long(v),
+                }
+            }),
+        }
+    }
+}
+
+/// `f(i)` for `i` in `0..len`, on the default number of threads.
+fn each_index(len: usize, f: impl Fn(usize) -> i64 + Sync) -> Vec<i64> {
+    map_pairs(len, default_threads(), |i| (f(i), ())).0
+}
+
+/// `f` of every key of a byte chunk, its pieces on the default number of threads.
+fn each_key(chunk: &ByteChunk, f: impl Fn(Option<&[u8]>) -> i64 + Sync) -> Vec<i64> {
+    let work = |start: usize, out: &mut [MaybeUninit<i64>], _: &mut [MaybeUninit<()>]| {
+        chunk.map_into(start, out, &f)
+    };
+    // SAFETY: `map_into` writes every slot of the piece it is given: the slice it reads is
+    // as long as the piece, and lies inside the chunk as the pieces tile `0..len`.
+    unsafe { collect_pairs(chunk.len(), default_threads(), work) }.0
 }
 
 fn byte_chunk(array: ArrayRef) -> Option<ByteChunk> {
@@ -372,7 +412,7 @@ fn read_batch(keys: &Bound<'_, PyAny>, key_type: Option<KeyType>) -> PyResult<Ba
 }
 
 /// The partition of every key as an int64 array, -1 where the system picks no fixed
-/// partition.
+/// partition; large batches run on the default number of threads (`set_num_threads`).
 #[pyfunction]
 #[pyo3(signature = (keys, num_partitions, partitioner, key_type=None))]
 fn partition_keys<'py>(
@@ -385,7 +425,7 @@ fn partition_keys<'py>(
     let n = self::num_partitions(num_partitions, "num_partitions")?;
     let key_type = self::key_type(key_type, "key_type")?;
     let batch = read_batch(keys, key_type)?;
-    let out = match batch {
+    let out: Vec<i64> = match batch {
         Batch::Bytes(chunks) => {
             if let Some(t) = key_type.filter(|t| t.is_int()) {
                 return Err(PyTypeError::new_err(format!(
@@ -394,9 +434,8 @@ fn partition_keys<'py>(
                 )));
             }
             keys.py().detach(|| {
-                let mut out = Vec::new();
-                chunks.iter().for_each(|c| c.partition_into(p, n, &mut out));
-                out
+                let each = |c: &ByteChunk| each_key(c, |k| p.partition(k, n).map_or(-1, i64::from));
+                chunks.iter().flat_map(each).collect()
             })
         }
         Batch::Ints(chunks) => {
@@ -407,22 +446,27 @@ fn partition_keys<'py>(
                     t.name()
                 )));
             }
+            let mut start = 0;
+            for c in &chunks {
+                if let Some((i, v)) = c.first_beyond_int(key_type) {
+                    return Err(PyValueError::new_err(format!(
+                        "keys[{}] = {v} is outside the range of an int ([-2**31, 2**31 - 1]); \
+                         use key_type=\"long\"",
+                        start + i
+                    )));
+                }
+                start += c.len();
+            }
             let null = p.partition(None, n).map_or(-1, i64::from);
-            keys.py()
-                .detach(|| {
-                    let mut out = Vec::new();
-                    for c in &chunks {
-                        let start = out.len();
-                        c.partition_into((ints, n, null), key_type, start, &mut out)?;
-                    }
-                    Ok(out)
-                })
-                .map_err(|(i, v): (usize, i64)| {
-                    PyValueError::new_err(format!(
-                        "keys[{i}] = {v} is outside the range of an int ([-2**31, 2**31 - 1]); \
-                         use key_type=\"long\""
-                    ))
-                })?
+            keys.py().detach(|| {
+                let each = |c: &IntChunk| {
+                    each_index(c.len(), |i| match c.key(i, key_type) {
+                        Some(k) => i64::from(ints.partition(k, n)),
+                        None => null,
+                    })
+                };
+                chunks.iter().flat_map(each).collect()
+            })
         }
     };
     Ok(PyArray1::from_vec(keys.py(), out))
@@ -469,7 +513,9 @@ fn iceberg_bucket(value: &Bound<'_, PyAny>, num_buckets: &Bound<'_, PyAny>) -> P
     Ok(kernels::iceberg_bucket(hash, n))
 }
 
-/// Spark's `hash()` of one value of the given type (seed 42); None hashes to the seed.
+/// Spark's `hash()` of one value (seed 42) as Spark's signed int. `data_type` is "string",
+/// "binary", "int" or "long"; an int is a long unless told, as PySpark infers a Python int;
+/// None hashes to the seed.
 #[pyfunction]
 #[pyo3(signature = (value, data_type=None))]
 fn spark_hash(value: &Bound<'_, PyAny>, data_type: Option<&Bound<'_, PyAny>>) -> PyResult<i32> {
