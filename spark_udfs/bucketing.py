@@ -14,6 +14,7 @@ import numpy.typing as npt
 from pyspark.sql import DataFrame, Observation, Row, SparkSession
 from pyspark.sql import functions as F
 
+from keyshared.audit import display_key
 from spark_udfs.jvm import Engine, choose_engine
 from spark_udfs.layouts import Layout
 from spark_udfs.sources import KEY, SIZE
@@ -125,7 +126,7 @@ def _hot_keys(rows: list[Row] | None) -> list[HotKey]:
     busiest = sorted(rows or [], key=lambda row: (row[MESSAGES], row[BYTES]), reverse=True)
     return [
         HotKey(
-            key=display_key(row[KEY]),
+            key=None if row[KEY] is None else display_key(row[KEY]),
             messages=int(row[MESSAGES]),
             bytes=int(row[BYTES]),
             segment_id=int(row[SEGMENT_ID]),
@@ -133,13 +134,3 @@ def _hot_keys(rows: list[Row] | None) -> list[HotKey]:
         )
         for row in busiest
     ]
-
-
-def display_key(key: str | bytes | bytearray | None) -> str | None:
-    """A key as text: binary keys that are valid UTF-8 as that text, others as ``0x`` hex."""
-    if key is None or isinstance(key, str):
-        return key
-    try:
-        return bytes(key).decode("utf-8")
-    except UnicodeDecodeError:
-        return "0x" + bytes(key).hex()

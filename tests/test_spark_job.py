@@ -15,7 +15,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from keyshared import TopicLayout
-from spark_udfs.bucketing import ARROW_SQL_CONF, count_load, display_key, sql_conf
+from keyshared.audit import display_key
+from spark_udfs.bucketing import ARROW_SQL_CONF, count_load, sql_conf
 from spark_udfs.job import _spark_error, build_parser, main
 from spark_udfs.report import skew_of
 from spark_udfs.sources import FileSource, SyntheticSource, read_messages, zipf_rank
