@@ -20,7 +20,7 @@ use strum::{EnumString, IntoStaticStr, VariantNames};
 
 use crate::conversions::{key_bytes, key_bytes_at, named, type_name};
 use crate::errors::Raise;
-use keyshared_kernels::parallel::{collect_pairs, default_threads, map_pairs};
+use keyshared_kernels::parallel::{collect_pairs, default_threads};
 use keyshared_kernels::partitioners::{
     self as kernels, IcebergValue, IntKey, IntPartitioner, NumPartitions, Partitioner, SparkValue,
 };
@@ -201,16 +201,6 @@ impl ByteChunk {
     }
 }
 
-fn fill<'a>(
-    out: &mut [MaybeUninit<i64>],
-    keys: impl Iterator<Item = Option<&'a [u8]>>,
-    f: &impl Fn(Option<&[u8]>) -> i64,
-) {
-    for (slot, key) in out.iter_mut().zip(keys) {
-        slot.write(f(key));
-    }
-}
-
 impl IntChunk {
     fn len(&self) -> usize {
         match self {
@@ -230,38 +220,52 @@ impl IntChunk {
         }
     }
 
-    /// Key `i` as `int_type` (None: the chunk's own width), None for a null; a value beyond
-    /// an int was refused before (`first_beyond_int`) and is read as a long.
-    fn key(&self, i: usize, int_type: Option<KeyType>) -> Option<IntKey> {
+    /// `f` of keys `start..start + out.len()` as `int_type` (None: the chunk's own width),
+    /// None for a null; a value beyond an int was refused before (`first_beyond_int`).
+    fn map_into(
+        &self,
+        start: usize,
+        out: &mut [MaybeUninit<i64>],
+        int_type: Option<KeyType>,
+        f: &impl Fn(Option<IntKey>) -> i64,
+    ) {
+        let len = out.len();
         match self {
-            Self::Int32(a) => a.is_valid(i).then(|| match int_type {
-                Some(KeyType::Long) => IntKey::Long(i64::from(a.value(i))),
-                _ => IntKey::Int(a.value(i)),
-            }),
-            Self::Int64(a) => a.is_valid(i).then(|| {
-                let v = a.value(i);
-                match (int_type, i32::try_from(v)) {
-                    (Some(KeyType::Int), Ok(v)) => IntKey::Int(v),
+            Self::Int32(a) => {
+                let long = int_type == Some(KeyType::Long);
+                let key = |v: i32| match long {
+                    true => IntKey::Long(i64::from(v)),
+                    false => IntKey::Int(v),
+                };
+                fill(out, a.slice(start, len).iter().map(|v| v.map(key)), f);
+            }
+            Self::Int64(a) => {
+                let int = int_type == Some(KeyType::Int);
+                let key = |v: i64| match (int, i32::try_from(v)) {
+                    (true, Ok(v)) => IntKey::Int(v),
                     _ => IntKey::Long(v),
-                }
-            }),
+                };
+                fill(out, a.slice(start, len).iter().map(|v| v.map(key)), f);
+            }
         }
     }
 }
 
-/// `f(i)` for `i` in `0..len`, on the default number of threads.
-fn each_index(len: usize, f: impl Fn(usize) -> i64 + Sync) -> Vec<i64> {
-    map_pairs(len, default_threads(), |i| (f(i), ())).0
+fn fill<T>(out: &mut [MaybeUninit<i64>], keys: impl Iterator<Item = T>, f: &impl Fn(T) -> i64) {
+    for (slot, key) in out.iter_mut().zip(keys) {
+        slot.write(f(key));
+    }
 }
 
-/// `f` of every key of a byte chunk, its pieces on the default number of threads.
-fn each_key(chunk: &ByteChunk, f: impl Fn(Option<&[u8]>) -> i64 + Sync) -> Vec<i64> {
-    let work = |start: usize, out: &mut [MaybeUninit<i64>], _: &mut [MaybeUninit<()>]| {
-        chunk.map_into(start, out, &f)
-    };
-    // SAFETY: `map_into` writes every slot of the piece it is given: the slice it reads is
-    // as long as the piece, and lies inside the chunk as the pieces tile `0..len`.
-    unsafe { collect_pairs(chunk.len(), default_threads(), work) }.0
+/// An output of `len` items filled piece by piece by `work(start, piece)`, on the default
+/// number of threads.
+fn in_pieces(len: usize, work: impl Fn(usize, &mut [MaybeUninit<i64>]) + Sync) -> Vec<i64> {
+    let work =
+        |start: usize, out: &mut [MaybeUninit<i64>], _: &mut [MaybeUninit<()>]| work(start, out);
+    // SAFETY: every `work` here is a chunk's `map_into`, which writes one value for each
+    // slot: the slice it reads is as long as the piece, and inside the chunk since the
+    // pieces tile `0..len`.
+    unsafe { collect_pairs(len, default_threads(), work) }.0
 }
 
 fn byte_chunk(array: ArrayRef) -> Option<ByteChunk> {
@@ -361,6 +365,11 @@ fn numpy_batch(array: &Bound<'_, PyUntypedArray>, key_type: Option<KeyType>) -> 
             exact.to_vec()?,
         ))]));
     }
+    if let Ok(exact) = array.cast::<PyArray1<i64>>() {
+        return Ok(Batch::Ints(vec![IntChunk::Int64(Int64Array::from(
+            exact.to_vec()?,
+        ))]));
+    }
     // Other integer dtypes widen to int64, where every value but a uint64's fits.
     let safe = array
         .py()
@@ -434,7 +443,8 @@ fn partition_keys<'py>(
                 )));
             }
             keys.py().detach(|| {
-                let each = |c: &ByteChunk| each_key(c, |k| p.partition(k, n).map_or(-1, i64::from));
+                let f = |k: Option<&[u8]>| p.partition(k, n).map_or(-1, i64::from);
+                let each = |c: &ByteChunk| in_pieces(c.len(), |at, out| c.map_into(at, out, &f));
                 chunks.iter().flat_map(each).collect()
             })
         }
@@ -459,12 +469,9 @@ fn partition_keys<'py>(
             }
             let null = p.partition(None, n).map_or(-1, i64::from);
             keys.py().detach(|| {
-                let each = |c: &IntChunk| {
-                    each_index(c.len(), |i| match c.key(i, key_type) {
-                        Some(k) => i64::from(ints.partition(k, n)),
-                        None => null,
-                    })
-                };
+                let f = |k: Option<IntKey>| k.map_or(null, |k| i64::from(ints.partition(k, n)));
+                let each =
+                    |c: &IntChunk| in_pieces(c.len(), |at, out| c.map_into(at, out, key_type, &f));
                 chunks.iter().flat_map(each).collect()
             })
         }
