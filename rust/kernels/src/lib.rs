@@ -14,6 +14,7 @@ pub mod impacted;
 pub mod keys;
 pub mod murmur;
 pub mod parallel;
+pub mod partitioners;
 pub mod pending_acks;
 pub mod redelivery;
 pub mod ring;

@@ -1,0 +1,608 @@
+//! The key partitioners of other systems, each bit-exact with its source: Kafka's Java
+//! producer, librdkafka, the Pulsar Java client, Iceberg's `bucket[N]` transform, Spark's
+//! `hash()` as `bucketBy` uses it, Sarama and kafka-go. A partition is `None` where the
+//! system picks no fixed partition for the key (a sticky, random or round-robin choice).
+
+use strum::{EnumIter, EnumString, IntoStaticStr, VariantNames};
+
+use super::error::{InvalidInput, KernelResult};
+use super::hashing::key_hash;
+
+/// A partition count every system here accepts: `1..=i32::MAX` (Java and Go count in i32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NumPartitions(u32);
+
+impl NumPartitions {
+    pub fn new(n: i64, what: &str) -> KernelResult<Self> {
+        match u32::try_from(n) {
+            Ok(n) if (1..=i32::MAX as u32).contains(&n) => Ok(Self(n)),
+            _ => Err(InvalidInput::new(format!(
+                "{what} must be in [1, 2**31 - 1], got {n}"
+            ))),
+        }
+    }
+
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+/// A partitioner, by the name the Python API and the CLI give it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, EnumString, IntoStaticStr, VariantNames, EnumIter,
+)]
+pub enum Partitioner {
+    /// Kafka's Java producer (`BuiltInPartitioner.partitionForKey`).
+    #[strum(serialize = "kafka")]
+    Kafka,
+    #[strum(serialize = "librdkafka:consistent")]
+    LibrdkafkaConsistent,
+    #[strum(serialize = "librdkafka:consistent_random")]
+    LibrdkafkaConsistentRandom,
+    #[strum(serialize = "librdkafka:murmur2")]
+    LibrdkafkaMurmur2,
+    #[strum(serialize = "librdkafka:murmur2_random")]
+    LibrdkafkaMurmur2Random,
+    #[strum(serialize = "librdkafka:fnv1a")]
+    LibrdkafkaFnv1a,
+    #[strum(serialize = "librdkafka:fnv1a_random")]
+    LibrdkafkaFnv1aRandom,
+    /// The Pulsar Java client's default `HashingScheme`.
+    #[strum(serialize = "pulsar:JavaStringHash")]
+    PulsarJavaStringHash,
+    #[strum(serialize = "pulsar:Murmur3_32Hash")]
+    PulsarMurmur332Hash,
+    #[strum(serialize = "iceberg:bucket")]
+    IcebergBucket,
+    #[strum(serialize = "spark:bucket")]
+    SparkBucket,
+    #[strum(serialize = "sarama")]
+    Sarama,
+    #[strum(serialize = "kafka-go")]
+    KafkaGo,
+}
+
+impl Partitioner {
+    /// The partition of a key (`None`: a null key), or `None` where the system picks none.
+    ///
+    /// Null keys: every producer here sends them to a sticky, random or round-robin
+    /// partition (librdkafka's `rd_kafka_msg_partitioner` does so before any partitioner
+    /// runs), except Spark, whose `hash()` of a null is its seed, and Iceberg, whose bucket
+    /// of a null is null. Empty keys are hashed like any other, except by librdkafka's
+    /// `consistent_random`, which treats them as null.
+    pub fn partition(self, key: Option<&[u8]>, n: NumPartitions) -> Option<u32> {
+        let n = n.get();
+        match (self, key) {
+            (Self::SparkBucket, None) => Some(pmod(SPARK_SEED as i32, n)),
+            (_, None) | (Self::LibrdkafkaConsistentRandom, Some([])) => None,
+            (_, Some(key)) => Some(self.partition_bytes(key, n)),
+        }
+    }
+
+    fn partition_bytes(self, key: &[u8], n: u32) -> u32 {
+        match self {
+            Self::Kafka | Self::LibrdkafkaMurmur2 | Self::LibrdkafkaMurmur2Random => {
+                to_positive(murmur2(key)) % n
+            }
+            Self::LibrdkafkaConsistent | Self::LibrdkafkaConsistentRandom => crc32(key) % n,
+            Self::LibrdkafkaFnv1a | Self::LibrdkafkaFnv1aRandom => fnv1a_32(key) % n,
+            Self::PulsarJavaStringHash => to_positive(java_string_hash_utf8(key)) % n,
+            Self::PulsarMurmur332Hash => to_positive(key_hash(key) as i32) % n,
+            Self::IcebergBucket => to_positive(iceberg_hash(IcebergValue::Bytes(key))) % n,
+            Self::SparkBucket => pmod(spark_hash(SparkValue::Bytes(key)), n),
+            Self::Sarama | Self::KafkaGo => sarama_partition(fnv1a_32(key), n),
+        }
+    }
+
+    /// The partitioner of integer keys, for the systems that have typed keys.
+    pub fn for_ints(self) -> KernelResult<IntPartitioner> {
+        match self {
+            Self::IcebergBucket => Ok(IntPartitioner::IcebergBucket),
+            Self::SparkBucket => Ok(IntPartitioner::SparkBucket),
+            other => Err(InvalidInput::new(format!(
+                "partitioner {:?} takes str or bytes keys; int keys are for \"iceberg:bucket\" \
+                 and \"spark:bucket\"",
+                <&str>::from(other)
+            ))),
+        }
+    }
+}
+
+/// An integer key and the type it has in its system: Spark hashes an int and a long apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntKey {
+    Int(i32),
+    Long(i64),
+}
+
+/// The partitioners with integer keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntPartitioner {
+    IcebergBucket,
+    SparkBucket,
+}
+
+impl IntPartitioner {
+    pub fn partition(self, key: IntKey, n: NumPartitions) -> u32 {
+        match self {
+            Self::IcebergBucket => iceberg_bucket(iceberg_hash(key.into()), n),
+            Self::SparkBucket => pmod(spark_hash(key.into()), n.get()),
+        }
+    }
+}
+
+/// Kafka's `Utils.toPositive`: the sign bit cleared (not `abs`, which overflows).
+#[inline]
+pub fn to_positive(h: i32) -> u32 {
+    (h & i32::MAX) as u32
+}
+
+/// Kafka's `Utils.murmur2` (MurmurHash2, seed 0x9747b28c), as the signed int Java returns.
+/// librdkafka's `rd_murmur2` is the same function.
+pub fn murmur2(data: &[u8]) -> i32 {
+    const M: u32 = 0x5bd1_e995;
+    let mut h = 0x9747_b28c_u32 ^ data.len() as u32;
+    let mut words = data.chunks_exact(4);
+    for w in &mut words {
+        let mut k = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> 24;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M) ^ k;
+    }
+    let tail = words.remainder();
+    if !tail.is_empty() {
+        for (i, &b) in tail.iter().enumerate() {
+            h ^= u32::from(b) << (8 * i);
+        }
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h as i32
+}
+
+/// CRC-32 (IEEE, zlib's): librdkafka's `rd_crc32`.
+#[inline]
+pub fn crc32(data: &[u8]) -> u32 {
+    crc32fast::hash(data)
+}
+
+/// FNV-1a, 32 bits: librdkafka's `rd_fnv1a`, Go's `hash/fnv.New32a`.
+pub fn fnv1a_32(data: &[u8]) -> u32 {
+    data.iter().fold(0x811c_9dc5_u32, |h, &b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// Sarama's `hashPartitioner` (and kafka-go's `Hash` balancer, which copies it): the hash
+/// as an int32, `%` with Go's truncating sign, and a negative result negated.
+#[inline]
+pub fn sarama_partition(hash: u32, n: u32) -> u32 {
+    ((hash as i32) % (n as i32)).unsigned_abs()
+}
+
+/// Java's `String.hashCode` over UTF-16 code units: `s[0]*31^(n-1) + ... + s[n-1]`.
+pub fn java_string_hash(units: impl IntoIterator<Item = u16>) -> i32 {
+    units
+        .into_iter()
+        .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u)))
+}
+
+/// `new String(bytes, UTF_8).hashCode()`: for valid UTF-8 (every `str`), the hash of its
+/// UTF-16 units; malformed input is replaced as the JDK replaces it.
+pub fn java_string_hash_utf8(bytes: &[u8]) -> i32 {
+    let mut h = 0i32;
+    java_decode_utf8(bytes, |u| h = h.wrapping_mul(31).wrapping_add(i32::from(u)));
+    h
+}
+
+const REPLACEMENT: u16 = 0xFFFD;
+
+#[inline]
+fn is_continuation(b: u8) -> bool {
+    b & 0xC0 == 0x80
+}
+
+/// E0 followed by 80..9F is an overlong 3-byte form.
+#[inline]
+fn is_malformed3_2(b1: u8, b2: u8) -> bool {
+    (b1 == 0xE0 && b2 & 0xE0 == 0x80) || !is_continuation(b2)
+}
+
+/// F0 followed by 80..8F is overlong, F4 by 90..BF beyond U+10FFFF.
+#[inline]
+fn is_malformed4_2(b1: u8, b2: u8) -> bool {
+    (b1 == 0xF0 && !(0x90..=0xBF).contains(&b2))
+        || (b1 == 0xF4 && b2 & 0xF0 != 0x80)
+        || !is_continuation(b2)
+}
+
+/// Decodes UTF-8 to UTF-16 units as the JDK's `String(byte[], UTF_8)` does
+/// (`String.decodeUTF8_UTF16` with replacement). It differs from Python's and Rust's
+/// lossy decoders on malformed input: an encoded surrogate (ED A0..BF xx) is one U+FFFD
+/// for its three bytes, and a truncated sequence at the end is one U+FFFD.
+pub fn java_decode_utf8(src: &[u8], mut put: impl FnMut(u16)) {
+    let sl = src.len();
+    let mut sp = 0;
+    while sp < sl {
+        let b1 = src[sp];
+        sp += 1;
+        if b1 < 0x80 {
+            put(u16::from(b1));
+        } else if b1 >> 5 == 0b110 && b1 & 0x1E != 0 {
+            if sp < sl {
+                let b2 = src[sp];
+                if is_continuation(b2) {
+                    sp += 1;
+                    put(u16::from(b1 & 0x1F) << 6 | u16::from(b2 & 0x3F));
+                } else {
+                    put(REPLACEMENT);
+                }
+                continue;
+            }
+            put(REPLACEMENT);
+            break;
+        } else if b1 >> 4 == 0b1110 {
+            if sp + 1 < sl {
+                let (b2, b3) = (src[sp], src[sp + 1]);
+                if is_malformed3_2(b1, b2) || !is_continuation(b3) {
+                    put(REPLACEMENT);
+                    // The JDK's `malformed3`: skip b2 too when it began a valid pair.
+                    sp += usize::from(!is_malformed3_2(b1, b2));
+                } else {
+                    sp += 2;
+                    let c = u16::from(b1 & 0x0F) << 12
+                        | u16::from(b2 & 0x3F) << 6
+                        | u16::from(b3 & 0x3F);
+                    put(if (0xD800..=0xDFFF).contains(&c) {
+                        REPLACEMENT
+                    } else {
+                        c
+                    });
+                }
+                continue;
+            }
+            put(REPLACEMENT);
+            if sp < sl && is_malformed3_2(b1, src[sp]) {
+                continue;
+            }
+            break;
+        } else if b1 >> 3 == 0b11110 {
+            if sp + 2 < sl {
+                let (b2, b3, b4) = (src[sp], src[sp + 1], src[sp + 2]);
+                let uc = u32::from(b1 & 0x07) << 18
+                    | u32::from(b2 & 0x3F) << 12
+                    | u32::from(b3 & 0x3F) << 6
+                    | u32::from(b4 & 0x3F);
+                let well_formed = is_continuation(b2)
+                    && is_continuation(b3)
+                    && is_continuation(b4)
+                    && (0x1_0000..0x11_0000).contains(&uc);
+                if well_formed {
+                    sp += 3;
+                    let v = uc - 0x1_0000;
+                    put(0xD800 | (v >> 10) as u16);
+                    put(0xDC00 | (v & 0x3FF) as u16);
+                } else {
+                    put(REPLACEMENT);
+                    // The JDK's `malformed4`: how many bytes the malformed sequence spans.
+                    if !(b1 > 0xF4 || is_malformed4_2(b1, b2)) {
+                        sp += if is_continuation(b3) { 2 } else { 1 };
+                    }
+                }
+                continue;
+            }
+            put(REPLACEMENT);
+            if b1 > 0xF4 || (sp < sl && is_malformed4_2(b1, src[sp])) {
+                continue;
+            }
+            sp += 1;
+            if sp < sl && !is_continuation(src[sp]) {
+                continue;
+            }
+            break;
+        } else {
+            put(REPLACEMENT);
+        }
+    }
+}
+
+/// An Iceberg value whose bucket is taken: its hash is murmur3_x86_32 (seed 0) of the
+/// value's bytes; an int is hashed as the long of the same value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IcebergValue<'a> {
+    /// A string's UTF-8 bytes, or a binary value's bytes.
+    Bytes(&'a [u8]),
+    Long(i64),
+}
+
+impl From<IntKey> for IcebergValue<'_> {
+    fn from(key: IntKey) -> Self {
+        match key {
+            IntKey::Int(v) => Self::Long(i64::from(v)),
+            IntKey::Long(v) => Self::Long(v),
+        }
+    }
+}
+
+/// Iceberg's 32-bit hash of a value (spec appendix B), as Java's signed int.
+pub fn iceberg_hash(value: IcebergValue<'_>) -> i32 {
+    match value {
+        IcebergValue::Bytes(b) => key_hash(b) as i32,
+        IcebergValue::Long(v) => key_hash(&v.to_le_bytes()) as i32,
+    }
+}
+
+/// Iceberg's `bucket[N]` of a value's hash: `(hash & Integer.MAX_VALUE) % N`.
+#[inline]
+pub fn iceberg_bucket(hash: i32, n: NumPartitions) -> u32 {
+    to_positive(hash) % n.get()
+}
+
+/// The seed of Spark's `hash()` (the `Murmur3Hash` expression).
+pub const SPARK_SEED: u32 = 42;
+
+/// A Spark value whose `hash()` is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SparkValue<'a> {
+    /// A string's UTF-8 bytes or a binary value.
+    Bytes(&'a [u8]),
+    Int(i32),
+    Long(i64),
+}
+
+impl From<IntKey> for SparkValue<'_> {
+    fn from(key: IntKey) -> Self {
+        match key {
+            IntKey::Int(v) => Self::Int(v),
+            IntKey::Long(v) => Self::Long(v),
+        }
+    }
+}
+
+#[inline]
+fn mix_k1(k: u32) -> u32 {
+    k.wrapping_mul(0xcc9e_2d51)
+        .rotate_left(15)
+        .wrapping_mul(0x1b87_3593)
+}
+
+#[inline]
+fn mix_h1(h: u32, k: u32) -> u32 {
+    (h ^ k)
+        .rotate_left(13)
+        .wrapping_mul(5)
+        .wrapping_add(0xe654_6b64)
+}
+
+#[inline]
+fn fmix(h: u32, len: u32) -> u32 {
+    let mut h = h ^ len;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+/// Spark's `hash()` of one value (seed 42), as Spark's signed int. Strings and binaries go
+/// through `Murmur3_x86_32.hashUnsafeBytes`, which is not standard murmur3: each of the
+/// 0..3 tail bytes is sign-extended and mixed as a whole block of its own.
+pub fn spark_hash(value: SparkValue<'_>) -> i32 {
+    let h = match value {
+        SparkValue::Int(v) => fmix(mix_h1(SPARK_SEED, mix_k1(v as u32)), 4),
+        SparkValue::Long(v) => {
+            let low = mix_h1(SPARK_SEED, mix_k1(v as u32));
+            fmix(mix_h1(low, mix_k1((v >> 32) as u32)), 8)
+        }
+        SparkValue::Bytes(b) => {
+            let mut words = b.chunks_exact(4);
+            let mut h = SPARK_SEED;
+            for w in &mut words {
+                h = mix_h1(h, mix_k1(u32::from_le_bytes([w[0], w[1], w[2], w[3]])));
+            }
+            for &byte in words.remainder() {
+                h = mix_h1(h, mix_k1(byte as i8 as i32 as u32));
+            }
+            fmix(h, b.len() as u32)
+        }
+    };
+    h as i32
+}
+
+/// Spark's `pmod(hash, n)`: the remainder in `[0, n)` whatever the hash's sign.
+#[inline]
+pub fn pmod(hash: i32, n: u32) -> u32 {
+    hash.rem_euclid(n as i32) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+    use strum::IntoEnumIterator;
+
+    fn n(n: i64) -> NumPartitions {
+        NumPartitions::new(n, "n").unwrap()
+    }
+
+    #[test]
+    fn test_murmur2() {
+        // Kafka's UtilsTest.testMurmur2.
+        let cases: [(&[u8], i32); 6] = [
+            (b"21", -973_932_308),
+            (b"foobar", -790_332_482),
+            (b"a-little-bit-long-string", -985_981_536),
+            (b"a-little-bit-longer-string", -1_486_304_829),
+            (
+                b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+                -58_897_971,
+            ),
+            (b"abc", 479_470_107),
+        ];
+        for (key, want) in cases {
+            assert_eq!(murmur2(key), want, "{key:?}");
+        }
+    }
+
+    #[test]
+    fn to_positive_clears_the_sign_bit() {
+        assert_eq!(to_positive(i32::MIN), 0);
+        assert_eq!(to_positive(-1), i32::MAX as u32);
+        assert_eq!(to_positive(5), 5);
+    }
+
+    #[test]
+    fn crc32_and_fnv1a_known_values() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32(b""), 0);
+        // The FNV reference's test vectors (fnv1a_32 of "", "a", "foobar").
+        assert_eq!(fnv1a_32(b""), 0x811c_9dc5);
+        assert_eq!(fnv1a_32(b"a"), 0xe40c_292c);
+        assert_eq!(fnv1a_32(b"foobar"), 0xbf9c_f968);
+    }
+
+    #[test]
+    fn sarama_negates_a_negative_remainder() {
+        // int32(0x811c9dc5) = -2128831035; % 7 = -2 in Go; negated, 2.
+        assert_eq!(sarama_partition(0x811c_9dc5, 7), 2);
+        assert_eq!(sarama_partition(0x8000_0000, 3), 2);
+        assert_eq!(sarama_partition(10, 3), 1);
+    }
+
+    #[test]
+    fn java_string_hash_known_values() {
+        let hash = |s: &str| java_string_hash(s.encode_utf16());
+        assert_eq!(hash(""), 0);
+        assert_eq!(hash("hello"), 99_162_322);
+        assert_eq!(hash("Aa"), hash("BB"));
+        assert_eq!(hash("polygenelubricants"), i32::MIN);
+        assert_eq!(hash("\u{1F600}"), 0xD83D * 31 + 0xDE00);
+        for s in ["", "hello", "名前", "\u{1F600}x", "é"] {
+            assert_eq!(java_string_hash_utf8(s.as_bytes()), hash(s));
+        }
+    }
+
+    fn java_units(bytes: &[u8]) -> Vec<u16> {
+        let mut units = vec![];
+        java_decode_utf8(bytes, |u| units.push(u));
+        units
+    }
+
+    #[test]
+    fn java_decoding_replaces_as_the_jdk_does() {
+        const R: u16 = REPLACEMENT;
+        // An encoded surrogate: one replacement for its three bytes (Python gives three).
+        assert_eq!(java_units(b"\xED\xA0\x80a"), [R, 0x61]);
+        // Truncated sequences at the end: one replacement.
+        assert_eq!(java_units(b"a\xE2\x82"), [0x61, R]);
+        assert_eq!(java_units(b"\xF0\x9F\x98"), [R]);
+        assert_eq!(java_units(b"\xC3"), [R]);
+        // A bad continuation: the lead byte alone is replaced.
+        assert_eq!(java_units(b"\xC3A"), [R, 0x41]);
+        assert_eq!(java_units(b"\xE2\x82A"), [R, 0x41]);
+        // Overlong forms, lone continuations, and bytes that never occur.
+        assert_eq!(java_units(b"\xC0\xAF"), [R, R]);
+        assert_eq!(java_units(b"\xE0\x80\xAF"), [R, R, R]);
+        assert_eq!(java_units(b"\xF0\x80\x80\xAF"), [R, R, R, R]);
+        assert_eq!(java_units(b"\x80\xFF"), [R, R]);
+        // Beyond U+10FFFF.
+        assert_eq!(java_units(b"\xF4\x90\x80\x80"), [R, R, R, R]);
+        assert_eq!(java_units("\u{10FFFF}".as_bytes()), [0xDBFF, 0xDFFF]);
+    }
+
+    #[test]
+    fn iceberg_spec_hash_values() {
+        // Iceberg spec, appendix B.
+        assert_eq!(iceberg_hash(IntKey::Int(34).into()), 2_017_239_379);
+        assert_eq!(iceberg_hash(IntKey::Long(34).into()), 2_017_239_379);
+        assert_eq!(
+            iceberg_hash(IcebergValue::Bytes(b"iceberg")),
+            1_210_000_089
+        );
+        assert_eq!(
+            iceberg_hash(IcebergValue::Bytes(&[0, 1, 2, 3])),
+            -188_683_207
+        );
+        // Spec appendix A's example: bucket[16] of 34 is 3 (2017239379 % 16).
+        assert_eq!(
+            IntPartitioner::IcebergBucket.partition(IntKey::Int(34), n(16)),
+            3
+        );
+    }
+
+    #[test]
+    fn spark_hash_pmod() {
+        assert_eq!(pmod(-7, 3), 2);
+        // -2147483648 % 7 is -2 in Java; pmod adds 7.
+        assert_eq!(pmod(i32::MIN, 7), 5);
+        assert_eq!(pmod(7, 3), 1);
+    }
+
+    #[test]
+    fn spark_hash_of_a_null_is_the_seed() {
+        assert_eq!(
+            Partitioner::SparkBucket.partition(None, n(5)),
+            Some(42 % 5)
+        );
+    }
+
+    #[test]
+    fn null_and_empty_keys() {
+        for p in Partitioner::iter() {
+            let null = p.partition(None, n(7));
+            assert_eq!(null.is_some(), p == Partitioner::SparkBucket, "{p:?}");
+            let empty = p.partition(Some(b""), n(7));
+            assert_eq!(
+                empty.is_none(),
+                p == Partitioner::LibrdkafkaConsistentRandom,
+                "{p:?}"
+            );
+        }
+        assert_eq!(
+            Partitioner::LibrdkafkaConsistent.partition(Some(b""), n(7)),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for p in Partitioner::iter() {
+            let name: &str = p.into();
+            assert_eq!(Partitioner::from_str(name), Ok(p));
+        }
+        assert_eq!(Partitioner::VARIANTS.len(), Partitioner::iter().count());
+    }
+
+    #[test]
+    fn partitions_are_in_range() {
+        for p in Partitioner::iter() {
+            for count in [1, 2, 7, i64::from(i32::MAX)] {
+                for key in [&b"a"[..], b"hello", b"\xff\xfe", b"key-123456"] {
+                    if let Some(part) = p.partition(Some(key), n(count)) {
+                        assert!(i64::from(part) < count, "{p:?} {key:?} {count}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn partition_counts_are_checked() {
+        assert!(NumPartitions::new(0, "n").is_err());
+        assert!(NumPartitions::new(-1, "n").is_err());
+        assert!(NumPartitions::new(1 << 31, "n").is_err());
+        assert_eq!(n(i64::from(i32::MAX)).get(), i32::MAX as u32);
+    }
+
+    #[test]
+    fn only_typed_systems_take_ints() {
+        assert!(Partitioner::Kafka.for_ints().is_err());
+        assert_eq!(
+            Partitioner::SparkBucket.for_ints(),
+            Ok(IntPartitioner::SparkBucket)
+        );
+    }
+}
