@@ -38,6 +38,11 @@ FLOORS = [
     Floor("should-block-batch", "python", 20.0),
     Floor("cursor-ack-batch", "python", 20.0),
     Floor("ring-select-batch", "python", 20.0),
+    # Other systems' partitioners over Python lists, beside the per-key Python peers.
+    Floor("kafka-partition", "kafka-python-loop", 50.0),
+    Floor("iceberg-bucket-string", "pyiceberg-loop", 20.0),
+    Floor("iceberg-bucket-long", "pyiceberg-loop", 100.0),
+    Floor("murmur3-partition", "mmh3-loop", 2.0),
     # keyshared is the JVM ks_route here: 2.5x faster than the Arrow UDF and the pandas UDF,
     # within 1.6x of Spark's built-in hash() (1 / 1.6 = 0.625).
     Floor("spark-route-5m", "keyshared-arrow", 2.5),

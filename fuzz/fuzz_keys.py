@@ -5,7 +5,8 @@ arrays of every supported layout, sliced and chunked. These readers walk raw mem
 
 Every batch either hashes to exactly what ``key_hash`` gives key by key, through every
 batch entry point, or is refused with a ValueError or TypeError; anything else (a panic,
-a wrong hash, another exception) is a finding.
+a wrong hash, another exception) is a finding. The same holds for the other systems'
+partitioners: ``partitions`` of a batch is ``partition`` key by key.
 
     python fuzz/fuzz_keys.py -runs=2000          # a short run
     python fuzz/fuzz_keys.py -max_total_time=600 corpus/keys
@@ -104,6 +105,7 @@ def _batch(fdp: atheris.FuzzedDataProvider) -> tuple[Any, list[Any]]:
 def test_one_input(data: bytes) -> None:
     fdp = atheris.FuzzedDataProvider(data)
     batch, keys = _batch(fdp)
+    check_partitions(fdp, batch, keys)
     null_key = NULL_KEYS[fdp.ConsumeIntInRange(0, len(NULL_KEYS) - 1)]
     threads = fdp.ConsumeIntInRange(1, 3)
     try:
@@ -135,6 +137,29 @@ def test_one_input(data: bytes) -> None:
         assert [c if f else None for c, f in zip(chosen.tolist(), found.tolist(), strict=True)] == [
             STATE.select_consumer(b) for b in expected_bytes
         ]
+
+
+PARTITIONERS = list(ks.Partitioner)
+
+
+def check_partitions(fdp: atheris.FuzzedDataProvider, batch: Any, keys: list[Any]) -> None:
+    """``partitions`` of the batch is ``partition`` key by key (None: a null key), or a
+    refusal when one key is refused or the batch mixes int keys with str/bytes ones."""
+    partitioner = PARTITIONERS[fdp.ConsumeIntInRange(0, len(PARTITIONERS) - 1)]
+    n = fdp.ConsumeIntInRange(1, 2**31 - 1)
+    try:
+        singles = [ks.partition(k, n, partitioner) for k in keys]
+        present = [k for k in keys if k is not None]
+        mixed = len({isinstance(k, int) for k in present}) > 1
+    except (ValueError, TypeError):
+        singles, mixed = None, False
+    try:
+        got = ks.partitions(batch, n, partitioner)
+    except (ValueError, TypeError):
+        assert singles is None or mixed, f"refused a valid batch {keys!r}"
+        return
+    assert singles is not None and not mixed, f"accepted an invalid batch {keys!r}"
+    assert got.tolist() == [-1 if p is None else p for p in singles], (keys, got)
 
 
 def main() -> None:

@@ -87,6 +87,7 @@ from keyshared.ownership import (
     sticky_assignment,
     validate_bucket_boundaries,
 )
+from keyshared.partitioners import Partitioner, partition, partitions
 from keyshared.policy import (
     AutoScalePolicy,
     AutoScalePolicyEvaluator,
@@ -172,6 +173,7 @@ __all__ = [
     "Merge",
     "MessageRedeliveryController",
     "NoAction",
+    "Partitioner",
     "PendingAcksMap",
     "Rebucket",
     "RoutingTable",
@@ -224,6 +226,8 @@ __all__ = [
     "make_sticky_key_hashes",
     "moved_buckets",
     "parse_descriptor",
+    "partition",
+    "partitions",
     "read_subscription",
     "register_draining_hashes",
     "resolve_auto_scale_config",

@@ -46,17 +46,25 @@ __all__ = [
     "canonical_bucket_hash",
     "entry_bucket",
     "equal_width_splits",
+    "fnv1a_32",
     "get_available_permits",
     "get_effective_look_ahead_limit",
     "get_num_threads",
+    "iceberg_bucket",
     "impacted_consumers",
+    "java_string_hash_code",
     "key_hash",
     "key_hashes",
     "make_sticky_key_hash",
     "make_sticky_key_hashes",
+    "murmur2",
+    "partition_key",
+    "partition_keys",
     "register_draining_hashes",
     "segment_hash",
     "set_num_threads",
+    "spark_bucket",
+    "spark_hash",
     "split_hashes",
     "sticky_key_hash",
     "sticky_key_hashes",
@@ -1116,3 +1124,53 @@ class InFlightWindow:
         evictions (consumers inactive for ``inactive_eviction_ticks`` heartbeats in a row,
         removed from ``state`` too), then queued messages whose keys are free; nothing when
         ``state`` is empty. The actions and the new cursor."""
+
+# --- partitioners of other systems ------------------------------------------------------
+
+def partition_key(
+    key: str | bytes | int | None,
+    num_partitions: int,
+    partitioner: str,
+    key_type: Literal["string", "binary", "int", "long"] | None = None,
+) -> int | None:
+    """The partition a system (named as ``keyshared.partitioners.Partitioner``'s values)
+    sends one key to, or None when it picks no fixed partition; ``num_partitions`` in
+    ``[1, 2**31 - 1]``."""
+
+def partition_keys(
+    keys: Any,
+    num_partitions: int,
+    partitioner: str,
+    key_type: Literal["string", "binary", "int", "long"] | None = None,
+) -> npt.NDArray[np.int64]:
+    """``partition_key`` of every key (a sequence of str/bytes/None or of ints and None, an
+    Arrow string/binary/int32/int64 array, or a NumPy integer array), -1 for no fixed
+    partition. Releases the GIL."""
+
+def murmur2(data: str | bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c) of the bytes (a str as UTF-8), as Java's
+    signed 32-bit int."""
+
+def fnv1a_32(data: str | bytes) -> int:
+    """FNV-1a, 32 bits, of the bytes (a str as UTF-8), as an unsigned int."""
+
+def java_string_hash_code(key: str | bytes) -> int:
+    """Java's ``String.hashCode`` over the UTF-16 units of a str, or of bytes decoded as
+    ``new String(bytes, UTF_8)`` decodes them; a signed 32-bit int."""
+
+def iceberg_bucket(value: str | bytes | int, num_buckets: int) -> int:
+    """Iceberg's ``bucket[num_buckets]`` of a string (UTF-8), binary, or int/long value."""
+
+def spark_hash(
+    value: str | bytes | int | None,
+    data_type: Literal["string", "binary", "int", "long"] | None = None,
+) -> int:
+    """Spark's ``hash()`` (Murmur3Hash, seed 42) of one value, a signed 32-bit int. An int
+    is a long unless ``data_type`` is ``"int"``; None hashes to 42."""
+
+def spark_bucket(
+    value: str | bytes | int | None,
+    num_buckets: int,
+    data_type: Literal["string", "binary", "int", "long"] | None = None,
+) -> int:
+    """``pmod(spark_hash(value, data_type), num_buckets)``: Spark's ``bucketBy`` bucket."""

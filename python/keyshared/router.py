@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from keyshared._checks import check_int
+from keyshared._core import java_string_hash_code
 from keyshared.buckets import HashRange
 from keyshared.hashing import key_hash
 
@@ -87,16 +88,6 @@ def sign_safe_mod(dividend: int, divisor: int) -> int:
     return dividend % divisor
 
 
-def java_string_hash_code(key: str) -> int:
-    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over the UTF-16 code
-    units, as a signed 32-bit int."""
-    units = key.encode("utf-16-le", "surrogatepass")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] | units[i + 1] << 8)) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 class HashingScheme(enum.Enum):
     """Pulsar's ``HashingScheme``: the hash a v4 producer routes keyed messages by."""
 
@@ -105,15 +96,11 @@ class HashingScheme(enum.Enum):
 
     def make_hash(self, key: str | bytes) -> int:
         """The client's ``makeHash``, with bit 31 cleared: ``JavaStringHash`` takes Java's
-        ``String.hashCode`` (a bytes key is decoded as UTF-8 first, malformed sequences
-        becoming U+FFFD, as ``new String(bytes, UTF_8)`` does); ``Murmur3_32Hash`` takes
-        MurmurHash3_x86_32 of the UTF-8 bytes."""
+        ``String.hashCode`` (a bytes key is decoded as ``new String(bytes, UTF_8)`` decodes
+        it, malformed sequences becoming U+FFFD as the JDK replaces them);
+        ``Murmur3_32Hash`` takes MurmurHash3_x86_32 of the UTF-8 bytes."""
         if self is HashingScheme.Murmur3_32Hash:
             return key_hash(key) & 0x7FFFFFFF
-        if isinstance(key, bytes):
-            key = key.decode("utf-8", "replace")
-        elif not isinstance(key, str):
-            raise TypeError(f"key must be str or bytes, got {type(key).__name__}")
         return java_string_hash_code(key) & 0x7FFFFFFF
 
 

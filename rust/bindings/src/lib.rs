@@ -12,6 +12,7 @@ mod handoff;
 mod hashing;
 mod impacted;
 mod keys;
+mod partitioners;
 mod pending_acks;
 mod redelivery;
 mod rings;
@@ -45,5 +46,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     handoff::register(m)?;
     cursor::register(m)?;
     window::register(m)?;
+    partitioners::register(m)?;
     Ok(())
 }

@@ -28,9 +28,7 @@ impl NumPartitions {
 }
 
 /// A partitioner, by the name the Python API and the CLI give it.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, EnumString, IntoStaticStr, VariantNames, EnumIter,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, EnumString, IntoStaticStr, VariantNames, EnumIter)]
 pub enum Partitioner {
     /// Kafka's Java producer (`BuiltInPartitioner.partitionForKey`).
     #[strum(serialize = "kafka")]
@@ -85,7 +83,7 @@ impl Partitioner {
                 to_positive(murmur2(key)) % n
             }
             Self::LibrdkafkaConsistent | Self::LibrdkafkaConsistentRandom => crc32(key) % n,
-            Self::LibrdkafkaFnv1a | Self::LibrdkafkaFnv1aRandom => fnv1a_32(key) % n,
+            Self::LibrdkafkaFnv1a | Self::LibrdkafkaFnv1aRandom => rd_fnv1a(key) % n,
             Self::PulsarJavaStringHash => to_positive(java_string_hash_utf8(key)) % n,
             Self::PulsarMurmur332Hash => to_positive(key_hash(key) as i32) % n,
             Self::IcebergBucket => to_positive(iceberg_hash(IcebergValue::Bytes(key))) % n,
@@ -174,6 +172,12 @@ pub fn fnv1a_32(data: &[u8]) -> u32 {
     data.iter().fold(0x811c_9dc5_u32, |h, &b| {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
     })
+}
+
+/// librdkafka's `rd_fnv1a`: FNV-1a as a signed int, made positive by `abs` (librdkafka's
+/// change to match Sarama, which takes the remainder first: the partitions agree).
+pub fn rd_fnv1a(data: &[u8]) -> u32 {
+    (fnv1a_32(data) as i32).unsigned_abs()
 }
 
 /// Sarama's `hashPartitioner` (and kafka-go's `Hash` balancer, which copies it): the hash
@@ -465,6 +469,40 @@ mod tests {
     }
 
     #[test]
+    fn unittest_fnv1a() {
+        // librdkafka's rdfnv1a.c unittest_fnv1a (values from Go's hash/fnv).
+        let unaligned = b"PreAmbleWillBeRemoved,ThePrePartThatIs";
+        let cases: [(&[u8], u32); 11] = [
+            (b"kafka", 0x0d33_c4e1),
+            (b"giberish123456789", 0x77a5_8295),
+            (b"1234", 0x023b_dd03),
+            (b"234", 0x2dea_3cd2),
+            (b"34", 0x740f_a83e),
+            (b"4", 0x310c_a263),
+            (&unaligned[..], 0x65cb_d69c),
+            (&unaligned[1..], 0x6e49_c79a),
+            (&unaligned[2..], 0x69ee_d356),
+            (&unaligned[3..], 0x6abc_c023),
+            (b"", 0x7ee3_623b),
+        ];
+        for (key, want) in cases {
+            assert_eq!(rd_fnv1a(key), want, "{key:?}");
+        }
+    }
+
+    #[test]
+    fn librdkafka_fnv1a_partitions_as_sarama() {
+        for key in [&b""[..], b"a", b"kafka", b"\xff\x00\x12"] {
+            for n in [1, 2, 3, 7, 1000, i32::MAX as u32] {
+                let h = fnv1a_32(key);
+                assert_eq!(rd_fnv1a(key) % n, sarama_partition(h, n));
+            }
+        }
+        // The one hash whose abs overflows: both give 2**31 % n.
+        assert_eq!(sarama_partition(0x8000_0000, 7), (1u32 << 31) % 7);
+    }
+
+    #[test]
     fn sarama_negates_a_negative_remainder() {
         // int32(0x811c9dc5) = -2128831035; % 7 = -2 in Go; negated, 2.
         assert_eq!(sarama_partition(0x811c_9dc5, 7), 2);
@@ -518,10 +556,7 @@ mod tests {
         // Iceberg spec, appendix B.
         assert_eq!(iceberg_hash(IntKey::Int(34).into()), 2_017_239_379);
         assert_eq!(iceberg_hash(IntKey::Long(34).into()), 2_017_239_379);
-        assert_eq!(
-            iceberg_hash(IcebergValue::Bytes(b"iceberg")),
-            1_210_000_089
-        );
+        assert_eq!(iceberg_hash(IcebergValue::Bytes(b"iceberg")), 1_210_000_089);
         assert_eq!(
             iceberg_hash(IcebergValue::Bytes(&[0, 1, 2, 3])),
             -188_683_207
@@ -534,6 +569,24 @@ mod tests {
     }
 
     #[test]
+    fn spark_hash_values() {
+        // Values of Spark 4's own `SELECT hash(...)`, `pmod(...)`.
+        let bytes = |b: &'static [u8]| spark_hash(SparkValue::Bytes(b));
+        assert_eq!(bytes(b"Spark"), 228_093_765);
+        assert_eq!(bytes(b""), 142_593_372);
+        assert_eq!(bytes(&[0, 1, 2, 3]), -1_066_376_783);
+        // Tail bytes at or above 0x80 are sign-extended, unlike standard murmur3.
+        assert_eq!(bytes(&[0xFF]), 1_398_487_324);
+        assert_eq!(bytes(&[1, 2, 3, 0x80, 0x81]), 255_108_458);
+        assert_eq!(spark_hash(SparkValue::Int(1)), -559_580_957);
+        assert_eq!(spark_hash(SparkValue::Long(1)), -1_712_319_331);
+        assert_eq!(spark_hash(SparkValue::Int(-1)), -1_604_776_387);
+        assert_eq!(spark_hash(SparkValue::Long(i64::MIN)), -853_646_085);
+        assert_eq!(pmod(bytes(b"Spark"), 7), 4);
+        assert_eq!(pmod(bytes(&[0xFF]), 200), 124);
+    }
+
+    #[test]
     fn spark_hash_pmod() {
         assert_eq!(pmod(-7, 3), 2);
         // -2147483648 % 7 is -2 in Java; pmod adds 7.
@@ -543,10 +596,7 @@ mod tests {
 
     #[test]
     fn spark_hash_of_a_null_is_the_seed() {
-        assert_eq!(
-            Partitioner::SparkBucket.partition(None, n(5)),
-            Some(42 % 5)
-        );
+        assert_eq!(Partitioner::SparkBucket.partition(None, n(5)), Some(42 % 5));
     }
 
     #[test]
