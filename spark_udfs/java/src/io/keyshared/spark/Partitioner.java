@@ -12,8 +12,9 @@ import org.apache.spark.unsafe.types.UTF8String;
 /**
  * The key partitioners of other systems, named as {@code keyshared.partitioners.Partitioner}
  * names them, each bit-exact with its system. A partition is {@link #NONE} where the system
- * picks no fixed partition for the key: a null key (except Spark's, whose hash is its seed),
- * and an empty key under librdkafka's {@code consistent_random}.
+ * picks no fixed partition for the key: a null key (except Spark's, whose hash is its seed,
+ * and librdkafka's {@code consistent}, {@code murmur2} and {@code fnv1a}, which hash it as no
+ * bytes), and an empty key under librdkafka's {@code consistent_random}.
  *
  * <p>Integer keys are Iceberg's and Spark's alone: Iceberg buckets an int as the long of the
  * same value, Spark hashes an int and a bigint apart.
@@ -21,7 +22,7 @@ import org.apache.spark.unsafe.types.UTF8String;
 public enum Partitioner {
   /** Kafka's Java producer: {@code toPositive(murmur2(key)) % n}. */
   KAFKA("kafka"),
-  /** librdkafka's {@code consistent}: {@code crc32(key) % n}, a null key as empty. */
+  /** librdkafka's {@code consistent}: {@code crc32(key) % n}, a null key as an empty one. */
   LIBRDKAFKA_CONSISTENT("librdkafka:consistent"),
   /** librdkafka's {@code consistent_random}: as consistent, null and empty keys random. */
   LIBRDKAFKA_CONSISTENT_RANDOM("librdkafka:consistent_random"),
@@ -81,7 +82,18 @@ public enum Partitioner {
 
   /** The partition of a null key. */
   public int ofNull(int n) {
-    return this == SPARK_BUCKET ? Math.floorMod(SPARK_SEED, n) : NONE;
+    switch (this) {
+      case SPARK_BUCKET:
+        return Math.floorMod(SPARK_SEED, n);
+      case LIBRDKAFKA_CONSISTENT:
+      case LIBRDKAFKA_MURMUR2:
+      case LIBRDKAFKA_FNV1A:
+        // librdkafka hands these a null key as no bytes (its sticky partition is for the
+        // partitioners that are random for null keys): it lands where an empty key does.
+        return ofBytes(new byte[0], n);
+      default:
+        return NONE;
+    }
   }
 
   /** The partition of a string key: its UTF-8 bytes'. */
@@ -107,7 +119,10 @@ public enum Partitioner {
         return (int) (crc32(key) % n);
       case LIBRDKAFKA_FNV1A:
       case LIBRDKAFKA_FNV1A_RANDOM:
-        return (int) (Integer.toUnsignedLong(fnv1a(key)) % n);
+        // rd_fnv1a negates a negative hash (as Sarama does its remainder; Integer.MIN_VALUE
+        // stays itself) and takes the result unsigned.
+        int h = fnv1a(key);
+        return (int) (Integer.toUnsignedLong(h < 0 ? -h : h) % n);
       case PULSAR_JAVA_STRING_HASH:
         return (new String(key, StandardCharsets.UTF_8).hashCode() & 0x7fffffff) % n;
       case PULSAR_MURMUR3_32_HASH:
