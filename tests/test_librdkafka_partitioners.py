@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from librdkafka import NAMES, VERSION, Librdkafka
+from librdkafka import NAMES, VERSION, Librdkafka, produced_partitions
 from pulsar_oracle import record
 from test_oracle_hash import bulk_keys
 
@@ -103,3 +103,16 @@ def test_bulk_keys(librdkafka: Librdkafka, name: str, seed: int) -> None:
     batch = [None if rng.randrange(100) == 0 else k for k in bulk_keys(seed, BULK_KEYS)]
     for n in (12, WIDEST):
         compare(librdkafka, name, batch, n)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_producer_on_the_mock_cluster(name: str) -> None:
+    """Messages through a whole producer: each keyed message lands where ``partition`` says;
+    a key it gives no partition goes to the producer's sticky partition."""
+    keys: list[bytes | None] = [None, b"", *(f"key-{i}".encode() for i in range(2000))]
+    n, got = produced_partitions(name, keys)
+    want = partitions(keys, n, Partitioner(f"librdkafka:{name}")).tolist()
+    differ = sum(w >= 0 and w != g for w, g in zip(want, got, strict=True))
+    record(f"librdkafka {VERSION} {name} producer", len(keys), differ)
+    assert differ == 0
+    assert all(0 <= g < n for g in got)
