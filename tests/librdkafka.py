@@ -91,30 +91,3 @@ class Librdkafka:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def produced_partitions(name: str, keys: list[bytes | None]) -> tuple[int, list[int]]:
-    """The partitions a producer with ``partitioner=name`` sends messages of ``keys`` to, on a
-    topic of librdkafka's mock cluster (in process, on 127.0.0.1), with its partition count:
-    the whole path of a message, the sticky partition of null keys included."""
-    owner = confluent_kafka.Producer({"test.mock.num.brokers": 1, "log_level": 0})
-    brokers = owner.list_topics(timeout=10).brokers.values()
-    servers = ",".join(f"{b.host}:{b.port}" for b in brokers)
-    producer = confluent_kafka.Producer(
-        {"bootstrap.servers": servers, "partitioner": name, "log_level": 0}
-    )
-    got: list[int] = [-1] * len(keys)
-
-    def delivered(i: int) -> object:
-        def report(err: object, msg: confluent_kafka.Message) -> None:
-            assert err is None, err
-            got[i] = msg.partition()
-
-        return report
-
-    for i, key in enumerate(keys):
-        producer.produce("partitioned", value=b"", key=key, on_delivery=delivered(i))
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    count = len(owner.list_topics("partitioned", timeout=10).topics["partitioned"].partitions)
-    return count, got
