@@ -4,7 +4,7 @@ on the Rust kernels, and the bulk-bucketing job (``python -m spark_udfs.job``).
     from spark_udfs import register, with_routing
 
     register(spark, layout)  # SQL: ks_key_hash, ks_segment_hash, ks_bucket_hash,
-                             #      ks_sticky_key_hash, ks_route
+                             #      ks_sticky_key_hash, ks_route, ks_partition
     with_routing(df, "key", layout).groupBy("segment_id", "bucket").count()
 """
 
@@ -18,6 +18,7 @@ from spark_udfs.jvm import (
     jvm_usable,
 )
 from spark_udfs.layouts import Layout, LayoutLike, routing_table
+from spark_udfs.partitioning import PARTITION, partition_udf, with_partition
 from spark_udfs.udfs import (
     BUCKET,
     BUCKET_HASH,
@@ -40,6 +41,7 @@ __all__ = [
     "HIVE_CLASSES",
     "KEY_HASH",
     "LAYOUT_CONF",
+    "PARTITION",
     "SEGMENT_HASH",
     "SEGMENT_ID",
     "Engine",
@@ -50,10 +52,12 @@ __all__ = [
     "jar_path",
     "jvm_usable",
     "key_hash_udf",
+    "partition_udf",
     "register",
     "route_udf",
     "routing_table",
     "segment_hash_udf",
     "sticky_key_hash_udf",
+    "with_partition",
     "with_routing",
 ]

@@ -35,6 +35,7 @@ HIVE_CLASSES = {
     "ks_bucket_hash": "io.keyshared.spark.hive.KsBucketHash",
     "ks_sticky_key_hash": "io.keyshared.spark.hive.KsStickyKeyHash",
     "ks_route": "io.keyshared.spark.hive.KsRoute",
+    "ks_partition": "io.keyshared.spark.hive.KsPartition",
 }
 _FUNCTIONS_CLASS = "io.keyshared.spark.Functions"
 
@@ -116,4 +117,14 @@ def column(
 
     layout = None if table is None else layout_json(table)
     jc = _functions(spark).column(function, key._jc, layout, null_key)
+    return ClassicColumn(jc)
+
+
+def partition_column(
+    spark: SparkSession, key: Column, num_partitions: int, partitioner: str
+) -> Column:
+    """The column ``ks_partition(key, num_partitions, partitioner)`` as a native expression."""
+    from pyspark.sql.classic.column import Column as ClassicColumn
+
+    jc = _functions(spark).partitionColumn(key._jc, num_partitions, partitioner)
     return ClassicColumn(jc)

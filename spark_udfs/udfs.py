@@ -33,7 +33,7 @@ from pyspark.sql.types import (
 )
 
 from keyshared import RoutingTable, TopicLayout, key_hashes, split_hashes, sticky_key_hashes
-from spark_udfs import jvm
+from spark_udfs import jvm, partitioning
 from spark_udfs.layouts import Layout, routing_table, routing_table_from_json
 
 if TYPE_CHECKING:
@@ -267,7 +267,8 @@ def register(
     engine: str | None = None,
 ) -> jvm.Engine:
     """Registers ``ks_key_hash``, ``ks_segment_hash``, ``ks_bucket_hash``,
-    ``ks_sticky_key_hash`` and ``ks_route`` for SQL in ``spark``; returns the engine used.
+    ``ks_sticky_key_hash``, ``ks_route`` and ``ks_partition`` (``spark_udfs.partitioning``)
+    for SQL in ``spark``; returns the engine used.
 
     ``ks_route`` routes under ``layout``; without one, under the layout JSON of the conf
     :data:`~spark_udfs.jvm.LAYOUT_CONF` (the JVM functions read it at each query, the Arrow
@@ -307,4 +308,5 @@ def register(
             f"CREATE OR REPLACE TEMPORARY FUNCTION {name}(key BINARY) RETURNS {returns} "
             f"RETURN {inner}(key)"
         )
+    partitioning.register_arrow(spark)
     return chosen

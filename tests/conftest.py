@@ -86,7 +86,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not COMPARISONS:
         return
     write = terminalreporter.write_line
-    terminalreporter.section("compared with Pulsar")
+    terminalreporter.section("compared with the real implementations")
     kept = {area: counts for area, counts in COMPARISONS.items() if KEPT in area}
     for area, (cases, differences) in sorted(COMPARISONS.items()):
         if area not in kept:

@@ -28,15 +28,17 @@ MILESTONE = "5.0.0-M1"
 VERSIONS = (NEWEST, LTS, MILESTONE)
 TIMEOUT_S = 120.0
 
-# area -> [cases compared, differences], printed by conftest at the end of the run. An area
-# naming KEPT counts behaviours where keyshared differs from a release on purpose, each
-# asserted to be exactly the difference described.
+# area -> [cases compared, differences], printed by conftest at the end of the run: Pulsar's
+# classes by release, and the other systems' jars the oracle also runs. An area naming KEPT
+# counts behaviours where keyshared differs from a release on purpose, each asserted to be
+# exactly the difference described.
 KEPT = "kept on purpose"
 COMPARISONS: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
 
 
 def record(area: str, cases: int, differences: int = 0) -> None:
-    """Counts ``cases`` compared with Pulsar under ``area`` (say ``"4.2.4 selector"``)."""
+    """Counts ``cases`` compared with the real implementation under ``area`` (say ``"4.2.4
+    selector"`` for Pulsar's, ``"kafka-clients murmur2"`` for another system's jar)."""
     COMPARISONS[area][0] += cases
     COMPARISONS[area][1] += differences
 

@@ -25,7 +25,8 @@ import scala.jdk.javaapi.CollectionConverters;
  *
  * <p>SQL forms: {@code ks_key_hash(key [, null_key])}, likewise {@code ks_segment_hash},
  * {@code ks_bucket_hash} and {@code ks_sticky_key_hash}, and {@code ks_route(key [, layout [,
- * null_key]])}. {@code layout} is a layout JSON literal; without it (or as NULL) ks_route routes
+ * null_key]])}, and {@code ks_partition(key, num_partitions, partitioner)}
+ * ({@link PartitionExpression}). {@code layout} is a layout JSON literal; without it (or as NULL) ks_route routes
  * under the layout of the Spark conf {@value #LAYOUT_CONF}, else one segment of 4 buckets.
  * {@code null_key} is a string or binary literal hashed in place of a null key.
  */
@@ -121,15 +122,36 @@ public final class Functions {
     Defaults defaults = new Defaults(layoutJson == null ? null : Router.parse(layoutJson), nullKey);
     FunctionRegistry registry = spark.sessionState().functionRegistry();
     for (KeyFunction function : KeyFunction.values()) {
-      // Built-in functions resolve before temporary ones, so where the session extension has
-      // added this one, it is replaced in this session's registry instead.
-      FunctionIdentifier builtin = FunctionRegistry$.MODULE$.builtinFunctionIdentifier(function.sqlName());
-      if (registry.functionExists(builtin)) {
-        registry.registerFunction(builtin, info(function), defaults.builder(function));
-      } else {
-        registry.createOrReplaceTempFunction(function.sqlName(), defaults.builder(function), "java_udf");
-      }
+      register(registry, function.sqlName(), info(function), defaults.builder(function));
     }
+    register(registry, PartitionExpression.NAME, partitionInfo(), PARTITION_BUILDER);
+  }
+
+  private static void register(
+      FunctionRegistry registry,
+      String name,
+      ExpressionInfo info,
+      Function1<Seq<Expression>, Expression> builder) {
+    // Built-in functions resolve before temporary ones, so where the session extension has
+    // added this one, it is replaced in this session's registry instead.
+    FunctionIdentifier builtin = FunctionRegistry$.MODULE$.builtinFunctionIdentifier(name);
+    if (registry.functionExists(builtin)) {
+      registry.registerFunction(builtin, info, builder);
+    } else {
+      registry.createOrReplaceTempFunction(name, builder, "java_udf");
+    }
+  }
+
+  /** ks_partition's builder: it takes no defaults. */
+  static final Function1<Seq<Expression>, Expression> PARTITION_BUILDER =
+      args -> PartitionExpression.build(CollectionConverters.asJava(args));
+
+  static ExpressionInfo partitionInfo() {
+    return new ExpressionInfo(
+        PartitionExpression.class.getName(), null, PartitionExpression.NAME,
+        PartitionExpression.NAME + "(key, num_partitions, partitioner) - the partition another"
+            + " system's partitioner gives the key, NULL where it picks none",
+        "", "", "", "", "", "", "java_udf");
   }
 
   /**
@@ -141,6 +163,7 @@ public final class Functions {
     for (KeyFunction function : KeyFunction.values()) {
       registry.dropFunction(FunctionRegistry$.MODULE$.builtinFunctionIdentifier(function.sqlName()));
     }
+    registry.dropFunction(FunctionRegistry$.MODULE$.builtinFunctionIdentifier(PartitionExpression.NAME));
   }
 
   /**
@@ -151,5 +174,12 @@ public final class Functions {
     KeyFunction f = KeyFunction.named(function);
     Router router = f.routes() ? (layoutJson == null ? confLayout() : Router.parse(layoutJson)) : null;
     return ExpressionUtils.column(new KeyExpression(ExpressionUtils.expression(key), f, router, nullKey));
+  }
+
+  /** The column {@code ks_partition(key, numPartitions, partitioner)}: the DataFrame form. */
+  public static Column partitionColumn(Column key, int numPartitions, String partitioner) {
+    return ExpressionUtils.column(
+        new PartitionExpression(
+            ExpressionUtils.expression(key), Partitioner.named(partitioner), numPartitions));
   }
 }

@@ -23,6 +23,11 @@ public final class KeysharedExtensions implements Function1<SparkSessionExtensio
               Functions.info(function),
               defaults.builder(function)));
     }
+    extensions.injectFunction(
+        new Tuple3<>(
+            new FunctionIdentifier(PartitionExpression.NAME),
+            Functions.partitionInfo(),
+            Functions.PARTITION_BUILDER));
     extensions.injectResolutionRule(session -> new NativeHiveCalls());
     return BoxedUnit.UNIT;
   }

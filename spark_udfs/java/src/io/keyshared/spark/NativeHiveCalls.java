@@ -1,5 +1,6 @@
 package io.keyshared.spark;
 
+import java.util.List;
 import java.util.Map;
 
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -28,6 +29,7 @@ public final class NativeHiveCalls extends Rule<LogicalPlan> {
           "KsBucketHash", KeyFunction.BUCKET_HASH,
           "KsStickyKeyHash", KeyFunction.STICKY_KEY_HASH,
           "KsRoute", KeyFunction.ROUTE);
+  private static final String PARTITION_CLASS = HIVE_PACKAGE + "KsPartition";
   private static final Functions.Defaults DEFAULTS = new Functions.Defaults(null, null);
 
   @Override
@@ -37,32 +39,47 @@ public final class NativeHiveCalls extends Rule<LogicalPlan> {
             new AbstractPartialFunction<Expression, Expression>() {
               @Override
               public boolean isDefinedAt(Expression e) {
-                return function(e) != null;
+                return function(e) != null || isPartitionCall(e);
               }
 
               @Override
               public Expression apply(Expression e) {
-                KeyFunction function = function(e);
-                if (function == null || !e.childrenResolved()) {
+                if (!e.childrenResolved()) {
                   return e;
                 }
-                return DEFAULTS.build(function, CollectionConverters.asJava(e.children()));
+                List<Expression> args = CollectionConverters.asJava(e.children());
+                KeyFunction function = function(e);
+                if (function != null) {
+                  return DEFAULTS.build(function, args);
+                }
+                return isPartitionCall(e) ? PartitionExpression.build(args) : e;
               }
             });
   }
 
   /** The keyshared function a Hive call runs, or null for any other expression. */
   static KeyFunction function(Expression e) {
+    String name = hiveClass(e);
+    return name != null && name.startsWith(HIVE_PACKAGE)
+        ? BY_CLASS.get(name.substring(HIVE_PACKAGE.length()))
+        : null;
+  }
+
+  /** Whether {@code e} calls the Hive form of ks_partition. */
+  static boolean isPartitionCall(Expression e) {
+    return PARTITION_CLASS.equals(hiveClass(e));
+  }
+
+  /** The class a Hive call runs, or null for any other expression. */
+  private static String hiveClass(Expression e) {
     if (!e.getClass().getName().equals(HIVE_GENERIC_UDF)) {
       return null;
     }
-    String name;
     try {
       Object wrapper = e.getClass().getMethod("funcWrapper").invoke(e);
-      name = (String) wrapper.getClass().getMethod("functionClassName").invoke(wrapper);
+      return (String) wrapper.getClass().getMethod("functionClassName").invoke(wrapper);
     } catch (ReflectiveOperationException | ClassCastException x) {
       return null;
     }
-    return name.startsWith(HIVE_PACKAGE) ? BY_CLASS.get(name.substring(HIVE_PACKAGE.length())) : null;
   }
 }

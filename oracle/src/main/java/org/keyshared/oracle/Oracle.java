@@ -38,6 +38,7 @@ public final class Oracle {
     SelectorOps.register(ops);
     DrainingOps.register(ops);
     LoadBalanceOps.register(ops);
+    PartitionerOps.register(ops);
     registerScalableOps(ops);
 
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
