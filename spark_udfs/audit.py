@@ -3,8 +3,8 @@ place each distinct key once with the library on Arrow batches, and bring back t
 one row per (source partition, target column) and the heaviest keys at risk.
 
 Keys are placed by :meth:`keyshared.audit.MigrationPlan.place` inside ``mapInArrow``, so
-the numbers are the library's to the message; a null key has no fixed partition and is
-counted as unkeyed, as the library counts it.
+the numbers are the library's to the message; a key the source partitioner gives no fixed
+partition (a null key, for most) is counted as unkeyed, as the library counts it.
 """
 
 from collections.abc import Callable, Iterator

@@ -1,7 +1,8 @@
 """``ks_partition(key, num_partitions, partitioner)`` in Spark: the partition another system's
 partitioner (``keyshared.partitioners.Partitioner``: Kafka, librdkafka, the Pulsar client,
 Iceberg, Spark's own ``bucketBy``, Sarama, kafka-go) gives each key, NULL where that system
-picks no fixed partition (a null key; an empty one under ``librdkafka:consistent_random``).
+picks no fixed partition (a null key, but under ``librdkafka:consistent``, ``murmur2`` and
+``fnv1a``, which hash it as an empty one; an empty one under ``consistent_random``).
 
 Two engines, as for the other functions: the JVM function (``io.keyshared.spark
 .PartitionExpression``, native, code-generated) and an Arrow UDF over

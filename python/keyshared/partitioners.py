@@ -4,8 +4,9 @@ a key lands in under Kafka's Java producer, librdkafka, the Pulsar Java client, 
 
 A partition of ``None`` (``-1`` in a batch) means the system picks no fixed partition for
 the key: a sticky, random or round-robin choice. That is the case of a null key everywhere
-(librdkafka sends it to its sticky partition before any partitioner runs) except Spark,
-whose ``hash()`` of a null is its seed 42, and for an empty key under librdkafka's
+except Spark, whose ``hash()`` of a null is its seed 42, and librdkafka's ``consistent``,
+``murmur2`` and ``fnv1a``, which hash a null key as an empty one (only the ``*_random``
+partitioners send it to the sticky partition); and of an empty key under librdkafka's
 ``consistent_random``. Iceberg's bucket of a null is null, so ``None`` as well.
 
 Keys are ``str`` (hashed as UTF-8, as every client's string serializer does), ``bytes``,
@@ -53,16 +54,17 @@ class Partitioner(enum.Enum):
     KAFKA = "kafka"
     """Kafka's Java producer: ``toPositive(murmur2(key)) % n`` (``BuiltInPartitioner``)."""
     LIBRDKAFKA_CONSISTENT = "librdkafka:consistent"
-    """``crc32(key) % n``; an empty key is hashed (to partition 0)."""
+    """``crc32(key) % n``; an empty or null key is hashed (to partition 0)."""
     LIBRDKAFKA_CONSISTENT_RANDOM = "librdkafka:consistent_random"
     """librdkafka's default: ``crc32(key) % n``, an empty key as well as a null one random."""
     LIBRDKAFKA_MURMUR2 = "librdkafka:murmur2"
-    """Kafka's Java partitioner in librdkafka: ``(murmur2(key) & 0x7fffffff) % n``."""
+    """Kafka's Java partitioner in librdkafka: ``(murmur2(key) & 0x7fffffff) % n``; a null
+    key is hashed as an empty one."""
     LIBRDKAFKA_MURMUR2_RANDOM = "librdkafka:murmur2_random"
     """As :attr:`LIBRDKAFKA_MURMUR2`; only a null key is random."""
     LIBRDKAFKA_FNV1A = "librdkafka:fnv1a"
     """``abs(int32(fnv1a_32(key))) % n`` (``rd_fnv1a`` takes the abs to match Sarama, and
-    does: the partitions are Sarama's)."""
+    does: the partitions are Sarama's); a null key is hashed as an empty one."""
     LIBRDKAFKA_FNV1A_RANDOM = "librdkafka:fnv1a_random"
     """As :attr:`LIBRDKAFKA_FNV1A`; only a null key is random."""
     PULSAR_JAVA_STRING_HASH = "pulsar:JavaStringHash"

@@ -64,14 +64,19 @@ impl Partitioner {
     /// The partition of a key (`None`: a null key), or `None` where the system picks none.
     ///
     /// Null keys: every producer here sends them to a sticky, random or round-robin
-    /// partition (librdkafka's `rd_kafka_msg_partitioner` does so before any partitioner
-    /// runs), except Spark, whose `hash()` of a null is its seed, and Iceberg, whose bucket
-    /// of a null is null. Empty keys are hashed like any other, except by librdkafka's
-    /// `consistent_random`, which treats them as null.
+    /// partition, except Spark, whose `hash()` of a null is its seed, Iceberg, whose bucket
+    /// of a null is null, and librdkafka's `consistent`, `murmur2` and `fnv1a`, which
+    /// `rd_kafka_msg_partitioner` hands a null key as zero bytes (the `*_random` ones pick
+    /// a random partition for it). Empty keys are hashed like any other, except by
+    /// librdkafka's `consistent_random`, which treats them as null.
     pub fn partition(self, key: Option<&[u8]>, n: NumPartitions) -> Option<u32> {
         let n = n.get();
         match (self, key) {
             (Self::SparkBucket, None) => Some(pmod(SPARK_SEED as i32, n)),
+            (
+                Self::LibrdkafkaConsistent | Self::LibrdkafkaMurmur2 | Self::LibrdkafkaFnv1a,
+                None,
+            ) => Some(self.partition_bytes(&[], n)),
             (_, None) | (Self::LibrdkafkaConsistentRandom, Some([])) => None,
             (_, Some(key)) => Some(self.partition_bytes(key, n)),
         }
@@ -603,8 +608,13 @@ mod tests {
     fn null_and_empty_keys() {
         for p in Partitioner::iter() {
             let null = p.partition(None, n(7));
-            assert_eq!(null.is_some(), p == Partitioner::SparkBucket, "{p:?}");
             let empty = p.partition(Some(b""), n(7));
+            match p {
+                Partitioner::LibrdkafkaConsistent
+                | Partitioner::LibrdkafkaMurmur2
+                | Partitioner::LibrdkafkaFnv1a => assert_eq!(null, empty, "{p:?}"),
+                _ => assert_eq!(null.is_some(), p == Partitioner::SparkBucket, "{p:?}"),
+            }
             assert_eq!(
                 empty.is_none(),
                 p == Partitioner::LibrdkafkaConsistentRandom,
