@@ -46,6 +46,15 @@ if ! command -v javac >/dev/null; then
   $sudo apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
 fi
 
+# Go, for the tests that run Sarama's and kafka-go's partitioners themselves; an older Go
+# fetches the toolchain tests/go_partitioners/go.mod names from the Go module proxy.
+if ! command -v go >/dev/null; then
+  log "installing Go for the Sarama and kafka-go partitioner tests"
+  if [ "$(id -u)" = 0 ]; then sudo=""; else sudo=sudo; fi
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq golang-go >/dev/null
+fi
+
 # The JVM functions (spark_udfs/java), compiled against the jars PySpark ships: no Maven or
 # Gradle download. The wheel carries the jar; it is rebuilt when a source or Spark changes.
 jar=spark_udfs/jars/keyshared-spark.jar
