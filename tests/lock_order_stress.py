@@ -169,9 +169,13 @@ def main() -> None:
         for x, y in itertools.combinations_with_replacement(calls, 2)
         if only in x or only in y
     ]
+    failed: list[threading.ExceptHookArgs] = []
+    threading.excepthook = failed.append
     for x, y in pairs:
         print(f"pair: {x} | {y}", flush=True)
         race(calls[x], calls[y], seconds)
+        if failed:
+            raise SystemExit(f"{x} | {y} raised {failed[0].exc_value!r}")
     print(f"done: {len(pairs)} pairs", flush=True)
 
 
