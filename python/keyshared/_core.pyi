@@ -677,7 +677,8 @@ class ConsistentHashingStickyKeyConsumerSelector:
         """An unknown id changes nothing (an empty result)."""
 
     def select(self, sticky_key_hash: int) -> int | None:
-        """The consumer serving the hash; None when the ring is empty."""
+        """The consumer serving the hash; None when the ring is empty. A hash above 0xFFFF
+        is a ValueError (Pulsar's selector wraps it to the first point: kept on purpose)."""
 
     def select_many(self, sticky_key_hashes: _IntArray) -> npt.NDArray[np.uint64]:
         """``select`` of every hash; ValueError when the ring is empty. Releases the GIL."""
