@@ -22,13 +22,15 @@ import importlib.util
 import json
 import os
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import keyshared.explain as explaining
+from keyshared._checks import check_int
 from keyshared.audit import DEFAULT_SAMPLE_SIZE, MigrationAudit, audit_migration
 from keyshared.controller import apply_decision
 from keyshared.hashing import key_hashes
@@ -296,17 +298,36 @@ def _configure_explain(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="read the stats from the broker's admin API at this URL")
     parser.add_argument("--topic", help="the topic, with --url (a bare name is in public/default)")
     parser.add_argument(
+        "--all-partitions",
+        action="store_true",
+        help="with --url: explain each partition of a partitioned --topic",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=explaining.DEFAULT_TIMEOUT_S,
-        help="seconds to wait for --url (%(default)s)",
+        help="seconds for each whole request to --url (%(default)s)",
     )
     parser.add_argument("--subscription", required=True, help="the Key_Shared subscription")
     parser.add_argument(
-        "--keys", metavar="FILE", help="key sample: one key a line, or a .csv of key[,count]"
+        "--keys",
+        metavar="FILE",
+        help="key sample: one key a line, or a .csv of key[,count] (any letter case)",
     )
     parser.add_argument(
-        "--key", action="append", default=[], metavar="K", help="a key to place (repeatable)"
+        "--key",
+        action="append",
+        default=[],
+        metavar="K",
+        help="a key to place (repeatable); '' explains keyless messages",
+    )
+    parser.add_argument(
+        "--keyless",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("PRODUCER", "SEQUENCE_ID"),
+        help="place the keyless message SEQUENCE_ID of producer PRODUCER (repeatable)",
     )
     change = parser.add_mutually_exclusive_group()
     change.add_argument("--join", metavar="NAME", help="what moves if a consumer NAME joins")
@@ -317,87 +338,286 @@ def _configure_explain(parser: argparse.ArgumentParser) -> None:
         default=explaining.DEFAULT_POINTS,
         help="the broker's subscriptionKeySharedConsistentHashingReplicaPoints (%(default)s)",
     )
+    parser.add_argument(
+        "--max-unacked",
+        type=int,
+        metavar="N",
+        help="the consumers' maxUnackedMessagesPerConsumer (with --url: asked of the broker)",
+    )
+    parser.add_argument("--ranges", action="store_true", help="list every consumer's ranges")
     parser.add_argument("--json", action="store_true", help="print the answers as JSON")
-    parser.add_argument("--png", metavar="FILE", help="also draw the hash ring to this PNG")
+    parser.add_argument(
+        "--png", metavar="FILE", help="also draw the consumers (who holds, waits, is stuck)"
+    )
+    parser.add_argument("--ring", action="store_true", help="with --png: draw the hash ring")
+    parser.add_argument(
+        "--watch",
+        type=float,
+        metavar="SECONDS",
+        help="re-read the stats every SECONDS and print what changed",
+    )
+    parser.add_argument(
+        "--count", type=int, metavar="N", help="with --watch: stop after N re-reads"
+    )
 
 
-def _explain_stats(args: argparse.Namespace) -> Any:
+# Replaced in tests, so that --watch runs without waiting.
+_sleep = time.sleep
+
+
+def _check_explain_args(args: argparse.Namespace) -> None:
     if (args.url is None) == (args.stats is None):
         raise ValueError("give either STATS.json or --url with --topic")
-    if args.url is None:
-        return explaining.load_stats(args.stats)
-    if not args.topic:
+    if args.url is not None and not args.topic:
         raise ValueError("--url needs --topic")
-    return explaining.fetch_stats(args.url, args.topic, args.timeout)
+    if args.all_partitions and args.url is None:
+        raise ValueError("--all-partitions needs --url and --topic")
+    explaining.check_timeout("--timeout", args.timeout)
+    if args.watch is not None:
+        explaining.check_timeout("--watch", args.watch)
+        if args.stats == "-":
+            raise ValueError("--watch re-reads the stats: give a file or --url, not stdin")
+    if args.count is not None:
+        if args.watch is None:
+            raise ValueError("--count needs --watch")
+        check_int("--count", args.count, minimum=1)
+    if args.max_unacked is not None:
+        check_int("--max-unacked", args.max_unacked, minimum=0)
+    if args.ring and args.png is None:
+        raise ValueError("--ring needs --png")
+    if args.png is not None and importlib.util.find_spec("matplotlib") is None:
+        raise ValueError("--png needs matplotlib: install keyshared[simulate]")
+
+
+def _explain_topics(args: argparse.Namespace) -> list[str | None]:
+    """The topics to explain: None for the stats file, else the topic or its partitions."""
+    if args.url is None:
+        return [None]
+    if args.all_partitions:
+        return list(explaining.partition_names(args.url, args.topic, args.timeout))
+    return [args.topic]
+
+
+def _read_explained(
+    args: argparse.Namespace, topic: str | None
+) -> explaining.KeySharedSubscription:
+    if topic is None:
+        return explaining.read_subscription(explaining.load_stats(args.stats), args.subscription)
+    fetched_ms = int(time.time() * 1000)
+    stats = explaining.fetch_stats(args.url, topic, args.timeout)
+    return explaining.read_subscription(stats, args.subscription, stats_time_ms=fetched_ms)
+
+
+def _unacked_limit(args: argparse.Namespace, topic: str | None) -> int | None:
+    if args.max_unacked is not None or topic is None:
+        return args.max_unacked  # type: ignore[no-any-return]
+    return explaining.fetch_max_unacked(args.url, topic, args.timeout)
 
 
 def _run_explain(args: argparse.Namespace, out: TextIO) -> int:
-    if args.png is not None and importlib.util.find_spec("matplotlib") is None:
-        raise ValueError("--png needs matplotlib: install keyshared[simulate]")
-    sub = explaining.read_subscription(_explain_stats(args), args.subscription)
+    _check_explain_args(args)
     sample = explaining.load_keys(args.keys) if args.keys else None
-    answer = explaining.explain_subscription(
-        sub, sample=sample, keys=args.key, join=args.join, leave=args.leave, points=args.points
-    )
-    if args.png is not None:
-        from keyshared.explain_plot import plot_ring
-
-        plot_ring(answer, args.png)
+    topics = _explain_topics(args)
+    answers: dict[str | None, explaining.Explanation] = {}
+    for i, topic in enumerate(topics):
+        answer = _explain_once(args, topic, sample)
+        answers[topic] = answer
+        if args.png is not None:
+            _draw(args, answer, _png_path(args.png, topic, len(topics)))
+        if not args.json:
+            if len(topics) > 1:
+                out.write(f"{'' if i == 0 else chr(10)}== {topic} ==\n")
+            _print_explanation(answer, args.ranges, out)
     if args.json:
-        _dump(answer.to_dict(), out)
-    else:
-        _print_explanation(answer, out)
+        data: Any = next(iter(answers.values())).to_dict()
+        if len(topics) > 1:
+            data = {str(t): a.to_dict() for t, a in answers.items()}
+        _dump(data, out)
+    if args.watch is not None:
+        _watch(args, topics, answers, sample, out)
     return 0
+
+
+def _explain_once(
+    args: argparse.Namespace, topic: str | None, sample: dict[str, int] | None
+) -> explaining.Explanation:
+    sub = _read_explained(args, topic)
+    answer = explaining.explain_subscription(
+        sub,
+        sample=sample,
+        keys=args.key,
+        join=args.join,
+        leave=args.leave,
+        points=args.points,
+        max_unacked_messages=_unacked_limit(args, topic),
+    )
+    placed = tuple(
+        explaining.place_message(sub, producer_name=producer, sequence_id=_sequence_id(seq))
+        for producer, seq in args.keyless
+    )
+    return replace(answer, keys=(*answer.keys, *placed))
+
+
+def _sequence_id(text: str) -> int:
+    if not text.isascii() or not text.isdigit():
+        raise ValueError(f"--keyless SEQUENCE_ID must be a decimal integer >= 0, got {text!r}")
+    return int(text)
+
+
+def _png_path(png: str, topic: str | None, topics: int) -> Path:
+    path = Path(png)
+    if topics == 1 or topic is None:
+        return path
+    return path.with_name(f"{path.stem}-{topic.rsplit('-', 1)[-1]}{path.suffix}")
+
+
+def _draw(args: argparse.Namespace, answer: explaining.Explanation, path: Path) -> None:
+    from keyshared import explain_plot
+
+    if args.ring:
+        explain_plot.plot_ring(answer, path)
+    else:
+        explain_plot.plot_consumers(answer, path)
+
+
+def _watch(
+    args: argparse.Namespace,
+    topics: Sequence[str | None],
+    answers: dict[str | None, explaining.Explanation],
+    sample: dict[str, int] | None,
+    out: TextIO,
+) -> None:
+    """Every --watch seconds, re-reads the stats and prints what changed (--count times)."""
+    started = time.monotonic()
+    reads = 0
+    while args.count is None or reads < args.count:
+        _sleep(args.watch)
+        reads += 1
+        elapsed = time.monotonic() - started
+        for topic in topics:
+            now = _explain_once(args, topic, sample)
+            lines = explaining.changes(answers[topic], now)
+            where = "" if topic is None or len(topics) == 1 else f" {topic}"
+            out.write(f"\n+{elapsed:.0f} s{where}: {'no change' if not lines else ''}\n")
+            for line in lines:
+                out.write(f"  {line}\n")
+            answers[topic] = now
+        out.flush()
 
 
 def _percent(share: float | None) -> str:
     return "-" if share is None else f"{share:.1%}"
 
 
-def _print_explanation(e: explaining.Explanation, out: TextIO) -> None:
+def _print_explanation(e: explaining.Explanation, all_ranges: bool, out: TextIO) -> None:
+    show = explaining.shown
+    if e.verdict is not None:
+        out.write("".join(f"{line}\n" for line in e.verdict.lines))
     out.write(
-        f"subscription {e.subscription} (Key_Shared, {e.key_shared_mode or 'mode unknown'}):"
-        f" {len(e.shares)} consumer(s), backlog {e.msg_backlog}, {e.unacked_messages} unacked,"
+        f"\nsubscription {show(e.subscription)} (Key_Shared,"
+        f" {show(e.key_shared_mode or 'mode unknown')}): {len(e.shares)} consumer(s),"
+        f" backlog {e.msg_backlog}, {e.unacked_messages} unacked, {e.msg_in_replay} in replay,"
         f" {e.draining_hashes_count} draining hash(es) holding"
         f" {e.draining_hashes_unacked_messages} unacked message(s)\n\n"
     )
-    held_by = Counter(h.held_by for h in e.held)
-    _table(
-        ("consumer", "ranges", "hashes", "hash share", "sample msgs", "traffic share", "holds"),
-        [
-            (
-                s.consumer,
-                len(s.ranges),
-                s.hashes,
-                _percent(s.hash_share),
-                "-" if s.messages is None else s.messages,
-                _percent(s.traffic_share),
-                held_by[s.consumer],
+    _print_consumers(e, out)
+    if all_ranges:
+        out.write("\nranges (inclusive)\n")
+        for s in e.shares:
+            out.write(
+                f"  {show(s.consumer)}: {' '.join(f'[{a}, {b}]' for a, b in s.ranges) or '-'}\n"
             )
-            for s in e.shares
-        ],
-        out,
-    )
-    out.write("\nranges (inclusive)\n")
-    for s in e.shares:
-        out.write(f"  {s.consumer}: {' '.join(f'[{a}, {b}]' for a, b in s.ranges) or '-'}\n")
     if e.keys:
-        out.write("\nkeys\n")
-        _table(
-            ("key", "hash", "owner", "held by"),
-            [(k.key, k.hash, k.owner or "-", k.held_by or "-") for k in e.keys],
-            out,
-        )
+        _print_keys(e, out)
     _print_held(e.held, out)
     if e.stuck:
         out.write("\nconsumers taking no messages\n")
         for c in e.stuck:
             out.write(
-                f"  {c.consumer}: {', '.join(c.reasons)} (availablePermits"
+                f"  {show(c.consumer)}: {', '.join(c.reasons)} (availablePermits"
                 f" {c.available_permits}, {c.unacked_messages} unacked)\n"
             )
     if e.what_if is not None:
         _print_what_if(e.what_if, out)
+
+
+def _largest(ranges: Sequence[tuple[int, int]]) -> str:
+    if not ranges:
+        return "-"
+    start, end = max(ranges, key=lambda r: (r[1] - r[0], -r[0]))
+    return f"[{start}, {end}]"
+
+
+def _last_ack(h: explaining.ConsumerHealth) -> str:
+    return "never" if h.seconds_since_ack is None else f"{h.seconds_since_ack:.0f} s ago"
+
+
+def _print_consumers(e: explaining.Explanation, out: TextIO) -> None:
+    health = {h.consumer: h for h in (e.verdict.consumers if e.verdict else ())}
+    rows = []
+    for s in e.shares:
+        h = health.get(s.consumer)
+        rows.append(
+            (
+                explaining.shown(s.consumer),
+                s.hashes,
+                _percent(s.hash_share),
+                len(s.ranges),
+                _largest(s.ranges),
+                "-" if h is None else h.available_permits,
+                "-" if h is None else h.unacked_messages,
+                "-" if h is None else h.msg_out_counter,
+                "-" if h is None else _last_ack(h),
+                "-" if h is None else h.holds,
+                "-" if h is None else h.waits_for,
+                "-" if s.messages is None else s.messages,
+                _percent(s.traffic_share),
+            )
+        )
+    _table(
+        (
+            "consumer",
+            "hashes",
+            "hash share",
+            "ranges",
+            "largest range",
+            "permits",
+            "unacked",
+            "delivered",
+            "last ack",
+            "holds",
+            "waits for",
+            "sample msgs",
+            "traffic share",
+        ),
+        rows,
+        out,
+    )
+
+
+def _print_keys(e: explaining.Explanation, out: TextIO) -> None:
+    out.write("\nkeys\n")
+    _table(
+        ("key", "hash", "owner", "held by"),
+        [
+            (
+                explaining.shown(k.key),
+                k.hash,
+                explaining.shown(k.owner or "-"),
+                explaining.shown(k.held_by or "-"),
+            )
+            for k in e.keys
+        ],
+        out,
+    )
+    if any(k.keyless for k in e.keys):
+        out.write(
+            "  '' (no key): a message without key or ordering key has the sticky key"
+            " producerName-sequenceId (Pulsar 4.0+), so keyless messages spread over every"
+            " consumer by hash share (the table above); the row for '' is a key set to the"
+            ' empty string (the Java client\'s key(""); the Python and C++ clients send an'
+            " empty key as none). Place one message with --keyless PRODUCER SEQUENCE_ID.\n"
+        )
 
 
 def _print_held(held: Sequence[explaining.HeldHash], out: TextIO) -> None:
@@ -408,16 +628,17 @@ def _print_held(held: Sequence[explaining.HeldHash], out: TextIO) -> None:
         f"\n{len(held)} draining hash(es): new messages of each wait until its holder acks"
         " the unacked ones\n"
     )
+    show = explaining.shown
     _table(
         ("hash", "held by", "waiting consumer", "unacked", "blocked attempts", "sample keys"),
         [
             (
                 h.hash,
-                h.held_by,
-                h.owner or "-",
+                show(h.held_by),
+                show(h.owner or "-"),
                 h.unack_msgs,
                 h.blocked_attempts,
-                " ".join(h.keys) or "-",
+                " ".join(show(k) for k in h.keys) or "-",
             )
             for h in held
         ],
@@ -426,7 +647,8 @@ def _print_held(held: Sequence[explaining.HeldHash], out: TextIO) -> None:
 
 
 def _print_what_if(w: explaining.WhatIf, out: TextIO) -> None:
-    out.write(f"\nif {w.consumer} {w.change}s (ring of {w.points} points per consumer")
+    show = explaining.shown
+    out.write(f"\nif {show(w.consumer)} {w.change}s (ring of {w.points} points per consumer")
     if w.ring_matches:
         out.write(" rebuilt from the names: it reproduces the broker's ranges)\n")
     else:
@@ -437,7 +659,7 @@ def _print_what_if(w: explaining.WhatIf, out: TextIO) -> None:
     out.write(f"  {len(w.moves)} range(s) move, {w.moved_share:.1%} of the hashes\n")
     _table(
         ("start", "end", "from", "to"),
-        [(m.start, m.end, m.source or "-", m.target or "-") for m in w.moves],
+        [(m.start, m.end, show(m.source or "-"), show(m.target or "-")) for m in w.moves],
         out,
     )
     if w.moved_traffic_share is not None:
@@ -449,7 +671,7 @@ def _print_what_if(w: explaining.WhatIf, out: TextIO) -> None:
     _table(
         ("consumer", "ranges", "hash share", "traffic share"),
         [
-            (s.consumer, len(s.ranges), _percent(s.hash_share), _percent(s.traffic_share))
+            (show(s.consumer), len(s.ranges), _percent(s.hash_share), _percent(s.traffic_share))
             for s in w.shares_after
         ],
         out,
