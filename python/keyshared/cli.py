@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import keyshared.explain as explaining
+import keyshared.explain_scalable as explain_scalable
 from keyshared._checks import check_int
 from keyshared.audit import DEFAULT_SAMPLE_SIZE, MigrationAudit, audit_migration
 from keyshared.controller import apply_decision
@@ -359,6 +360,25 @@ def _configure_explain(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--count", type=int, metavar="N", help="with --watch: stop after N re-reads"
     )
+    scalable = parser.add_argument_group(
+        "scalable topics (--topic topic://..., or a snapshot saved with --save)"
+    )
+    scalable.add_argument(
+        "--consumer",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a consumer of the subscription (repeatable): the stats count them, unnamed",
+    )
+    scalable.add_argument(
+        "--pulsar-version",
+        choices=explain_scalable.RELEASES,
+        default=explain_scalable.MASTER,
+        help="the producers' release, for key routing (%(default)s)",
+    )
+    scalable.add_argument(
+        "--save", metavar="FILE", help="with --url: also write what the broker said to FILE"
+    )
 
 
 # Replaced in tests, so that --watch runs without waiting.
@@ -370,6 +390,8 @@ def _check_explain_args(args: argparse.Namespace) -> None:
         raise ValueError("give either STATS.json or --url with --topic")
     if args.url is not None and not args.topic:
         raise ValueError("--url needs --topic")
+    if args.url is not None and str(args.topic).startswith("topic://"):
+        explain_scalable.scalable_topic(args.topic)
     if args.all_partitions and args.url is None:
         raise ValueError("--all-partitions needs --url and --topic")
     explaining.check_timeout("--timeout", args.timeout)
@@ -399,10 +421,12 @@ def _explain_topics(args: argparse.Namespace) -> list[str | None]:
 
 
 def _read_explained(
-    args: argparse.Namespace, topic: str | None
+    args: argparse.Namespace, topic: str | None, stats: Any = None
 ) -> explaining.KeySharedSubscription:
+    """The subscription from ``stats`` when given (already read), else read afresh."""
     if topic is None:
-        return explaining.read_subscription(explaining.load_stats(args.stats), args.subscription)
+        stats = explaining.load_stats(args.stats) if stats is None else stats
+        return explaining.read_subscription(stats, args.subscription)
     fetched_ms = int(time.time() * 1000)
     stats = explaining.fetch_stats(args.url, topic, args.timeout)
     return explaining.read_subscription(stats, args.subscription, stats_time_ms=fetched_ms)
@@ -414,13 +438,25 @@ def _unacked_limit(args: argparse.Namespace, topic: str | None) -> int | None:
     return explaining.fetch_max_unacked(args.url, topic, args.timeout)
 
 
+def _is_scalable(args: argparse.Namespace) -> tuple[bool, Any]:
+    """Whether the explanation is of a scalable topic, and its snapshot JSON when read from
+    a file."""
+    if args.url is not None:
+        return str(args.topic).startswith("topic://"), None
+    stats = explaining.load_stats(args.stats)
+    return isinstance(stats, dict) and "layout" in stats, stats
+
+
 def _run_explain(args: argparse.Namespace, out: TextIO) -> int:
     _check_explain_args(args)
+    scalable, stats = _is_scalable(args)
+    if scalable:
+        return _run_explain_scalable(args, stats, out)
     sample = explaining.load_keys(args.keys) if args.keys else None
     topics = _explain_topics(args)
     answers: dict[str | None, explaining.Explanation] = {}
     for i, topic in enumerate(topics):
-        answer = _explain_once(args, topic, sample)
+        answer = _explain_once(args, topic, sample, stats)
         answers[topic] = answer
         if args.png is not None:
             _draw(args, answer, _png_path(args.png, topic, len(topics)))
@@ -438,10 +474,92 @@ def _run_explain(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _run_explain_scalable(args: argparse.Namespace, stats: Any, out: TextIO) -> int:
+    for flag in ("keys", "join", "leave", "png", "watch", "all_partitions", "max_unacked"):
+        if getattr(args, flag) not in (None, False):
+            raise ValueError(
+                f"--{flag.replace('_', '-')} is for Key_Shared subscriptions, not scalable topics"
+            )
+    if args.keyless:
+        raise ValueError("--keyless is for Key_Shared subscriptions, not scalable topics")
+    if stats is None:
+        stats = explain_scalable.fetch_snapshot(args.url, args.topic, args.timeout)
+        if args.save is not None:
+            Path(args.save).write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+    elif args.save is not None:
+        raise ValueError("--save needs --url")
+    answer = explain_scalable.explain_scalable(
+        explain_scalable.read_snapshot(stats, args.stats or "snapshot"),
+        args.subscription,
+        consumers=args.consumer,
+        keys=args.key,
+        pulsar_version=args.pulsar_version,
+    )
+    if args.json:
+        _dump(answer.to_dict(), out)
+    else:
+        _print_scalable(answer, out)
+    return 0
+
+
+def _print_scalable(e: explain_scalable.ScalableExplanation, out: TextIO) -> None:
+    show = explaining.shown
+    out.write("".join(f"{line}\n" for line in e.lines))
+    out.write("\nsegments (the DAG)\n")
+    _table(
+        (
+            "id",
+            "range",
+            "state",
+            "parents",
+            "children",
+            "epochs",
+            "backlog",
+            "waits for",
+            "read by",
+        ),
+        [
+            (
+                s.segment_id,
+                s.hash_range,
+                s.state + (" (legacy)" if s.legacy_topic_name else ""),
+                _ids(s.parent_ids),
+                _ids(s.child_ids),
+                f"{s.created_at_epoch}-{'' if s.sealed_at_epoch < 0 else s.sealed_at_epoch}",
+                "-" if s.backlog is None else s.backlog,
+                _ids(s.waiting_for),
+                " ".join(show(c) for c in s.consumers) or "-",
+            )
+            for s in e.segments
+        ],
+        out,
+    )
+    if e.keys:
+        out.write(f"\nkeys (routed as {e.pulsar_version} producers do)\n")
+        _table(
+            ("key", "routing hash", "segment", "read by", "waits for"),
+            [
+                (
+                    show(k.key),
+                    f"{k.routing_hash:04x}",
+                    k.segment_id,
+                    " ".join(show(c) for c in k.consumers) or "-",
+                    _ids(k.waits_for),
+                )
+                for k in e.keys
+            ],
+            out,
+        )
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return ",".join(str(i) for i in ids) or "-"
+
+
 def _explain_once(
-    args: argparse.Namespace, topic: str | None, sample: dict[str, int] | None
+    args: argparse.Namespace, topic: str | None, sample: dict[str, int] | None, stats: Any = None
 ) -> explaining.Explanation:
-    sub = _read_explained(args, topic)
+    sub = _read_explained(args, topic, stats)
     answer = explaining.explain_subscription(
         sub,
         sample=sample,
