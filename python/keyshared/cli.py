@@ -444,7 +444,7 @@ def _is_scalable(args: argparse.Namespace) -> tuple[bool, Any]:
     if args.url is not None:
         return str(args.topic).startswith("topic://"), None
     stats = explaining.load_stats(args.stats)
-    return isinstance(stats, dict) and "layout" in stats, stats
+    return isinstance(stats, dict) and "layout" in stats and "subscriptions" not in stats, stats
 
 
 def _run_explain(args: argparse.Namespace, out: TextIO) -> int:

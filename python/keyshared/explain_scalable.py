@@ -41,6 +41,7 @@ from keyshared.explain import (
 )
 from keyshared.hashing import bucket_hash, key_hash, segment_hash
 from keyshared.layout import Segment, SegmentState, TopicLayout
+from keyshared.router import SegmentRouter
 from keyshared.topic_name import TopicDomain, TopicName
 
 #: The releases whose key routing explain knows: master's (the default) and 5.0.0-M1's.
@@ -350,7 +351,11 @@ def _key_answer(
     layout: TopicLayout, key: str, release: str, by_id: Mapping[int, SegmentAnswer]
 ) -> ScalableKeyAnswer:
     h = routing_hash(key, release)
-    seg = layout.find_active_segment(h)
+    if release == MASTER:
+        # The router itself: it also routes a layout of legacy segments alone (PIP-475).
+        seg = layout.segment(SegmentRouter().route(key, layout.active_segments()))
+    else:
+        seg = layout.find_active_segment(h)
     return ScalableKeyAnswer(
         key=key,
         key_hash=key_hash(key),
