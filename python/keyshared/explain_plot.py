@@ -158,7 +158,9 @@ def plot_ring(explanation: Explanation, path: str | Path) -> None:
     ax.set_xticks(np.linspace(0, 2 * np.pi, 8, endpoint=False))
     ax.set_xticklabels([f"{int(HASH_COUNT * i / 8) + 1}" for i in range(8)])
     handles: list[Artist] = [
-        Rectangle((0, 0), 1, 1, color=colors[s.consumer], label=f"{s.consumer} {s.hash_share:.1%}")
+        Rectangle(
+            (0, 0), 1, 1, color=colors[s.consumer], label=f"{shown(s.consumer)} {s.hash_share:.1%}"
+        )
         for s in explanation.shares
     ]
     if explanation.held:
@@ -173,10 +175,12 @@ def plot_ring(explanation: Explanation, path: str | Path) -> None:
             )
         )
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
-    title = f"subscription {explanation.subscription}"
+    title = f"subscription {shown(explanation.subscription)}"
     if explanation.what_if:
         w = explanation.what_if
-        title += f"\ninner ring: if {w.consumer} {w.change}s ({w.moved_share:.1%} of hashes move)"
+        title += (
+            f"\ninner ring: if {shown(w.consumer)} {w.change}s ({w.moved_share:.1%} of hashes move)"
+        )
     ax.set_title(title)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100, bbox_inches="tight")
