@@ -239,3 +239,30 @@ def test_the_command_refuses_key_shared_flags_for_a_scalable_topic(
     argv = ["explain", "--url", "http://127.0.0.1:9", "--topic", "topic://a/b/c"]
     assert main([*argv, "--subscription", SUB, "--timeout", "1"]) == 2
     assert "127.0.0.1:9/admin/v2/scalable/a/b/c" in capsys.readouterr().err
+
+
+# --- recorded from a 5.0.0-M1 broker (tests/test_broker_explain_scalable.py) ---------------
+
+M1_SPLIT = FIXTURE.parent / "m1-split.json"
+
+
+def test_the_recorded_m1_split_drains_segment_0_before_its_children() -> None:
+    """Two segments got 40 keys from the V5 producer, read but not acked; then segment 0
+    was split. ``m1-split.stored.json`` is the segment each key was stored in."""
+    snap = read_snapshot(json.loads(M1_SPLIT.read_text()))
+    stored: dict[str, int] = json.loads(M1_SPLIT.with_suffix(".stored.json").read_text())
+    e = explain_scalable(snap, SUB, consumers=["reader"], keys=list(stored), pulsar_version=M1)
+    by_id = {s.segment_id: s for s in e.segments}
+    assert e.still_draining == (0,)
+    assert by_id[0].backlog == sum(1 for s in stored.values() if s == 0) > 0
+    assert by_id[2].waiting_for == by_id[3].waiting_for == (0,)
+    assert by_id[0].consumers == by_id[1].consumers == ("reader",)
+    assert by_id[2].consumers == by_id[3].consumers == ()
+    for k in e.keys:
+        if stored[k.key] == 0:
+            assert k.segment_id in (2, 3) and k.waits_for == (0,)
+        else:
+            assert (k.segment_id, k.waits_for) == (1, ())
+    # Routed by master's rule instead, keys would be placed in other segments.
+    master = explain_scalable(snap, SUB, keys=list(stored))
+    assert any(a.segment_id != b.segment_id for a, b in zip(e.keys, master.keys, strict=True))
