@@ -406,8 +406,11 @@ def test_bad_stats_on_the_command_line_name_the_field(
 # --- the verdict ---------------------------------------------------------------------------
 
 
-def test_the_first_four_lines_name_the_waiting_consumer_the_one_taking_nothing_and_why() -> None:
-    lines = run(str(HELD), "--subscription", SUB).splitlines()[:4]
+@RELEASES
+def test_the_first_four_lines_name_the_waiting_consumer_the_one_taking_nothing_and_why(
+    release: str,
+) -> None:
+    lines = run(str(FIXTURES / f"held{release}.json"), "--subscription", SUB).splitlines()[:4]
     assert lines[0].startswith("verdict: newcomer waits for 31 hash(es) held by old-0 (7),")
     assert "stuck (2)" in lines[0] and "160 message(s) in replay" in lines[0]
     assert lines[1].startswith(
