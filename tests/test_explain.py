@@ -875,3 +875,14 @@ def test_a_partitioned_base_name_names_its_partitions_and_bodies_are_checked(
         assert "HTTP 404" in err and "partition" not in err
     finally:
         admin.close()
+
+
+def test_every_answer_that_takes_a_sample_checks_it() -> None:
+    from keyshared.explain import shares, what_if
+
+    sub = read_subscription(held(), SUB)
+    with pytest.raises(ValueError, match=r"sample\['k'\] must be >= 0, got -5"):
+        shares(sub, {"k": -5})
+    with pytest.raises(ValueError, match=r"sample\['k'\] must be >= 0, got -5"):
+        what_if(sub, leave="old-0", sample={"k": -5})
+    assert shares(sub, {"k": 0})[0].traffic_share in (0.0, None)

@@ -758,6 +758,7 @@ def shares(
 ) -> tuple[ConsumerShare, ...]:
     """Each consumer's ranges and share of the hash space, and with a ``sample`` (key ->
     messages) of its messages, under ``owners`` (the broker's by default)."""
+    sample = check_sample(sample)
     table = sub.owners if owners is None else owners
     counts = np.bincount(
         table[HASH_MIN:][table[HASH_MIN:] != NO_OWNER], minlength=len(sub.consumers)
@@ -915,6 +916,7 @@ def what_if(
     leaves: hash ranges, sample keys and traffic share, on the rebuilt ring."""
     if (join is None) == (leave is None):
         raise ValueError("give exactly one of join and leave")
+    sample = check_sample(sample)
     selector = rebuilt_ring(sub, points)
     before = _ring_owners(selector)
     if join is not None:
