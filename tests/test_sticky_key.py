@@ -78,3 +78,19 @@ def test_bad_fields_are_named(
 ) -> None:
     with pytest.raises(error, match=message):
         resolve_sticky_key(**kwargs)  # type: ignore[arg-type]
+
+
+@given(st.lists(st.text(min_size=1, max_size=5), min_size=1, max_size=5, unique=True), st.data())
+def test_a_selector_places_a_resolved_key_as_the_broker_would(
+    names: list[str], data: st.DataObject
+) -> None:
+    from keyshared import ConsistentHashingStickyKeyConsumerSelector
+
+    selector = ConsistentHashingStickyKeyConsumerSelector(20)
+    for i, name in enumerate(names):
+        selector.add_consumer(i, name)
+    sequence_id = data.draw(st.integers(0, 2**63 - 1))
+    key = resolve_sticky_key(producer_name="p", sequence_id=sequence_id)
+    h = message_sticky_key_hash(producer_name="p", sequence_id=sequence_id)
+    assert selector.make_sticky_key_hash(key) == h
+    assert selector.select(h) == selector.select(sticky_key_hash(f"p-{sequence_id}"))

@@ -52,7 +52,9 @@ class ConsumerBar:
 def consumer_bars(explanation: Explanation) -> tuple[ConsumerBar, ...]:
     """The bars of :func:`plot_consumers`, in the stats' order, from ``explanation``."""
     verdict = explanation.verdict
-    health = {h.consumer: h for h in (verdict.consumers if verdict else ())}
+    if verdict is None:
+        raise ValueError("explanation.verdict is None: make it with explain_subscription")
+    health = {h.consumer: h for h in verdict.consumers}
     bars = []
     for share in explanation.shares:
         h = health[share.consumer]

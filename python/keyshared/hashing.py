@@ -69,7 +69,8 @@ def resolve_sticky_key(
     ``None`` means the field is absent. An empty key is a key (the Java client's
     ``key("")`` hashes ``""``); the Python and C++ clients send an empty key as none.
     Pulsar before 4.0 skipped step 3. For a batch, the fields are the batch entry's: its
-    producer and the sequence id of its first message."""
+    producer and the sequence id of its first message. The result is the key every selector
+    and dispatcher takes (``selector.make_sticky_key_hash(resolve_sticky_key(...))``)."""
     if ordering_key is not None:
         if not isinstance(ordering_key, bytes):
             raise TypeError(f"ordering_key must be bytes, got {type(ordering_key).__name__}")
