@@ -157,7 +157,7 @@ class Scene:
                 time.sleep(0.2)
 
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("keyshared.cli._sleep", ack)
+            patch.setattr("keyshared.explain_command._sleep", ack)
             return str(_cli(*url, "--watch", "1", "--count", "1"))
 
     @staticmethod

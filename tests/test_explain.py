@@ -745,7 +745,7 @@ def test_watch_prints_what_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert seconds == 2.5
         path.write_text(json.dumps(steps.pop(0)))
 
-    monkeypatch.setattr("keyshared.cli._sleep", next_stats)
+    monkeypatch.setattr("keyshared.explain_command._sleep", next_stats)
     text = run(str(path), "--subscription", SUB, "--watch", "2.5", "--count", "2")
     assert not steps
     first, second = text.split("\n+")[1:]
