@@ -1179,7 +1179,7 @@ def verdict(
     """Who waits on whom and why (see :class:`Verdict`)."""
     health = consumer_health(sub, held, max_unacked_messages)
     by_label = {h.consumer: h for h in health}
-    hashes_of = sticky_key_hashes(list(sample)) if sample else None
+    per_hash = _messages_per_hash(sample) if sample else None
     waits = []
     pairs = sorted({(h.owner or "", h.held_by) for h in held})
     for owner, holder in pairs:
@@ -1192,15 +1192,7 @@ def verdict(
                 hashes=hashes,
                 unacked_msgs=sum(h.unack_msgs for h in mine),
                 blocked_attempts=sum(h.blocked_attempts for h in mine),
-                sample_messages=None
-                if sample is None or hashes_of is None
-                else int(
-                    sum(
-                        n
-                        for n, h in zip(sample.values(), hashes_of.tolist(), strict=True)
-                        if h in hashes
-                    )
-                ),
+                sample_messages=None if per_hash is None else int(per_hash[list(hashes)].sum()),
                 will_drain=by_label[holder].will_drain,
             )
         )
@@ -1217,6 +1209,13 @@ def verdict(
         stats_time_ms=sub.stats_time_ms,
         consumers=health,
     )
+
+
+def _messages_per_hash(sample: Mapping[str, int]) -> npt.NDArray[np.float64]:
+    """The sample's messages per sticky key hash (exact: counts add up to at most 2**53)."""
+    hashes = sticky_key_hashes(list(sample)).astype(np.int64)
+    counts = np.fromiter(sample.values(), dtype=np.float64, count=len(sample))
+    return np.bincount(hashes, weights=counts, minlength=HASH_MAX + 1).astype(np.float64)
 
 
 def _verdict_lines(
