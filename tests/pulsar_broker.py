@@ -25,6 +25,14 @@ Two kinds, each a session fixture of tests/conftest.py:
           m1_broker.web_url, m1_broker.service_url    # for clients
 
   An HTTP error answer raises :class:`AdminError` carrying its status and message.
+- ``v5_client``: :class:`V5Client`, M1's V5 Java client on ``m1_broker`` (the oracle's
+  ``v5.*`` ops in a JVM of their own)::
+
+      segments = v5_client.produce(name, ["k1", "k2"])      # the segment of each message
+      c = v5_client.stream_consumer(name, "sub", "c0")       # a handle
+      v5_client.receive(c, quiet_ms=1000)   # [{key, value, topic, segment_id}], acked
+      v5_client.assignment(c)               # (layout epoch, [(id, start, end)])
+      v5_client.close(c)
 """
 
 from __future__ import annotations
@@ -40,11 +48,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pulsar_oracle import MILESTONE, NEWEST, ROOT
+from pulsar_oracle import MILESTONE, NEWEST, ROOT, Oracle, OracleError, OracleUnavailable
 
 from keyshared.hashing import sticky_key_hash
 
@@ -337,7 +345,7 @@ def error_reason(body: bytes) -> str:
     ``Message:`` line of the page an unexpected exception gives (HTTP 500)."""
     text = body.decode("utf-8", errors="replace")
     with contextlib.suppress(json.JSONDecodeError, AttributeError):
-        return str(json.loads(text).get("reason", text))
+        text = str(json.loads(text).get("reason", text))
     for line in text.splitlines():
         if line.startswith("Message: "):
             return line.removeprefix("Message: ")
@@ -411,3 +419,77 @@ class ScalableBroker(PulsarBroker):
 
     def delete(self, topic: str) -> None:
         self.scalable(topic, "?force=true", "DELETE")
+
+
+class V5Client:
+    """Pulsar 5.0.0-M1's V5 Java client on a broker, through the oracle's ``v5.*`` ops (its
+    own JVM): producers and stream consumers of ``topic://`` names. Every call is bounded
+    by ``timeout_ms``; a JVM that dies or hangs raises OracleUnavailable."""
+
+    def __init__(self, broker: PulsarBroker, timeout_ms: int = 30_000) -> None:
+        self.timeout_ms = timeout_ms
+        self.oracle = Oracle(MILESTONE, timeout_s=timeout_ms / 1000 + 30)
+        try:
+            self.client = self.oracle.call(
+                "v5.client", service_url=broker.service_url, timeout_ms=timeout_ms
+            )
+        except BaseException:
+            self.oracle.close()
+            raise
+
+    def produce(
+        self, topic: str, keys: Sequence[str], values: Sequence[str] | None = None
+    ) -> list[int]:
+        """Sends one message per key, in order; the segment id each was stored in."""
+        segments: list[int] = self.oracle.call(
+            "v5.produce",
+            client=self.client,
+            topic=topic,
+            keys=list(keys),
+            values=None if values is None else list(values),
+            timeout_ms=self.timeout_ms,
+        )
+        return segments
+
+    def stream_consumer(self, topic: str, subscription: str, name: str) -> int:
+        """A stream consumer from the earliest message; its handle."""
+        handle: int = self.oracle.call(
+            "v5.stream_consumer",
+            client=self.client,
+            topic=topic,
+            subscription=subscription,
+            consumer_name=name,
+            timeout_ms=self.timeout_ms,
+        )
+        return handle
+
+    def receive(self, consumer: int, quiet_ms: int = 1000) -> list[dict[str, Any]]:
+        """What the consumer receives until it has been quiet for ``quiet_ms``, each
+        acknowledged: ``{key, value, topic, segment_id}``."""
+        received: list[dict[str, Any]] = self.oracle.call(
+            "v5.receive", handle=consumer, quiet_ms=quiet_ms, timeout_ms=self.timeout_ms
+        )
+        return received
+
+    def assignment(self, consumer: int) -> tuple[int, list[tuple[int, int, int]]]:
+        """The layout epoch and the segments ``(id, start, end)`` the controller last
+        assigned the consumer, in its order."""
+        answer = self.oracle.call("v5.assignment", handle=consumer)
+        return answer["epoch"], [tuple(s) for s in answer["segments"]]
+
+    def close(self, handle: int) -> None:
+        self.oracle.call("v5.close", handle=handle)
+
+    def shutdown(self) -> None:
+        """Closes the client and its JVM."""
+        try:
+            with contextlib.suppress(OracleError, OracleUnavailable):
+                self.oracle.call("v5.close", handle=self.client)
+        finally:
+            self.oracle.close()
+
+    def __enter__(self) -> V5Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
