@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -137,7 +138,7 @@ status = error
 appender.out.type = Console
 appender.out.name = out
 appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = %d{HH:mm:ss.SSS} %-5level [%t] %c{1} - %msg%n
+appender.out.layout.pattern = %d{HH:mm:ss.SSS} %-5level [%t] %c{1} - %msg %X%n
 rootLogger.level = info
 rootLogger.appenderRef.out.ref = out
 """
@@ -340,6 +341,13 @@ class PulsarBroker:
         self.close()
 
 
+# The coordinator's report of newly drained segments, with its context (LOG4J2_CONF's %X).
+DRAINED_LOG = re.compile(
+    r"Sealed segments drained, rebalancing \{(?=.*\bdrained=\[(?P<ids>[0-9, ]*)\])"
+    r"(?=.*\bsubscription=(?P<subscription>[^,}]*))(?=.*\btopic=(?P<topic>[^,}]*))"
+)
+
+
 def error_reason(body: bytes) -> str:
     """What an admin error answer says: the ``reason`` of Pulsar's JSON answer, or the
     ``Message:`` line of the page an unexpected exception gives (HTTP 500)."""
@@ -420,6 +428,18 @@ class ScalableBroker(PulsarBroker):
     def delete(self, topic: str) -> None:
         self.scalable(topic, "?force=true", "DELETE")
 
+    def drained_segments(self, topic: str, subscription: str) -> set[int]:
+        """The sealed segments the subscription coordinator of ``topic`` has found drained
+        for ``subscription`` so far, as its log reports them ("Sealed segments drained,
+        rebalancing", each report naming the newly drained ones)."""
+        name = f"topic://{scalable_path(topic)}"
+        drained: set[int] = set()
+        for line in self._log_path.read_text(errors="replace").splitlines():
+            found = DRAINED_LOG.search(line)
+            if found and found["topic"] == name and found["subscription"] == subscription:
+                drained |= {int(i) for i in found["ids"].split(",") if i.strip()}
+        return drained
+
 
 class V5Client:
     """Pulsar 5.0.0-M1's V5 Java client on a broker, through the oracle's ``v5.*`` ops (its
@@ -428,14 +448,21 @@ class V5Client:
 
     def __init__(self, broker: PulsarBroker, timeout_ms: int = 30_000) -> None:
         self.timeout_ms = timeout_ms
+        self.service_url = broker.service_url
+        # The client of each consumer that has one of its own.
+        self._own_clients: dict[int, int] = {}
         self.oracle = Oracle(MILESTONE, timeout_s=timeout_ms / 1000 + 30)
         try:
-            self.client = self.oracle.call(
-                "v5.client", service_url=broker.service_url, timeout_ms=timeout_ms
-            )
+            self.client = self._new_client()
         except BaseException:
             self.oracle.close()
             raise
+
+    def _new_client(self) -> int:
+        handle: int = self.oracle.call(
+            "v5.client", service_url=self.service_url, timeout_ms=self.timeout_ms
+        )
+        return handle
 
     def produce(
         self, topic: str, keys: Sequence[str], values: Sequence[str] | None = None
@@ -451,16 +478,29 @@ class V5Client:
         )
         return segments
 
-    def stream_consumer(self, topic: str, subscription: str, name: str) -> int:
-        """A stream consumer from the earliest message; its handle."""
-        handle: int = self.oracle.call(
-            "v5.stream_consumer",
-            client=self.client,
-            topic=topic,
-            subscription=subscription,
-            consumer_name=name,
-            timeout_ms=self.timeout_ms,
-        )
+    def stream_consumer(
+        self, topic: str, subscription: str, name: str, own_client: bool = False
+    ) -> int:
+        """A stream consumer from the earliest message; its handle. With ``own_client``
+        it has a client (a connection) of its own, which :meth:`close` closes: that is how
+        it leaves the subscription, since M1's consumer sends no unsubscribe and the broker
+        drops its session only once the connection closed and the grace period passed."""
+        client = self._new_client() if own_client else self.client
+        try:
+            handle: int = self.oracle.call(
+                "v5.stream_consumer",
+                client=client,
+                topic=topic,
+                subscription=subscription,
+                consumer_name=name,
+                timeout_ms=self.timeout_ms,
+            )
+        except BaseException:
+            if own_client:
+                self.oracle.call("v5.close", handle=client)
+            raise
+        if own_client:
+            self._own_clients[handle] = client
         return handle
 
     def receive(self, consumer: int, quiet_ms: int = 1000) -> list[dict[str, Any]]:
@@ -478,7 +518,10 @@ class V5Client:
         return answer["epoch"], [tuple(s) for s in answer["segments"]]
 
     def close(self, handle: int) -> None:
+        """Closes a consumer, and its own client if it has one."""
         self.oracle.call("v5.close", handle=handle)
+        if handle in self._own_clients:
+            self.oracle.call("v5.close", handle=self._own_clients.pop(handle))
 
     def shutdown(self) -> None:
         """Closes the client and its JVM."""
