@@ -1,12 +1,13 @@
 """``keyshared explain`` on a scalable topic of a running Pulsar 5.0.0-M1 broker.
 
 A topic of two segments in the namespace that never scales by itself gets keyed messages
-from the V5 client (tests/v5_explain/ExplainV5.java), which a stream consumer reads without
-acking: each message's topic names the segment it was stored in. Segment 0 is then split.
-Explain, reading the broker's admin REST, must give the broker's DAG, say that segment 0
-still drains (its backlog: the messages stored there) and that its children wait for it,
-and place every key in the segment the V5 producer would now pick under the 5.0.0-M1
-profile. Once a consumer has acked everything, segment 0 has drained and nothing waits.
+from M1's V5 producer (the ``v5_client`` fixture), which reports the segment each was stored
+in; its subscription reads nothing yet. Segment 0 is then split. Explain, reading the
+broker's admin REST, must give the broker's DAG, say that segment 0 still drains (its
+backlog: the messages stored there) and that its children wait for it, and place every key
+in the segment the V5 producer now picks, under the 5.0.0-M1 profile. A stream consumer
+then joins: the segments the broker assigns it are those explain gives it, before and after
+it has read and acked everything, when segment 0 has drained and nothing waits any more.
 The snapshot saved by ``--save`` explains the same offline.
 
 With ``KEYSHARED_RECORD_STATS=1`` the run also writes that snapshot and the segment each key
@@ -19,7 +20,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
 import time
 import uuid
 from collections import Counter
@@ -27,35 +27,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pulsar_broker import ScalableBroker, broker_classpath
+from pulsar_broker import ScalableBroker, V5Client
 from pulsar_oracle import MILESTONE, record
 
 from keyshared.cli import main
-from keyshared.explain_scalable import M1, explain_scalable, read_layout, read_snapshot
+from keyshared.explain_scalable import explain_scalable, read_layout, read_snapshot
 from keyshared.hashing import bucket_hash
 from keyshared.topic_name import TopicName
+from keyshared.versions import M1
 
-HARNESS = Path(__file__).parent / "v5_explain" / "ExplainV5.java"
 FIXTURES = Path(__file__).parent / "fixtures" / "scalable"
-RUN_TIMEOUT_S = 120
-DRAIN_TIMEOUT_S = 60.0
+WAIT_S = 60.0
 SUB = "sub"
+READER = "reader"
 KEYS = [f"key-{i}" for i in range(40)]
 
 Pairs = list[tuple[object, object]]
-
-
-def _harness(broker: ScalableBroker, *args: str) -> list[dict[str, Any]]:
-    """The harness's JSON lines (other output is the client's logging)."""
-    command = ["java", "-cp", broker_classpath(MILESTONE), str(HARNESS), args[0]]
-    command += [broker.service_url, *args[1:]]
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False
-    )
-    assert done.returncode == 0, (
-        f"the V5 harness failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
-    )
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
 def _cli(*argv: str) -> Any:
@@ -83,7 +70,7 @@ def _explain(broker: ScalableBroker, topic: str, *extra: str) -> Any:
 
 
 def _wait_drained(broker: ScalableBroker, topic: str) -> Any:
-    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    deadline = time.monotonic() + WAIT_S
     while True:
         got = _explain(broker, topic)
         if not got["still_draining"]:
@@ -92,15 +79,28 @@ def _wait_drained(broker: ScalableBroker, topic: str) -> Any:
         time.sleep(1.0)
 
 
+def _assignments(
+    broker: ScalableBroker, v5: V5Client, topic: str, consumer: int
+) -> tuple[list[int], list[int]]:
+    """The segments the broker assigned the consumer and those explain gives it, once they
+    agree or WAIT_S passed (the controller reassigns a moment after a segment drains)."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        _, segments = v5.assignment(consumer)
+        got = sorted(s[0] for s in segments)
+        explained = _explain(broker, topic, "--consumer", READER)
+        want = sorted(s["segment_id"] for s in explained["segments"] if READER in s["consumers"])
+        if got == want or time.monotonic() > deadline:
+            return got, want
+        time.sleep(0.5)
+
+
 def test_explain_follows_a_scalable_topic_through_a_split(
-    m1_broker: ScalableBroker, tmp_path: Path
+    m1_broker: ScalableBroker, v5_client: V5Client, tmp_path: Path
 ) -> None:
     topic = m1_broker.create(f"topic://public/manual/explain-{uuid.uuid4().hex[:8]}", segments=2)
     m1_broker.scalable(topic, f"subscriptions/{SUB}", "PUT")
-    assert _harness(m1_broker, "produce", topic, *KEYS) == [{"sent": len(KEYS)}]
-    read = _harness(m1_broker, "consume", topic, SUB, "reader", str(len(KEYS)), "60", "keep")
-    stored = {m["key"]: _segment_id(m["topic"]) for m in read}
-    assert sorted(stored) == sorted(KEYS)
+    stored = dict(zip(KEYS, v5_client.produce(topic, KEYS), strict=True))
     assert set(stored.values()) == {0, 1}, "the keys did not reach both segments"
 
     # Before the split: every key is where the M1 profile routes it.
@@ -130,7 +130,7 @@ def test_explain_follows_a_scalable_topic_through_a_split(
                 for i, s in segments.items()
             },
         ),
-        # Segment 0 still holds what was stored there, unacked; its children wait for it.
+        # Segment 0 still holds what was stored there, unread; its children wait for it.
         ([0], held["still_draining"]),
         (per_segment[0], segments[0]["backlog"]),
         ({c: [0] for c in children}, {c: segments[c]["waiting_for"] for c in children}),
@@ -139,21 +139,29 @@ def test_explain_follows_a_scalable_topic_through_a_split(
         seg = layout.find_active_segment(bucket_hash(k["key"]))
         pairs.append((seg.segment_id, k["segment_id"]))
         pairs.append(([0] if stored[k["key"]] == 0 else [], k["waits_for"]))
-    offline = explain_scalable(read_snapshot(json.loads(saved.read_text())), SUB,
-                               keys=KEYS, pulsar_version=M1).to_dict()  # fmt: skip
+    offline = explain_scalable(
+        read_snapshot(json.loads(saved.read_text())), SUB, keys=KEYS, pulsar_version=M1
+    ).to_dict()
     pairs.append((held, offline))
 
-    # A consumer acks everything: segment 0 drains and nothing waits any more.
-    _harness(m1_broker, "consume", topic, SUB, "reader", str(len(KEYS)), "60", "ack")
-    drained = _wait_drained(m1_broker, topic)
+    # A consumer joins: the broker gives it what explain says, before and after it has
+    # read and acked everything, when segment 0 has drained and nothing waits any more.
+    consumer = v5_client.stream_consumer(topic, SUB, READER, own_client=True)
+    try:
+        pairs.append(_assignments(m1_broker, v5_client, topic, consumer))
+        received = v5_client.receive(consumer)
+        pairs.append((sorted(KEYS), sorted(m["key"] for m in received)))
+        drained = _wait_drained(m1_broker, topic)
+        pairs.append(_assignments(m1_broker, v5_client, topic, consumer))
+    finally:
+        v5_client.close(consumer)
     after = {s["segment_id"]: s for s in drained["segments"]}
     pairs += [
         (True, after[0]["drained"]),
         ({c: [] for c in children}, {c: after[c]["waiting_for"] for c in children}),
         ([], [k["key"] for k in drained["keys"] if k["waits_for"]]),
     ]
-    name = TopicName.get(topic)
-    assert str(name) == drained["topic"]
+    assert str(TopicName.get(topic)) == drained["topic"]
     assert not _compare("split and drain", pairs)
 
 

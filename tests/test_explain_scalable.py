@@ -20,8 +20,6 @@ from hypothesis import strategies as st
 from keyshared.cli import main
 from keyshared.coordinator import compute_assignment, is_assignable
 from keyshared.explain_scalable import (
-    M1,
-    MASTER,
     ScalableSnapshot,
     explain_scalable,
     read_layout,
@@ -31,6 +29,7 @@ from keyshared.explain_scalable import (
 from keyshared.hashing import bucket_hash, segment_hash
 from keyshared.layout import TopicLayout
 from keyshared.topic_name import SegmentTopicName, TopicName
+from keyshared.versions import M1, MASTER
 
 FIXTURE = Path(__file__).parent / "fixtures" / "scalable" / "split-merge.json"
 SUB = "sub"

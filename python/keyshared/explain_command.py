@@ -20,6 +20,7 @@ from keyshared._checks import check_int
 from keyshared._text import dump as _dump
 from keyshared._text import percent as _percent
 from keyshared._text import table as _table
+from keyshared.versions import SCALABLE_TOPICS
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -106,7 +107,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     scalable.add_argument(
         "--pulsar-version",
         choices=explain_scalable.RELEASES,
-        default=explain_scalable.MASTER,
+        default=SCALABLE_TOPICS.default,
         help="the producers' release, for key routing (%(default)s)",
     )
     scalable.add_argument(

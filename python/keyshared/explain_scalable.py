@@ -43,11 +43,10 @@ from keyshared.hashing import bucket_hash, key_hash, segment_hash
 from keyshared.layout import Segment, SegmentState, TopicLayout
 from keyshared.router import SegmentRouter
 from keyshared.topic_name import TopicDomain, TopicName
+from keyshared.versions import MASTER, SCALABLE_TOPICS, segment_half
 
-#: The releases whose key routing explain knows: master's (the default) and 5.0.0-M1's.
-MASTER = "master"
-M1 = "5.0.0-M1"
-RELEASES = (MASTER, M1)
+#: The releases whose scalable topics explain reproduces: master's (the default) and 5.0.0-M1.
+RELEASES = SCALABLE_TOPICS.accepted
 
 
 def scalable_topic(topic: str) -> TopicName:
@@ -265,12 +264,10 @@ def _plain(value: object) -> Any:
 
 def routing_hash(key: str | bytes, pulsar_version: str = MASTER) -> int:
     """The 16-bit hash a producer of ``pulsar_version`` routes ``key`` by to a segment:
-    master (PIP-486) the high half of the key hash, 5.0.0-M1's V5 client the low half."""
-    if pulsar_version == MASTER:
-        return segment_hash(key)
-    if pulsar_version == M1:
-        return bucket_hash(key)
-    raise ValueError(f"pulsar_version must be one of {list(RELEASES)}, got {pulsar_version!r}")
+    master (PIP-486) the high half of the key hash, 5.0.0-M1's V5 client the low half
+    (:func:`keyshared.versions.segment_half`)."""
+    high = segment_half(pulsar_version) == "high"
+    return segment_hash(key) if high else bucket_hash(key)
 
 
 def explain_scalable(
@@ -282,33 +279,37 @@ def explain_scalable(
     pulsar_version: str = MASTER,
 ) -> ScalableExplanation:
     """The DAG, what still drains and what waits for it, where each of ``keys`` goes, and
-    with the ``consumers``' names, who reads what. The subscription must be in the stats;
-    a STREAM subscription is assumed (the drain order applies)."""
+    with the ``consumers``' names, who reads what, as a ``pulsar_version`` broker and its
+    producers have it (routing, and the assignment of
+    :func:`keyshared.coordinator.compute_assignment`). The subscription must be in the
+    stats; a STREAM subscription is assumed (the drain order applies)."""
     if subscription not in snapshot.consumer_counts:
         known = ", ".join(repr(s) for s in snapshot.consumer_counts) or "none"
         raise ValueError(f"stats.subscriptions has no {subscription!r} (it has {known})")
     asked = check_keys(keys)
-    routing_hash("", pulsar_version)  # refuses an unknown release before any work
+    release = SCALABLE_TOPICS.check(pulsar_version)
     names = tuple(sorted(set(check_keys(list(consumers)))))
     layout = snapshot.layout
     backlog = snapshot.backlogs.get(subscription, {})
     drained = {sid for sid, left in backlog.items() if left == 0}
-    assignment = compute_assignment(layout, TopicName.get(snapshot.topic), names, drained)
+    assignment = compute_assignment(
+        layout, TopicName.get(snapshot.topic), names, drained, pulsar_version=release
+    )
     readers: dict[int, list[str]] = {}
     for name, assigned in assignment.items():
         for sid in assigned.segment_ids:
             readers.setdefault(sid, []).append(name)
     segments = tuple(
-        _segment_answer(layout, s, backlog, drained, tuple(readers.get(s.segment_id, ())))
+        _segment_answer(layout, s, backlog, drained, tuple(readers.get(s.segment_id, ())), release)
         for s in sorted(layout.segments.values(), key=lambda s: s.segment_id)
     )
     by_id = {s.segment_id: s for s in segments}
     still = tuple(s.segment_id for s in segments if s.drained is False)
-    answers = tuple(_key_answer(layout, k, pulsar_version, by_id) for k in asked)
+    answers = tuple(_key_answer(layout, k, release, by_id) for k in asked)
     return ScalableExplanation(
         topic=snapshot.topic,
         subscription=subscription,
-        pulsar_version=pulsar_version,
+        pulsar_version=release,
         epoch=layout.epoch,
         consumer_count=snapshot.consumer_counts[subscription],
         consumer_names=names,
@@ -325,10 +326,17 @@ def _segment_answer(
     backlog: Mapping[int, int | None],
     drained: set[int],
     readers: tuple[str, ...],
+    release: str,
 ) -> SegmentAnswer:
     sealed = seg.state is SegmentState.SEALED
     left = backlog.get(seg.segment_id) if sealed else None
-    waiting = tuple(p for p in seg.parent_ids if p in layout.segments and p not in drained)
+    assignable = is_assignable(seg, layout, drained, pulsar_version=release)
+    # What keeps it from every consumer: its parents still draining (none once assignable).
+    waiting = (
+        ()
+        if assignable
+        else tuple(p for p in seg.parent_ids if p in layout.segments and p not in drained)
+    )
     return SegmentAnswer(
         segment_id=seg.segment_id,
         descriptor=seg.descriptor,
@@ -341,7 +349,7 @@ def _segment_answer(
         legacy_topic_name=seg.legacy_topic_name,
         backlog=left,
         drained=(left == 0) if sealed else None,
-        assignable=is_assignable(seg, layout, drained),
+        assignable=assignable,
         waiting_for=waiting,
         consumers=readers,
     )
