@@ -43,7 +43,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=explaining.DEFAULT_TIMEOUT_S,
         help="seconds for each whole request to --url (%(default)s)",
     )
-    parser.add_argument("--subscription", required=True, help="the Key_Shared subscription")
+    parser.add_argument(
+        "--subscription",
+        required=True,
+        help="the subscription (Key_Shared, or of the scalable topic)",
+    )
     parser.add_argument(
         "--keys",
         metavar="FILE",
@@ -108,7 +112,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--pulsar-version",
         choices=explain_scalable.RELEASES,
         default=SCALABLE_TOPICS.default,
-        help="the producers' release, for key routing (%(default)s)",
+        help="the release of the broker and producers: key routing, assignment (%(default)s)",
     )
     scalable.add_argument(
         "--save", metavar="FILE", help="with --url: also write what the broker said to FILE"
