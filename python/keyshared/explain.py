@@ -2,10 +2,14 @@
 
 ``pulsar-admin topics stats`` (``GET /admin/v2/persistent/{tenant}/{ns}/{topic}/stats``)
 reports the raw facts of a Key_Shared subscription: each consumer's key hash ranges, the
-PIP-379 draining hashes it holds, its unacked messages and permits. This module reads them
-into frozen records and turns them into answers: who owns a key, what share of the hash
-space and of a key sample each consumer gets, which hashes are held and which keys they
-block, which consumers cannot take messages, and what moves if a consumer joins or leaves.
+PIP-379 draining hashes it holds, its unacked messages and permits, when it last acked and
+consumed, and the messages waiting in replay. This module reads them into frozen records
+and turns them into answers, the verdict first (:func:`verdict`: who waits on whom, which
+consumers take no messages and why, which held hashes will not drain by themselves); then
+who owns a key (a message's sticky key resolved as the broker does:
+:func:`keyshared.hashing.resolve_sticky_key`), what share of the hash space and of a key
+sample each consumer gets, which hashes are held and which keys they block, and what moves
+if a consumer joins or leaves; and between two readings, what changed (:func:`changes`).
 
 The broker's ranges are the truth: a hash goes to the consumer whose range contains it.
 keyshared's :class:`~keyshared.rings.ConsistentHashingStickyKeyConsumerSelector` is used only
@@ -18,7 +22,10 @@ Hashes are the consistent-hashing selector's sticky key hashes, in ``[1, 65535]`
 of a sample's messages. The stats of Pulsar 4.0 and 4.2 have the same fields; those from
 before PIP-379 (3.x) have no draining fields, which then read as none. The stats are those
 of one topic: a partitioned topic's aggregated stats mix its partitions' consumers (their
-ranges overlap, which is refused), so explain one partition (``name-partition-0``).
+ranges overlap, which is refused), so explain one partition (``name-partition-0``); a 404
+on a partitioned topic's base name names its partitions.
+
+Names and keys come from clients: :func:`shown` escapes and shortens them for printing.
 """
 
 from __future__ import annotations
