@@ -246,7 +246,7 @@ M1_SPLIT = FIXTURE.parent / "m1-split.json"
 
 
 def test_the_recorded_m1_split_drains_segment_0_before_its_children() -> None:
-    """Two segments got 40 keys from the V5 producer, read but not acked; then segment 0
+    """Two segments got 40 keys from the V5 producer, none acked; then segment 0
     was split. ``m1-split.stored.json`` is the segment each key was stored in."""
     snap = read_snapshot(json.loads(M1_SPLIT.read_text()))
     stored: dict[str, int] = json.loads(M1_SPLIT.with_suffix(".stored.json").read_text())
