@@ -39,11 +39,11 @@ from keyshared.explain import (
     parse_json,
     shown,
 )
-from keyshared.hashing import bucket_hash, key_hash, segment_hash
+from keyshared.hashing import key_hash
 from keyshared.layout import Segment, SegmentState, TopicLayout
 from keyshared.router import SegmentRouter
 from keyshared.topic_name import TopicDomain, TopicName
-from keyshared.versions import MASTER, SCALABLE_TOPICS, segment_half
+from keyshared.versions import MASTER, SCALABLE_TOPICS
 
 #: The releases whose scalable topics explain reproduces: master's (the default) and 5.0.0-M1.
 RELEASES = SCALABLE_TOPICS.accepted
@@ -265,9 +265,8 @@ def _plain(value: object) -> Any:
 def routing_hash(key: str | bytes, pulsar_version: str = MASTER) -> int:
     """The 16-bit hash a producer of ``pulsar_version`` routes ``key`` by to a segment:
     master (PIP-486) the high half of the key hash, 5.0.0-M1's V5 client the low half
-    (:func:`keyshared.versions.segment_half`)."""
-    high = segment_half(pulsar_version) == "high"
-    return segment_hash(key) if high else bucket_hash(key)
+    (:meth:`keyshared.router.SegmentRouter.hash`)."""
+    return SegmentRouter(pulsar_version).hash(key)
 
 
 def explain_scalable(
@@ -358,12 +357,10 @@ def _segment_answer(
 def _key_answer(
     layout: TopicLayout, key: str, release: str, by_id: Mapping[int, SegmentAnswer]
 ) -> ScalableKeyAnswer:
-    h = routing_hash(key, release)
-    if release == MASTER:
-        # The router itself: it also routes a layout of legacy segments alone (PIP-475).
-        seg = layout.segment(SegmentRouter().route(key, layout.active_segments()))
-    else:
-        seg = layout.find_active_segment(h)
+    router = SegmentRouter(release)
+    h = router.hash(key)
+    # The router itself: it also routes a layout of legacy segments alone (PIP-475).
+    seg = layout.segment(router.route(key, layout.active_segments()))
     return ScalableKeyAnswer(
         key=key,
         key_hash=key_hash(key),
