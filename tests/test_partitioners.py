@@ -593,5 +593,5 @@ def test_numpy_integer_scalars_are_int_keys(partitioner: str) -> None:
     assert partition(np.uint8(200), 13, partitioner) == partition(200, 13, partitioner)
     with pytest.raises(ValueError, match=r"keys\[0\] = 18446744073709551615 is outside"):
         partitions([np.uint64(2**64 - 1)], 13, partitioner)
-    with pytest.raises(TypeError, match=r"key must be str or bytes, got numpy\.bool"):
+    with pytest.raises(TypeError, match="key must be str or bytes, got bool"):
         partition(np.True_, 13, partitioner)
