@@ -332,11 +332,21 @@ def test_the_arrow_udfs_give_null_for_null_and_with_routing_refuses_it(
             with_routing(df, "k", TopicLayout.initial(2), engine=engine).collect()
 
 
-@pytest.mark.parametrize("kind", ["int", "bigint", "date", "double"])
-def test_the_arrow_udfs_refuse_other_key_types_at_analysis(spark: SparkSession, kind: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "expression"),
+    [
+        ("int", "CAST(id AS INT)"),
+        ("bigint", "id"),
+        ("date", "date_from_unix_date(CAST(id AS INT))"),
+        ("double", "CAST(id AS DOUBLE)"),
+    ],
+)
+def test_the_arrow_udfs_refuse_other_key_types_at_analysis(
+    spark: SparkSession, kind: str, expression: str
+) -> None:
     """route_udf and the hash UDFs on an int, bigint or date column fail when the query is
     built, naming the type, not in an executor."""
-    df = spark.range(3).selectExpr(f"CAST(id AS {kind}) AS k")
+    df = spark.range(3).selectExpr(f"{expression} AS k")
     for udf in (route_udf(TopicLayout.initial(2)), key_hash_udf(), sticky_key_hash_udf()):
         with pytest.raises(AnalysisException, match=f'"k" has the type "{kind.upper()}"'):
             df.select(udf("k"))
