@@ -57,7 +57,6 @@ EXIT_BAD_INPUT = 2
 #: The most buckets a segment can have: bucket 0 spans at least MIN_FIRST_SPLIT hashes, each
 #: other bucket at least one (SPEC 2).
 MAX_BUCKETS = RING_SIZE - MIN_FIRST_SPLIT + 1
-MAX_MESSAGE_BYTES = MAX_MESSAGE_SIZE
 MAX_FLOAT = sys.float_info.max
 #: The most keys ``--top`` and ``--audit-sample`` name: Spark's ``max_by(..., k)`` bound.
 MAX_NAMED_KEYS = 100_000
@@ -292,7 +291,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         raise JobError(f"--fanout must be a finite, non-negative number, got {args.fanout}")
     # A scenario's bytes out are rate * message bytes * fanout, and a Pulsar message has
     # fewer than 2**31 bytes: rates beyond this would only overflow after the whole run.
-    most = MAX_FLOAT / (MAX_MESSAGE_BYTES * max(1.0, args.fanout))
+    most = MAX_FLOAT / (MAX_MESSAGE_SIZE * max(1.0, args.fanout))
     if max(args.msg_rate) > most:
         raise JobError(f"--msg-rate must be at most {most:.3g} with --fanout {args.fanout:g}")
     layout = load_layout(args)
