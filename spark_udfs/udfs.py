@@ -91,8 +91,9 @@ def _key_udf(udf: UserDefinedFunctionLike) -> UserDefinedFunctionLike:
         # `false AND ...` folds to false, and the branch with it, once analysis has passed.
         checked = F.when(F.lit(False) & F.crc32(column).isNull(), F.lit(None))
         value = udf(checked.otherwise(column))
-        # The name the UDF would give the column without the check, for a column by name.
-        return value.alias(f"{udf.__name__}({key})") if isinstance(key, str) else value
+        # The name the UDF would give the column without the check (wraps copied the
+        # UDF's name), for a column given by name.
+        return value.alias(f"{on_key.__name__}({key})") if isinstance(key, str) else value
 
     return on_key  # type: ignore[return-value]
 

@@ -351,6 +351,7 @@ def test_the_arrow_udfs_refuse_other_key_types_at_analysis(
         with pytest.raises(AnalysisException, match=f'"k" has the type "{kind.upper()}"'):
             df.select(udf("k"))
     strings = spark.createDataFrame([("a",), ("b",)], "k string")
+    assert strings.select(route_udf(TopicLayout.initial(2))("k")).columns == ["ks_route(k)"]
     routed = strings.select(route_udf(TopicLayout.initial(2))("k").alias("r")).collect()
     assert [tuple(r.r) for r in routed] == list(
         zip(*[a.tolist() for a in TopicLayout.initial(2).route_keys(["a", "b"])], strict=True)
