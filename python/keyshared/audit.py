@@ -131,10 +131,10 @@ class MigrationPlan:
         else:
             m = check_int("target", target, minimum=1, maximum=MAX_PARTITIONS)
             plan = cls(partitioner, n, m, None, Risk.PARTITION_CHANGES)
-        plan.check_size()
+        plan._check_size()
         return plan
 
-    def check_size(self) -> None:
+    def _check_size(self) -> None:
         """ValueError when the audit's matrices would exceed :data:`MAX_CELLS`."""
         columns = self.target if isinstance(self.target, int) else len(self.target_ids)
         cells = self.num_partitions * columns
