@@ -40,6 +40,14 @@ if ! rustup toolchain list | grep -q '^nightly'; then
   exit 1
 fi
 cargo fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --locked --quiet
+# The fuzz crate's Cargo.lock is committed; cargo fuzz would rewrite a stale one in place and
+# leave the clone modified, so a stale lock fails here instead.
+step "cargo fuzz lock"
+if ! (cd rust/kernels/fuzz && cargo +nightly metadata --locked --format-version 1 >/dev/null); then
+  echo "rust/kernels/fuzz/Cargo.lock is stale: run 'cargo +nightly update --workspace'" \
+    "in rust/kernels/fuzz and commit it" >&2
+  exit 1
+fi
 for target in routing draining; do
   step "cargo fuzz $target"
   if ! (cd rust/kernels && cargo +nightly fuzz run -O "$target" -- -runs=20000 -max_len=4096) \

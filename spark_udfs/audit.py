@@ -16,9 +16,9 @@ from pyspark.sql import DataFrame, Observation, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-from keyshared.audit import MigrationAudit, MigrationPlan, display_key
+from keyshared.audit import INT_PARTITIONERS, MigrationAudit, MigrationPlan, display_key
 from spark_udfs.bucketing import MESSAGES
-from spark_udfs.sources import KEY
+from spark_udfs.sources import INT_KEY, KEY
 
 SOURCE = "source_partition"
 TARGET = "target_column"
@@ -31,7 +31,11 @@ SAMPLE = "at_risk_sample"
 
 def count_migration(messages: DataFrame, plan: MigrationPlan, sample_size: int) -> MigrationAudit:
     """The audit of ``messages`` (one row a message, a ``key`` column) under ``plan``, traffic
-    in messages, naming the ``sample_size`` busiest keys at risk; one pass over the input."""
+    in messages, naming the ``sample_size`` busiest keys at risk; one pass over the input.
+    Integer keys (an ``int_key`` column) are placed as the ints they are when the source
+    partitioner hashes ints (Iceberg's, Spark's), as their text otherwise."""
+    if INT_KEY in messages.columns and plan.source in INT_PARTITIONERS:
+        messages = messages.select(F.col(INT_KEY).alias(KEY))
     per_key = messages.groupBy(KEY).agg(F.count(F.lit(1)).alias(MESSAGES))
     schema = StructType(
         [
@@ -98,5 +102,5 @@ def _sample(rows: list[Row] | None) -> tuple[str, ...]:
     return tuple(display_key(_as_key(row[KEY])) for row in risky)
 
 
-def _as_key(key: str | bytes | bytearray | None) -> str | bytes | None:
+def _as_key(key: str | bytes | bytearray | int | None) -> str | bytes | int | None:
     return bytes(key) if isinstance(key, bytearray) else key

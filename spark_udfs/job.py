@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from keyshared import MIN_FIRST_SPLIT, RING_SIZE, AutoScalePolicy, TopicLayout
-from keyshared.audit import DEFAULT_SAMPLE_SIZE, MigrationPlan
+from keyshared.audit import DEFAULT_SAMPLE_SIZE, MAX_PARTITIONS, MigrationPlan
 from spark_udfs.audit import count_migration
 from spark_udfs.bucketing import count_load
 from spark_udfs.jvm import ENGINES, Engine, choose_engine
@@ -41,11 +41,13 @@ from spark_udfs.session import get_session
 from spark_udfs.sources import (
     FORMATS,
     KEY,
+    MAX_MESSAGE_SIZE,
     FileSource,
     JobError,
     Source,
     SyntheticSource,
     check_exists,
+    check_message_size,
     check_synthetic,
     read_messages,
 )
@@ -55,8 +57,9 @@ EXIT_BAD_INPUT = 2
 #: The most buckets a segment can have: bucket 0 spans at least MIN_FIRST_SPLIT hashes, each
 #: other bucket at least one (SPEC 2).
 MAX_BUCKETS = RING_SIZE - MIN_FIRST_SPLIT + 1
-MAX_MESSAGE_BYTES = 2**31 - 1
 MAX_FLOAT = sys.float_info.max
+#: The most keys ``--top`` and ``--audit-sample`` name: Spark's ``max_by(..., k)`` bound.
+MAX_NAMED_KEYS = 100_000
 
 
 class Progress:
@@ -246,10 +249,16 @@ def load_policy(args: argparse.Namespace) -> AutoScalePolicy:
         raise JobError(f"bad policy: {e}") from None
 
 
+def _check_range(flag: str, value: int, low: int, high: int, why: str) -> None:
+    """JobError naming ``flag`` and its bounds unless ``low <= value <= high``: a value
+    beyond what Spark takes would only fail inside Spark, after the job started."""
+    if not low <= value <= high:
+        raise JobError(f"{flag} must be in [{low:,}, {high:,}] ({why}), got {value:,}")
+
+
 def make_source(args: argparse.Namespace) -> Source:
     """The input the arguments describe, checked before Spark starts."""
-    if args.message_size < 0:
-        raise JobError(f"--message-size must not be negative, got {args.message_size}")
+    check_message_size(args.message_size)
     if args.input is None:
         source = SyntheticSource(
             args.synthetic_keys, args.key_space, args.zipf_s, args.seed, args.message_size
@@ -273,8 +282,7 @@ class Plan:
 
 def make_plan(args: argparse.Namespace) -> Plan:
     """Checks every argument, file and layout; JobError for the first that is unusable."""
-    if args.top < 0:
-        raise JobError(f"--top must not be negative, got {args.top}")
+    _check_range("--top", args.top, 0, MAX_NAMED_KEYS, "Spark's max_by bound")
     if args.balance_buckets is not None and not 1 <= args.balance_buckets <= MAX_BUCKETS:
         raise JobError(
             f"--balance-buckets must be in [1, {MAX_BUCKETS}], got {args.balance_buckets}"
@@ -283,7 +291,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         raise JobError(f"--fanout must be a finite, non-negative number, got {args.fanout}")
     # A scenario's bytes out are rate * message bytes * fanout, and a Pulsar message has
     # fewer than 2**31 bytes: rates beyond this would only overflow after the whole run.
-    most = MAX_FLOAT / (MAX_MESSAGE_BYTES * max(1.0, args.fanout))
+    most = MAX_FLOAT / (MAX_MESSAGE_SIZE * max(1.0, args.fanout))
     if max(args.msg_rate) > most:
         raise JobError(f"--msg-rate must be at most {most:.3g} with --fanout {args.fanout:g}")
     layout = load_layout(args)
@@ -298,10 +306,16 @@ def migration_plan(args: argparse.Namespace, layout: TopicLayout) -> MigrationPl
         if args.audit_to_partitions is not None:
             raise JobError("--audit-to-partitions needs --audit-from")
         return None
-    if args.audit_sample < 0:
-        raise JobError(f"--audit-sample must not be negative, got {args.audit_sample}")
+    _check_range("--audit-sample", args.audit_sample, 0, MAX_NAMED_KEYS, "Spark's max_by bound")
     partitioner, count = args.audit_from
-    target = layout if args.audit_to_partitions is None else args.audit_to_partitions
+    partitions = "a partition count's bound, a Java int"
+    _check_range("--audit-from N", count, 1, MAX_PARTITIONS, partitions)
+    target: TopicLayout | int = layout
+    if args.audit_to_partitions is not None:
+        _check_range(
+            "--audit-to-partitions", args.audit_to_partitions, 1, MAX_PARTITIONS, partitions
+        )
+        target = args.audit_to_partitions
     try:
         return MigrationPlan.of(partitioner, count, target)
     except (TypeError, ValueError) as e:

@@ -2,7 +2,8 @@
 synthetic Zipf-skewed key set generated on Spark.
 
 Either way the job sees one row per message with two columns: ``key`` (string or binary) and
-``size`` (payload bytes, bigint).
+``size`` (payload bytes, bigint); and a third, ``int_key``, when the key column holds integers
+(see :data:`INT_KEY`).
 """
 
 import glob
@@ -16,6 +17,8 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     DataType,
+    IntegralType,
+    LongType,
     MapType,
     NumericType,
     StringType,
@@ -25,6 +28,10 @@ from pyspark.sql.types import (
 
 KEY = "key"
 SIZE = "size"
+#: The key as the integer it is, beside ``key`` (its text) when the key column holds
+#: integers: what the migration audit places by under Iceberg's and Spark's partitioners,
+#: which hash an int as an int. Byte and short keys widen to int, as Spark hashes them.
+INT_KEY = "int_key"
 FORMATS = ("parquet", "csv", "json")
 _SUFFIXES = {
     ".parquet": "parquet",
@@ -34,6 +41,15 @@ _SUFFIXES = {
     ".jsonl": "json",
     ".ndjson": "json",
 }
+
+
+#: The most rows Spark's ``range`` counts (a long).
+MAX_LONG = 2**63 - 1
+#: The largest synthetic key space: ranks come from doubles, which hold integers exactly up
+#: to 2**53 (and key_space + 1 must not round up past a long once floored).
+MAX_KEY_SPACE = 2**53
+#: The most payload bytes of one message (a Pulsar message has fewer than 2**31).
+MAX_MESSAGE_SIZE = 2**31 - 1
 
 
 class JobError(Exception):
@@ -136,7 +152,12 @@ def _read_file(spark: SparkSession, source: FileSource) -> DataFrame:
         if source.size_column is None
         else _size_column(df, source.size_column, source.path)
     )
-    return df.select(key.alias(KEY), size.alias(SIZE))
+    columns = [key.alias(KEY), size.alias(SIZE)]
+    kind = _column_type(df, source.key_column, "key", source.path)
+    if isinstance(kind, IntegralType):
+        wide = "bigint" if isinstance(kind, LongType) else "int"
+        columns.append(F.col(source.key_column).cast(wide).alias(INT_KEY))
+    return df.select(*columns)
 
 
 def _json_keys_as_text(spark: SparkSession, df: DataFrame, source: FileSource) -> DataFrame:
@@ -195,16 +216,31 @@ def _refuse_replaced_bytes(key: Column, name: str, path: str) -> Column:
 # --- synthetic --------------------------------------------------------------------------
 
 
+def check_message_size(size: int) -> None:
+    """JobError unless ``size`` (``--message-size``) is a message's bytes."""
+    if not 0 <= size <= MAX_MESSAGE_SIZE:
+        raise JobError(
+            f"--message-size must be in [0, {MAX_MESSAGE_SIZE:,}] (a Pulsar message's bytes), "
+            f"got {size:,}"
+        )
+
+
 def check_synthetic(source: SyntheticSource) -> None:
     """JobError for parameters that cannot make a key set."""
-    if source.messages < 1:
-        raise JobError(f"--synthetic-keys must be at least 1, got {source.messages}")
-    if source.key_space < 1:
-        raise JobError(f"--key-space must be at least 1, got {source.key_space}")
+    # Spark's range() counts in longs; a rank is computed in doubles, exact up to 2**53.
+    if not 1 <= source.messages <= MAX_LONG:
+        raise JobError(
+            f"--synthetic-keys must be in [1, {MAX_LONG:,}] (Spark counts rows in longs), "
+            f"got {source.messages:,}"
+        )
+    if not 1 <= source.key_space <= MAX_KEY_SPACE:
+        raise JobError(
+            f"--key-space must be in [1, {MAX_KEY_SPACE:,}] (key ranks are drawn in doubles, "
+            f"exact up to 2**53), got {source.key_space:,}"
+        )
     if not (source.zipf_s > 0 and math.isfinite(source.zipf_s)):
         raise JobError(f"--zipf-s must be a positive number, got {source.zipf_s}")
-    if source.message_size < 0:
-        raise JobError(f"--message-size must not be negative, got {source.message_size}")
+    check_message_size(source.message_size)
     # Spark's rand and randn take a long seed; the sizes use seed + 1.
     if not -(2**63) <= source.seed <= 2**63 - 2:
         raise JobError(f"--seed must be in [-2**63, 2**63 - 2], got {source.seed}")

@@ -7,17 +7,22 @@ hands the Python worker: the kernel reads them without copying and its NumPy res
 as an Arrow array, with no pandas and no per-row Python in between. Executors already run one
 task per core, so the kernels run single-threaded there.
 
-Nulls follow the library: a null key fails the task with an error naming its position in the
-batch, unless ``null_key`` gives the bytes to hash in its place. ``null_key`` is checked when a
-UDF is made, on the driver.
+A null key hashes as ``null_key`` when one is given (checked when a UDF is made, on the
+driver). Without one, the UDFs themselves give a null for a null key, and the SQL functions
+:func:`register` makes and :func:`with_routing` fail on a null key that reaches them, as the
+JVM functions do. The UDFs cannot fail instead: Spark evaluates a Python UDF over whole
+batches, rows that a ``CASE WHEN k IS NULL ...`` or ``IF`` around it leaves out included, so
+a null there is no error; the SQL functions raise where the row is actually evaluated.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -72,6 +77,27 @@ def _arrow_iter_udf(func: ArrowIterFunction, return_type: DataType) -> UserDefin
     return arrow_udf(func, return_type)  # type: ignore[call-overload, no-any-return]
 
 
+def _key_udf(udf: UserDefinedFunctionLike) -> UserDefinedFunctionLike:
+    """``udf`` (an Arrow UDF of one key) whose key Spark checks when the query is analysed:
+    a column that is neither string nor binary (an int, a bigint, a date) is refused there,
+    on the driver, naming its type, where the UDF would fail in an executor. The check is
+    Spark's own type check of a binary argument (``crc32``'s, which takes a string as its
+    UTF-8 bytes as the UDF does); the optimizer removes it from the plan, so it costs nothing
+    per row. The result stays a UDF (``spark.udf.register`` takes it)."""
+
+    @functools.wraps(udf)
+    def on_key(key: str | Column) -> Column:
+        column = F.col(key) if isinstance(key, str) else key
+        # `false AND ...` folds to false, and the branch with it, once analysis has passed.
+        checked = F.when(F.lit(False) & F.crc32(column).isNull(), F.lit(None))
+        value = udf(checked.otherwise(column))
+        # The name the UDF would give the column without the check (wraps copied the
+        # UDF's name), for a column given by name.
+        return value.alias(f"{on_key.__name__}({key})") if isinstance(key, str) else value
+
+    return on_key  # type: ignore[return-value]
+
+
 def _struct_type(fields: tuple[str, ...]) -> StructType:
     return StructType([StructField(name, _FIELD_TYPES[name]) for name in fields])
 
@@ -89,16 +115,30 @@ def null_key_bytes(null_key: NullKey) -> bytes | None:
         raise ValueError(f"null_key is not valid Unicode text: {e.reason} at {e.start}") from None
 
 
+def _nulls(keys: pa.Array, null_key: bytes | None) -> tuple[bytes | None, pa.Array | None]:
+    """The null key to hash ``keys`` with, and the rows whose result is null (None: none
+    are): without ``null_key``, null keys give nulls (hashed as b"" only to keep the batch
+    whole)."""
+    if null_key is not None or keys.null_count == 0:
+        return null_key, None
+    return b"", keys.is_null()
+
+
+def _column(values: npt.NDArray[Any], nulls: pa.Array | None) -> pa.Array:
+    return pa.array(values, mask=None if nulls is None else nulls.to_numpy(zero_copy_only=False))
+
+
 def key_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
     """``ks_key_hash(key)``: the pinned 32-bit key hash, as a bigint in ``[0, 2**32)``."""
     null_key = null_key_bytes(null_key)
 
     def ks_key_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         for keys in batches:
-            hashes = key_hashes(keys, null_key=null_key, threads=1)
-            yield pa.array(hashes.astype(np.int64))
+            nk, nulls = _nulls(keys, null_key)
+            hashes = key_hashes(keys, null_key=nk, threads=1)
+            yield _column(hashes.astype(np.int64), nulls)
 
-    return _arrow_iter_udf(ks_key_hash, LongType())
+    return _key_udf(_arrow_iter_udf(ks_key_hash, LongType()))
 
 
 def segment_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
@@ -107,10 +147,11 @@ def segment_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
 
     def ks_segment_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         for keys in batches:
-            segment, _ = split_hashes(keys, null_key=null_key, threads=1)
-            yield pa.array(segment.astype(np.int32))
+            nk, nulls = _nulls(keys, null_key)
+            segment, _ = split_hashes(keys, null_key=nk, threads=1)
+            yield _column(segment.astype(np.int32), nulls)
 
-    return _arrow_iter_udf(ks_segment_hash, IntegerType())
+    return _key_udf(_arrow_iter_udf(ks_segment_hash, IntegerType()))
 
 
 def bucket_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
@@ -119,10 +160,11 @@ def bucket_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
 
     def ks_bucket_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         for keys in batches:
-            _, bucket = split_hashes(keys, null_key=null_key, threads=1)
-            yield pa.array(bucket.astype(np.int32))
+            nk, nulls = _nulls(keys, null_key)
+            _, bucket = split_hashes(keys, null_key=nk, threads=1)
+            yield _column(bucket.astype(np.int32), nulls)
 
-    return _arrow_iter_udf(ks_bucket_hash, IntegerType())
+    return _key_udf(_arrow_iter_udf(ks_bucket_hash, IntegerType()))
 
 
 def sticky_key_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
@@ -132,27 +174,30 @@ def sticky_key_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
 
     def ks_sticky_key_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         for keys in batches:
-            hashes = sticky_key_hashes(keys, null_key=null_key, threads=1)
-            yield pa.array(hashes.astype(np.int32))
+            nk, nulls = _nulls(keys, null_key)
+            hashes = sticky_key_hashes(keys, null_key=nk, threads=1)
+            yield _column(hashes.astype(np.int32), nulls)
 
-    return _arrow_iter_udf(ks_sticky_key_hash, IntegerType())
+    return _key_udf(_arrow_iter_udf(ks_sticky_key_hash, IntegerType()))
 
 
 def route_udf(layout: Layout, null_key: NullKey = None) -> UserDefinedFunctionLike:
     """``ks_route(key)``: a struct of the key's ``segment_id`` and ``bucket`` under ``layout``.
 
     ``layout`` is a ``TopicLayout``, a ``RoutingTable`` or ``(segment_id, HashRange, splits)``
-    triples; it is validated here, on the driver, as is ``null_key``.
+    triples; it is validated here, on the driver, as is ``null_key``, and the key column's
+    type (string or binary) when the query is analysed.
     """
-    return _route_udf(routing_table(layout), null_key_bytes(null_key))
+    return _key_udf(_route_udf(routing_table(layout), null_key_bytes(null_key)))
 
 
 def _route_udf(table: RoutingTable, null_key: bytes | None) -> UserDefinedFunctionLike:
     def ks_route(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         for keys in batches:
-            segment_ids, buckets = table.route_keys(keys, null_key=null_key, threads=1)
+            nk, nulls = _nulls(keys, null_key)
+            segment_ids, buckets = table.route_keys(keys, null_key=nk, threads=1)
             yield pa.StructArray.from_arrays(
-                [pa.array(segment_ids), pa.array(buckets)], names=list(ROUTE_FIELDS)
+                [pa.array(segment_ids), pa.array(buckets)], names=list(ROUTE_FIELDS), mask=nulls
             )
 
     return _arrow_iter_udf(ks_route, _struct_type(ROUTE_FIELDS))
@@ -163,11 +208,12 @@ def _route_and_hash_udf(table: RoutingTable, null_key: bytes | None) -> UserDefi
 
     def ks_route_and_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         for keys in batches:
-            hashes = key_hashes(keys, null_key=null_key, threads=1)
+            nk, nulls = _nulls(keys, null_key)
+            hashes = key_hashes(keys, null_key=nk, threads=1)
             segment_ids, buckets = table.route_hashes(hashes, threads=1)
             # The halves from the kernel too: hashing the keys again costs less than NumPy's
             # shift and mask over the hashes.
-            segment_hashes, bucket_hashes = split_hashes(keys, null_key=null_key, threads=1)
+            segment_hashes, bucket_hashes = split_hashes(keys, null_key=nk, threads=1)
             columns = [
                 segment_ids,
                 buckets,
@@ -176,10 +222,28 @@ def _route_and_hash_udf(table: RoutingTable, null_key: bytes | None) -> UserDefi
                 bucket_hashes.astype(np.int32),
             ]
             yield pa.StructArray.from_arrays(
-                [pa.array(c) for c in columns], names=[*ROUTE_FIELDS, *HASH_FIELDS]
+                [pa.array(c) for c in columns], names=[*ROUTE_FIELDS, *HASH_FIELDS], mask=nulls
             )
 
     return _arrow_iter_udf(ks_route_and_hash, _struct_type((*ROUTE_FIELDS, *HASH_FIELDS)))
+
+
+def null_key_error(function: str) -> str:
+    """What a null key that reaches ``function`` fails with (the JVM functions' words)."""
+    return (
+        f"{function}: a key is null; pass null_key= to hash it as those bytes, or filter null "
+        "keys out first"
+    )
+
+
+def refuse_null_keys(function: str, key: Column, value: Column, null_key: bytes | None) -> Column:
+    """``value`` (an Arrow UDF of ``key``), failing a row whose key is null when no
+    ``null_key`` is set. Spark evaluates the UDF over the whole batch whatever the query
+    around it leaves out, so the UDF gives a null there and this check, evaluated where Spark
+    evaluates the row, raises."""
+    if null_key is not None:
+        return value
+    return F.when(key.isNull(), F.raise_error(F.lit(null_key_error(function)))).otherwise(value)
 
 
 def _key_column(df: DataFrame, key: str | Column) -> Column:
@@ -223,7 +287,7 @@ def with_routing(
     else:
         udf, fields = _route_udf(table, nk), ROUTE_FIELDS
     packed = "__ks_routing"
-    routed = df.withColumn(packed, udf(column))
+    routed = df.withColumn(packed, refuse_null_keys("with_routing", column, udf(column), nk))
     return routed.withColumns({name: F.col(packed)[name] for name in fields}).drop(packed)
 
 
@@ -270,9 +334,12 @@ def register(
     ``ks_sticky_key_hash``, ``ks_route`` and ``ks_partition`` (``spark_udfs.partitioning``)
     for SQL in ``spark``; returns the engine used.
 
-    ``ks_route`` routes under ``layout``; without one, under the layout JSON of the conf
-    :data:`~spark_udfs.jvm.LAYOUT_CONF` (the JVM functions read it at each query, the Arrow
-    UDFs here), else one segment over the whole ring with 4 buckets. ``engine`` is ``"jvm"``
+    ``ks_route`` routes under ``layout``; without one, under the layout JSON the conf
+    :data:`~spark_udfs.jvm.LAYOUT_CONF` holds now, else one segment over the whole ring with 4
+    buckets. Both engines fix the layout here: the Arrow UDFs cannot read the conf of each
+    query, so neither engine does, and they route alike whatever the conf says later (call
+    ``register`` again after changing it). Functions the session extension adds, without
+    ``register``, read the conf at each query. ``engine`` is ``"jvm"``
     (native functions; the default when the session can load the keyshared jar; ks_route then
     also takes a layout JSON as a second argument) or ``"arrow"`` (Arrow UDFs). The layout,
     the conf's layout and ``null_key`` are checked here, by the library.
@@ -281,10 +348,11 @@ def register(
     nk = null_key_bytes(null_key)
     chosen = jvm.choose_engine(spark, engine)
     conf = None if table is not None else conf_layout(spark)
+    routes = _first(table, conf, routing_table(DEFAULT_LAYOUT))
     if chosen == "jvm":
-        # Without a layout, ks_route follows the LAYOUT_CONF of each query, else the default;
-        # the conf's layout was checked above, by the library.
-        jvm.register_functions(spark, table, nk)
+        # The layout is passed even when it is the conf's: a JVM function given none would
+        # follow the conf of each query, which the Arrow UDFs cannot, and the two would part.
+        jvm.register_functions(spark, routes, nk)
         return chosen
     if jvm.jvm_usable(spark):
         jvm.drop_extension_functions(spark)
@@ -293,7 +361,7 @@ def register(
         "ks_segment_hash": segment_hash_udf(nk),
         "ks_bucket_hash": bucket_hash_udf(nk),
         "ks_sticky_key_hash": sticky_key_hash_udf(nk),
-        "ks_route": _route_udf(_first(table, conf, routing_table(DEFAULT_LAYOUT)), nk),
+        "ks_route": _route_udf(routes, nk),
     }
     for name, udf in functions.items():
         # The Arrow UDF itself takes any type and would fail in the worker on a key that is
@@ -304,9 +372,15 @@ def register(
         # A SQL function cannot replace another kind of function of the same name.
         spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {name}")
         returns = udf.returnType.simpleString()
+        body = f"{inner}(key)"
+        if nk is None:
+            # As refuse_null_keys: the CASE is evaluated row by row, the UDF batch by batch.
+            body = (
+                f"CASE WHEN key IS NULL THEN raise_error('{null_key_error(name)}') ELSE {body} END"
+            )
         spark.sql(
             f"CREATE OR REPLACE TEMPORARY FUNCTION {name}(key BINARY) RETURNS {returns} "
-            f"RETURN {inner}(key)"
+            f"RETURN {body}"
         )
     partitioning.register_arrow(spark)
     return chosen

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keyshared import HashingScheme, TopicLayout, choose_partition, create_migrated_metadata
-from keyshared.audit import MigrationAudit, Risk, audit_migration, display_key
+from keyshared.audit import MAX_CELLS, MigrationAudit, Risk, audit_migration, display_key
 from keyshared.partitioners import Partitioner, partition
 
 KEY = st.one_of(st.text(max_size=16), st.binary(max_size=16), st.none())
@@ -55,10 +55,12 @@ def model(
             unkeyed[1] += w
             continue
         if isinstance(target, TopicLayout):
-            column = ids.index(target.route(b"" if key is None else key)[0])
+            # A layout routes an int key by its decimal text, as a producer would send it.
+            text = str(key) if isinstance(key, int) else key
+            column = ids.index(target.route(b"" if text is None else text)[0])
             if legacy:
                 scheme = legacy[0].legacy_hashing_scheme or HashingScheme.Murmur3_32Hash
-                at_risk = partition(key, n, Partitioner(f"pulsar:{scheme.value}")) != p
+                at_risk = partition(text, n, Partitioner(f"pulsar:{scheme.value}")) != p
             else:
                 at_risk = True
         else:
@@ -224,6 +226,102 @@ def test_layout_columns_are_labelled_by_descriptor() -> None:
 def test_display_key() -> None:
     assert display_key("é") == "é" and display_key("é".encode()) == "é"
     assert display_key(b"\xff\x00") == "0xff00" and display_key(None) == "(null)"
+    assert display_key(5) == "5" and display_key(-7) == "-7"
+    assert display_key(np.int64(10**9)) == "1000000000"
+
+
+INT_KEYS = st.lists(st.one_of(st.integers(-(2**63), 2**63 - 1), st.none()), max_size=60)
+INT_SOURCES = st.sampled_from([Partitioner.ICEBERG_BUCKET, Partitioner.SPARK_BUCKET])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data(), INT_KEYS, INT_SOURCES, st.integers(1, 12), st.integers(1, 12), st.booleans())
+def test_int_keys_match_the_model_and_are_named_in_decimal(
+    data: st.DataObject,
+    keys: list[int | None],
+    source: Partitioner,
+    n: int,
+    m: int,
+    to_layout: bool,
+) -> None:
+    """Int keys (Iceberg, Spark) are placed as ints, routed to a layout as their text, and
+    named in the sample in decimal: not as bytes(key), which is key NUL bytes (a gigabyte
+    for 10**9, an error for a negative key)."""
+    weights = data.draw(weights_for(keys))
+    target: TopicLayout | int = TopicLayout.initial(3) if to_layout else m
+    audit = audit_migration(keys, source, n, target, weights=weights, sample_size=len(keys))
+    assert_matches(audit, model(keys, weights, source, n, target))
+    want = {
+        display_key(k)
+        for k in keys
+        if partition(k, n, source) is not None
+        and (to_layout or partition(k, n, source) != partition(k, m, source))
+    }
+    assert set(audit.at_risk_sample) == want
+
+
+def test_the_issues_int_keys_are_named_as_numbers() -> None:
+    keys = [5, 3, 7, 11, 12, 100, -5, 10**9]
+    audit = audit_migration(keys, "iceberg:bucket", 4, 8, sample_size=len(keys))
+    moved = [
+        k for k in keys if partition(k, 4, "iceberg:bucket") != partition(k, 8, "iceberg:bucket")
+    ]
+    assert moved and audit.at_risk_sample == tuple(str(k) for k in moved)
+    assert all("\x00" not in k for k in audit.at_risk_sample)
+
+
+def test_every_kind_of_batch_gives_the_list_answer() -> None:
+    """A generator, a strided or misaligned NumPy array and NumPy integer scalars are read as
+    the list of the same keys."""
+    ints = list(range(0, 400, 2))
+    want = audit_migration(ints, "spark:bucket", 5, 9, sample_size=400).to_dict()
+    wide = np.arange(0, 400, dtype=np.int64)
+    packed = np.zeros(200, dtype=[("pad", "u1"), ("key", "<i8")])  # unaligned int64 field
+    packed["key"] = ints
+    batches = {
+        "generator": (k for k in ints),
+        "strided": wide[::2],
+        "misaligned": packed["key"],
+        "numpy scalars": [np.int64(k) for k in ints],
+    }
+    assert not batches["strided"].flags.c_contiguous and not packed["key"].flags.aligned
+    for name, keys in batches.items():
+        got = audit_migration(keys, "spark:bucket", 5, 9, sample_size=400).to_dict()
+        assert got == want, name
+    text = [f"k{i}" for i in range(100)]
+    assert audit_migration(iter(text), "kafka", 3, 4).to_dict() == (
+        audit_migration(text, "kafka", 3, 4).to_dict()
+    )
+
+
+@pytest.mark.parametrize(
+    ("keys", "error", "match"),
+    [
+        ("abc", TypeError, "keys must be a batch of keys, not a single str"),
+        (np.zeros((2, 2), dtype=np.int64), TypeError, "keys must be a one-dimensional array"),
+        (5, TypeError, "keys must be a sequence or iterable of keys"),
+        (["a", 5], TypeError, r"keys\[1\] must be str or bytes, got int"),
+    ],
+)
+def test_bad_keys_are_named(keys: Any, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        audit_migration(keys, "kafka", 4, 8)
+
+
+def test_a_matrix_beyond_the_limit_is_refused_before_any_allocation() -> None:
+    """Refused up front, from the plan alone: no key is read (the generator is untouched)."""
+    read: list[int] = []
+
+    def keys() -> Any:
+        read.append(1)
+        yield "a"
+
+    with pytest.raises(ValueError, match="beyond the audit's limit"):
+        audit_migration(keys(), "kafka", 100_000, 100_000)
+    assert read == []
+    assert MAX_CELLS == 2**24
+    audit = audit_migration(["a"], "kafka", 4096, 4096)  # exactly at the limit
+    assert audit.keys.shape == (4096, 4096)
 
 
 @pytest.mark.parametrize(
@@ -238,7 +336,24 @@ def test_display_key() -> None:
         ({"weights": [1, 2]}, ValueError, r"weights must hold one weight per key \(3\), got 2"),
         ({"weights": [1, -1, 0]}, ValueError, r"weights must not be negative \(index 1\)"),
         ({"weights": [1, float("nan"), 0]}, ValueError, r"weights must be finite \(index 1\)"),
-        ({"weights": ["a", "b", "c"]}, TypeError, "weights must be a one-dimensional numeric"),
+        ({"weights": ["a", "b", "c"]}, TypeError, "weights must be a one-dimensional array of"),
+        (
+            {"weights": [1 + 2j, 1, 1]},
+            TypeError,
+            "weights must be a one-dimensional array of real numbers, got complex128 values",
+        ),
+        ({"num_partitions": 2**31}, ValueError, "num_partitions must be <= 2147483647"),
+        ({"target": 2**31}, ValueError, "target must be <= 2147483647, got 2147483648"),
+        (
+            {"num_partitions": 100_000, "target": 100_000},
+            ValueError,
+            r"100,000 x 100,000 = 10,000,000,000 cells, beyond the audit's limit of 16,777,216",
+        ),
+        (
+            {"num_partitions": 4, "target": 2**31 - 1},
+            ValueError,
+            "4 x 2,147,483,647 = 8,589,934,588 cells",
+        ),
         ({"sample_size": -1}, ValueError, "sample_size must be >= 0"),
         (
             {"target": create_migrated_metadata("persistent://t/n/x", 3), "num_partitions": 4},

@@ -210,6 +210,59 @@ def test_decide_reports_missing_files_and_bad_json(
     assert capsys.readouterr().err.count("error") == 2
 
 
+def _stdin_bytes(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
+    """Standard input as a terminal or pipe gives it: text over bytes."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    "encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32"]
+)
+def test_decide_reads_a_snapshot_in_any_json_encoding_from_a_file_and_stdin_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encoding: str
+) -> None:
+    """A byte order mark (Windows tools write one) and UTF-16 (PowerShell's ``>``) are read
+    the same from a file as from standard input."""
+    text = Path(write_snapshot(tmp_path)).read_text()
+    path = tmp_path / "encoded.json"
+    path.write_bytes(text.encode(encoding))
+    want = run("decide", write_snapshot(tmp_path), "--json")
+    assert want[0] == 0
+    assert run("decide", str(path), "--json") == want
+    _stdin_bytes(monkeypatch, text.encode(encoding))
+    assert run("decide", "-", "--json") == want
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "empty, where a JSON document was expected"),
+        (b" \n\t", "empty, where a JSON document was expected"),
+        (b'{"layout": {"epoch": 0', "the JSON ends early (line 1, column 23)"),
+        (b'{"now_ms": \xff}', "not UTF-8 text: bytes ff at offset 11 (invalid start byte)"),
+        (b"\xff\xfe{\x00\xff\xdc", "not UTF-16 text"),
+        (b'{"a": 1} x', "not valid JSON at line 1, column 10: Extra data"),
+    ],
+    ids=["empty", "blank", "truncated", "not UTF-8", "bad UTF-16", "extra data"],
+)
+def test_decide_names_the_file_and_what_is_wrong_with_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    data: bytes,
+    message: str,
+) -> None:
+    path = tmp_path / "snapshot.json"
+    path.write_bytes(data)
+    assert run("decide", str(path))[0] == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"keyshared decide: error: {path}: ") and message in err
+    _stdin_bytes(monkeypatch, data)
+    assert run("decide", "-")[0] == 2
+    err = capsys.readouterr().err
+    assert err.startswith("keyshared decide: error: <stdin>: ") and message in err
+
+
 def test_demo_prints_a_routing_table() -> None:
     status, text = run("demo", "--keys", "5", "--segments", "2", "--budget", "4")
     assert status == 0

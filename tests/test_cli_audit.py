@@ -94,6 +94,14 @@ def test_unkeyed_keys_are_reported_apart() -> None:
             ["k", "--from", "kafka", "--partitions", "2", "--to-partitions", "3", "--sample", "-1"],
             "sample_size",
         ),
+        (
+            ["k", "--from", "kafka", "--partitions", "100000", "--to-partitions", "100000"],
+            "= 10,000,000,000 cells, beyond the audit's limit of 16,777,216",
+        ),
+        (
+            ["k", "--from", "kafka", "--partitions", "4", "--to-partitions", str(2**31)],
+            "target must be <= 2147483647",
+        ),
     ],
 )
 def test_bad_input_exits_2_naming_the_problem(

@@ -105,3 +105,79 @@ def test_an_unknown_release_is_refused(version: object, error: type, message: st
         ks.compute_assignment(LAYOUT, TOPIC, ["a"], pulsar_version=version)  # type: ignore[arg-type]
     with pytest.raises(error, match=message):
         ks.SubscriptionCoordinator("sub", TOPIC, LAYOUT, pulsar_version=version)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        (
+            {"drained_segment_ids": "12"},
+            TypeError,
+            "drained_segment_ids must be a collection of segment ids \\(int\\), got str",
+        ),
+        (
+            {"drained_segment_ids": 3},
+            TypeError,
+            "drained_segment_ids must be a collection of segment ids \\(int\\), got int",
+        ),
+        (
+            {"drained_segment_ids": [-1]},
+            ValueError,
+            r"drained_segment_ids\[0\] must be >= 0, got -1",
+        ),
+        (
+            {"drained_segment_ids": [0, "1"]},
+            TypeError,
+            r"drained_segment_ids\[1\] must be an int, got str",
+        ),
+        (
+            {"sessions": [ks.ConsumerSession("a", 1)]},
+            TypeError,
+            "sessions must be a mapping .*got list",
+        ),
+        (
+            {"topic": ks.TopicName.get("persistent://shop/eu/orders")},
+            ValueError,
+            "topic must be a scalable topic \\(domain 'topic'\\), got 'persistent'",
+        ),
+        ({"topic": "topic://shop/eu/orders"}, TypeError, "topic must be a TopicName, got str"),
+    ],
+)
+def test_construction_names_the_bad_argument(
+    kwargs: dict[str, object], error: type[Exception], message: str
+) -> None:
+    """Refused up front, naming the field: a str is not taken as its letters, and a topic
+    that is not scalable does not wait for the first consumer to fail."""
+    args: dict[str, object] = {"subscription_name": "sub", "topic": TOPIC, "layout": LAYOUT}
+    with pytest.raises(error, match=message):
+        ks.SubscriptionCoordinator(**{**args, **kwargs})  # type: ignore[arg-type]
+
+
+def test_a_topic_that_is_not_scalable_is_refused_without_consumers_too() -> None:
+    persistent = ks.TopicName.get("persistent://shop/eu/orders")
+    with pytest.raises(ValueError, match="topic must be a scalable topic"):
+        ks.compute_assignment(LAYOUT, persistent, [])
+
+
+@pytest.mark.parametrize(
+    ("segment_ids", "error", "message"),
+    [
+        ("0", TypeError, "segment_ids must be a collection of segment ids"),
+        (0, TypeError, "segment_ids must be a collection of segment ids"),
+        ([-2], ValueError, r"segment_ids\[0\] must be >= 0"),
+    ],
+)
+def test_mark_segments_drained_names_the_bad_id(
+    segment_ids: object, error: type[Exception], message: str
+) -> None:
+    before = coordinator().install_drain_checker()
+    with pytest.raises(error, match=message):
+        before.mark_segments_drained(segment_ids)  # type: ignore[arg-type]
+    assert before.drained_segment_ids == frozenset()
+
+
+def test_drained_ids_of_any_collection_are_kept() -> None:
+    layout = LAYOUT.split_segment(0, 10)
+    c = ks.SubscriptionCoordinator("sub", TOPIC, layout, drained_segment_ids=(0,))
+    assert c.drained_segment_ids == frozenset({0})
+    assert c.mark_segments_drained(iter([0])).drained_segment_ids == frozenset({0})

@@ -400,7 +400,7 @@ def test_bad_stats_on_the_command_line_name_the_field(
     assert "subscriptions['sub'].consumers[2].keyHashRangeArrays is missing" in err
     stats.write_text("{not json")
     assert main(["explain", str(stats), "--subscription", SUB]) == 2
-    assert "bad.json: not JSON" in capsys.readouterr().err
+    assert "bad.json: not valid JSON at line 1, column 2" in capsys.readouterr().err
 
 
 # --- the verdict ---------------------------------------------------------------------------
@@ -618,7 +618,7 @@ def test_non_utf8_files_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[
     stats = tmp_path / "stats.json"
     stats.write_bytes(b'{"subscriptions": "\xc3"}')
     assert main(["explain", str(stats), "--subscription", SUB]) == 2
-    assert "stats.json: not UTF-8 (byte 0xc3 at offset 19)" in capsys.readouterr().err
+    assert "stats.json: not UTF-8 text: bytes c3 at offset 19" in capsys.readouterr().err
 
 
 # --- issue 29's edges ----------------------------------------------------------------------
@@ -789,12 +789,12 @@ def test_deeply_nested_json_and_a_closed_stdin_are_clear_errors(
     assert "deep.json: JSON nested too deeply" in capsys.readouterr().err
     monkeypatch.setattr("sys.stdin", None)
     assert main(["explain", "-", "--subscription", SUB]) == 2
-    assert "stdin is closed" in capsys.readouterr().err
+    assert "<stdin> is closed" in capsys.readouterr().err
     closed = io.TextIOWrapper(io.BytesIO(b"{}"))
     closed.close()
     monkeypatch.setattr("sys.stdin", closed)
     assert main(["explain", "-", "--subscription", SUB]) == 2
-    assert "stdin is closed" in capsys.readouterr().err
+    assert "<stdin> is closed" in capsys.readouterr().err
 
 
 class FakeAdmin:
@@ -867,7 +867,7 @@ def test_a_partitioned_base_name_names_its_partitions_and_bodies_are_checked(
         assert "parted-partition-0 to persistent://public/default/parted-partition-2" in err
         assert "--all-partitions" in err
         assert main([*argv, "binary"]) == 2
-        assert f"{admin.url}{BASE}/binary/stats: not UTF-8 (byte 0xff at offset 7)" in (
+        assert f"{admin.url}{BASE}/binary/stats: not UTF-8 text: bytes ff at offset 7" in (
             capsys.readouterr().err
         )
         assert main([*argv, "lonely"]) == 2

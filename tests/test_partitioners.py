@@ -690,3 +690,22 @@ def test_choose_partition_checks_as_partition_does() -> None:
             keyshared.choose_partition("a\ud800", 3, scheme)
     with pytest.raises(TypeError, match="key must be a str or bytes"):
         keyshared.choose_partition(None, 3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("partitioner", ["iceberg:bucket", "spark:bucket"])
+def test_numpy_integer_scalars_are_int_keys(partitioner: str) -> None:
+    """A NumPy integer scalar (what iterating a NumPy array gives) is the Python int of its
+    value, alone or in a list; NumPy's bool is no int, as Python's is not."""
+    values = [0, 5, -7, 2**31, -(2**63), 2**63 - 1]
+    scalars = [np.int64(v) for v in values]
+    assert [partition(s, 13, partitioner) for s in scalars] == [
+        partition(v, 13, partitioner) for v in values
+    ]
+    assert partitions([*scalars, None], 13, partitioner).tolist() == (
+        partitions([*values, None], 13, partitioner).tolist()
+    )
+    assert partition(np.uint8(200), 13, partitioner) == partition(200, 13, partitioner)
+    with pytest.raises(ValueError, match=r"keys\[0\] = 18446744073709551615 is outside"):
+        partitions([np.uint64(2**64 - 1)], 13, partitioner)
+    with pytest.raises(TypeError, match="key must be str or bytes, got bool"):
+        partition(np.True_, 13, partitioner)

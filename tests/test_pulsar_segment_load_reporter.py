@@ -140,6 +140,26 @@ def test_a_failed_write_keeps_the_old_reporter_so_the_next_report_retries() -> N
         (lambda r: r.report_if_changed(TOPIC, 0, 1.0), TypeError, "current"),
         (lambda r: r.forget(TOPIC, "0"), TypeError, "segment_id"),
         (lambda r: SegmentLoadReporter(-0.5), ValueError, "rate_change_threshold"),
+        (
+            lambda r: SegmentLoadReporter(last_written={TOPIC: stats(1)}),
+            TypeError,
+            rf"last_written key '{TOPIC}' must be a \(topic, segment_id\) tuple",
+        ),
+        (
+            lambda r: SegmentLoadReporter(last_written={(TOPIC, 0, 1): stats(1)}),
+            TypeError,
+            r"last_written key .* must be a \(topic, segment_id\) tuple",
+        ),
+        (
+            lambda r: SegmentLoadReporter(last_written={(TOPIC, -1): stats(1)}),
+            ValueError,
+            rf"last_written key \('{TOPIC}', -1\): segment_id must be >= 0, got -1",
+        ),
+        (
+            lambda r: SegmentLoadReporter(last_written={(7, 0): stats(1)}),
+            TypeError,
+            r"last_written key \(7, 0\): topic must be a str, got int",
+        ),
     ],
 )
 def test_bad_arguments_name_themselves(call: object, error: type, message: str) -> None:

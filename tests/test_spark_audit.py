@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -127,10 +128,35 @@ def _args(audit_from: tuple[str, int], to_partitions: int | None) -> Any:
     ("argv", "message"),
     [
         (["--audit-from", "nope:4"], "--audit-from: source must be one of"),
-        (["--audit-from", "kafka:0"], "num_partitions must be >= 1"),
-        (["--audit-from", "kafka:4", "--audit-to-partitions", "0"], "target must be >= 1"),
+        (["--audit-from", "kafka:0"], "--audit-from N must be in [1, 2,147,483,647]"),
+        (
+            ["--audit-from", "kafka:99999999999"],
+            "--audit-from N must be in [1, 2,147,483,647] (a partition count's bound, a Java "
+            "int), got 99,999,999,999",
+        ),
+        (
+            ["--audit-from", "kafka:4", "--audit-to-partitions", "0"],
+            "--audit-to-partitions must be in [1, 2,147,483,647]",
+        ),
+        (
+            ["--audit-from", "kafka:4", "--audit-to-partitions", "99999999999"],
+            "--audit-to-partitions must be in [1, 2,147,483,647] (a partition count's bound, a "
+            "Java int), got 99,999,999,999",
+        ),
+        (
+            ["--audit-from", "kafka:100000", "--audit-to-partitions", "100000"],
+            "--audit-from: num_partitions x target columns = 100,000 x 100,000",
+        ),
         (["--audit-to-partitions", "4"], "--audit-to-partitions needs --audit-from"),
-        (["--audit-from", "kafka:4", "--audit-sample", "-1"], "--audit-sample must not be"),
+        (
+            ["--audit-from", "kafka:4", "--audit-sample", "-1"],
+            "--audit-sample must be in [0, 100,000]",
+        ),
+        (
+            ["--audit-from", "kafka:4", "--audit-sample", str(2**63)],
+            "--audit-sample must be in [0, 100,000] (Spark's max_by bound), got "
+            "9,223,372,036,854,775,808",
+        ),
     ],
 )
 def test_bad_audit_arguments_fail_before_spark_runs(
@@ -144,3 +170,31 @@ def test_an_audit_source_needs_a_count(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit):
         main(["--audit-from", "kafka"])
     assert "not PARTITIONER:N" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("arrow_type", "numpy_type", "source"),
+    [(pa.int64(), np.int64, "iceberg:bucket"), (pa.int16(), np.int32, "spark:bucket")],
+    ids=["bigint by Iceberg", "smallint by Spark (hashed as an int)"],
+)
+def test_integer_keys_are_audited_as_the_ints_they_are(
+    tmp_path: Path, arrow_type: pa.DataType, numpy_type: type, source: str
+) -> None:
+    """Iceberg and Spark hash an int key as an int, not as its text: the job audits an
+    integer key column as ints (Spark hashes byte and short columns as ints)."""
+    ints = [(i * 7919) % 1000 - 500 for i in range(2000)]
+    path = tmp_path / "ints.parquet"
+    pq.write_table(pa.table({"k": pa.array(ints, type=arrow_type)}), path)
+    report = run_job(
+        tmp_path / "out", "--input", str(path), "--key-column", "k",
+        "--audit-from", f"{source}:16", "--audit-to-partitions", "8", "--audit-sample", "5",
+    )  # fmt: skip
+    counts = Counter(ints)
+    keys, weights = np.array(list(counts), dtype=numpy_type), list(counts.values())
+    want = audit_migration(keys, source, 16, 8, weights=weights, sample_size=5).to_dict()
+    as_text = audit_migration([str(k) for k in counts], source, 16, 8, weights=weights)
+    got = report["migration"]
+    sample = got.pop("at_risk_sample")
+    assert [counts[int(k)] for k in sample] == [counts[int(k)] for k in want.pop("at_risk_sample")]
+    assert got == want
+    assert got["at_risk_keys"] != as_text.at_risk_keys

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.errors import AnalysisException, IllegalArgumentException
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from test_spark_jvm import keyshared_sql
 
 from keyshared import (
@@ -22,7 +23,16 @@ from keyshared import (
     split_hashes,
     sticky_key_hashes,
 )
-from spark_udfs import HIVE_CLASSES, LAYOUT_CONF, jar_path, register, with_routing
+from spark_udfs import (
+    HIVE_CLASSES,
+    LAYOUT_CONF,
+    jar_path,
+    key_hash_udf,
+    register,
+    route_udf,
+    sticky_key_hash_udf,
+    with_routing,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -274,3 +284,113 @@ def test_hive_functions_hash_a_string_keys_bytes_as_they_are(tmp_path: Path) -> 
         )
     ]
     assert [r for r in rows if len(r) == 4] == want
+
+
+NULLABLE_KEYS = ["a", None, "", "日本語", None, *(f"k{i}" for i in range(200)), None]
+
+
+@pytest.mark.parametrize("function", ["ks_key_hash", "ks_segment_hash", "ks_route"])
+def test_a_null_the_query_leaves_out_is_no_error_on_either_engine(
+    spark: SparkSession, function: str
+) -> None:
+    """Spark runs an Arrow UDF over whole batches, rows a CASE leaves out included: the UDF
+    gives a null there, and only a null that reaches the function fails, as on the JVM."""
+    spark.createDataFrame(
+        list(enumerate(NULLABLE_KEYS)), "i int, s string"
+    ).createOrReplaceTempView("nk")
+    guarded = f"SELECT CASE WHEN s IS NULL THEN NULL ELSE {function}(s) END AS v FROM nk ORDER BY i"
+    results = {}
+    try:
+        for engine in ("jvm", "arrow"):
+            register(spark, engine=engine)
+            results[engine] = [r.v for r in spark.sql(guarded).collect()]
+            with pytest.raises(Exception, match=f"{function}: a key is null; pass null_key="):
+                spark.sql(f"SELECT {function}(s) AS v FROM nk").collect()
+    finally:
+        register(spark, engine="jvm")
+    assert results["jvm"] == results["arrow"]
+    assert [v is None for v in results["arrow"]] == [k is None for k in NULLABLE_KEYS]
+    hashes = key_hashes([k for k in NULLABLE_KEYS if k is not None])
+    if function == "ks_key_hash":
+        assert [v for v in results["arrow"] if v is not None] == hashes.tolist()
+
+
+def test_the_arrow_udfs_give_null_for_null_and_with_routing_refuses_it(
+    spark: SparkSession,
+) -> None:
+    df = spark.createDataFrame(list(enumerate(NULLABLE_KEYS)), "i int, k string")
+    rows = df.select(
+        "i", key_hash_udf()("k").alias("h"), route_udf(TopicLayout.initial(2))("k").alias("r")
+    )
+    got = sorted(rows.collect())
+    assert [r.h is None for r in got] == [k is None for k in NULLABLE_KEYS]
+    assert [r.r is None for r in got] == [k is None for k in NULLABLE_KEYS]
+    guarded = df.select(F.when(F.col("k").isNull(), None).otherwise(key_hash_udf()("k")))
+    assert guarded.count() == len(NULLABLE_KEYS)
+    for engine in ("jvm", "arrow"):
+        with pytest.raises(Exception, match="a key is null; pass null_key="):
+            with_routing(df, "k", TopicLayout.initial(2), engine=engine).collect()
+
+
+@pytest.mark.parametrize(
+    ("kind", "expression"),
+    [
+        ("int", "CAST(id AS INT)"),
+        ("bigint", "id"),
+        ("date", "date_from_unix_date(CAST(id AS INT))"),
+        ("double", "CAST(id AS DOUBLE)"),
+    ],
+)
+def test_the_arrow_udfs_refuse_other_key_types_at_analysis(
+    spark: SparkSession, kind: str, expression: str
+) -> None:
+    """route_udf and the hash UDFs on an int, bigint or date column fail when the query is
+    built, naming the type, not in an executor."""
+    df = spark.range(3).selectExpr(f"{expression} AS k")
+    for udf in (route_udf(TopicLayout.initial(2)), key_hash_udf(), sticky_key_hash_udf()):
+        with pytest.raises(AnalysisException, match=f'"k" has the type "{kind.upper()}"'):
+            df.select(udf("k"))
+    strings = spark.createDataFrame([("a",), ("b",)], "k string")
+    assert strings.select(route_udf(TopicLayout.initial(2))("k")).columns == ["ks_route(k)"]
+    routed = strings.select(route_udf(TopicLayout.initial(2))("k").alias("r")).collect()
+    assert [tuple(r.r) for r in routed] == list(
+        zip(*[a.tolist() for a in TopicLayout.initial(2).route_keys(["a", "b"])], strict=True)
+    )
+
+
+CONF_KEYS = [
+    "\x00",
+    *(chr(c) for c in range(1, 0x800)),
+    *(f"user-{i}" for i in range(3000)),
+    *("\U0001f600" * n for n in range(1, 5)),
+]
+
+
+@settings(max_examples=3, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 32), st.booleans())
+def test_register_routes_alike_on_both_engines_whatever_the_conf_says_later(
+    spark: SparkSession, segments: int, budget: int, set_before: bool
+) -> None:
+    """Differential over 5,000 keys: the layout is the conf's when register runs, on both
+    engines, and a conf set or changed afterwards moves neither (it moved only the JVM's)."""
+    conf_layout = TopicLayout.initial(segments, max(budget, segments)).split_segment(0, 10)
+    spark.createDataFrame(list(enumerate(CONF_KEYS)), "i int, k string").createOrReplaceTempView(
+        "ck"
+    )
+    results = {}
+    try:
+        for engine in ("jvm", "arrow"):
+            spark.conf.unset(LAYOUT_CONF)
+            if set_before:
+                spark.conf.set(LAYOUT_CONF, conf_layout.to_json())
+            register(spark, engine=engine)
+            spark.conf.set(LAYOUT_CONF, TopicLayout.initial(3, 12).to_json())
+            rows = spark.sql("SELECT ks_route(k) AS r FROM ck ORDER BY i").collect()
+            results[engine] = [tuple(r.r) for r in rows]
+    finally:
+        spark.conf.unset(LAYOUT_CONF)
+        register(spark, engine="jvm")
+    layout = conf_layout if set_before else TopicLayout.initial(1)
+    want = list(zip(*[a.tolist() for a in layout.route_keys(CONF_KEYS)], strict=True))
+    assert results["jvm"] == want
+    assert results["arrow"] == want

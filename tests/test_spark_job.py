@@ -180,7 +180,26 @@ def test_errors_are_read_by_their_condition_not_their_text() -> None:
         (["--segments", "0"], "bad layout: num_segments"),
         (["--bucket-budget", "0"], "bad layout: bucket_budget"),
         (["--layout", "no/such/layout.json"], "layout file not found"),
-        (["--synthetic-keys", "0"], "--synthetic-keys must be at least 1"),
+        (["--synthetic-keys", "0"], "--synthetic-keys must be in [1, 9,223,372,036,854,775,807]"),
+        (
+            ["--synthetic-keys", str(2**63)],
+            "--synthetic-keys must be in [1, 9,223,372,036,854,775,807] (Spark counts rows in "
+            "longs), got 9,223,372,036,854,775,808",
+        ),
+        (["--key-space", "0"], "--key-space must be in [1, 9,007,199,254,740,992]"),
+        (["--key-space", str(2**63)], "--key-space must be in [1, 9,007,199,254,740,992]"),
+        (["--message-size", "-1"], "--message-size must be in [0, 2,147,483,647]"),
+        (
+            ["--message-size", str(2**63)],
+            "--message-size must be in [0, 2,147,483,647] (a Pulsar message's bytes), got "
+            "9,223,372,036,854,775,808",
+        ),
+        (
+            ["--input", "x.csv", "--message-size", str(2**31)],
+            "--message-size must be in [0, 2,147,483,647]",
+        ),
+        (["--top", "-1"], "--top must be in [0, 100,000] (Spark's max_by bound), got -1"),
+        (["--top", str(2**63)], "--top must be in [0, 100,000] (Spark's max_by bound)"),
         (["--zipf-s", "-1"], "--zipf-s must be a positive number"),
         (["--fanout", "nan"], "--fanout must be a finite, non-negative number, got nan"),
         (["--fanout", "inf"], "--fanout must be a finite, non-negative number, got inf"),

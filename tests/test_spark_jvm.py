@@ -29,7 +29,7 @@ from spark_udfs import (
     route_udf,
     with_routing,
 )
-from spark_udfs.jvm import layout_json
+from spark_udfs.jvm import layout_json, register_functions
 from spark_udfs.layouts import routing_table
 
 LAYOUT = [
@@ -212,6 +212,9 @@ def test_register_binds_the_layout_and_null_key_for_sql(spark: SparkSession) -> 
 
 
 def test_sql_routes_under_the_layout_conf(spark: SparkSession) -> None:
+    """The functions as the session extension adds them (no layout given) read the conf at
+    each query; ``register`` fixes the layout instead (test_spark_engines)."""
+    register_functions(spark, None, None)
     layout = TopicLayout.initial(4, 16).split_segment(2, 10)
     keys = [f"user-{i}" for i in range(200)]
     spark.createDataFrame(list(enumerate(keys)), "i int, k string").createOrReplaceTempView("ck")

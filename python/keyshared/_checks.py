@@ -81,10 +81,12 @@ def _finite_float(name: str, value: object) -> float:
 
 
 def check_weights(name: str, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """``weights`` as a one-dimensional float64 array of finite, non-negative numbers."""
+    """``weights`` as a one-dimensional float64 array of finite, non-negative real numbers
+    (integers or floats: a complex weight would lose its imaginary part silently)."""
     arr = np.asarray(weights)
-    if arr.ndim != 1 or not (np.issubdtype(arr.dtype, np.number) or arr.size == 0):
-        raise TypeError(f"{name} must be a one-dimensional numeric array")
+    if arr.ndim != 1 or not (arr.dtype.kind in "iuf" or arr.size == 0):
+        kind = f", got {arr.dtype} values" if arr.ndim == 1 else ""
+        raise TypeError(f"{name} must be a one-dimensional array of real numbers{kind}")
     values = arr.astype(np.float64)
     if not np.isfinite(values).all():
         raise ValueError(f"{name} must be finite (index {int(np.argmin(np.isfinite(values)))})")

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Iterable, Sized
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,17 @@ from keyshared.router import legacy_hashing_scheme
 
 #: How many at-risk keys an audit names by default (the heaviest).
 DEFAULT_SAMPLE_SIZE = 20
+#: The most partitions a source or target has: the partitioners' bound (a Java int).
+MAX_PARTITIONS = 2**31 - 1
+#: The most (source partition, target column) cells an audit holds. Its two matrices take 16
+#: bytes a cell (keys as int64, traffic as float64), 256 MiB at this bound; beyond it an audit
+#: is refused up front rather than asking NumPy for the memory (100,000 partitions to 100,000
+#: would be 149 GiB).
+MAX_CELLS = 2**24
+
+
+#: The partitioners that hash an int key as an int (others take str/bytes keys only).
+INT_PARTITIONERS = frozenset({Partitioner.ICEBERG_BUCKET, Partitioner.SPARK_BUCKET})
 
 
 class Risk(enum.Enum):
@@ -108,16 +120,30 @@ class MigrationPlan:
     ) -> MigrationPlan:
         """Checks every argument; ValueError or TypeError naming the first bad one."""
         partitioner = check_partitioner("source", source)
-        n = check_int("num_partitions", num_partitions, minimum=1)
+        n = check_int("num_partitions", num_partitions, minimum=1, maximum=MAX_PARTITIONS)
         if isinstance(target, TopicLayout):
             legacy = _legacy_partitioner(target, n)
             risk = Risk.NO_DRAIN if legacy is None else Risk.LEGACY_SCHEME_DIFFERS
-            return cls(partitioner, n, target, legacy, risk)
-        if isinstance(target, bool) or not isinstance(target, int):
+            plan = cls(partitioner, n, target, legacy, risk)
+        elif isinstance(target, bool) or not isinstance(target, int):
             kind = type(target).__name__
             raise TypeError(f"target must be a TopicLayout or an int, got {kind}")
-        m = check_int("target", target, minimum=1)
-        return cls(partitioner, n, m, None, Risk.PARTITION_CHANGES)
+        else:
+            m = check_int("target", target, minimum=1, maximum=MAX_PARTITIONS)
+            plan = cls(partitioner, n, m, None, Risk.PARTITION_CHANGES)
+        plan._check_size()
+        return plan
+
+    def _check_size(self) -> None:
+        """ValueError when the audit's matrices would exceed :data:`MAX_CELLS`."""
+        columns = self.target if isinstance(self.target, int) else len(self.target_ids)
+        cells = self.num_partitions * columns
+        if cells > MAX_CELLS:
+            raise ValueError(
+                f"num_partitions x target columns = {self.num_partitions:,} x {columns:,} = "
+                f"{cells:,} cells, beyond the audit's limit of {MAX_CELLS:,} (its matrices take "
+                f"16 bytes a cell: {MAX_CELLS * 16 // 2**20} MiB at the limit)"
+            )
 
     @property
     def target_ids(self) -> tuple[int, ...]:
@@ -139,13 +165,15 @@ class MigrationPlan:
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Per key: its source partition and target column (both -1 for an unkeyed key) and
         whether its order is at risk. ``keys`` as :func:`keyshared.partitioners.partitions`
-        takes them (a list of str/bytes/None, or an Arrow array); vectorized. ``threads``
-        as :meth:`TopicLayout.route_keys` takes it."""
+        takes them (a list of str/bytes/None, of ints for Iceberg and Spark, or an Arrow
+        array); a layout routes int keys as their decimal text. Vectorized. ``threads`` as
+        :meth:`TopicLayout.route_keys` takes it."""
         source = partitions(keys, self.num_partitions, self.source)
         keyed = source >= 0
         if isinstance(self.target, TopicLayout):
+            text = _as_text(keys)
             # Unkeyed keys are hashed as b"" only to keep the batch whole; the mask drops them.
-            segment_ids, _ = self.target.route_keys(keys, null_key=b"", threads=threads)
+            segment_ids, _ = self.target.route_keys(text, null_key=b"", threads=threads)
             column = _columns(np.asarray(self.target_ids, dtype=np.int64), segment_ids)
         else:
             column = partitions(keys, self.target, self.source)
@@ -153,10 +181,35 @@ class MigrationPlan:
         if self.risk is Risk.PARTITION_CHANGES:
             at_risk = keyed & (column != source)
         elif self.legacy is not None:  # Risk.LEGACY_SCHEME_DIFFERS
-            at_risk = keyed & (partitions(keys, self.num_partitions, self.legacy) != source)
+            legacy = partitions(text, self.num_partitions, self.legacy)
+            at_risk = keyed & (legacy != source)
         else:
             at_risk = keyed
         return source, column, at_risk
+
+
+def _as_text(keys: Any) -> Any:
+    """``keys`` with int keys as their decimal text: a layout routes a key by its bytes, and a
+    producer moving int keys (an Iceberg or Spark source) to a topic sends them as string
+    keys, as the Spark job routes them."""
+    if isinstance(keys, np.ndarray):
+        return [str(k) for k in keys.tolist()] if keys.dtype.kind in "iu" else keys
+    if isinstance(keys, list | tuple):
+        if any(_is_int(k) for k in keys):
+            return [str(int(k)) if _is_int(k) else k for k in keys]
+        return keys
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:  # pragma: no cover - an Arrow batch means pyarrow, as a rule
+        return keys
+    if isinstance(keys, pa.Array | pa.ChunkedArray) and pa.types.is_integer(keys.type):
+        return pc.cast(keys, pa.string())
+    return keys
+
+
+def _is_int(key: object) -> bool:
+    return isinstance(key, int | np.integer) and not isinstance(key, bool)
 
 
 def _legacy_partitioner(layout: TopicLayout, num_partitions: int) -> Partitioner | None:
@@ -319,13 +372,16 @@ def _row_shares(matrix: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
     return shares
 
 
-def display_key(key: str | bytes | None) -> str:
+def display_key(key: str | bytes | int | None) -> str:
     """A key as text: binary keys that are valid UTF-8 as that text, others as ``0x`` hex;
-    the null key as ``"(null)"``."""
+    an int key (Iceberg, Spark) in decimal; the null key as ``"(null)"``."""
     if key is None:
         return "(null)"
     if isinstance(key, str):
         return key
+    if isinstance(key, int | np.integer):
+        # Before bytes(): bytes(5) would be five NULs.
+        return str(int(key))
     try:
         return bytes(key).decode("utf-8")
     except UnicodeDecodeError:
@@ -344,13 +400,16 @@ def audit_migration(
     """The audit of moving ``keys`` from ``num_partitions`` partitions placed by ``source``
     to ``target`` (a layout, or a partition count under the same partitioner).
 
-    ``keys``: a list of str/bytes/None or an Arrow array; each entry counts as one key, so
-    pass distinct keys with their ``weights`` (messages or bytes per key, finite and
-    non-negative; default 1 each). ``sample_size`` at-risk keys are named, the heaviest
-    first (ties: in input order). Vectorized: the partitioners, the key hash and the segment
-    lookup each take the whole batch in one native call. Every argument is checked first."""
+    ``keys``: a sequence or iterable of str/bytes/None (or, for Iceberg and Spark, of ints and
+    None: Python or NumPy integers), a NumPy integer array or an Arrow array; each entry
+    counts as one key, so pass distinct keys with their ``weights`` (messages or bytes per
+    key, finite and non-negative numbers; default 1 each). ``sample_size`` at-risk keys are
+    named, the heaviest first (ties: in input order). Vectorized: the partitioners, the key
+    hash and the segment lookup each take the whole batch in one native call. Every argument
+    is checked first."""
     plan = MigrationPlan.of(source, num_partitions, target)
     check_int("sample_size", sample_size, minimum=0)
+    keys = _batch(keys)
     count = len(keys)
     w = np.ones(count) if weights is None else check_weights("weights", weights)
     if len(w) != count:
@@ -370,7 +429,30 @@ def audit_migration(
     )
 
 
-def _key_at(keys: Any, index: int) -> str | bytes | None:
+def _batch(keys: Any) -> Any:
+    """``keys`` as a batch the partitioners read and the sample indexes: an iterable without
+    a length (a generator) as a list; a NumPy array that is strided or misaligned (a slice
+    ``a[::2]``, a field of a packed record) as a contiguous copy."""
+    if isinstance(keys, str | bytes | bytearray):
+        raise TypeError(
+            f"keys must be a batch of keys, not a single {type(keys).__name__}; "
+            "wrap one key in a list"
+        )
+    if isinstance(keys, np.ndarray):
+        if keys.ndim != 1:
+            raise TypeError(f"keys must be a one-dimensional array, got {keys.ndim} dimensions")
+        return np.require(keys, requirements=("C", "A"))
+    if isinstance(keys, Sized):
+        return keys
+    if isinstance(keys, Iterable):
+        return list(keys)
+    raise TypeError(
+        "keys must be a sequence or iterable of keys, a NumPy array or an Arrow array, "
+        f"got {type(keys).__name__}"
+    )
+
+
+def _key_at(keys: Any, index: int) -> str | bytes | int | None:
     key = keys[index]
     # An Arrow array's item is a scalar; a list's is the key itself.
     return key.as_py() if hasattr(key, "as_py") else key  # type: ignore[no-any-return]
@@ -378,6 +460,9 @@ def _key_at(keys: Any, index: int) -> str | bytes | None:
 
 __all__ = [
     "DEFAULT_SAMPLE_SIZE",
+    "INT_PARTITIONERS",
+    "MAX_CELLS",
+    "MAX_PARTITIONS",
     "MigrationAudit",
     "MigrationPlan",
     "Risk",

@@ -25,11 +25,11 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TextIO
 
 import keyshared.explain as explaining
 from keyshared import explain_command
+from keyshared._jsonfile import load_json
 from keyshared._text import dump as _dump
 from keyshared._text import percent as _percent
 from keyshared._text import table as _table
@@ -69,16 +69,8 @@ def _layout_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _load_layout(args: argparse.Namespace) -> TopicLayout:
     if args.layout is not None:
-        return TopicLayout.from_dict(_read_json(args.layout), "layout")
+        return TopicLayout.from_dict(load_json(args.layout), "layout")
     return TopicLayout.initial(1 if args.segments is None else args.segments, args.budget)
-
-
-def _read_json(path: str) -> Any:
-    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8-sig")
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError(f"{'stdin' if path == '-' else path}: JSON nested too deeply") from None
 
 
 # --- layout --------------------------------------------------------------------------------
@@ -227,7 +219,7 @@ def _configure_decide(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_decide(args: argparse.Namespace, out: TextIO) -> int:
-    snapshot = DecisionSnapshot.from_dict(_read_json(args.snapshot))
+    snapshot = DecisionSnapshot.from_dict(load_json(args.snapshot))
     decision = snapshot.decide()
     layout = (
         apply_decision(snapshot.layout, decision, snapshot.policy, snapshot.now_ms)
@@ -328,7 +320,7 @@ def _run_audit(args: argparse.Namespace, out: TextIO) -> int:
     target: TopicLayout | int = (
         args.to_partitions
         if args.to_layout is None
-        else TopicLayout.from_dict(_read_json(args.to_layout), "layout")
+        else TopicLayout.from_dict(load_json(args.to_layout), "layout")
     )
     audit = audit_migration(
         list(sample),

@@ -33,10 +33,10 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from keyshared._checks import check_bool, check_instance, check_int
+from keyshared._checks import check_bool, check_instance, check_int, check_mapping
 from keyshared.buckets import HashRange
 from keyshared.layout import Segment, TopicLayout
-from keyshared.topic_name import SegmentTopicName, TopicName
+from keyshared.topic_name import SegmentTopicName, TopicDomain, TopicName
 from keyshared.versions import M1, SCALABLE_TOPICS
 
 #: Pulsar's default grace period for a disconnected consumer session.
@@ -106,6 +106,7 @@ def compute_assignment(
     m1 = SCALABLE_TOPICS.check(pulsar_version) == M1
     if not isinstance(layout, TopicLayout):
         raise TypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
+    _check_topic(topic)
     names = sorted(_check_names("consumer_names", consumer_names))
     if not names:
         return {}
@@ -159,6 +160,26 @@ def _deal(segments: list[Segment], consumers: int, share: bool = True) -> list[l
     return owners
 
 
+def _check_topic(topic: object) -> None:
+    """A scalable topic's name: its segments' topic names are made from it, and a wrong
+    domain would only fail there, at the first assignment with consumers."""
+    if not isinstance(topic, TopicName):
+        raise TypeError(f"topic must be a TopicName, got {type(topic).__name__}")
+    if topic.domain is not TopicDomain.topic:
+        raise ValueError(
+            f"topic must be a scalable topic (domain 'topic'), got {topic.domain.value!r}: {topic}"
+        )
+
+
+def _check_segment_ids(arg: str, segment_ids: object) -> frozenset[int]:
+    """A collection of segment ids (ints >= 0); a lone int, str or bytes is refused."""
+    if isinstance(segment_ids, str | bytes) or not isinstance(segment_ids, Iterable):
+        raise TypeError(
+            f"{arg} must be a collection of segment ids (int), got {type(segment_ids).__name__}"
+        )
+    return frozenset(check_int(f"{arg}[{i}]", sid, minimum=0) for i, sid in enumerate(segment_ids))
+
+
 def _check_names(arg: str, consumer_names: Iterable[str]) -> list[str]:
     # A lone str is iterable too: taken as names, it would be one consumer per letter.
     if isinstance(consumer_names, str | bytes):
@@ -208,17 +229,18 @@ class SubscriptionCoordinator:
         SCALABLE_TOPICS.check(self.pulsar_version)
         if not isinstance(self.subscription_name, str):
             raise TypeError("subscription_name must be a str")
-        if not isinstance(self.topic, TopicName):
-            raise TypeError(f"topic must be a TopicName, got {type(self.topic).__name__}")
+        _check_topic(self.topic)
         if not isinstance(self.layout, TopicLayout):
             raise TypeError(f"layout must be a TopicLayout, got {type(self.layout).__name__}")
         check_bool("drain_checker", self.drain_checker)
         check_int("grace_period_ms", self.grace_period_ms, minimum=0)
+        check_mapping("sessions", self.sessions)
         for name, session in self.sessions.items():
             if not isinstance(session, ConsumerSession) or session.consumer_name != name:
                 raise ValueError(f"sessions[{name!r}] must be that consumer's ConsumerSession")
+        drained = _check_segment_ids("drained_segment_ids", self.drained_segment_ids)
         object.__setattr__(self, "sessions", MappingProxyType(dict(self.sessions)))
-        object.__setattr__(self, "drained_segment_ids", frozenset(self.drained_segment_ids))
+        object.__setattr__(self, "drained_segment_ids", drained)
 
     # --- reading ----------------------------------------------------------------------
 
@@ -315,7 +337,7 @@ class SubscriptionCoordinator:
 
     def mark_segments_drained(self, segment_ids: Iterable[int]) -> SubscriptionCoordinator:
         """Records sealed segments found drained for this subscription."""
-        ids = frozenset(check_int("segment_ids[]", i, minimum=0) for i in segment_ids)
+        ids = _check_segment_ids("segment_ids", segment_ids)
         for sid in ids:
             if sid not in self.layout.segments or self.layout.segments[sid].is_active:
                 raise ValueError(f"segment {sid} is not a sealed segment of the layout")

@@ -32,10 +32,8 @@ from __future__ import annotations
 
 import csv
 import http.client
-import json
 import math
 import re
-import sys
 import threading
 import urllib.error
 import urllib.request
@@ -51,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from keyshared._checks import check_bool, check_int, check_mapping, check_optional_int
+from keyshared._jsonfile import load_json, parse_json
 from keyshared.hashing import resolve_sticky_key, sticky_key_hash, sticky_key_hashes
 from keyshared.rings import ConsistentHashingStickyKeyConsumerSelector
 from keyshared.topic_name import TopicDomain, TopicName
@@ -382,34 +381,8 @@ def _list(path: str, data: object) -> list[Any]:
 
 def load_stats(source: str | Path) -> Any:
     """The topic stats JSON of a file, or of standard input for ``"-"``; a ValueError naming
-    the source when it is not UTF-8 or not JSON, or when standard input is closed."""
-    name = "stdin" if source == "-" else str(source)
-    return parse_json(name, read_stdin() if source == "-" else Path(source).read_bytes())
-
-
-def read_stdin() -> bytes:
-    """All of standard input as bytes; a ValueError when there is none to read (closed)."""
-    stream = sys.stdin
-    if stream is None or stream.closed:
-        raise ValueError("stdin is closed: give a file instead of '-'")
-    try:
-        buffer = getattr(stream, "buffer", None)
-        data = buffer.read() if buffer is not None else stream.read()
-    except (OSError, ValueError) as e:
-        raise ValueError(f"stdin cannot be read ({e})") from None
-    return data if isinstance(data, bytes) else data.encode("utf-8")
-
-
-def parse_json(source: str, data: bytes) -> Any:
-    """The JSON of ``data`` (UTF-8, a BOM allowed); a ValueError naming ``source`` when it
-    is not UTF-8, not JSON, or nested too deeply to read."""
-    text = decode_utf8(source, data)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{source}: not JSON ({e})") from None
-    except RecursionError:
-        raise ValueError(f"{source}: JSON nested too deeply") from None
+    the source when it cannot be decoded or is not JSON, or when standard input is closed."""
+    return load_json(source)
 
 
 def decode_utf8(source: str, data: bytes) -> str:
@@ -511,7 +484,7 @@ def fetch_stats(url: str, topic: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> A
                 f" (--topic {name}-partition-0) or each (--all-partitions)"
             ) from None
         raise
-    return parse_json(address, body)
+    return parse_json(body, address)
 
 
 def _partitions_or_none(url: str, topic: str, timeout_s: float) -> int:
@@ -526,7 +499,7 @@ def partition_count(url: str, topic: str, timeout_s: float = DEFAULT_TIMEOUT_S) 
     """How many partitions the topic has (0: not partitioned), from its partitioned-topic
     metadata (``GET .../partitions``)."""
     address = _admin_url(url, _persistent(topic), "/partitions")
-    data = parse_json(address, http_get(address, timeout_s))
+    data = parse_json(http_get(address, timeout_s), address)
     return check_int(
         f"{address}: partitions", check_mapping(address, data).get("partitions", 0), minimum=0
     )
@@ -545,7 +518,7 @@ def fetch_max_unacked(url: str, topic: str, timeout_s: float = DEFAULT_TIMEOUT_S
     the limit is context for "at its unacked limit", never a reason to fail."""
     address = _admin_url(url, _persistent(topic), "/maxUnackedMessagesOnConsumer?applied=true")
     try:
-        value = parse_json(address, http_get(address, timeout_s))
+        value = parse_json(http_get(address, timeout_s), address)
     except (OSError, ValueError):
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from keyshared._checks import check_int, check_mapping
+from keyshared._jsonfile import parse_json
 from keyshared.buckets import HashRange
 from keyshared.coordinator import compute_assignment, is_assignable
 from keyshared.explain import (
@@ -36,7 +37,6 @@ from keyshared.explain import (
     HttpStatusError,
     check_keys,
     http_get,
-    parse_json,
     shown,
 )
 from keyshared.hashing import key_hash
@@ -166,9 +166,9 @@ def fetch_snapshot(url: str, topic: str, timeout_s: float = DEFAULT_TIMEOUT_S) -
     (and to save). Each request is bounded by ``timeout_s``; errors name the address."""
     name = scalable_topic(topic)
     layout_url = _scalable_url(url, name)
-    layout_json = parse_json(layout_url, http_get(layout_url, timeout_s))
+    layout_json = parse_json(http_get(layout_url, timeout_s), layout_url)
     stats_url = _scalable_url(url, name, "/stats")
-    stats = parse_json(stats_url, http_get(stats_url, timeout_s))
+    stats = parse_json(http_get(stats_url, timeout_s), stats_url)
     layout = read_layout(layout_json, layout_url)
     subscriptions = check_mapping(f"{stats_url}: subscriptions", stats.get("subscriptions") or {})
     backlogs = {
@@ -188,7 +188,7 @@ def _backlog(url: str, name: TopicName, seg: Segment, sub: str, timeout_s: float
         f"/{name.local_name}/{seg.descriptor}/subscription/{sub}/backlog"
     )
     try:
-        value = parse_json(address, http_get(address, timeout_s))
+        value = parse_json(http_get(address, timeout_s), address)
     except HttpStatusError as e:
         if e.code == 404:  # the segment topic is not loaded: the broker cannot say
             return None

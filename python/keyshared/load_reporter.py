@@ -26,10 +26,19 @@ DEFAULT_RATE_CHANGE_THRESHOLD = 0.25
 _Key = tuple[str, int]
 
 
-def _key(topic: str, segment_id: int) -> _Key:
+def _key(topic: str, segment_id: int, where: str = "") -> _Key:
+    """``(topic, segment_id)`` checked; ``where`` prefixes the names in errors (a key of
+    ``last_written``)."""
     if not isinstance(topic, str):
-        raise TypeError(f"topic must be a str, got {type(topic).__name__}")
-    return topic, check_int("segment_id", segment_id, minimum=0)
+        raise TypeError(f"{where}topic must be a str, got {type(topic).__name__}")
+    return topic, check_int(f"{where}segment_id", segment_id, minimum=0)
+
+
+def _written_key(key: object) -> _Key:
+    """A key of ``last_written``: a ``(topic, segment_id)`` pair."""
+    if not isinstance(key, tuple) or len(key) != 2:
+        raise TypeError(f"last_written key {key!r} must be a (topic, segment_id) tuple")
+    return _key(key[0], key[1], f"last_written key {key!r}: ")
 
 
 @dataclass(frozen=True)
@@ -49,8 +58,8 @@ class SegmentLoadReporter:
             raise TypeError(
                 f"last_written must be a mapping, got {type(self.last_written).__name__}"
             )
-        for (topic, segment_id), stats in self.last_written.items():
-            _key(topic, segment_id)
+        for key, stats in self.last_written.items():
+            topic, segment_id = _written_key(key)
             if not isinstance(stats, SegmentLoadStats):
                 raise TypeError(
                     f"last_written[{topic!r}, {segment_id}] must be SegmentLoadStats,"

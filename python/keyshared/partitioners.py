@@ -126,10 +126,11 @@ def partitions(
 ) -> npt.NDArray[np.int64]:
     """:func:`partition` of every key, as an int64 array with ``-1`` for "no fixed
     partition". ``keys``: a sequence of str/bytes/None (or of ints and None, for Iceberg and
-    Spark); an Arrow array or chunked array of string, large_string, binary, large_binary
-    (read in place), or integers up to int64 (pyarrow, or any object with the Arrow
-    PyCapsule interface); or a NumPy integer array (ints typed as the module's text says).
-    The work runs with the GIL released."""
+    Spark: Python ints or NumPy integer scalars, read as Python ints); an Arrow array or
+    chunked array of string, large_string, binary, large_binary (read in place), or integers
+    up to int64 (pyarrow, or any object with the Arrow PyCapsule interface); or a NumPy
+    integer array (ints typed as the module's text says). The work runs with the GIL
+    released."""
     return partition_keys(keys, num_partitions, _partitioner(partitioner), key_type)
 
 

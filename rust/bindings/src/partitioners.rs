@@ -72,15 +72,27 @@ fn num_partitions(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<NumPartitions>
     NumPartitions::new(int_arg(obj, what)?, what).py()
 }
 
+/// Whether `obj` is an int: a Python int but bool, or what stands for one by `__index__`
+/// (a NumPy integer scalar; str, bytes, floats and NumPy's bool have no `__index__`).
+fn is_int(obj: &Bound<'_, PyAny>) -> bool {
+    !obj.is_instance_of::<PyBool>()
+        && (obj.is_instance_of::<PyInt>()
+            || obj.hasattr(intern!(obj.py(), "__index__")).unwrap_or(false))
+}
+
 /// An int argument (bool refused), out-of-range values as a ValueError naming it.
 fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
-    if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
+    if !is_int(obj) {
         return Err(PyTypeError::new_err(format!(
             "{what} must be an int, got {}",
             type_name(obj)
         )));
     }
-    obj.extract::<i64>().map_err(|err| {
+    let value = match obj.is_instance_of::<PyInt>() {
+        true => obj.clone(),
+        false => obj.call_method0(intern!(obj.py(), "__index__"))?,
+    };
+    value.extract::<i64>().map_err(|err| {
         if err.is_instance_of::<PyOverflowError>(obj.py()) {
             PyValueError::new_err(format!("{what} = {obj} is outside the range of a long"))
         } else {
@@ -114,7 +126,7 @@ fn typed_key<'a>(
     key_type: Option<KeyType>,
     what: &str,
 ) -> PyResult<Key<'a>> {
-    let int_given = value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>();
+    let int_given = is_int(value);
     match (int_given, key_type) {
         (true, Some(t)) if !t.is_int() => Err(PyTypeError::new_err(format!(
             "{what} is an int but the key type is {:?}",
@@ -355,7 +367,7 @@ fn arrow_batch(arrays: Vec<ArrayRef>, key_type: Option<KeyType>) -> PyResult<Bat
 fn sequence_batch(items: &[Bound<'_, PyAny>], key_type: Option<KeyType>) -> PyResult<Batch> {
     let first = items.iter().find(|k| !k.is_none());
     let ints = match first {
-        Some(k) => k.is_instance_of::<PyInt>() && !k.is_instance_of::<PyBool>(),
+        Some(k) => is_int(k),
         None => key_type.is_some_and(KeyType::is_int),
     };
     if ints {
