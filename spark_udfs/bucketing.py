@@ -60,19 +60,28 @@ def count_load(
     null_key: NullKey,
     top: int,
     engine: Engine | None = None,
+    pulsar_version: str | None = None,
 ) -> tuple[Histogram, list[HotKey]]:
     """The load histogram of ``messages`` under ``layout`` and its ``top`` hottest keys (by
     messages, ties broken by bytes), in one pass: messages are counted per key, each
     distinct key is routed once, and the per-key rows are aggregated per (segment, bucket,
     hashB) while the hottest keys are picked from the same rows as Spark observed metrics,
-    so the per-key table is neither cached nor read twice. ``engine`` as in
-    :func:`spark_udfs.with_routing`."""
+    so the per-key table is neither cached nor read twice. ``engine`` and
+    ``pulsar_version`` as in :func:`spark_udfs.with_routing`."""
     chosen = choose_engine(messages.sparkSession, engine)
     with sql_conf(messages.sparkSession, ARROW_SQL_CONF if chosen == "arrow" else {}):
         per_key = messages.groupBy(KEY).agg(
             F.count(F.lit(1)).alias(MESSAGES), F.sum(SIZE).alias(BYTES)
         )
-        routed = with_routing(per_key, KEY, layout, null_key=null_key, hashes=True, engine=chosen)
+        routed = with_routing(
+            per_key,
+            KEY,
+            layout,
+            null_key=null_key,
+            hashes=True,
+            engine=chosen,
+            pulsar_version=pulsar_version,
+        )
         hot = Observation("hottest keys")
         if top:
             row = F.struct(KEY, MESSAGES, BYTES, SEGMENT_ID, BUCKET)

@@ -4,6 +4,7 @@ and traffic-balanced bucket boundaries, as JSON, Markdown and a PNG chart.
 
     python -m spark_udfs.job [--input PATH [--format F] --key-column K [--size-column S]]
                              [--segments N --bucket-budget T | --layout layout.json]
+                             [--pulsar-version master|5.0.0-M1]
                              [--synthetic-keys N --key-space K --zipf-s S] [--out DIR]
                              [--master URL] [--engine jvm|arrow]
                              [--audit-from PARTITIONER:N [--audit-to-partitions M]]
@@ -12,6 +13,9 @@ With no ``--input`` it generates a Zipf-skewed key set on Spark. ``--audit-from`
 migration audit (:mod:`keyshared.audit`): from N partitions placed by PARTITIONER to the
 layout (or to M partitions), traffic in messages, null keys unkeyed, with a heatmap. It runs
 on local Spark by default, and on any cluster through ``spark-submit spark_udfs/job.py ...``.
+
+``--pulsar-version 5.0.0-M1`` routes keys as that release does (by the low half of the key
+hash) and reports its segments as one bucket each, since M1 has no entry buckets.
 """
 
 import argparse
@@ -21,7 +25,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -32,6 +36,7 @@ from pyspark.sql import functions as F
 
 from keyshared import MIN_FIRST_SPLIT, RING_SIZE, AutoScalePolicy, TopicLayout
 from keyshared.audit import DEFAULT_SAMPLE_SIZE, MAX_PARTITIONS, MigrationPlan
+from keyshared.versions import SCALABLE_TOPICS, segment_half
 from spark_udfs.audit import count_migration
 from spark_udfs.bucketing import count_load
 from spark_udfs.jvm import ENGINES, Engine, choose_engine
@@ -149,6 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--bucket-budget", metavar="T", type=int, default=16, help="bucket budget (16)"
     )
     layout.add_argument("--layout", metavar="FILE", help="layout JSON (TopicLayout.to_json)")
+    layout.add_argument(
+        "--pulsar-version",
+        metavar="RELEASE",
+        default=SCALABLE_TOPICS.default,
+        help="route as this Pulsar release does: "
+        f"{' or '.join(SCALABLE_TOPICS.accepted)} ({SCALABLE_TOPICS.default})",
+    )
 
     policy = parser.add_argument_group("policy and balancing")
     policy.add_argument(
@@ -294,10 +306,33 @@ def make_plan(args: argparse.Namespace) -> Plan:
     most = MAX_FLOAT / (MAX_MESSAGE_SIZE * max(1.0, args.fanout))
     if max(args.msg_rate) > most:
         raise JobError(f"--msg-rate must be at most {most:.3g} with --fanout {args.fanout:g}")
-    layout = load_layout(args)
+    try:
+        version = SCALABLE_TOPICS.check(args.pulsar_version, "--pulsar-version")
+    except ValueError as e:
+        raise JobError(str(e)) from None
+    if segment_half(version) == "low":
+        if args.balance_buckets is not None:
+            raise JobError(f"--balance-buckets: Pulsar {version} has no entry buckets")
+        if args.audit_from is not None and args.audit_to_partitions is None:
+            # The audit routes the migrated keys as master's producers do.
+            raise JobError(
+                f"--audit-from to a layout follows master's routing, not {version}'s:"
+                " give --audit-to-partitions, or leave --pulsar-version out"
+            )
+    layout = release_layout(load_layout(args), version)
     plan = Plan(make_source(args), layout, load_policy(args), args, migration_plan(args, layout))
     _make_out_dir(Path(args.out))
     return plan
+
+
+def release_layout(layout: TopicLayout, pulsar_version: str) -> TopicLayout:
+    """``layout`` as ``pulsar_version`` sees it: unchanged on master; on 5.0.0-M1, which has
+    no entry buckets, every segment one bucket (its split points dropped), so that the
+    report's buckets are the ones keys route to."""
+    if segment_half(pulsar_version) == "high":
+        return layout
+    segments = {i: replace(s, bucket_splits=()) for i, s in layout.segments.items()}
+    return TopicLayout(layout.epoch, layout.next_segment_id, segments)
 
 
 def migration_plan(args: argparse.Namespace, layout: TopicLayout) -> MigrationPlan | None:
@@ -348,7 +383,9 @@ def run(spark: SparkSession, plan: Plan, progress: Progress) -> Report:
             raise JobError(f"the input holds no messages: {plan.source.describe()}")
         if args.null_key is None:
             messages = _refuse_null_keys(messages, args.key_column)
-        hist, hot = count_load(messages, layout, args.null_key, args.top, engine)
+        hist, hot = count_load(
+            messages, layout, args.null_key, args.top, engine, args.pulsar_version
+        )
     migration = None
     if plan.migration is not None:
         with progress.step("migration audit"):
@@ -369,6 +406,7 @@ def run(spark: SparkSession, plan: Plan, progress: Progress) -> Report:
             timings=progress.timings,
             engine=engine,
             migration=migration,
+            pulsar_version=args.pulsar_version,
         )
 
 

@@ -28,6 +28,9 @@ ENGINES: tuple[Engine, ...] = ("jvm", "arrow")
 EXTENSIONS = "io.keyshared.spark.KeysharedExtensions"
 #: The Spark conf holding the layout JSON ks_route routes under without a layout argument.
 LAYOUT_CONF = "spark.keyshared.layout"
+#: The Spark conf naming the release ks_route routes as where the layout names none
+#: (``"master"`` when unset, or ``"5.0.0-M1"``).
+VERSION_CONF = "spark.keyshared.pulsarVersion"
 #: The Hive GenericUDF class of each function, for CREATE FUNCTION ... USING JAR.
 HIVE_CLASSES = {
     "ks_key_hash": "io.keyshared.spark.hive.KsKeyHash",
@@ -53,12 +56,14 @@ def jar_path() -> Path:
 
 
 def layout_json(table: RoutingTable) -> str:
-    """The layout JSON the JVM functions read: the active segments of ``table``."""
+    """The layout JSON the JVM functions read: the active segments of ``table`` and the
+    release it routes as."""
     segments = [
         {"segment_id": i, "hash_range": r.to_hex(), "bucket_splits": splits}
         for i, r, splits in table.segments
     ]
-    return json.dumps({"segments": segments}, separators=(",", ":"))
+    layout = {"pulsar_version": table.pulsar_version, "segments": segments}
+    return json.dumps(layout, separators=(",", ":"))
 
 
 def jvm_usable(spark: SparkSession) -> bool:

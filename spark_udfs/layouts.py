@@ -1,7 +1,7 @@
-"""What the Spark side needs of a topic layout: its routing table.
+"""What the Spark side needs of a topic layout: its routing table under a Pulsar release.
 
-UDFs close over the table, which pickles as its segments, so a layout crosses to the executors
-once, inside the serialized function, never once per batch.
+UDFs close over the table, which pickles as its segments and release, so a layout crosses to
+the executors once, inside the serialized function, never once per batch.
 """
 
 import json
@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from keyshared import HashRange, RoutingTable, TopicLayout
+from keyshared.versions import SCALABLE_TOPICS
 
 
 class ActiveSegment(Protocol):
@@ -32,28 +33,40 @@ class LayoutLike(Protocol):
 Layout: TypeAlias = LayoutLike | RoutingTable | Iterable[tuple[int, HashRange, Sequence[int]]]
 
 
-def routing_table(layout: Layout) -> RoutingTable:
-    """The routing table of ``layout``'s active segments.
+def routing_table(layout: Layout, pulsar_version: str | None = None) -> RoutingTable:
+    """The routing table of ``layout``'s active segments under ``pulsar_version``
+    (``"master"`` or ``"5.0.0-M1"``; None: a ``RoutingTable``'s own release, else master).
 
     ``layout`` is a ``TopicLayout`` (or any object with ``active_segments()``), a
     ``RoutingTable``, or ``(segment_id, HashRange, splits)`` triples. Raises ValueError when the
-    segments do not tile the ring or a segment's splits are invalid (the kernel's own checks).
+    segments do not tile the ring or a segment's splits are invalid (the kernel's own checks),
+    or for an unknown release (naming ``pulsar_version``).
     """
+    if pulsar_version is not None:
+        SCALABLE_TOPICS.check(pulsar_version)
     if isinstance(layout, RoutingTable):
-        return layout
+        if pulsar_version is None or pulsar_version == layout.pulsar_version:
+            return layout
+        return RoutingTable(layout.segments, pulsar_version)
+    version = SCALABLE_TOPICS.default if pulsar_version is None else pulsar_version
     if isinstance(layout, LayoutLike):
         return RoutingTable(
-            (s.segment_id, s.hash_range, s.bucket_splits) for s in layout.active_segments()
+            ((s.segment_id, s.hash_range, s.bucket_splits) for s in layout.active_segments()),
+            version,
         )
-    return RoutingTable(layout)
+    return RoutingTable(layout, version)
 
 
-def routing_table_from_json(text: str | bytes) -> RoutingTable:
+def routing_table_from_json(
+    text: str | bytes, pulsar_version: str = SCALABLE_TOPICS.default
+) -> RoutingTable:
     """The routing table of a layout JSON, as the JVM functions read it: a whole layout
     (``TopicLayout.to_json()``, checked as ``TopicLayout.from_json`` checks it) or an object
     whose ``segments`` each have ``segment_id``, ``hash_range`` like ``"0000-7fff"``,
-    ``bucket_splits`` and optionally ``state`` (sealed segments are skipped). ValueError or
-    TypeError, from the library's checks, for a layout it refuses."""
+    ``bucket_splits`` and optionally ``state`` (sealed segments are skipped). Its
+    ``pulsar_version``, when it has one, names the release to route as; else
+    ``pulsar_version`` does. ValueError or TypeError, from the library's checks, for a layout
+    it refuses."""
     try:
         data = json.loads(text)
     except ValueError as e:
@@ -62,12 +75,20 @@ def routing_table_from_json(text: str | bytes) -> RoutingTable:
         raise ValueError(
             "layout must be a JSON object with a segments list (TopicLayout.to_json())"
         )
+    version = data.pop("pulsar_version", None)
+    if version is None:
+        version = pulsar_version
+    else:
+        SCALABLE_TOPICS.check(version, "layout.pulsar_version")
     if "epoch" in data:
-        return routing_table(TopicLayout.from_dict(data))
+        return routing_table(TopicLayout.from_dict(data), version)
     return RoutingTable(
-        _active(segment, f"layout.segments[{i}]")
-        for i, segment in enumerate(data["segments"])
-        if _is_active(segment, f"layout.segments[{i}]")
+        (
+            _active(segment, f"layout.segments[{i}]")
+            for i, segment in enumerate(data["segments"])
+            if _is_active(segment, f"layout.segments[{i}]")
+        ),
+        version,
     )
 
 

@@ -86,7 +86,7 @@ def _overview(report: Report) -> list[str]:
         f"- Messages: {t.messages:,}; bytes: {t.bytes:,}; distinct keys: {t.keys:,}",
         f"- Layout: epoch {report.layout['epoch']}, {len(report.segments)} active segments, "
         f"{len(report.buckets)} buckets",
-        f"- Routing engine: {report.engine}",
+        f"- Routing engine: {report.engine}; routed as Pulsar {report.pulsar_version}",
     ]
 
 

@@ -22,6 +22,7 @@ from keyshared import (
     hash_b_histogram,
     skew,
 )
+from keyshared.versions import SCALABLE_TOPICS
 from spark_udfs.bucketing import Histogram, HotKey
 
 # The subscription name the policy scenarios give their consumers.
@@ -119,6 +120,8 @@ class Report:
     engine: str = "arrow"
     #: The migration audit (``MigrationAudit.to_dict``), when the run asked for one.
     migration: dict[str, Any] | None = None
+    #: The Pulsar release whose routing the run followed: "master" or "5.0.0-M1".
+    pulsar_version: str = SCALABLE_TOPICS.default
 
 
 def _load(hist: Histogram, rows: npt.NDArray[np.bool_]) -> Load:
@@ -255,13 +258,15 @@ def build_report(
     timings: dict[str, float],
     engine: str,
     migration: dict[str, Any] | None = None,
+    pulsar_version: str = SCALABLE_TOPICS.default,
 ) -> Report:
-    """The whole report of one run."""
+    """The whole report of one run, whose keys ``pulsar_version`` routed (on 5.0.0-M1 the
+    layout's segments are one bucket each: see ``spark_udfs.job.release_layout``)."""
     segments = segment_loads(layout, hist)
     buckets = bucket_loads(layout, hist)
     return Report(
         source=source,
-        layout=layout.layout_response(),
+        layout=layout.layout_response(pulsar_version=pulsar_version),
         totals=_load(hist, np.ones(len(hist.messages), dtype=np.bool_)),
         segments=segments,
         buckets=buckets,
@@ -280,4 +285,5 @@ def build_report(
         timings=timings,
         engine=engine,
         migration=migration,
+        pulsar_version=pulsar_version,
     )

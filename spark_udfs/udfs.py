@@ -38,6 +38,7 @@ from pyspark.sql.types import (
 )
 
 from keyshared import RoutingTable, TopicLayout, key_hashes, split_hashes, sticky_key_hashes
+from keyshared.versions import SCALABLE_TOPICS
 from spark_udfs import jvm, partitioning
 from spark_udfs.layouts import Layout, routing_table, routing_table_from_json
 
@@ -181,14 +182,18 @@ def sticky_key_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
     return _key_udf(_arrow_iter_udf(ks_sticky_key_hash, IntegerType()))
 
 
-def route_udf(layout: Layout, null_key: NullKey = None) -> UserDefinedFunctionLike:
-    """``ks_route(key)``: a struct of the key's ``segment_id`` and ``bucket`` under ``layout``.
+def route_udf(
+    layout: Layout, null_key: NullKey = None, *, pulsar_version: str | None = None
+) -> UserDefinedFunctionLike:
+    """``ks_route(key)``: a struct of the key's ``segment_id`` and ``bucket`` under ``layout``,
+    routed as ``pulsar_version`` does (``"master"`` or ``"5.0.0-M1"``; None: a
+    ``RoutingTable``'s own release, else master).
 
     ``layout`` is a ``TopicLayout``, a ``RoutingTable`` or ``(segment_id, HashRange, splits)``
-    triples; it is validated here, on the driver, as is ``null_key``, and the key column's
-    type (string or binary) when the query is analysed.
+    triples; it is validated here, on the driver, as are ``null_key`` and ``pulsar_version``,
+    and the key column's type (string or binary) when the query is analysed.
     """
-    return _key_udf(_route_udf(routing_table(layout), null_key_bytes(null_key)))
+    return _key_udf(_route_udf(routing_table(layout, pulsar_version), null_key_bytes(null_key)))
 
 
 def _route_udf(table: RoutingTable, null_key: bytes | None) -> UserDefinedFunctionLike:
@@ -267,16 +272,20 @@ def with_routing(
     null_key: NullKey = None,
     hashes: bool = False,
     engine: str | None = None,
+    pulsar_version: str | None = None,
 ) -> DataFrame:
     """``df`` with ``segment_id`` and ``bucket`` columns routing ``key`` under ``layout``, and
-    with ``hashes``, also ``key_hash``, ``segment_hash`` and ``bucket_hash``.
+    with ``hashes``, also ``key_hash``, ``segment_hash`` and ``bucket_hash`` (the two halves
+    of the key hash, high and low, whatever the release).
+
+    ``pulsar_version`` is the release to route as, as for :func:`route_udf`.
 
     ``engine`` is ``"jvm"`` (native Spark expressions; the default when the session can load
     the keyshared jar) or ``"arrow"`` (an Arrow UDF: the keys pass through Python once, however
     many columns are added). Columns of the same names are replaced. The layout, ``null_key``
     and the key column's type (string or binary) are checked here, on the driver.
     """
-    table = routing_table(layout)
+    table = routing_table(layout, pulsar_version)
     nk = null_key_bytes(null_key)
     column = _key_column(df, key)
     if jvm.choose_engine(df.sparkSession, engine) == "jvm":
@@ -311,14 +320,26 @@ def _first(*tables: RoutingTable | None) -> RoutingTable:
     return next(t for t in tables if t is not None)
 
 
-def conf_layout(spark: SparkSession) -> RoutingTable | None:
+def conf_version(spark: SparkSession) -> str:
+    """The release of ``spark``'s :data:`~spark_udfs.jvm.VERSION_CONF`, checked (ValueError
+    naming the conf), or ``"master"`` when it is not set."""
+    text = spark.conf.get(jvm.VERSION_CONF, None)
+    if text is None or not text.strip():
+        return SCALABLE_TOPICS.default
+    return SCALABLE_TOPICS.check(text, jvm.VERSION_CONF)
+
+
+def conf_layout(spark: SparkSession, pulsar_version: str | None = None) -> RoutingTable | None:
     """The routing table of ``spark``'s :data:`~spark_udfs.jvm.LAYOUT_CONF`, checked by the
-    library (ValueError or TypeError naming the conf), or None when it is not set."""
+    library (ValueError or TypeError naming the conf), or None when it is not set. It routes
+    as the layout's ``pulsar_version``, else ``pulsar_version``, else the conf
+    :data:`~spark_udfs.jvm.VERSION_CONF`."""
+    version = conf_version(spark) if pulsar_version is None else pulsar_version
     text = spark.conf.get(jvm.LAYOUT_CONF, None)
     if text is None or not text.strip():
         return None
     try:
-        return routing_table_from_json(text)
+        return routing_table_from_json(text, version)
     except (TypeError, ValueError) as e:
         raise type(e)(f"{jvm.LAYOUT_CONF}: {e}") from None
 
@@ -329,6 +350,7 @@ def register(
     *,
     null_key: NullKey = None,
     engine: str | None = None,
+    pulsar_version: str | None = None,
 ) -> jvm.Engine:
     """Registers ``ks_key_hash``, ``ks_segment_hash``, ``ks_bucket_hash``,
     ``ks_sticky_key_hash``, ``ks_route`` and ``ks_partition`` (``spark_udfs.partitioning``)
@@ -336,19 +358,22 @@ def register(
 
     ``ks_route`` routes under ``layout``; without one, under the layout JSON the conf
     :data:`~spark_udfs.jvm.LAYOUT_CONF` holds now, else one segment over the whole ring with 4
-    buckets. Both engines fix the layout here: the Arrow UDFs cannot read the conf of each
-    query, so neither engine does, and they route alike whatever the conf says later (call
-    ``register`` again after changing it). Functions the session extension adds, without
-    ``register``, read the conf at each query. ``engine`` is ``"jvm"``
-    (native functions; the default when the session can load the keyshared jar; ks_route then
-    also takes a layout JSON as a second argument) or ``"arrow"`` (Arrow UDFs). The layout,
-    the conf's layout and ``null_key`` are checked here, by the library.
+    buckets. It routes as ``pulsar_version`` (``"master"`` or ``"5.0.0-M1"``); without one, as
+    the layout JSON's own ``pulsar_version``, else the conf :data:`~spark_udfs.jvm.VERSION_CONF`
+    as it is now, else master. Both engines fix the layout and the release here: the Arrow
+    UDFs cannot read the conf of each query, so neither engine does, and they route alike
+    whatever the conf says later (call ``register`` again after changing it). Functions the
+    session extension adds, without ``register``, read the conf at each query. ``engine`` is
+    ``"jvm"`` (native functions; the default when the session can load the keyshared jar;
+    ks_route then also takes a layout JSON as a second argument) or ``"arrow"`` (Arrow UDFs).
+    The layout, the release, the confs and ``null_key`` are checked here, by the library.
     """
-    table = None if layout is None else routing_table(layout)
+    table = None if layout is None else routing_table(layout, pulsar_version)
     nk = null_key_bytes(null_key)
     chosen = jvm.choose_engine(spark, engine)
-    conf = None if table is not None else conf_layout(spark)
-    routes = _first(table, conf, routing_table(DEFAULT_LAYOUT))
+    conf = None if table is not None else conf_layout(spark, pulsar_version)
+    default = routing_table(DEFAULT_LAYOUT, pulsar_version or conf_version(spark))
+    routes = _first(table, conf, default)
     if chosen == "jvm":
         # The layout is passed even when it is the conf's: a JVM function given none would
         # follow the conf of each query, which the Arrow UDFs cannot, and the two would part.

@@ -311,3 +311,73 @@ def test_python_dash_m_keyshared() -> None:
         check=True,
     )
     assert "248bfa47" in done.stdout
+
+
+# --- --pulsar-version ------------------------------------------------------------------------
+
+M1 = "5.0.0-M1"
+
+
+def test_route_under_m1_takes_the_low_half_and_one_bucket(tmp_path: Path) -> None:
+    layout = TopicLayout.initial(1, bucket_budget=8).split_segment(0, 3).split_segment(1, 4)
+    path = tmp_path / "layout.json"
+    path.write_text(layout.to_json())
+    keys = [f"order-{i}" for i in range(40)]
+    status, text = run("route", *keys, "--layout", str(path), "--pulsar-version", M1, "--json")
+    assert status == 0
+    rows = [json.loads(line) for line in text.splitlines()]
+    for row in rows:
+        h = ks.key_hash(row["key"])
+        assert (row["segment_id"], row["bucket"]) == layout.route(row["key"], pulsar_version=M1)
+        assert row["segment_id"] == layout.find_active_segment(h & 0xFFFF).segment_id
+        assert (row["segment_hash"], row["bucket"]) == (h & 0xFFFF, 0)
+        assert row["hash_b"] is None and row["canonical_bucket_hash"] is None
+    master = [
+        json.loads(line)
+        for line in run("route", *keys, "--layout", str(path), "--json")[1].splitlines()
+    ]
+    assert [r["segment_id"] for r in master] == [layout.route(k)[0] for k in keys]
+    assert [r["segment_id"] for r in master] != [r["segment_id"] for r in rows]
+    status, table = run("route", "hello", "--pulsar-version", M1)
+    assert table.splitlines()[1].split()[1:4] == ["248bfa47", "fa47", "-"]
+
+
+def test_layout_and_demo_under_m1_show_one_bucket_per_segment() -> None:
+    status, text = run("layout", "--segments", "2", "--budget", "8", "--pulsar-version", M1)
+    assert status == 0
+    lines = text.splitlines()
+    assert lines[0] == "epoch 0, next segment id 2, 2 active segment(s), 2 bucket(s)"
+    assert lines[2].split()[3:5] == ["1", "-"]
+    _, response = run("layout", "--segments", "2", "--response", "--pulsar-version", M1)
+    segments = json.loads(response)["segments"]
+    assert [s["descriptor"] for s in segments] == ["0000-7fff-0", "8000-ffff-1"]
+    assert all("bucket_splits" not in s for s in segments)
+    status, text = run("demo", "--keys", "6", "--segments", "2", "--pulsar-version", M1)
+    assert status == 0
+    lines = text.splitlines()
+    assert "(2 bucket(s) in all), as Pulsar 5.0.0-M1 routes" in lines[0]
+    layout = TopicLayout.initial(2, 8)
+    for i, line in enumerate(lines[3:9]):
+        key, _, segment_hash, _, descriptor, bucket, _ = line.split()
+        sid, b = layout.route(key, pulsar_version=M1)
+        assert (key, descriptor, int(bucket)) == (
+            f"order-{i:04d}",
+            layout.segments[sid].descriptor,
+            b,
+        )
+        assert int(segment_hash, 16) == ks.key_hash(key) & 0xFFFF
+
+
+@pytest.mark.parametrize("argv", [["layout"], ["route", "k"], ["demo"]])
+@pytest.mark.parametrize(
+    ("release", "message"),
+    [
+        ("5.0", "--pulsar-version must be one of 'master', '5.0.0-M1', got '5.0'"),
+        ("4.2", "--pulsar-version '4.2': scalable topics need Pulsar 5.0"),
+    ],
+)
+def test_an_unknown_release_names_the_flag(
+    argv: list[str], release: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(*argv, "--pulsar-version", release)[0] == 2
+    assert message in capsys.readouterr().err

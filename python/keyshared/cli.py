@@ -5,6 +5,10 @@ Subcommands are entries of :data:`COMMANDS`; adding one is adding a :class:`Comm
 
 * ``keyshared layout``: print a layout (an initial one, or one read from JSON);
 * ``keyshared route KEY...``: route keys to (segment, bucket) under a layout;
+
+``layout``, ``route`` and ``demo`` take ``--pulsar-version`` (``master``, the default, or
+``5.0.0-M1``): the release whose routing they show.
+
 * ``keyshared decide SNAPSHOT.json``: what the auto split/merge controller would do, and why
   (``--apply``: and the layout after it);
 * ``keyshared demo``: hash and route a small sample of keys under an initial layout;
@@ -39,6 +43,7 @@ from keyshared.hashing import key_hashes
 from keyshared.layout import TopicLayout
 from keyshared.policy import DecisionSnapshot
 from keyshared.simulate import command as simulate_command
+from keyshared.versions import SCALABLE_TOPICS, segment_half
 
 #: Exit status for bad input (argparse uses the same for bad arguments).
 EXIT_BAD_INPUT = 2
@@ -65,6 +70,21 @@ def _layout_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--budget", type=int, default=4, help="entry-bucket budget of an initial layout (4)"
     )
+    _version_argument(parser)
+
+
+def _version_argument(parser: argparse.ArgumentParser) -> None:
+    releases = " or ".join(SCALABLE_TOPICS.accepted)
+    parser.add_argument(
+        "--pulsar-version",
+        default=SCALABLE_TOPICS.default,
+        metavar="RELEASE",
+        help=f"route as this Pulsar release does: {releases} ({SCALABLE_TOPICS.default})",
+    )
+
+
+def _pulsar_version(args: argparse.Namespace) -> str:
+    return SCALABLE_TOPICS.check(args.pulsar_version, "--pulsar-version")
 
 
 def _load_layout(args: argparse.Namespace) -> TopicLayout:
@@ -87,32 +107,41 @@ def _configure_layout(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_layout(args: argparse.Namespace, out: TextIO) -> int:
+    version = _pulsar_version(args)
     layout = _load_layout(args)
     if args.json:
         _dump(layout.to_dict(), out)
         return 0
     if args.response:
-        _dump(layout.layout_response(), out)
+        _dump(layout.layout_response(pulsar_version=version), out)
         return 0
-    _print_layout(layout, args.all, out)
+    _print_layout(layout, args.all, out, version)
     return 0
 
 
-def _print_layout(layout: TopicLayout, everything: bool, out: TextIO) -> None:
-    """A header line, then one row per active segment (every segment with ``everything``)."""
+def _print_layout(
+    layout: TopicLayout,
+    everything: bool,
+    out: TextIO,
+    pulsar_version: str = SCALABLE_TOPICS.default,
+) -> None:
+    """A header line, then one row per active segment (every segment with ``everything``):
+    the buckets are those ``pulsar_version`` routes by (one per segment on 5.0.0-M1)."""
+    bucketed = layout.routing_table_for(pulsar_version).bucket_count
     out.write(
         f"epoch {layout.epoch}, next segment id {layout.next_segment_id},"
         f" {len(layout.active_segments())} active segment(s),"
-        f" {layout.total_bucket_count} bucket(s)\n"
+        f" {bucketed} bucket(s)\n"
     )
+    has_buckets = segment_half(pulsar_version) == "high"
     shown = layout.segments.values() if everything else layout.active_segments()
     rows = [
         (
             s.segment_id,
             s.descriptor,
             s.state.value.lower(),
-            s.bucket_count,
-            ",".join(str(x) for x in s.bucket_splits) or "-",
+            s.bucket_count if has_buckets else 1,
+            ",".join(str(x) for x in s.bucket_splits if has_buckets) or "-",
             ",".join(str(x) for x in s.parent_ids) or "-",
             ",".join(str(x) for x in s.child_ids) or "-",
             s.created_at_ms,
@@ -134,9 +163,15 @@ def _configure_route(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per key")
 
 
-def _route_rows(layout: TopicLayout, keys: Sequence[str]) -> list[dict[str, Any]]:
+def _route_rows(
+    layout: TopicLayout, keys: Sequence[str], pulsar_version: str
+) -> list[dict[str, Any]]:
+    """One row per key. On a release without entry buckets (5.0.0-M1) the key has no
+    hashB and its segment's one bucket no canonical hash: both are None."""
+    table = layout.routing_table_for(pulsar_version)
     hashes = key_hashes(list(keys))
-    ids, buckets = layout.route_hashes(hashes)
+    ids, buckets = table.route_hashes(hashes)
+    has_buckets = segment_half(pulsar_version) == "high"
     rows = []
     for key, h, sid, bucket in zip(
         keys, hashes.tolist(), ids.tolist(), buckets.tolist(), strict=True
@@ -146,15 +181,21 @@ def _route_rows(layout: TopicLayout, keys: Sequence[str]) -> list[dict[str, Any]
             {
                 "key": key,
                 "key_hash": h,
-                "segment_hash": h >> 16,
-                "hash_b": h & 0xFFFF,
+                "segment_hash": h >> 16 if has_buckets else h & 0xFFFF,
+                "hash_b": h & 0xFFFF if has_buckets else None,
                 "segment_id": sid,
                 "descriptor": segment.descriptor,
                 "bucket": bucket,
-                "canonical_bucket_hash": segment.canonical_bucket_hash(bucket),
+                "canonical_bucket_hash": (
+                    segment.canonical_bucket_hash(bucket) if has_buckets else None
+                ),
             }
         )
     return rows
+
+
+def _hex4(value: int | None) -> str:
+    return "-" if value is None else f"{value:04x}"
 
 
 def _print_routes(rows: list[dict[str, Any]], out: TextIO) -> None:
@@ -164,11 +205,11 @@ def _print_routes(rows: list[dict[str, Any]], out: TextIO) -> None:
             (
                 r["key"],
                 f"{r['key_hash']:08x}",
-                f"{r['segment_hash']:04x}",
-                f"{r['hash_b']:04x}",
+                _hex4(r["segment_hash"]),
+                _hex4(r["hash_b"]),
                 r["descriptor"],
                 r["bucket"],
-                f"{r['canonical_bucket_hash']:04x}",
+                _hex4(r["canonical_bucket_hash"]),
             )
             for r in rows
         ],
@@ -193,7 +234,8 @@ def _run_route(args: argparse.Namespace, out: TextIO) -> int:
         keys.extend(_stdin_keys())
     if not keys:
         raise ValueError("no keys given: pass KEY arguments or --stdin")
-    rows = _route_rows(_load_layout(args), keys)
+    version = _pulsar_version(args)
+    rows = _route_rows(_load_layout(args), keys, version)
     if args.json:
         for row in rows:
             out.write(json.dumps(row) + "\n")
@@ -249,17 +291,21 @@ def _configure_demo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--segments", type=int, default=4, help="segments of the layout (4)")
     parser.add_argument("--budget", type=int, default=8, help="entry-bucket budget (8)")
     parser.add_argument("--keys", type=int, default=12, help="how many sample keys (12)")
+    _version_argument(parser)
 
 
 def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
+    version = _pulsar_version(args)
     layout = TopicLayout.initial(args.segments, args.budget)
     if args.keys < 1:
         raise ValueError(f"--keys must be at least 1, got {args.keys}")
     keys = [f"order-{i:04d}" for i in range(args.keys)]
-    rows = _route_rows(layout, keys)
+    rows = _route_rows(layout, keys, version)
+    buckets = layout.routing_table_for(version).bucket_count
+    release = "" if version == SCALABLE_TOPICS.default else f", as Pulsar {version} routes"
     out.write(
         f"{len(keys)} keys under an initial layout of {args.segments} segment(s),"
-        f" bucket budget {args.budget} ({layout.total_bucket_count} bucket(s) in all)\n\n"
+        f" bucket budget {args.budget} ({buckets} bucket(s) in all){release}\n\n"
     )
     _print_routes(rows, out)
     counts = Counter((r["descriptor"], r["bucket"]) for r in rows)

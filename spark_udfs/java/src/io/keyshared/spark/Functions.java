@@ -28,11 +28,15 @@ import scala.jdk.javaapi.CollectionConverters;
  * null_key]])}, and {@code ks_partition(key, num_partitions, partitioner)}
  * ({@link PartitionExpression}). {@code layout} is a layout JSON literal; without it (or as NULL) ks_route routes
  * under the layout of the Spark conf {@value #LAYOUT_CONF}, else one segment of 4 buckets.
+ * A layout JSON without a {@code pulsar_version} routes as the release of the conf
+ * {@value #VERSION_CONF} does (master when unset).
  * {@code null_key} is a string or binary literal hashed in place of a null key.
  */
 public final class Functions {
   /** The Spark conf holding the layout JSON that ks_route uses without a layout argument. */
   public static final String LAYOUT_CONF = "spark.keyshared.layout";
+  /** The Spark conf naming the release ks_route routes as, where the layout names none. */
+  public static final String VERSION_CONF = "spark.keyshared.pulsarVersion";
 
   private Functions() {}
 
@@ -57,7 +61,7 @@ public final class Functions {
       int nullKeyAt = 1;
       if (function.routes()) {
         String json = args.size() > 1 ? literalString(function, args.get(1), "layout") : null;
-        router = json != null ? Router.parse(json) : layout != null ? layout : confLayout();
+        router = json != null ? Router.parse(json, confVersion()) : layout != null ? layout : confLayout();
         nullKeyAt = 2;
       }
       byte[] nullBytes = args.size() > nullKeyAt ? literalBytes(function, args.get(nullKeyAt)) : nullKey;
@@ -72,7 +76,19 @@ public final class Functions {
   /** The layout of the session's {@value #LAYOUT_CONF}, else the default one. */
   public static Router confLayout() {
     String json = SQLConf.get().getConfString(LAYOUT_CONF, null);
-    return json == null || json.isBlank() ? Router.DEFAULT : Router.parse(json);
+    String version = confVersion();
+    return json == null || json.isBlank() ? Router.defaultFor(version) : Router.parse(json, version);
+  }
+
+  /** The release of the session's {@value #VERSION_CONF}, else master. */
+  public static String confVersion() {
+    String version = SQLConf.get().getConfString(VERSION_CONF, null);
+    if (version == null || version.isBlank()) {
+      return Router.MASTER;
+    }
+    // Checked here so that a bad conf names itself rather than the layout.
+    Router.lowHalf(version, VERSION_CONF);
+    return version;
   }
 
   private static Object literal(KeyFunction function, Expression arg, String what) {
@@ -119,7 +135,8 @@ public final class Functions {
    * layout) and null keys hashed as {@code nullKey} (null: a null key fails the task).
    */
   public static void register(SparkSession spark, String layoutJson, byte[] nullKey) {
-    Defaults defaults = new Defaults(layoutJson == null ? null : Router.parse(layoutJson), nullKey);
+    Defaults defaults =
+        new Defaults(layoutJson == null ? null : Router.parse(layoutJson, confVersion()), nullKey);
     FunctionRegistry registry = spark.sessionState().functionRegistry();
     for (KeyFunction function : KeyFunction.values()) {
       register(registry, function.sqlName(), info(function), defaults.builder(function));
@@ -172,7 +189,8 @@ public final class Functions {
    */
   public static Column column(String function, Column key, String layoutJson, byte[] nullKey) {
     KeyFunction f = KeyFunction.named(function);
-    Router router = f.routes() ? (layoutJson == null ? confLayout() : Router.parse(layoutJson)) : null;
+    Router router =
+        f.routes() ? (layoutJson == null ? confLayout() : Router.parse(layoutJson, confVersion())) : null;
     return ExpressionUtils.column(new KeyExpression(ExpressionUtils.expression(key), f, router, nullKey));
   }
 

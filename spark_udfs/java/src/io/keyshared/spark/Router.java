@@ -20,14 +20,16 @@ import org.apache.spark.sql.types.StructType;
 
 /**
  * The active segments of a topic layout, ready to route key hashes to (segment id, bucket
- * index) exactly as the Rust {@code RoutingTable} does: the segment whose range holds
- * {@code key_hash >> 16}, then the number of its bucket splits at or below
- * {@code key_hash & 0xFFFF}.
+ * index) exactly as the Rust {@code RoutingTable} does: on Pulsar master, the segment whose
+ * range holds {@code key_hash >> 16}, then the number of its bucket splits at or below
+ * {@code key_hash & 0xFFFF}; on 5.0.0-M1, the segment whose range holds
+ * {@code key_hash & 0xFFFF}, and bucket 0 (M1 has no entry buckets).
  *
  * <p>Built once per query from the layout JSON ({@code TopicLayout.to_json()} or a layout
  * response: an object whose {@code segments} each have {@code segment_id}, {@code hash_range}
  * like {@code "0000-7fff"}, {@code bucket_splits} and optionally {@code state}; sealed segments
- * are skipped) and shipped to executors inside the plan, never per row.
+ * are skipped; an optional {@code pulsar_version} names the release, else the caller's default
+ * applies) and shipped to executors inside the plan, never per row.
  */
 public final class Router implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -51,14 +53,32 @@ public final class Router implements Serializable {
             DataTypes.createStructField(BUCKET, DataTypes.IntegerType, false)
           });
 
+  /** Pulsar master, the default release. */
+  public static final String MASTER = "master";
+  /** Pulsar 5.0.0-M1, whose segments route by the low half of the key hash. */
+  public static final String M1 = "5.0.0-M1";
+  // keyshared.versions: the releases without scalable topics, refused with the reason.
+  private static final List<String> WITHOUT_SCALABLE_TOPICS = List.of("4.2", "4.0");
+
   /** One segment over the whole ring with 4 equal buckets: ks_route's default layout. */
-  public static final Router DEFAULT =
-      new Router(new long[] {0}, new int[] {0}, new int[] {0xFFFF}, new int[][] {{16384, 32768, 49152}});
+  public static final Router DEFAULT = defaultFor(MASTER);
+
+  /** ks_route's default layout under {@code pulsarVersion}, checked. */
+  public static Router defaultFor(String pulsarVersion) {
+    return new Router(
+        new long[] {0},
+        new int[] {0},
+        new int[] {0xFFFF},
+        new int[][] {{16384, 32768, 49152}},
+        lowHalf(pulsarVersion, "pulsar_version"));
+  }
 
   private final long[] segmentIds;
   private final int[] starts;
   private final int[] ends;
   private final int[][] splits;
+  // 5.0.0-M1's rule: the low half picks the segment, and a segment is one bucket.
+  private final boolean lowHalf;
   private final char[] slotBySegmentHash;
   // Per segment, the bucket holding the first hashB of each 256-wide block of [0, 0xffff]: a
   // lookup starts there and steps past at most the few splits inside the block, instead of
@@ -68,11 +88,12 @@ public final class Router implements Serializable {
   // value, so that routing a row allocates nothing.
   private transient volatile InternalRow[][] rows;
 
-  private Router(long[] segmentIds, int[] starts, int[] ends, int[][] splits) {
+  private Router(long[] segmentIds, int[] starts, int[] ends, int[][] splits, boolean lowHalf) {
     this.segmentIds = segmentIds;
     this.starts = starts;
     this.ends = ends;
     this.splits = splits;
+    this.lowHalf = lowHalf;
     this.slotBySegmentHash = new char[RING_SIZE];
     for (int slot = 0; slot < starts.length; slot++) {
       // At most 65,536 segments tile the ring, so a slot always fits in a char.
@@ -89,21 +110,43 @@ public final class Router implements Serializable {
     }
   }
 
-  /** The router of a layout JSON, parsed once per distinct text and then reused. */
-  public static Router parse(String json) {
-    Router cached = PARSED.get(json);
+  /**
+   * Whether {@code pulsarVersion} routes by the low half (5.0.0-M1) rather than the high half
+   * (master); a KeysharedException naming {@code name} for any other release, in the library's
+   * words ({@code keyshared.versions}).
+   */
+  static boolean lowHalf(String pulsarVersion, String name) {
+    if (MASTER.equals(pulsarVersion) || M1.equals(pulsarVersion)) {
+      return M1.equals(pulsarVersion);
+    }
+    if (WITHOUT_SCALABLE_TOPICS.contains(pulsarVersion)) {
+      throw new KeysharedException(
+          name + " '" + pulsarVersion + "': scalable topics need Pulsar 5.0, one of ('master', '5.0.0-M1')");
+    }
+    throw new KeysharedException(
+        name + " must be one of 'master', '5.0.0-M1', got '" + pulsarVersion + "'");
+  }
+
+  /**
+   * The router of a layout JSON, parsed once per distinct text and default release and then
+   * reused: the JSON's {@code pulsar_version}, else {@code defaultVersion}, names the release.
+   */
+  public static Router parse(String json, String defaultVersion) {
+    // A release never holds a newline, so the key is unambiguous.
+    String cacheKey = defaultVersion + "\n" + json;
+    Router cached = PARSED.get(cacheKey);
     if (cached != null) {
       return cached;
     }
-    Router router = fromJson(json);
+    Router router = fromJson(json, defaultVersion);
     if (PARSED.size() >= MAX_PARSED) {
       PARSED.clear();
     }
-    PARSED.put(json, router);
+    PARSED.put(cacheKey, router);
     return router;
   }
 
-  private static Router fromJson(String json) {
+  private static Router fromJson(String json, String defaultVersion) {
     JsonNode root;
     try {
       root = JSON.readTree(json);
@@ -113,6 +156,15 @@ public final class Router implements Serializable {
     if (root == null || !root.isObject() || !root.path("segments").isArray()) {
       throw new KeysharedException(
           "layout must be a JSON object with a segments list (TopicLayout.to_json())");
+    }
+    JsonNode version = root.get("pulsar_version");
+    boolean lowHalf;
+    if (version == null || version.isNull()) {
+      lowHalf = lowHalf(defaultVersion, "pulsar_version");
+    } else if (!version.isTextual()) {
+      throw new KeysharedException("layout.pulsar_version must be a str, got " + version);
+    } else {
+      lowHalf = lowHalf(version.asText(), "layout.pulsar_version");
     }
     List<Segment> active = new ArrayList<>();
     int index = 0;
@@ -143,7 +195,7 @@ public final class Router implements Serializable {
         throw new KeysharedException("layout: segment id " + sorted[i] + " appears more than once");
       }
     }
-    return new Router(ids, starts, ends, splits);
+    return new Router(ids, starts, ends, splits, lowHalf);
   }
 
   private static void checkTiling(List<Segment> segments) {
@@ -166,10 +218,20 @@ public final class Router implements Serializable {
     }
   }
 
+  /** The segment-ring hash of a key hash under the release's rule. */
+  private int segmentHash(int hash) {
+    return lowHalf ? hash & 0xFFFF : hash >>> 16;
+  }
+
+  /** How many buckets the segment in {@code slot} holds under the release's rule. */
+  private int bucketCount(int slot) {
+    return lowHalf ? 1 : splits[slot].length + 1;
+  }
+
   /** The struct(segment_id, bucket) of a key hash. */
   public InternalRow route(int hash) {
-    int slot = slotBySegmentHash[hash >>> 16];
-    int bucket = bucketIndex(slot, hash & 0xFFFF);
+    int slot = slotBySegmentHash[segmentHash(hash)];
+    int bucket = bucketIndex(slot, hash);
     InternalRow[][] table = rows;
     if (table == null) {
       table = new InternalRow[segmentIds.length][];
@@ -177,7 +239,7 @@ public final class Router implements Serializable {
     }
     InternalRow[] segmentRows = table[slot];
     if (segmentRows == null) {
-      segmentRows = new InternalRow[splits[slot].length + 1];
+      segmentRows = new InternalRow[bucketCount(slot)];
       table[slot] = segmentRows;
     }
     InternalRow row = segmentRows[bucket];
@@ -194,16 +256,20 @@ public final class Router implements Serializable {
 
   /** The segment id of a key hash. */
   public long segmentId(int hash) {
-    return segmentIds[slotBySegmentHash[hash >>> 16]];
+    return segmentIds[slotBySegmentHash[segmentHash(hash)]];
   }
 
   /** The bucket index of a key hash in its segment. */
   public int bucket(int hash) {
-    return bucketIndex(slotBySegmentHash[hash >>> 16], hash & 0xFFFF);
+    return bucketIndex(slotBySegmentHash[segmentHash(hash)], hash);
   }
 
-  /** How many of the segment's splits are at or below hashB. */
-  private int bucketIndex(int slot, int hashB) {
+  /** How many of the segment's splits are at or below the key hash's hashB (0 on M1). */
+  private int bucketIndex(int slot, int hash) {
+    if (lowHalf) {
+      return 0;
+    }
+    int hashB = hash & 0xFFFF;
     char[] first = firstBucketByBlock[slot];
     int block = hashB / BLOCK_WIDTH;
     int[] s = splits[slot];
@@ -227,10 +293,11 @@ public final class Router implements Serializable {
   /** Active segments and total buckets, for plans and errors. */
   public String describe() {
     int buckets = 0;
-    for (int[] s : splits) {
-      buckets += s.length + 1;
+    for (int slot = 0; slot < splits.length; slot++) {
+      buckets += bucketCount(slot);
     }
-    return "layout(" + segmentIds.length + " segments, " + buckets + " buckets)";
+    return "layout(" + segmentIds.length + " segments, " + buckets + " buckets"
+        + (lowHalf ? ", " + M1 : "") + ")";
   }
 
   @Override
@@ -244,7 +311,8 @@ public final class Router implements Serializable {
       return false;
     }
     Router o = (Router) other;
-    return Arrays.equals(segmentIds, o.segmentIds)
+    return lowHalf == o.lowHalf
+        && Arrays.equals(segmentIds, o.segmentIds)
         && Arrays.equals(starts, o.starts)
         && Arrays.equals(ends, o.ends)
         && Arrays.deepEquals(splits, o.splits);
@@ -252,7 +320,8 @@ public final class Router implements Serializable {
 
   @Override
   public int hashCode() {
-    return 31 * Arrays.hashCode(segmentIds) + Arrays.deepHashCode(splits) + Arrays.hashCode(starts);
+    return 31 * Arrays.hashCode(segmentIds) + Arrays.deepHashCode(splits) + Arrays.hashCode(starts)
+        + (lowHalf ? 1 : 0);
   }
 
   /** One active segment of the layout JSON, validated with errors naming the field. */

@@ -59,7 +59,7 @@ public abstract class KeyUDF extends GenericUDF {
     if (function.routes()) {
       Object json = args.length > 1 ? constant(args[1], "layout") : null;
       try {
-        router = json != null ? Router.parse(json.toString()) : Functions.confLayout();
+        router = json != null ? Router.parse(json.toString(), Functions.confVersion()) : Functions.confLayout();
       } catch (KeysharedException e) {
         throw new UDFArgumentException(e.getMessage());
       }
