@@ -107,8 +107,19 @@ class Mirror:
         self.check()
 
     def check(self) -> dict[str, Any]:
+        """The whole layout, and the segment topic names and states of the topic's stats."""
         theirs = self.broker.layout(self.topic)
         assert broker_form(theirs) == ours_form(self.layout)
+        stats = self.broker.stats(self.topic)
+        parent = ks.TopicName.get(self.topic)
+        assert stats["epoch"] == self.layout.epoch
+        assert stats["segments"] == {
+            str(sid): {
+                "name": str(ks.SegmentTopicName.from_parent(parent, s.hash_range, sid)),
+                "state": s.state.value,
+            }
+            for sid, s in self.layout.segments.items()
+        }
         self.cases += 1
         return theirs
 
