@@ -96,8 +96,9 @@ HASH_VERSION: Final[int]
 def key_hash(key: str | bytes) -> int:
     """MurmurHash3_x86_32 (seed 0) of the key's bytes (str as UTF-8): an int in [0, 2**32)."""
 
-def segment_hash(key: str | bytes) -> int:
-    """``key_hash(key) >> 16``: the key's place on the 16-bit segment ring."""
+def segment_hash(key: str | bytes, *, pulsar_version: str | None = None) -> int:
+    """The key's place on the 16-bit segment ring: ``key_hash(key) >> 16`` on master (the
+    default), ``key_hash(key) & 0xFFFF`` on ``pulsar_version="5.0.0-M1"``."""
 
 def bucket_hash(key: str | bytes) -> int:
     """``key_hash(key) & 0xFFFF``: PIP-486's hashB, the key's place on a bucket ring."""
@@ -225,13 +226,23 @@ def buckets_for_budget(budget: int, segments: int) -> int:
 @final
 class RoutingTable:
     """Active segments ``(segment_id, hash_range, bucket_splits)`` tiling ``[0, 0xFFFF]``,
-    routing keys to ``(segment id, bucket index)`` in one pass."""
+    routing keys to ``(segment id, bucket index)`` in one pass under ``pulsar_version``'s
+    rule: ``"master"`` (the default; segment by the high half of the key hash, bucket by
+    the low half) or ``"5.0.0-M1"`` (segment by the low half; one bucket per segment, so
+    every bucket index is 0)."""
 
-    def __new__(cls, segments: Iterable[tuple[int, HashRange, _Splits]]) -> RoutingTable: ...
+    def __new__(
+        cls,
+        segments: Iterable[tuple[int, HashRange, _Splits]],
+        pulsar_version: str | None = None,
+    ) -> RoutingTable: ...
     @property
     def segments(self) -> list[tuple[int, HashRange, list[int]]]: ...
+    @property
+    def pulsar_version(self) -> str:
+        """The release whose rule the table routes by."""
     def __len__(self) -> int: ...
-    def __getnewargs__(self) -> tuple[list[tuple[int, HashRange, list[int]]]]: ...
+    def __getnewargs__(self) -> tuple[list[tuple[int, HashRange, list[int]]], str]: ...
     def __eq__(self, other: object, /) -> bool: ...
     def __ne__(self, other: object, /) -> bool: ...
     def route(self, key: str | bytes) -> tuple[int, int]: ...
@@ -248,7 +259,11 @@ class RoutingTable:
         """Routes 32-bit key hashes (each in ``[0, 2**32)``); uint32 arrays are read as is."""
     @property
     def bucket_count(self) -> int:
-        """How many buckets the table holds, over all its segments."""
+        """How many buckets the table holds, over all its segments (one per segment on
+        5.0.0-M1)."""
+    @property
+    def bucket_counts(self) -> list[int]:
+        """How many buckets each segment holds, in range order (1 each on 5.0.0-M1)."""
     def bucket_ordinals(
         self,
         key_hashes: Sequence[int] | npt.NDArray[np.integer[Any]],
