@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from keyshared._checks import check_int
-from keyshared._core import java_string_hash_code
+from keyshared._core import java_string_hash_code, java_utf8, partition_key
 from keyshared.buckets import HashRange
 from keyshared.hashing import key_hash, segment_hash
 from keyshared.versions import SCALABLE_TOPICS
@@ -116,12 +116,13 @@ class HashingScheme(enum.Enum):
     Murmur3_32Hash = "Murmur3_32Hash"
 
     def make_hash(self, key: str | bytes) -> int:
-        """The client's ``makeHash``, with bit 31 cleared: ``JavaStringHash`` takes Java's
-        ``String.hashCode`` (a bytes key is decoded as ``new String(bytes, UTF_8)`` decodes
-        it, malformed sequences becoming U+FFFD as the JDK replaces them);
-        ``Murmur3_32Hash`` takes MurmurHash3_x86_32 of the UTF-8 bytes."""
+        """The client's ``makeHash`` of its string key, with bit 31 cleared:
+        ``JavaStringHash`` takes Java's ``String.hashCode``, ``Murmur3_32Hash``
+        MurmurHash3_x86_32 of the string's UTF-8 bytes. A bytes key stands for the string
+        ``new String(bytes, UTF_8)``, under both schemes: malformed sequences become U+FFFD
+        as the JDK replaces them."""
         if self is HashingScheme.Murmur3_32Hash:
-            return key_hash(key) & 0x7FFFFFFF
+            return key_hash(java_utf8(key)) & 0x7FFFFFFF
         return java_string_hash_code(key) & 0x7FFFFFFF
 
 
@@ -140,13 +141,18 @@ def choose_partition(
     """The partition a v4 producer's default routers (Pulsar's
     ``RoundRobinPartitionMessageRouterImpl`` and ``SinglePartitionMessageRouterImpl``) send
     a keyed message to: ``signSafeMod(makeHash(key), num_partitions)``. The default scheme
-    is the Java client's."""
-    check_int("num_partitions", num_partitions, minimum=1)
+    is the Java client's. The same function as ``partition(key, num_partitions,
+    "pulsar:<scheme>")``, with its checks: ``num_partitions`` in ``[1, 2**31 - 1]``, a str
+    key without lone surrogates."""
     if not isinstance(hashing_scheme, HashingScheme):
         raise TypeError(
             f"hashing_scheme must be a HashingScheme, got {type(hashing_scheme).__name__}"
         )
-    return sign_safe_mod(hashing_scheme.make_hash(key), num_partitions)
+    if not isinstance(key, str | bytes):
+        raise TypeError(f"key must be a str or bytes, got {type(key).__name__}")
+    chosen = partition_key(key, num_partitions, f"pulsar:{hashing_scheme.value}", None)
+    assert chosen is not None  # only a null key has no fixed partition
+    return chosen
 
 
 @dataclass(frozen=True)
