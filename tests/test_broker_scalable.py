@@ -375,6 +375,7 @@ class Subscription:
         sealed = {s for s, seg in self.mirror.layout.segments.items() if seg.is_sealed}
         while True:
             for name, handle in self.consumers.items():
+                self.v5.resubscribe(handle)
                 for message in self.v5.receive(handle, quiet_ms=500):
                     self.received.append({**message, "consumer": name})
             drained = self.mirror.broker.drained_segments(self.mirror.topic, self.name)
