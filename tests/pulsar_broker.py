@@ -22,6 +22,7 @@ Two kinds, each a session fixture of tests/conftest.py:
           layout = m1_broker.layout(name)             # GET, the broker's JSON
           m1_broker.merge(name, 1, 3)                 # POST .../merge/1/3
           m1_broker.scalable(name, "stats")           # any GET under the topic
+          m1_broker.drained_segments(name, "sub")     # drains its coordinator logged
           m1_broker.web_url, m1_broker.service_url    # for clients
 
   An HTTP error answer raises :class:`AdminError` carrying its status and message.
@@ -33,6 +34,8 @@ Two kinds, each a session fixture of tests/conftest.py:
       v5_client.receive(c, quiet_ms=1000)   # [{key, value, topic, segment_id}], acked
       v5_client.assignment(c)               # (layout epoch, [(id, start, end)])
       v5_client.close(c)
+      # own_client=True: a connection of its own, whose closing makes it leave the
+      # subscription; resubscribe(c) retries segments M1's consumer failed to attach.
 """
 
 from __future__ import annotations
