@@ -22,6 +22,7 @@ Two kinds, each a session fixture of tests/conftest.py:
           layout = m1_broker.layout(name)             # GET, the broker's JSON
           m1_broker.merge(name, 1, 3)                 # POST .../merge/1/3
           m1_broker.scalable(name, "stats")           # any GET under the topic
+          m1_broker.drained_segments(name, "sub")     # drains its coordinator logged
           m1_broker.web_url, m1_broker.service_url    # for clients
 
   An HTTP error answer raises :class:`AdminError` carrying its status and message.
@@ -33,6 +34,8 @@ Two kinds, each a session fixture of tests/conftest.py:
       v5_client.receive(c, quiet_ms=1000)   # [{key, value, topic, segment_id}], acked
       v5_client.assignment(c)               # (layout epoch, [(id, start, end)])
       v5_client.close(c)
+      # own_client=True: a connection of its own, whose closing makes it leave the
+      # subscription; resubscribe(c) retries segments M1's consumer failed to attach.
 """
 
 from __future__ import annotations
@@ -485,6 +488,20 @@ class V5Client:
         it has a client (a connection) of its own, which :meth:`close` closes: that is how
         it leaves the subscription, since M1's consumer sends no unsubscribe and the broker
         drops its session only once the connection closed and the grace period passed."""
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while True:
+            try:
+                return self._subscribe(topic, subscription, name, own_client)
+            except OracleError as e:
+                # M1's consumer that is handed a segment may subscribe before the consumer
+                # losing it has let go; that subscribe fails "Exclusive consumer is already
+                # connected", and the join with it. The session stays registered, so
+                # joining again under the same name resumes it.
+                if "ConsumerBusyException" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    def _subscribe(self, topic: str, subscription: str, name: str, own_client: bool) -> int:
         client = self._new_client() if own_client else self.client
         try:
             handle: int = self.oracle.call(
@@ -510,6 +527,13 @@ class V5Client:
             "v5.receive", handle=consumer, quiet_ms=quiet_ms, timeout_ms=self.timeout_ms
         )
         return received
+
+    def resubscribe(self, consumer: int) -> list[int]:
+        """Subscribes the consumer again to the assigned segments whose subscription failed
+        (M1's consumer that is handed a segment before its previous owner let go gets
+        ConsumerBusy, and then leaves that segment unread); their ids."""
+        failed: list[int] = self.oracle.call("v5.resubscribe", handle=consumer)
+        return failed
 
     def assignment(self, consumer: int) -> tuple[int, list[tuple[int, int, int]]]:
         """The layout epoch and the segments ``(id, start, end)`` the controller last

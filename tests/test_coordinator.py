@@ -53,6 +53,20 @@ def test_a_list_of_names_still_assigns() -> None:
 # --- the 5.0.0-M1 profile ---------------------------------------------------------------
 
 
+def test_active_children_blocked_until_parent_drained_on_m1() -> None:
+    """Pulsar's testActiveChildrenBlockedUntilParentDrained under the 5.0.0-M1 profile: the
+    children of 0 wait for it, and once it drained 0 stays assigned beside them (master
+    retires it: test_pulsar_subscription_coordinator.py)."""
+    layout = ks.TopicLayout.initial(4, 4).split_segment(0, 0)
+    c = ks.SubscriptionCoordinator(
+        "test-sub", TOPIC, layout, drain_checker=True, pulsar_version="5.0.0-M1"
+    )
+    c, result = c.register_consumer("consumer-1", 1)
+    assert set(result["consumer-1"].segment_ids) == {0, 1, 2, 3}
+    c = c.mark_segments_drained({0})
+    assert set(c.current_assignment()["consumer-1"].segment_ids) == {0, 1, 2, 3, 4, 5}
+
+
 def test_m1_keeps_drained_sealed_segments_and_waits_for_parents_of_active_ones() -> None:
     """The broker's answer in issue 28: 4 segments, 0 split into 4 and 5, merged into 6,
     0, 4 and 5 drained."""

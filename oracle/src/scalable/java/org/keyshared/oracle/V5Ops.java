@@ -38,6 +38,8 @@ import org.apache.pulsar.client.impl.v5.V5Access;
  *       segment id read from the message's {@code segment://} topic.
  *   <li>{@code v5.assignment} {handle}: {epoch, segments: [[id, start, end]]}, what the
  *       controller last assigned the stream consumer.
+ *   <li>{@code v5.resubscribe} {handle}: subscribes the stream consumer again to the
+ *       assigned segments whose subscription failed (M1 leaves them unread); their ids.
  *   <li>{@code v5.close} {handle}: closes a client, producer or consumer.
  * </ul>
  */
@@ -65,6 +67,8 @@ final class V5Ops {
         .get(timeout(a), TimeUnit.MILLISECONDS)));
     ops.put("v5.receive", V5Ops::receive);
     ops.put("v5.assignment", (a, h) -> V5Access.assignment(
+        h.get(Args.handle(a), StreamConsumer.class)));
+    ops.put("v5.resubscribe", (a, h) -> V5Access.resubscribeFailed(
         h.get(Args.handle(a), StreamConsumer.class)));
     ops.put("v5.close", (a, h) -> {
       int handle = Args.handle(a);

@@ -58,6 +58,35 @@ public final class V5Access {
     return out;
   }
 
+  /**
+   * Subscribes a stream consumer again to the assigned segments whose subscription failed,
+   * and answers their ids. M1's consumer keeps a failed per-segment subscription (say the
+   * segment's previous owner had not yet let go: ConsumerBusy) until the segment leaves its
+   * assignment, so it would never read that segment.
+   */
+  public static List<Long> resubscribeFailed(StreamConsumer<?> consumer) throws Exception {
+    if (!(consumer instanceof ScalableStreamConsumer<?> stream)) {
+      throw new IllegalArgumentException(
+          "not a scalable stream consumer: " + consumer.getClass().getName());
+    }
+    Map<?, ?> segments = (Map<?, ?>) field(ScalableStreamConsumer.class, "segmentConsumers")
+        .get(stream);
+    List<Long> failed = new ArrayList<>();
+    for (var entry : segments.entrySet()) {
+      if (((java.util.concurrent.CompletableFuture<?>) entry.getValue())
+          .isCompletedExceptionally()) {
+        failed.add((Long) entry.getKey());
+      }
+    }
+    if (!failed.isEmpty()) {
+      failed.forEach(segments::remove);
+      ScalableConsumerClient session =
+          (ScalableConsumerClient) field(ScalableStreamConsumer.class, "session").get(stream);
+      stream.onAssignmentChange(session.currentAssignment(), session.currentAssignment());
+    }
+    return failed;
+  }
+
   private static Field field(Class<?> type, String name) throws NoSuchFieldException {
     Field f = type.getDeclaredField(name);
     f.setAccessible(true);
