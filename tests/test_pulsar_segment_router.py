@@ -15,6 +15,7 @@ from keyshared import (
     TopicLayout,
     create_migrated_metadata,
 )
+from keyshared._core import java_utf8
 from keyshared.router import sign_safe_mod
 
 
@@ -186,8 +187,11 @@ def test_a_migrated_layout_routes_by_range_once_its_children_are_active() -> Non
 
 @given(st.binary(max_size=64), st.integers(1, 64))
 def test_legacy_routing_matches_v4_partition_routing(key: bytes, n: int) -> None:
+    """The client routes its string key: a bytes key is the string the JDK decodes it to
+    (malformed UTF-8 as U+FFFD), hashed as that string's UTF-8 bytes."""
     segments = [legacy_seg(i, 0, 0xFFFF, f"persistent://t/n/x-partition-{i}") for i in range(n)]
-    expected = (mmh3.hash(key, 0) & 0x7FFFFFFF) % n
+    client_key = java_utf8(key)  # checked against the JDK in test_hashing_scheme
+    expected = (mmh3.hash(client_key, 0) & 0x7FFFFFFF) % n
     assert SegmentRouter().route(key, segments) == expected
 
 
