@@ -1,0 +1,244 @@
+package org.keyshared.oracle;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.pulsar.client.api.v5.Message;
+import org.apache.pulsar.client.api.v5.Producer;
+import org.apache.pulsar.client.api.v5.PulsarClient;
+import org.apache.pulsar.client.api.v5.StreamConsumer;
+import org.apache.pulsar.client.api.v5.config.SubscriptionInitialPosition;
+import org.apache.pulsar.client.api.v5.schema.Schema;
+
+/**
+ * Traffic and consumers on a running 5.0.0-M1 broker, for the end-to-end tests that watch the
+ * broker react to them: V5 producers sending keyed messages to a {@code topic://} name at a
+ * steady rate or as a given list, STREAM consumers that receive, acknowledge and record what
+ * they got, and a 4.x producer on a partitioned {@code persistent://} topic (the 4.x client
+ * classes are on the broker's classpath too). Every wait has a timeout.
+ *
+ * <ul>
+ *   <li>{@code drive.client} {service_url}: a handle on a V5 client.
+ *   <li>{@code drive.load} {client, topic, rate, keys}: a handle; sends {@code rate} msg/s,
+ *       keyed by {@code keys} in turn, until {@code drive.stop}.
+ *   <li>{@code drive.stop} {handle}: stops a load; {@code {sent, failed}}.
+ *   <li>{@code drive.produce} {client, topic, messages: [[key, value]], timeout_ms}: sends the
+ *       messages in order, each once the previous one is acknowledged; the number sent.
+ *   <li>{@code drive.consumer} {client, topic, subscription, name, timeout_ms}: a handle on a
+ *       STREAM consumer (earliest position) that receives and acknowledges on its own thread.
+ *   <li>{@code drive.received} {handle}: what the consumer got since the last call, in the
+ *       order it got it: {@code [{key, value, topic, seen_ms}]}.
+ *   <li>{@code drive.close} {handle}: closes a consumer or a client.
+ *   <li>{@code drive.v4_produce} {service_url, topic, messages: [[key, value]], timeout_ms}:
+ *       a 4.x producer with its defaults sends the messages in order; each one's partition.
+ * </ul>
+ */
+final class DriveOps {
+  private DriveOps() {}
+
+  static void register(Map<String, Op> ops) {
+    ops.put("drive.client", (a, h) -> h.add(
+        PulsarClient.builder().serviceUrl(Args.text(a, "service_url")).build()));
+    ops.put("drive.load", (a, h) -> h.add(Load.start(
+        h.get(Args.intValue(a, "client"), PulsarClient.class), Args.text(a, "topic"),
+        Args.doubleValue(a, "rate"), texts(Args.array(a, "keys")))));
+    ops.put("drive.stop", (a, h) -> {
+      Load load = h.get(Args.handle(a), Load.class);
+      h.close(Args.handle(a));
+      return load.stop();
+    });
+    ops.put("drive.produce", (a, h) -> produce(
+        h.get(Args.intValue(a, "client"), PulsarClient.class), Args.text(a, "topic"),
+        Args.array(a, "messages"), Args.intValue(a, "timeout_ms")));
+    ops.put("drive.consumer", (a, h) -> h.add(Receiver.start(
+        h.get(Args.intValue(a, "client"), PulsarClient.class), Args.text(a, "topic"),
+        Args.text(a, "subscription"), Args.text(a, "name"), Args.intValue(a, "timeout_ms"))));
+    ops.put("drive.received", (a, h) -> h.get(Args.handle(a), Receiver.class).drain());
+    ops.put("drive.close", (a, h) -> {
+      AutoCloseable closeable = h.get(Args.handle(a), AutoCloseable.class);
+      h.close(Args.handle(a));
+      closeable.close();
+      return true;
+    });
+    ops.put("drive.v4_produce", (a, h) -> v4Produce(Args.text(a, "service_url"),
+        Args.text(a, "topic"), Args.array(a, "messages"), Args.intValue(a, "timeout_ms")));
+  }
+
+  private static List<String> texts(JsonNode array) {
+    List<String> out = new ArrayList<>();
+    for (JsonNode item : array) {
+      if (!item.isTextual()) {
+        throw new IllegalArgumentException("args.keys[] must be strings, got " + item);
+      }
+      out.add(item.textValue());
+    }
+    if (out.isEmpty()) {
+      throw new IllegalArgumentException("args.keys must not be empty");
+    }
+    return out;
+  }
+
+  private static String[] message(JsonNode item) {
+    if (!item.isArray() || item.size() != 2 || !item.get(0).isTextual()
+        || !item.get(1).isTextual()) {
+      throw new IllegalArgumentException("args.messages[] must be [key, value], got " + item);
+    }
+    return new String[] {item.get(0).textValue(), item.get(1).textValue()};
+  }
+
+  private static int produce(PulsarClient client, String topic, JsonNode messages, int timeoutMs)
+      throws Exception {
+    try (Producer<String> producer = client.newProducer(Schema.string()).topic(topic).create()) {
+      int sent = 0;
+      for (JsonNode item : messages) {
+        String[] m = message(item);
+        producer.async().newMessage().key(m[0]).value(m[1]).send()
+            .get(timeoutMs, TimeUnit.MILLISECONDS);
+        sent++;
+      }
+      return sent;
+    }
+  }
+
+  private static List<Integer> v4Produce(String serviceUrl, String topic, JsonNode messages,
+      int timeoutMs) throws Exception {
+    List<Integer> partitions = new ArrayList<>();
+    try (org.apache.pulsar.client.api.PulsarClient client =
+            org.apache.pulsar.client.api.PulsarClient.builder().serviceUrl(serviceUrl)
+                .operationTimeout(timeoutMs, TimeUnit.MILLISECONDS).build();
+        org.apache.pulsar.client.api.Producer<String> producer =
+            client.newProducer(org.apache.pulsar.client.api.Schema.STRING).topic(topic)
+                .enableBatching(false).create()) {
+      for (JsonNode item : messages) {
+        String[] m = message(item);
+        org.apache.pulsar.client.api.MessageId id = producer.newMessage().key(m[0]).value(m[1])
+            .sendAsync().get(timeoutMs, TimeUnit.MILLISECONDS);
+        partitions.add(((org.apache.pulsar.client.impl.MessageIdImpl) id).getPartitionIndex());
+      }
+    }
+    return partitions;
+  }
+
+  /** A producer sending at a steady rate on its own thread. */
+  static final class Load {
+    private final Producer<String> producer;
+    private final Thread thread;
+    private final AtomicLong sent = new AtomicLong();
+    private final AtomicLong failed = new AtomicLong();
+    private volatile boolean running = true;
+
+    private Load(Producer<String> producer, double rate, List<String> keys) {
+      this.producer = producer;
+      long periodNanos = (long) (1e9 / rate);
+      this.thread = new Thread(() -> {
+        long next = System.nanoTime();
+        for (long i = 0; running; i++) {
+          producer.async().newMessage().key(keys.get((int) (i % keys.size())))
+              .value(Long.toString(i)).send()
+              .whenComplete((id, e) -> (e == null ? sent : failed).incrementAndGet());
+          next += periodNanos;
+          long wait = next - System.nanoTime();
+          if (wait > 0) {
+            try {
+              TimeUnit.NANOSECONDS.sleep(wait);
+            } catch (InterruptedException e) {
+              return;
+            }
+          }
+        }
+      }, "drive-load");
+      thread.setDaemon(true);
+    }
+
+    static Load start(PulsarClient client, String topic, double rate, List<String> keys)
+        throws Exception {
+      if (!(rate > 0)) {
+        throw new IllegalArgumentException("args.rate must be > 0, got " + rate);
+      }
+      Load load = new Load(client.newProducer(Schema.string()).topic(topic).create(), rate, keys);
+      load.thread.start();
+      return load;
+    }
+
+    Map<String, Long> stop() throws Exception {
+      running = false;
+      thread.join(10_000);
+      try {
+        producer.async().flush().get(10, TimeUnit.SECONDS);
+      } finally {
+        producer.close();
+      }
+      return Map.of("sent", sent.get(), "failed", failed.get());
+    }
+  }
+
+  /** A STREAM consumer receiving and acknowledging on its own thread. */
+  static final class Receiver implements AutoCloseable {
+    private final StreamConsumer<String> consumer;
+    private final Thread thread;
+    private final List<Map<String, Object>> received = new ArrayList<>();
+    private volatile boolean running = true;
+
+    private Receiver(StreamConsumer<String> consumer) {
+      this.consumer = consumer;
+      this.thread = new Thread(this::receive, "drive-consumer-" + consumer.consumerName());
+      thread.setDaemon(true);
+    }
+
+    static Receiver start(PulsarClient client, String topic, String subscription, String name,
+        int timeoutMs) throws Exception {
+      CompletableFuture<StreamConsumer<String>> subscribing = client
+          .newStreamConsumer(Schema.string()).topic(topic).subscriptionName(subscription)
+          .consumerName(name).subscriptionInitialPosition(SubscriptionInitialPosition.EARLIEST)
+          .subscribeAsync();
+      Receiver receiver = new Receiver(subscribing.get(timeoutMs, TimeUnit.MILLISECONDS));
+      receiver.thread.start();
+      return receiver;
+    }
+
+    private void receive() {
+      while (running) {
+        Message<String> m;
+        try {
+          m = consumer.receive(Duration.ofMillis(200));
+        } catch (Exception e) {
+          if (!running) {
+            return;
+          }
+          continue;
+        }
+        if (m == null) {
+          continue;
+        }
+        Map<String, Object> record = new LinkedHashMap<>();
+        record.put("key", m.key().orElse(null));
+        record.put("value", m.value());
+        record.put("topic", m.topic());
+        record.put("seen_ms", System.currentTimeMillis());
+        synchronized (this) {
+          received.add(record);
+        }
+        consumer.acknowledgeCumulative(m.id());
+      }
+    }
+
+    synchronized List<Map<String, Object>> drain() {
+      List<Map<String, Object>> out = new ArrayList<>(received);
+      received.clear();
+      return out;
+    }
+
+    @Override
+    public void close() throws Exception {
+      running = false;
+      thread.join(10_000);
+      consumer.close();
+    }
+  }
+}
