@@ -1,0 +1,365 @@
+"""Auto split and merge on a running Pulsar 5.0.0-M1 broker (PIP-483), decision by decision,
+against keyshared's :func:`~keyshared.decide` on the same policy and the inputs the broker
+read.
+
+One scalable topic, one segment to start with, and a topic override that sets every field
+of the auto-scale policy. The test drives it through three phases: a keyed load above the
+split threshold (splits by load), more STREAM consumers than segments (splits by consumer
+count), then no load and one consumer (cold segments merge, down to one). The broker's
+ZooKeeper is watched throughout (``tests/broker_history.py``): every version of the layout,
+of each segment's load record and of each consumer registration, with the store's
+timestamps, which are what the broker's evaluator reads.
+
+Two checks, both against keyshared deciding with M1's rules (``broker_history.m1_policy``):
+
+* every decision the broker logged (segment, reason, merged pair) is keyshared's on the
+  inputs in force when it was taken;
+* whenever the inputs stood still over a whole evaluation interval (and some slack) and
+  keyshared would act, the broker did act within it.
+
+Two differences are Pulsar's own and asserted by name: M1 lists the active segments in a
+hash map's order, so among pairs of equally cold segments (all at zero load, typically) it
+merges the first its map lists where keyshared takes the lowest hash range, and it names a
+merged pair in that order where keyshared names the lower range first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from broker_history import BrokerDecision, Inputs, MetadataHistory, auto_scale_decisions, m1_policy
+from pulsar_oracle import MILESTONE, Oracle, record, record_kept
+
+import keyshared as ks
+
+TOPIC = "autoscale"
+TOPIC_NAME = f"topic://public/default/{TOPIC}"
+ROOT = f"/topics/public/default/{TOPIC}"
+SUBSCRIPTION = "orders"
+
+#: The broker evaluates every second and reports load every second (see the fixture).
+INTERVAL_MS = 1_000
+#: How long after its inputs settle the broker may take to act: one evaluation interval,
+#: a split or merge in flight (the controller evaluates one at a time), a loaded machine.
+SLACK_MS = 2_500
+#: How far before its log line the broker may have read its inputs.
+READ_AHEAD_MS = 100
+
+#: The topic's override: every field set, so that the broker's defaults play no part.
+#: Load splits past 150 msg/s in; a segment is cold below 20 msg/s and 1 MB/s each way.
+OVERRIDE = {
+    "enabled": True,
+    "maxSegments": 8,
+    "minSegments": 1,
+    "maxDagDepth": 10,
+    "splitCooldownSeconds": 1,
+    "mergeCooldownSeconds": 1,
+    "mergeWindowSeconds": 2,
+    "splitMsgRateInThreshold": 150.0,
+    "splitBytesRateInThreshold": 1_000_000_000,
+    "splitMsgRateOutThreshold": 1_000_000.0,
+    "splitBytesRateOutThreshold": 1_000_000_000,
+    "mergeMsgRateInThreshold": 20.0,
+    "mergeBytesRateInThreshold": 1_000_000,
+    "mergeMsgRateOutThreshold": 20.0,
+    "mergeBytesRateOutThreshold": 1_000_000,
+}
+
+LOAD_RATE = 400.0
+KEYS = [f"key-{i}" for i in range(2_000)]
+
+
+class Driver:
+    """The oracle's ``drive.*`` and ``metadata.*`` ops on one broker."""
+
+    def __init__(self, oracle: Oracle, broker: Any) -> None:
+        self.oracle = oracle
+        self.broker = broker
+        self.client = oracle.call("drive.client", service_url=broker.service_url)
+        self.watch = oracle.call(
+            "metadata.watch", connect=broker.metadata_connect, path=ROOT, timeout_ms=20_000
+        )
+        self.records: list[dict[str, Any]] = []
+        self.consumers: list[int] = []
+
+    def events(self) -> list[dict[str, Any]]:
+        self.records += self.oracle.call("metadata.events", handle=self.watch)
+        return self.records
+
+    def active(self) -> list[int]:
+        md = self.broker.admin(f"scalable/public/default/{TOPIC}")
+        return sorted(s["segmentId"] for s in md["segments"].values() if s["state"] == "ACTIVE")
+
+    def consumer(self) -> None:
+        name = f"c{len(self.consumers)}"
+        self.consumers.append(
+            self.oracle.call(
+                "drive.consumer",
+                service_url=self.broker.service_url,
+                topic=TOPIC_NAME,
+                subscription=SUBSCRIPTION,
+                name=name,
+                timeout_ms=30_000,
+            )
+        )
+
+    def close_consumer(self) -> None:
+        self.oracle.call("drive.close", handle=self.consumers.pop())
+
+    def load(self, rate: float) -> int:
+        handle: int = self.oracle.call(
+            "drive.load", client=self.client, topic=TOPIC_NAME, rate=rate, keys=KEYS
+        )
+        return handle
+
+    def stop(self, load: int) -> None:
+        answer = self.oracle.call("drive.stop", handle=load)
+        assert answer["failed"] == 0, answer
+
+    def close(self) -> None:
+        while self.consumers:
+            self.close_consumer()
+        self.oracle.call("drive.close", handle=self.client)
+        self.oracle.call("metadata.unwatch", handle=self.watch)
+
+
+def wait_for(what: str, done: Any, timeout_s: float, driver: Driver) -> None:
+    """Polls ``done()`` every 0.25 s; fails naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} within {timeout_s} s; active segments {driver.active()}")
+        time.sleep(0.25)
+
+
+def settled(driver: Driver, quiet_s: float, timeout_s: float) -> None:
+    """Waits until the layout has not changed for ``quiet_s``."""
+    deadline = time.monotonic() + timeout_s
+    last, since = driver.active(), time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        if time.monotonic() > deadline:
+            pytest.fail(f"the layout kept changing for {timeout_s} s: {last}")
+        time.sleep(0.25)
+        now = driver.active()
+        if now != last:
+            last, since = now, time.monotonic()
+
+
+@pytest.fixture(scope="module")
+def run(pulsar_broker_m1: Any, oracle_milestone: Oracle) -> Iterator[dict[str, Any]]:
+    """Drives the topic through the three phases; the records, the broker's decisions and
+    the phase boundaries."""
+    broker = pulsar_broker_m1
+    broker.admin(f"scalable/public/default/{TOPIC}?numInitialSegments=1", "PUT")
+    broker.admin(f"scalable/public/default/{TOPIC}/autoScalePolicy", "POST", OVERRIDE)
+    driver = Driver(oracle_milestone, broker)
+    started_ms = int(time.time() * 1000)
+    try:
+        # 1. Load: one consumer (a topic splits only once it has a controller) and a
+        #    steady load well above the split threshold.
+        driver.consumer()
+        load = driver.load(LOAD_RATE)
+        wait_for("a split by load", lambda: len(driver.active()) >= 3, 30, driver)
+        settled(driver, quiet_s=3, timeout_s=30)
+        driver.stop(load)
+        # 2. Consumers: two more consumers than segments (at most the most segments allowed),
+        #    under a load that keeps every segment between its merge and split thresholds.
+        load = driver.load(LOAD_RATE / 2)
+        target = min(len(driver.active()) + 2, OVERRIDE["maxSegments"])
+        while len(driver.consumers) < target:
+            driver.consumer()
+        wait_for(
+            "splits by consumer count",
+            lambda: len(driver.active()) >= target,
+            30,
+            driver,
+        )
+        driver.stop(load)
+        # 3. Cold: no load, one consumer: the segments merge down to one.
+        while len(driver.consumers) > 1:
+            driver.close_consumer()
+        wait_for("merges down to one segment", lambda: len(driver.active()) == 1, 60, driver)
+        time.sleep((INTERVAL_MS + SLACK_MS) / 1000)
+        records = driver.events()
+    finally:
+        driver.close()
+    ended_ms = int(time.time() * 1000)
+    decisions = auto_scale_decisions(broker.log_lines(), TOPIC_NAME, started_ms)
+    yield {
+        "history": MetadataHistory(ROOT, records),
+        "decisions": decisions,
+        "started_ms": started_ms,
+        "ended_ms": ended_ms,
+    }
+
+
+def check(broker: BrokerDecision, history: MetadataHistory) -> str | None:
+    """None when keyshared decides as the broker did on the inputs in force then (or, if
+    a record changed just before the log line, on the inputs a moment earlier); else the
+    name of the Pulsar behaviour that explains the difference. Fails on any other."""
+    moments = [broker.at_ms]
+    if history.changed_between(broker.at_ms - READ_AHEAD_MS, broker.at_ms):
+        moments.append(broker.at_ms - READ_AHEAD_MS)
+    ours = []
+    for t in moments:
+        inputs = history.at(t)
+        decision = inputs.decide(broker.at_ms)
+        if decision == broker.decision:
+            return None
+        kept = merge_difference(broker.decision, decision, inputs, broker.at_ms)
+        if kept is not None:
+            return kept
+        ours.append(decision)
+    pytest.fail(f"the broker decided {broker} where keyshared decides {ours}")
+
+
+def merge_difference(
+    theirs: ks.Decision, ours: ks.Decision, inputs: Inputs, now_ms: int
+) -> str | None:
+    """The name of M1's hash-map order when it explains a different merge: the same pair
+    named the other way round, or another pair keyshared finds exactly as cold (keyshared,
+    given only that pair's samples, merges it, and its combined rate is the coldest)."""
+    if not (isinstance(theirs, ks.Merge) and isinstance(ours, ks.Merge)):
+        return None
+    pair, our_pair = (
+        {theirs.segment_id_1, theirs.segment_id_2},
+        {ours.segment_id_1, ours.segment_id_2},
+    )
+    if pair == our_pair:
+        return "M1 names a merged pair in hash-map order"
+    only = {sid: inputs.samples[sid] for sid in pair if sid in inputs.samples}
+    alone = ks.decide(
+        inputs.layout,
+        only,
+        inputs.consumers,
+        m1_policy(inputs.override),
+        now_ms,
+        inputs.last_split_at_ms,
+        inputs.last_merge_at_ms,
+        now_ms,
+    )
+
+    def combined(ids: set[int]) -> float:
+        return sum(inputs.samples[sid].stats.combined_rate for sid in ids)
+
+    assert isinstance(alone, ks.Merge), (theirs, alone)
+    assert {alone.segment_id_1, alone.segment_id_2} == pair, (theirs, alone)
+    assert combined(pair) == combined(our_pair), (theirs, ours)
+    return "M1 merges the first of equally cold pairs in hash-map order"
+
+
+def test_auto_scale_decisions(run: dict[str, Any]) -> None:
+    """Each split and merge the broker logged is keyshared's decision on the layout, load
+    samples, consumer counts and cooldown clocks in force when it took it: by load, by
+    consumer count and of cold segments, each at least once."""
+    history: MetadataHistory = run["history"]
+    decisions: list[BrokerDecision] = run["decisions"]
+    kinds = {
+        ("split", d.decision.reason) if isinstance(d.decision, ks.Split) else ("merge", "cold")
+        for d in decisions
+    }
+    assert {("split", "msgRateIn"), ("split", "consumer-count"), ("merge", "cold")} <= kinds, (
+        decisions
+    )
+    kept: dict[str, int] = {}
+    for d in decisions:
+        why = check(d, history)
+        if why is not None:
+            kept[why] = kept.get(why, 0) + 1
+    area = f"{MILESTONE} broker auto split and merge"
+    record(area, len(decisions) - sum(kept.values()))
+    for why, count in kept.items():
+        record_kept(area, why, count)
+
+
+def test_no_action_missed(run: dict[str, Any]) -> None:
+    """Wherever the inputs stood still for an evaluation interval and some slack and
+    keyshared would split or merge, the broker did act within that time; and at the end,
+    settled on one segment, keyshared does nothing either."""
+    history: MetadataHistory = run["history"]
+    decisions: list[BrokerDecision] = run["decisions"]
+    assert history.controller_since_ms is not None
+    window = INTERVAL_MS + SLACK_MS
+    start = history.controller_since_ms + INTERVAL_MS
+    cases = 0
+    for t in range(start, run["ended_ms"] - window, 200):
+        if history.changed_between(t - READ_AHEAD_MS, t + window):
+            continue
+        decision = history.at(t).decide(t)
+        cases += 1
+        if isinstance(decision, ks.NoAction):
+            continue
+        acted = [d for d in decisions if t <= d.at_ms <= t + window]
+        assert acted, f"keyshared would {decision} at {t}, the broker did nothing for {window} ms"
+    final = history.at(run["ended_ms"]).decide(run["ended_ms"])
+    assert isinstance(final, ks.NoAction), final
+    assert cases > 0
+    record(f"{MILESTONE} broker auto-scale inaction", cases + 1)
+
+
+
+# --- the broker (to be replaced by the shared 5.0.0-M1 fixture) ---------------------------
+
+M1_SETTINGS = {
+    "scalableTopicsEnabled": "true",
+    "scalableTopicAutoScaleIntervalSeconds": "1",
+    "scalableTopicLoadReportIntervalSeconds": "1",
+    "statsUpdateFrequencyInSecs": "1",
+    "statsUpdateInitialDelayInSecs": "1",
+    "scalableTopicConsumerSessionGracePeriodSeconds": "1",
+}
+
+
+@pytest.fixture(scope="module")
+def pulsar_broker_m1() -> Iterator[Any]:
+    import os
+    import subprocess
+
+    import pulsar_broker as pb
+
+    class Broker(pb.PulsarBroker):
+        def _spawn(
+            self, broker_port: int, web_port: int, bookie_port: int
+        ) -> subprocess.Popen[bytes]:
+            self.metadata_connect = f"127.0.0.1:{bookie_port}"
+            settings = {
+                **pb.STANDALONE_CONF,
+                **M1_SETTINGS,
+                "brokerServicePort": broker_port,
+                "webServicePort": web_port,
+                "metadataStoreUrl": f"zk:{self.metadata_connect}",
+            }
+            conf = self._dir / "standalone.conf"
+            conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+            log4j = self._dir / "log4j2.properties"
+            log4j.write_text(pb.LOG4J2_CONF.replace("%msg%n", "%msg %X%n"))
+            data = self._dir / "data"
+            command = [
+                "java", *pb.JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}",
+                "-cp", pb.broker_classpath(self.version),
+                "org.apache.pulsar.PulsarStandaloneStarter", "--config", str(conf),
+                "--advertised-address", "127.0.0.1", "--zookeeper-port", str(bookie_port),
+                "--zookeeper-dir", str(data / "zookeeper"),
+                "--bookkeeper-dir", str(data / "bookkeeper"),
+                "--no-functions-worker", "--no-stream-storage",
+            ]  # fmt: skip
+            env = {**os.environ, "PULSAR_STANDALONE_USE_ZOOKEEPER": "1"}
+            with open(self._log_path, "wb") as log:
+                return subprocess.Popen(
+                    command,
+                    cwd=self._dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env=env,
+                )
+
+        def log_lines(self) -> list[str]:
+            return self._log_path.read_text(errors="replace").splitlines()
+
+    with Broker(MILESTONE) as running:
+        yield running
