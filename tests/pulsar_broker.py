@@ -6,6 +6,25 @@ storage, everything on 127.0.0.1 with free ports and its data in a temporary fol
 wait has a timeout: a broker that does not come up raises :class:`BrokerUnavailable` with
 the tail of its log, and closing it kills its whole process group, so no JVM outlives the
 tests.
+
+Two kinds, each a session fixture of tests/conftest.py:
+
+- ``pulsar_broker``: :class:`PulsarBroker` on 4.2.4 (Key_Shared, partitioned topics).
+- ``m1_broker``: :class:`ScalableBroker` on 5.0.0-M1 with scalable topics (PIP-483) and
+  auto split/merge acting within seconds (:data:`SCALABLE_CONF`). Topics in
+  :data:`AUTO_NAMESPACE` (``public/default``) scale by themselves; topics in
+  :data:`MANUAL_NAMESPACE` (``public/manual``) never do, for tests that split and merge by
+  hand. Usage::
+
+      def test_x(m1_broker: ScalableBroker) -> None:
+          name = m1_broker.create("topic://public/manual/t1", segments=2)
+          m1_broker.split(name, 0)                    # POST .../split/0
+          layout = m1_broker.layout(name)             # GET, the broker's JSON
+          m1_broker.merge(name, 1, 3)                 # POST .../merge/1/3
+          m1_broker.scalable(name, "stats")           # any GET under the topic
+          m1_broker.web_url, m1_broker.service_url    # for clients
+
+  An HTTP error answer raises :class:`AdminError` carrying its status and message.
 """
 
 from __future__ import annotations
@@ -21,11 +40,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pulsar_oracle import NEWEST, ROOT
+from pulsar_oracle import MILESTONE, NEWEST, ROOT
 
 from keyshared.hashing import sticky_key_hash
 
@@ -70,6 +89,26 @@ STANDALONE_CONF = {
     "dbStorage_rocksDB_blockCacheSize": str(16 * 1024 * 1024),
 }
 
+# Pulsar 5's scalable topics (PIP-483), with auto split/merge deciding every second on load
+# figures refreshed every second, so that a test sees it act within seconds; the split and
+# merge thresholds stay Pulsar's defaults (a test sets its own per topic or namespace through
+# the autoScalePolicy endpoints). Cooldowns and the merge window are seconds, not minutes.
+SCALABLE_CONF = {
+    "scalableTopicsEnabled": "true",
+    "scalableTopicAutoScaleEnabled": "true",
+    "scalableTopicAutoScaleIntervalSeconds": "1",
+    "scalableTopicLoadReportIntervalSeconds": "1",
+    "scalableTopicSplitCooldownSeconds": "2",
+    "scalableTopicMergeCooldownSeconds": "2",
+    "scalableTopicMergeWindowSeconds": "3",
+    "scalableTopicConsumerSessionGracePeriodSeconds": "5",
+    "statsUpdateInitialDelayInSecs": "1",
+    "statsUpdateFrequencyInSecs": "1",
+}
+# Topics here scale by themselves (SCALABLE_CONF); topics in the manual one never do.
+AUTO_NAMESPACE = "public/default"
+MANUAL_NAMESPACE = "public/manual"
+
 # As Pulsar's bin/pulsar runs the broker on Java 17, with a modest heap.
 JVM_OPTIONS = [
     "-Xms256m",
@@ -109,6 +148,16 @@ def owner_by_ranges(stats: Any, key: str, subscription: str = "sub") -> str | No
 
 class BrokerUnavailable(RuntimeError):
     """The broker did not start, died, or did not answer in time."""
+
+
+class AdminError(RuntimeError):
+    """The broker answered an admin request with an HTTP error: ``status`` and the
+    ``reason`` Pulsar gave."""
+
+    def __init__(self, method: str, path: str, status: int, reason: str) -> None:
+        super().__init__(f"{method} {path}: HTTP {status}: {reason}")
+        self.status = status
+        self.reason = reason
 
 
 def broker_classpath(version: str) -> str:
@@ -173,8 +222,16 @@ class PulsarBroker:
     """One standalone broker on Pulsar ``version``. Use as a context manager or call
     :meth:`close`."""
 
-    def __init__(self, version: str = NEWEST, start_timeout_s: float = START_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        version: str = NEWEST,
+        start_timeout_s: float = START_TIMEOUT_S,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
+        """Starts the broker of ``version`` with ``settings`` over :data:`STANDALONE_CONF`
+        and waits until it serves; BrokerUnavailable (with its log's tail) otherwise."""
         self.version = version
+        self.settings = {**STANDALONE_CONF, **(settings or {})}
         self._dir = Path(tempfile.mkdtemp(prefix="keyshared-pulsar-"))
         broker_port, web_port, bookie_port = free_port(), free_port(), free_port()
         self.service_url = f"pulsar://127.0.0.1:{broker_port}"
@@ -194,7 +251,7 @@ class PulsarBroker:
             raise BrokerUnavailable(f"{e}; the end of its log:\n{tail}") from None
 
     def _spawn(self, broker_port: int, web_port: int, bookie_port: int) -> subprocess.Popen[bytes]:
-        settings = {**STANDALONE_CONF, "brokerServicePort": broker_port, "webServicePort": web_port}
+        settings = {**self.settings, "brokerServicePort": broker_port, "webServicePort": web_port}
         conf = self._dir / "standalone.conf"
         conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         log4j = self._dir / "log4j2.properties"
@@ -209,13 +266,15 @@ class PulsarBroker:
             "org.apache.pulsar.PulsarStandaloneStarter",
             "--config", str(conf),
             "--advertised-address", "127.0.0.1",
-            "--bookkeeper-port", str(bookie_port),
             "--metadata-dir", str(data / "metadata"),
             "--bookkeeper-dir", str(data / "bookkeeper"),
-            "--zookeeper-dir", str(data / "zookeeper"),
             "--no-functions-worker",
             "--no-stream-storage",
         ]  # fmt: skip
+        if not self.version.startswith("5."):
+            # Pulsar 5's starter refuses both (its bookie takes a port of the kernel's choice).
+            command += ["--bookkeeper-port", str(bookie_port)]
+            command += ["--zookeeper-dir", str(data / "zookeeper")]
         with open(self._log_path, "wb") as log:
             # A session of its own, so that closing can signal every process the JVM starts.
             return subprocess.Popen(
@@ -271,3 +330,84 @@ class PulsarBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def error_reason(body: bytes) -> str:
+    """What an admin error answer says: the ``reason`` of Pulsar's JSON answer, or the
+    ``Message:`` line of the page an unexpected exception gives (HTTP 500)."""
+    text = body.decode("utf-8", errors="replace")
+    with contextlib.suppress(json.JSONDecodeError, AttributeError):
+        return str(json.loads(text).get("reason", text))
+    for line in text.splitlines():
+        if line.startswith("Message: "):
+            return line.removeprefix("Message: ")
+    return text.strip()
+
+
+def scalable_path(topic: str) -> str:
+    """``tenant/ns/local`` of a scalable topic given as ``topic://tenant/ns/local`` or as
+    ``tenant/ns/local``."""
+    name = topic.removeprefix("topic://")
+    if name.count("/") != 2 or "" in name.split("/"):
+        raise ValueError(f"topic must be topic://tenant/namespace/name, got {topic!r}")
+    return name
+
+
+class ScalableBroker(PulsarBroker):
+    """A 5.0.0-M1 standalone broker with scalable topics (:data:`SCALABLE_CONF`), its
+    namespaces ready: :data:`AUTO_NAMESPACE` scales by itself, :data:`MANUAL_NAMESPACE`
+    never does. The methods wrap ``/admin/v2/scalable/{tenant}/{ns}/{topic}``; each answers
+    the broker's JSON and raises :class:`AdminError` on an HTTP error."""
+
+    def __init__(
+        self,
+        version: str = MILESTONE,
+        start_timeout_s: float = START_TIMEOUT_S,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(version, start_timeout_s, {**SCALABLE_CONF, **(settings or {})})
+        try:
+            self.admin(f"namespaces/{MANUAL_NAMESPACE}", "PUT", {})
+            self.admin(
+                f"namespaces/{MANUAL_NAMESPACE}/scalableTopicAutoScalePolicy",
+                "POST",
+                {"enabled": False},
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    def admin(self, path: str, method: str = "GET", body: Any = None) -> Any:
+        """``/admin/v2/<path>`` as JSON; AdminError on an HTTP error, BrokerUnavailable when
+        the broker has exited."""
+        try:
+            return super().admin(path, method, body)
+        except urllib.error.HTTPError as e:
+            raise AdminError(method, path, e.code, error_reason(e.read())) from None
+
+    def scalable(self, topic: str, path: str = "", method: str = "GET", body: Any = None) -> Any:
+        """``/admin/v2/scalable/<tenant/ns/local>[/<path>]`` of ``topic`` (a ``path`` that
+        starts with ``?`` is a query)."""
+        suffix = path if not path or path.startswith("?") else f"/{path}"
+        return self.admin(f"scalable/{scalable_path(topic)}{suffix}", method, body)
+
+    def create(self, topic: str, segments: int = 1) -> str:
+        """Creates the scalable topic with ``segments`` initial segments; its full name."""
+        self.scalable(topic, f"?numInitialSegments={segments}", "PUT")
+        return f"topic://{scalable_path(topic)}"
+
+    def layout(self, topic: str) -> Any:
+        """The topic's layout (epoch, nextSegmentId, segments by id) as the broker has it."""
+        return self.scalable(topic)
+
+    def split(self, topic: str, segment_id: int) -> Any:
+        return self.scalable(topic, f"split/{segment_id}", "POST")
+
+    def merge(self, topic: str, segment_a: int, segment_b: int) -> Any:
+        return self.scalable(topic, f"merge/{segment_a}/{segment_b}", "POST")
+
+    def stats(self, topic: str) -> Any:
+        return self.scalable(topic, "stats")
+
+    def delete(self, topic: str) -> None:
+        self.scalable(topic, "?force=true", "DELETE")

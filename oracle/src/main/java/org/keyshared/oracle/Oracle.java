@@ -49,6 +49,8 @@ public final class Oracle {
       out.println(JSON.writeValueAsString(answer(line, ops, handles)));
       out.flush();
     }
+    // stdin closed ends the session, whatever threads a Pulsar client left running.
+    System.exit(0);
   }
 
   /** The scalable-topic ops, built only against a release that has those classes. */

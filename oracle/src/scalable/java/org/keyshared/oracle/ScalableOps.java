@@ -54,6 +54,7 @@ final class ScalableOps {
   static void register(Map<String, Op> ops) {
     PolicyOps.register(ops);
     LayoutOps.register(ops);
+    V5Ops.register(ops);
     MetadataWatchOps.register(ops);
     DriveOps.register(ops);
     ops.put("scalable.hash_range_new", (a, h) -> PolicyOps.batch(Args.array(a, "cases"),

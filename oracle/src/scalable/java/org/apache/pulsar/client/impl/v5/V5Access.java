@@ -1,0 +1,66 @@
+package org.apache.pulsar.client.impl.v5;
+
+import java.lang.reflect.Field;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.pulsar.client.api.v5.MessageId;
+import org.apache.pulsar.client.api.v5.StreamConsumer;
+import org.apache.pulsar.common.scalable.HashRange;
+
+/**
+ * What the V5 client keeps package-private, for the oracle's ops: its {@link SegmentRouter},
+ * the segment a sent message went to, and the segments the controller assigned a stream
+ * consumer. Lives in the client's package for that reason only; it changes nothing.
+ */
+public final class V5Access {
+  private V5Access() {}
+
+  /**
+   * {@code SegmentRouter.route(key, segments)}: the segment id the V5 producer sends {@code
+   * key} to, given the active segments as parallel arrays (a null or empty legacy name: a
+   * regular segment).
+   */
+  public static long route(String key, long[] ids, int[] starts, int[] ends, String[] legacy) {
+    List<SegmentRouter.ActiveSegment> segments = new ArrayList<>();
+    for (int i = 0; i < ids.length; i++) {
+      segments.add(new SegmentRouter.ActiveSegment(
+          ids[i], new HashRange(starts[i], ends[i]), "", legacy[i]));
+    }
+    return new SegmentRouter().route(key, segments);
+  }
+
+  /** The segment a V5 producer stored the message of {@code id} in. */
+  public static long segmentId(MessageId id) {
+    return ((MessageIdV5) id).segmentId();
+  }
+
+  /**
+   * The assignment the controller last sent a stream consumer: {@code epoch} (the layout
+   * epoch it was computed on) and {@code segments} ([id, start, end] each, in its order).
+   */
+  public static Map<String, Object> assignment(StreamConsumer<?> consumer) throws Exception {
+    if (!(consumer instanceof ScalableStreamConsumer<?>)) {
+      throw new IllegalArgumentException(
+          "not a scalable stream consumer: " + consumer.getClass().getName());
+    }
+    ScalableConsumerClient session =
+        (ScalableConsumerClient) field(ScalableStreamConsumer.class, "session").get(consumer);
+    List<List<Long>> segments = new ArrayList<>();
+    for (SegmentRouter.ActiveSegment s : session.currentAssignment()) {
+      segments.add(List.of(s.segmentId(), (long) s.hashRange().start(),
+          (long) s.hashRange().end()));
+    }
+    Map<String, Object> out = new LinkedHashMap<>();
+    out.put("epoch", field(ScalableConsumerClient.class, "currentEpoch").getLong(session));
+    out.put("segments", segments);
+    return out;
+  }
+
+  private static Field field(Class<?> type, String name) throws NoSuchFieldException {
+    Field f = type.getDeclaredField(name);
+    f.setAccessible(true);
+    return f;
+  }
+}
