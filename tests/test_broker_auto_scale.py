@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 from broker_history import BrokerDecision, Inputs, MetadataHistory, auto_scale_decisions, m1_policy
+from pulsar_broker import ScalableBroker
 from pulsar_oracle import MILESTONE, Oracle, record, record_kept
 
 import keyshared as ks
@@ -40,7 +41,8 @@ TOPIC_NAME = f"topic://public/default/{TOPIC}"
 ROOT = f"/topics/public/default/{TOPIC}"
 SUBSCRIPTION = "orders"
 
-#: The broker evaluates every second and reports load every second (see the fixture).
+#: The broker evaluates every second and reports load every second (pulsar_broker's
+#: SCALABLE_CONF); a consumer whose connection closed leaves after its grace period.
 INTERVAL_MS = 1_000
 #: How long after its inputs settle the broker may take to act: one evaluation interval,
 #: a split or merge in flight (the controller evaluates one at a time), a loaded machine.
@@ -75,10 +77,10 @@ KEYS = [f"key-{i}" for i in range(2_000)]
 class Driver:
     """The oracle's ``drive.*`` and ``metadata.*`` ops on one broker."""
 
-    def __init__(self, oracle: Oracle, broker: Any) -> None:
+    def __init__(self, oracle: Oracle, broker: ScalableBroker) -> None:
         self.oracle = oracle
         self.broker = broker
-        self.client = oracle.call("drive.client", service_url=broker.service_url)
+        self.client = oracle.call("v5.client", service_url=broker.service_url)
         self.watch = oracle.call(
             "metadata.watch", connect=broker.metadata_connect, path=ROOT, timeout_ms=20_000
         )
@@ -90,7 +92,7 @@ class Driver:
         return self.records
 
     def active(self) -> list[int]:
-        md = self.broker.admin(f"scalable/public/default/{TOPIC}")
+        md = self.broker.layout(TOPIC_NAME)
         return sorted(s["segmentId"] for s in md["segments"].values() if s["state"] == "ACTIVE")
 
     def consumer(self) -> None:
@@ -122,7 +124,7 @@ class Driver:
     def close(self) -> None:
         while self.consumers:
             self.close_consumer()
-        self.oracle.call("drive.close", handle=self.client)
+        self.oracle.call("v5.close", handle=self.client)
         self.oracle.call("metadata.unwatch", handle=self.watch)
 
 
@@ -149,12 +151,12 @@ def settled(driver: Driver, quiet_s: float, timeout_s: float) -> None:
 
 
 @pytest.fixture(scope="module")
-def run(pulsar_broker_m1: Any, oracle_milestone: Oracle) -> Iterator[dict[str, Any]]:
+def run(m1_broker: ScalableBroker, oracle_milestone: Oracle) -> Iterator[dict[str, Any]]:
     """Drives the topic through the three phases; the records, the broker's decisions and
-    the phase boundaries."""
-    broker = pulsar_broker_m1
-    broker.admin(f"scalable/public/default/{TOPIC}?numInitialSegments=1", "PUT")
-    broker.admin(f"scalable/public/default/{TOPIC}/autoScalePolicy", "POST", OVERRIDE)
+    the run's start and end."""
+    broker = m1_broker
+    broker.create(TOPIC_NAME, segments=1)
+    broker.scalable(TOPIC_NAME, "autoScalePolicy", "POST", OVERRIDE)
     driver = Driver(oracle_milestone, broker)
     started_ms = int(time.time() * 1000)
     try:
@@ -300,66 +302,3 @@ def test_no_action_missed(run: dict[str, Any]) -> None:
     record(f"{MILESTONE} broker auto-scale inaction", cases + 1)
 
 
-
-# --- the broker (to be replaced by the shared 5.0.0-M1 fixture) ---------------------------
-
-M1_SETTINGS = {
-    "scalableTopicsEnabled": "true",
-    "scalableTopicAutoScaleIntervalSeconds": "1",
-    "scalableTopicLoadReportIntervalSeconds": "1",
-    "statsUpdateFrequencyInSecs": "1",
-    "statsUpdateInitialDelayInSecs": "1",
-    "scalableTopicConsumerSessionGracePeriodSeconds": "1",
-}
-
-
-@pytest.fixture(scope="module")
-def pulsar_broker_m1() -> Iterator[Any]:
-    import os
-    import subprocess
-
-    import pulsar_broker as pb
-
-    class Broker(pb.PulsarBroker):
-        def _spawn(
-            self, broker_port: int, web_port: int, bookie_port: int
-        ) -> subprocess.Popen[bytes]:
-            self.metadata_connect = f"127.0.0.1:{bookie_port}"
-            settings = {
-                **pb.STANDALONE_CONF,
-                **M1_SETTINGS,
-                "brokerServicePort": broker_port,
-                "webServicePort": web_port,
-                "metadataStoreUrl": f"zk:{self.metadata_connect}",
-            }
-            conf = self._dir / "standalone.conf"
-            conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-            log4j = self._dir / "log4j2.properties"
-            log4j.write_text(pb.LOG4J2_CONF.replace("%msg%n", "%msg %X%n"))
-            data = self._dir / "data"
-            command = [
-                "java", *pb.JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}",
-                "-cp", pb.broker_classpath(self.version),
-                "org.apache.pulsar.PulsarStandaloneStarter", "--config", str(conf),
-                "--advertised-address", "127.0.0.1", "--zookeeper-port", str(bookie_port),
-                "--zookeeper-dir", str(data / "zookeeper"),
-                "--bookkeeper-dir", str(data / "bookkeeper"),
-                "--no-functions-worker", "--no-stream-storage",
-            ]  # fmt: skip
-            env = {**os.environ, "PULSAR_STANDALONE_USE_ZOOKEEPER": "1"}
-            with open(self._log_path, "wb") as log:
-                return subprocess.Popen(
-                    command,
-                    cwd=self._dir,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    env=env,
-                )
-
-        def log_lines(self) -> list[str]:
-            return self._log_path.read_text(errors="replace").splitlines()
-
-    with Broker(MILESTONE) as running:
-        yield running

@@ -19,25 +19,23 @@ import org.apache.pulsar.client.api.v5.schema.Schema;
 
 /**
  * Traffic and consumers on a running 5.0.0-M1 broker, for the end-to-end tests that watch the
- * broker react to them: V5 producers sending keyed messages to a {@code topic://} name at a
- * steady rate or as a given list, STREAM consumers that receive, acknowledge and record what
- * they got, and a 4.x producer on a partitioned {@code persistent://} topic (the 4.x client
- * classes are on the broker's classpath too). Every wait has a timeout.
+ * broker react to them (beside {@link V5Ops}): a V5 producer sending keyed messages to a
+ * {@code topic://} name at a steady rate, STREAM consumers that receive, acknowledge and
+ * record what they got in the background, and a 4.x producer on a partitioned {@code
+ * persistent://} topic (the 4.x client classes are on the broker's classpath too). Every wait
+ * has a timeout.
  *
  * <ul>
- *   <li>{@code drive.client} {service_url}: a handle on a V5 client.
- *   <li>{@code drive.load} {client, topic, rate, keys}: a handle; sends {@code rate} msg/s,
- *       keyed by {@code keys} in turn, until {@code drive.stop}.
+ *   <li>{@code drive.load} {client (a {@code v5.client} handle), topic, rate, keys}: a handle;
+ *       sends {@code rate} msg/s, keyed by {@code keys} in turn, until {@code drive.stop}.
  *   <li>{@code drive.stop} {handle}: stops a load; {@code {sent, failed}}.
- *   <li>{@code drive.produce} {client, topic, messages: [[key, value]], timeout_ms}: sends the
- *       messages in order, each once the previous one is acknowledged; the number sent.
  *   <li>{@code drive.consumer} {service_url, topic, subscription, name, timeout_ms}: a handle
  *       on a STREAM consumer (earliest position) that receives and acknowledges on its own
  *       thread, on a client (so a connection) of its own: the broker learns that a consumer
  *       left only when its connection closes.
  *   <li>{@code drive.received} {handle}: what the consumer got since the last call, in the
  *       order it got it: {@code [{key, value, topic, seen_ms}]}.
- *   <li>{@code drive.close} {handle}: closes a consumer (and its client) or a client.
+ *   <li>{@code drive.close} {handle}: closes a consumer and its client.
  *   <li>{@code drive.v4_produce} {service_url, topic, messages: [[key, value]], timeout_ms}:
  *       a 4.x producer with its defaults sends the messages in order; each one's partition.
  * </ul>
@@ -46,8 +44,6 @@ final class DriveOps {
   private DriveOps() {}
 
   static void register(Map<String, Op> ops) {
-    ops.put("drive.client", (a, h) -> h.add(
-        PulsarClient.builder().serviceUrl(Args.text(a, "service_url")).build()));
     ops.put("drive.load", (a, h) -> h.add(Load.start(
         h.get(Args.intValue(a, "client"), PulsarClient.class), Args.text(a, "topic"),
         Args.doubleValue(a, "rate"), texts(Args.array(a, "keys")))));
@@ -56,17 +52,14 @@ final class DriveOps {
       h.close(Args.handle(a));
       return load.stop();
     });
-    ops.put("drive.produce", (a, h) -> produce(
-        h.get(Args.intValue(a, "client"), PulsarClient.class), Args.text(a, "topic"),
-        Args.array(a, "messages"), Args.intValue(a, "timeout_ms")));
     ops.put("drive.consumer", (a, h) -> h.add(Receiver.start(
         Args.text(a, "service_url"), Args.text(a, "topic"),
         Args.text(a, "subscription"), Args.text(a, "name"), Args.intValue(a, "timeout_ms"))));
     ops.put("drive.received", (a, h) -> h.get(Args.handle(a), Receiver.class).drain());
     ops.put("drive.close", (a, h) -> {
-      AutoCloseable closeable = h.get(Args.handle(a), AutoCloseable.class);
+      Receiver receiver = h.get(Args.handle(a), Receiver.class);
       h.close(Args.handle(a));
-      closeable.close();
+      receiver.close();
       return true;
     });
     ops.put("drive.v4_produce", (a, h) -> v4Produce(Args.text(a, "service_url"),
@@ -93,20 +86,6 @@ final class DriveOps {
       throw new IllegalArgumentException("args.messages[] must be [key, value], got " + item);
     }
     return new String[] {item.get(0).textValue(), item.get(1).textValue()};
-  }
-
-  private static int produce(PulsarClient client, String topic, JsonNode messages, int timeoutMs)
-      throws Exception {
-    try (Producer<String> producer = client.newProducer(Schema.string()).topic(topic).create()) {
-      int sent = 0;
-      for (JsonNode item : messages) {
-        String[] m = message(item);
-        producer.async().newMessage().key(m[0]).value(m[1]).send()
-            .get(timeoutMs, TimeUnit.MILLISECONDS);
-        sent++;
-      }
-      return sent;
-    }
   }
 
   private static List<Integer> v4Produce(String serviceUrl, String topic, JsonNode messages,
