@@ -2,10 +2,10 @@
 
 It runs ``PulsarStandaloneStarter`` from Pulsar's released jars (Maven Central, through
 Maven): RocksDB (or ZooKeeper) metadata and one bookie in the same process, no functions
-worker, no stream storage, everything on 127.0.0.1 with free ports and its data in a temporary folder. Every
-wait has a timeout: a broker that does not come up raises :class:`BrokerUnavailable` with
-the tail of its log, and closing it kills its whole process group, so no JVM outlives the
-tests.
+worker, no stream storage, everything on 127.0.0.1 with free ports and its data in a
+temporary folder. Every wait has a timeout: a broker that does not come up raises
+:class:`BrokerUnavailable` with the tail of its log, and closing it kills its whole process
+group, so no JVM outlives the tests.
 
 Two kinds, each a session fixture of tests/conftest.py:
 

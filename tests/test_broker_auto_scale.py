@@ -300,5 +300,3 @@ def test_no_action_missed(run: dict[str, Any]) -> None:
     assert isinstance(final, ks.NoAction), final
     assert cases > 0
     record(f"{MILESTONE} broker auto-scale inaction", cases + 1)
-
-

@@ -37,7 +37,12 @@ import org.apache.pulsar.client.api.v5.schema.Schema;
  *       order it got it: {@code [{key, value, topic, seen_ms}]}.
  *   <li>{@code drive.close} {handle}: closes a consumer and its client.
  *   <li>{@code drive.v4_produce} {service_url, topic, messages: [[key, value]], timeout_ms}:
- *       a 4.x producer with its defaults sends the messages in order; each one's partition.
+ *       a 4.x producer with its defaults (hashing scheme JavaStringHash), batching off, sends
+ *       the messages in order; each one's partition.
+ *   <li>{@code drive.v4_consume} {service_url, topic, subscription, count, timeout_ms}: a 4.x
+ *       consumer with its defaults (Exclusive, all partitions at once) from the earliest
+ *       message receives and acknowledges {@code count} messages, or as many as come within
+ *       {@code timeout_ms}: {@code [{key, value, partition}]} in the order it got them.
  * </ul>
  */
 final class DriveOps {
@@ -64,6 +69,9 @@ final class DriveOps {
     });
     ops.put("drive.v4_produce", (a, h) -> v4Produce(Args.text(a, "service_url"),
         Args.text(a, "topic"), Args.array(a, "messages"), Args.intValue(a, "timeout_ms")));
+    ops.put("drive.v4_consume", (a, h) -> v4Consume(Args.text(a, "service_url"),
+        Args.text(a, "topic"), Args.text(a, "subscription"), Args.intValue(a, "count"),
+        Args.intValue(a, "timeout_ms")));
   }
 
   private static List<String> texts(JsonNode array) {
@@ -97,14 +105,56 @@ final class DriveOps {
         org.apache.pulsar.client.api.Producer<String> producer =
             client.newProducer(org.apache.pulsar.client.api.Schema.STRING).topic(topic)
                 .enableBatching(false).create()) {
+      // Sent without waiting for each: one producer keeps its messages' order per partition.
+      List<CompletableFuture<org.apache.pulsar.client.api.MessageId>> sends = new ArrayList<>();
       for (JsonNode item : messages) {
         String[] m = message(item);
-        org.apache.pulsar.client.api.MessageId id = producer.newMessage().key(m[0]).value(m[1])
-            .sendAsync().get(timeoutMs, TimeUnit.MILLISECONDS);
+        sends.add(producer.newMessage().key(m[0]).value(m[1]).sendAsync());
+      }
+      long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+      for (CompletableFuture<org.apache.pulsar.client.api.MessageId> send : sends) {
+        long left = Math.max(0, deadline - System.nanoTime());
+        org.apache.pulsar.client.api.MessageId id = send.get(left, TimeUnit.NANOSECONDS);
         partitions.add(((org.apache.pulsar.client.impl.MessageIdImpl) id).getPartitionIndex());
       }
     }
     return partitions;
+  }
+
+  private static List<Map<String, Object>> v4Consume(String serviceUrl, String topic,
+      String subscription, int count, int timeoutMs) throws Exception {
+    List<Map<String, Object>> out = new ArrayList<>();
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+    try (org.apache.pulsar.client.api.PulsarClient client =
+            org.apache.pulsar.client.api.PulsarClient.builder().serviceUrl(serviceUrl)
+                .operationTimeout(timeoutMs, TimeUnit.MILLISECONDS).build();
+        org.apache.pulsar.client.api.Consumer<String> consumer =
+            client.newConsumer(org.apache.pulsar.client.api.Schema.STRING).topic(topic)
+                .subscriptionName(subscription)
+                .subscriptionInitialPosition(
+                    org.apache.pulsar.client.api.SubscriptionInitialPosition.Earliest)
+                .subscribe()) {
+      while (out.size() < count) {
+        long left = deadline - System.nanoTime();
+        if (left <= 0) {
+          break;
+        }
+        org.apache.pulsar.client.api.Message<String> m =
+            consumer.receive((int) Math.max(1, TimeUnit.NANOSECONDS.toMillis(left)),
+                TimeUnit.MILLISECONDS);
+        if (m == null) {
+          break;
+        }
+        consumer.acknowledge(m);
+        Map<String, Object> row = new LinkedHashMap<>();
+        row.put("key", m.getKey());
+        row.put("value", m.getValue());
+        row.put("partition", org.apache.pulsar.common.naming.TopicName.getPartitionIndex(
+            m.getTopicName()));
+        out.add(row);
+      }
+    }
+    return out;
   }
 
   /** A producer sending at a steady rate on its own thread. */
