@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
-    from pulsar_broker import PulsarBroker, ScalableBroker
+    from pulsar_broker import PulsarBroker, ScalableBroker, V5Client
     from pulsar_oracle import Oracle
     from pyspark.sql import SparkSession
 
@@ -81,6 +81,15 @@ def m1_broker() -> Iterator["ScalableBroker"]:
         yield running
 
 
+@pytest.fixture(scope="session")
+def v5_client(m1_broker: "ScalableBroker") -> Iterator["V5Client"]:
+    """Pulsar 5.0.0-M1's V5 Java client on ``m1_broker`` (tests/pulsar_broker.py)."""
+    from pulsar_broker import V5Client
+
+    with V5Client(m1_broker) as running:
+        yield running
+
+
 @pytest.fixture(scope="session", params=["newest", "lts"])
 def pulsar_release(request: pytest.FixtureRequest) -> "Oracle":
     """Each release a class is checked against in turn: 4.2.4, then 4.0.7."""
@@ -121,6 +130,7 @@ PULSAR_FIXTURES = {
     "pulsar_release",
     "pulsar_broker",
     "m1_broker",
+    "v5_client",
 }
 
 

@@ -27,6 +27,14 @@ Two kinds, each a session fixture of tests/conftest.py:
           m1_broker.log_lines()                       # its log so far
 
   An HTTP error answer raises :class:`AdminError` carrying its status and message.
+- ``v5_client``: :class:`V5Client`, M1's V5 Java client on ``m1_broker`` (the oracle's
+  ``v5.*`` ops in a JVM of their own)::
+
+      segments = v5_client.produce(name, ["k1", "k2"])      # the segment of each message
+      c = v5_client.stream_consumer(name, "sub", "c0")       # a handle
+      v5_client.receive(c, quiet_ms=1000)   # [{key, value, topic, segment_id}], acked
+      v5_client.assignment(c)               # (layout epoch, [(id, start, end)])
+      v5_client.close(c)
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -42,11 +51,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pulsar_oracle import MILESTONE, NEWEST, ROOT
+from pulsar_oracle import MILESTONE, NEWEST, ROOT, Oracle, OracleError, OracleUnavailable
 
 from keyshared.hashing import sticky_key_hash
 
@@ -133,7 +142,7 @@ status = error
 appender.out.type = Console
 appender.out.name = out
 appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = %d{HH:mm:ss.SSS} %-5level [%t] %c{1} - %msg%notEmpty{ %X}%n
+appender.out.layout.pattern = %d{HH:mm:ss.SSS} %-5level [%t] %c{1} - %msg %X%n
 rootLogger.level = info
 rootLogger.appenderRef.out.ref = out
 """
@@ -355,12 +364,19 @@ class PulsarBroker:
         self.close()
 
 
+# The coordinator's report of newly drained segments, with its context (LOG4J2_CONF's %X).
+DRAINED_LOG = re.compile(
+    r"Sealed segments drained, rebalancing \{(?=.*\bdrained=\[(?P<ids>[0-9, ]*)\])"
+    r"(?=.*\bsubscription=(?P<subscription>[^,}]*))(?=.*\btopic=(?P<topic>[^,}]*))"
+)
+
+
 def error_reason(body: bytes) -> str:
     """What an admin error answer says: the ``reason`` of Pulsar's JSON answer, or the
     ``Message:`` line of the page an unexpected exception gives (HTTP 500)."""
     text = body.decode("utf-8", errors="replace")
     with contextlib.suppress(json.JSONDecodeError, AttributeError):
-        return str(json.loads(text).get("reason", text))
+        text = str(json.loads(text).get("reason", text))
     for line in text.splitlines():
         if line.startswith("Message: "):
             return line.removeprefix("Message: ")
@@ -438,3 +454,112 @@ class ScalableBroker(PulsarBroker):
 
     def delete(self, topic: str) -> None:
         self.scalable(topic, "?force=true", "DELETE")
+
+    def drained_segments(self, topic: str, subscription: str) -> set[int]:
+        """The sealed segments the subscription coordinator of ``topic`` has found drained
+        for ``subscription`` so far, as its log reports them ("Sealed segments drained,
+        rebalancing", each report naming the newly drained ones)."""
+        name = f"topic://{scalable_path(topic)}"
+        drained: set[int] = set()
+        for line in self._log_path.read_text(errors="replace").splitlines():
+            found = DRAINED_LOG.search(line)
+            if found and found["topic"] == name and found["subscription"] == subscription:
+                drained |= {int(i) for i in found["ids"].split(",") if i.strip()}
+        return drained
+
+
+class V5Client:
+    """Pulsar 5.0.0-M1's V5 Java client on a broker, through the oracle's ``v5.*`` ops (its
+    own JVM): producers and stream consumers of ``topic://`` names. Every call is bounded
+    by ``timeout_ms``; a JVM that dies or hangs raises OracleUnavailable."""
+
+    def __init__(self, broker: PulsarBroker, timeout_ms: int = 30_000) -> None:
+        self.timeout_ms = timeout_ms
+        self.service_url = broker.service_url
+        # The client of each consumer that has one of its own.
+        self._own_clients: dict[int, int] = {}
+        self.oracle = Oracle(MILESTONE, timeout_s=timeout_ms / 1000 + 30)
+        try:
+            self.client = self._new_client()
+        except BaseException:
+            self.oracle.close()
+            raise
+
+    def _new_client(self) -> int:
+        handle: int = self.oracle.call(
+            "v5.client", service_url=self.service_url, timeout_ms=self.timeout_ms
+        )
+        return handle
+
+    def produce(
+        self, topic: str, keys: Sequence[str], values: Sequence[str] | None = None
+    ) -> list[int]:
+        """Sends one message per key, in order; the segment id each was stored in."""
+        segments: list[int] = self.oracle.call(
+            "v5.produce",
+            client=self.client,
+            topic=topic,
+            keys=list(keys),
+            values=None if values is None else list(values),
+            timeout_ms=self.timeout_ms,
+        )
+        return segments
+
+    def stream_consumer(
+        self, topic: str, subscription: str, name: str, own_client: bool = False
+    ) -> int:
+        """A stream consumer from the earliest message; its handle. With ``own_client``
+        it has a client (a connection) of its own, which :meth:`close` closes: that is how
+        it leaves the subscription, since M1's consumer sends no unsubscribe and the broker
+        drops its session only once the connection closed and the grace period passed."""
+        client = self._new_client() if own_client else self.client
+        try:
+            handle: int = self.oracle.call(
+                "v5.stream_consumer",
+                client=client,
+                topic=topic,
+                subscription=subscription,
+                consumer_name=name,
+                timeout_ms=self.timeout_ms,
+            )
+        except BaseException:
+            if own_client:
+                self.oracle.call("v5.close", handle=client)
+            raise
+        if own_client:
+            self._own_clients[handle] = client
+        return handle
+
+    def receive(self, consumer: int, quiet_ms: int = 1000) -> list[dict[str, Any]]:
+        """What the consumer receives until it has been quiet for ``quiet_ms``, each
+        acknowledged: ``{key, value, topic, segment_id}``."""
+        received: list[dict[str, Any]] = self.oracle.call(
+            "v5.receive", handle=consumer, quiet_ms=quiet_ms, timeout_ms=self.timeout_ms
+        )
+        return received
+
+    def assignment(self, consumer: int) -> tuple[int, list[tuple[int, int, int]]]:
+        """The layout epoch and the segments ``(id, start, end)`` the controller last
+        assigned the consumer, in its order."""
+        answer = self.oracle.call("v5.assignment", handle=consumer)
+        return answer["epoch"], [tuple(s) for s in answer["segments"]]
+
+    def close(self, handle: int) -> None:
+        """Closes a consumer, and its own client if it has one."""
+        self.oracle.call("v5.close", handle=handle)
+        if handle in self._own_clients:
+            self.oracle.call("v5.close", handle=self._own_clients.pop(handle))
+
+    def shutdown(self) -> None:
+        """Closes the client and its JVM."""
+        try:
+            with contextlib.suppress(OracleError, OracleUnavailable):
+                self.oracle.call("v5.close", handle=self.client)
+        finally:
+            self.oracle.close()
+
+    def __enter__(self) -> V5Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()

@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 from pulsar_oracle import MILESTONE, Oracle, record, record_kept
 
 import keyshared as ks
-from keyshared.coordinator import is_assignable
 from keyshared.policy import _overload
 
 EXAMPLES = 60
@@ -732,29 +731,6 @@ def assign_cases(draw: st.DrawFn) -> tuple[ks.TopicLayout, list[str], bool, list
     return layout, consumers, draw(st.booleans()), drained
 
 
-def m1_assignment(
-    layout: ks.TopicLayout, names: list[str], checker: bool, drained: list[int]
-) -> dict[str, Any]:
-    """M1's rule, from keyshared's parts: every sealed segment, and every active one whose
-    parents drained (keyshared's rule), dealt round-robin in (range, id) order; a consumer
-    past the last segment stays idle. No consumers: no assignment."""
-    if not names:
-        return {}
-    segments = sorted(
-        (
-            s
-            for s in layout.segments.values()
-            if s.is_sealed or is_assignable(s, layout, frozenset(drained) if checker else None)
-        ),
-        key=lambda s: (s.hash_range, s.segment_id),
-    )
-    names = sorted(names)
-    lists: dict[str, list[Any]] = {name: [] for name in names}
-    for i, s in enumerate(segments):
-        lists[names[i % len(names)]].append(assigned(s.segment_id, s.hash_range))
-    return {name: {"layout_epoch": layout.epoch, "segments": lists[name]} for name in names}
-
-
 def assigned(segment_id: int, hash_range: ks.HashRange) -> list[Any]:
     name = ks.SegmentTopicName.from_parent(ks.TopicName.get(TOPIC), hash_range, segment_id)
     return [segment_id, [hash_range.start, hash_range.end], str(name)]
@@ -787,11 +763,12 @@ def whole(ours: dict[str, ks.ConsumerAssignment]) -> dict[str, Any]:
 @given(st.lists(assign_cases(), min_size=1, max_size=CASES))
 def test_subscription_assignment(oracle_milestone: Oracle, cases: list[Any]) -> None:
     """SubscriptionCoordinator's assignment of restored sessions, with and without a drain
-    checker, over layouts with sealed segments some of which drained. M1 hands out every
-    sealed segment, drained or not, and leaves consumers beyond the segment count idle;
-    master (keyshared) retires drained sealed segments, holds a sealed segment until its
-    parents drain (keyshared's safer rule) and lets surplus consumers share bucketed
-    segments. Each difference is asserted as M1's rule applied to keyshared's parts."""
+    checker, over layouts with sealed segments some of which drained: keyshared's M1
+    profile gives M1's answer. M1 hands out every sealed segment, drained or not, and
+    leaves consumers beyond the segment count idle; master (keyshared's default) retires
+    drained sealed segments, holds a sealed segment until its parents drain (keyshared's
+    safer rule) and lets surplus consumers share bucketed segments: each difference of the
+    default is counted by name."""
     tally = Tally()
     requests = [
         {
@@ -805,9 +782,13 @@ def test_subscription_assignment(oracle_milestone: Oracle, cases: list[Any]) -> 
     ]
     answers = values(oracle_milestone.call("scalable.assign", cases=requests))
     for (layout, names, checker, drained), pulsar in zip(cases, answers, strict=True):
-        expected = m1_assignment(layout, names, checker, drained)
-        assert pulsar == expected
         topic = ks.TopicName.get(TOPIC)
+        expected = whole(
+            ks.compute_assignment(
+                layout, topic, names, drained if checker else None, pulsar_version=MILESTONE
+            )
+        )
+        assert pulsar == expected
         ours = ks.compute_assignment(layout, topic, names, drained if checker else None)
         ours_first = first_owners(ours)
         if ours_first != expected:

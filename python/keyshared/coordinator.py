@@ -14,6 +14,13 @@ segment is assignable only once every parent still in the layout has drained for
 subscription, and a drained sealed segment retires from the assignment. Without a checker
 (CHECKPOINT, or a coordinator restored before the type is known) every segment is assignable.
 
+``pulsar_version="5.0.0-M1"`` assigns as that release's broker does: every sealed segment,
+drained or not and whatever its parents (a drained one ends at once on the consumer), every
+active one whose parents still in the layout all drained, dealt round-robin; a consumer past
+the last segment stays idle (M1 has no entry buckets to share). Master's rule (the default)
+retires drained sealed segments, and a sealed segment waits for its parents as an active one
+does, so that a key is never read from a child while older messages wait in its parent.
+
 :class:`SubscriptionCoordinator` keeps the sessions, the drained segments and the layout;
 each event returns a new coordinator (and the assignment, where Pulsar returns one). Times
 are epoch ms; a disconnected session is evicted by :meth:`SubscriptionCoordinator.evict_expired`
@@ -30,6 +37,7 @@ from keyshared._checks import check_bool, check_instance, check_int
 from keyshared.buckets import HashRange
 from keyshared.layout import Segment, TopicLayout
 from keyshared.topic_name import SegmentTopicName, TopicName
+from keyshared.versions import M1, SCALABLE_TOPICS
 
 #: Pulsar's default grace period for a disconnected consumer session.
 DEFAULT_GRACE_PERIOD_MS = 60_000
@@ -60,7 +68,11 @@ class ConsumerAssignment:
 
 
 def is_assignable(
-    segment: Segment, layout: TopicLayout, drained_segment_ids: Collection[int] | None
+    segment: Segment,
+    layout: TopicLayout,
+    drained_segment_ids: Collection[int] | None,
+    *,
+    pulsar_version: str = SCALABLE_TOPICS.default,
 ) -> bool:
     """Whether ``segment`` may be handed out. ``drained_segment_ids`` None: no drain
     checker, everything is.
@@ -68,8 +80,10 @@ def is_assignable(
     Pulsar hands out every sealed segment that has not drained, even one whose own parent
     has not drained yet (a child split again before its parent emptied); reading both at
     once can reorder a key, so here a sealed segment waits for its parents as an active one
-    does. Pulsar's tests do not tell the two apart."""
-    if drained_segment_ids is None:
+    does. Pulsar's tests do not tell the two apart. On 5.0.0-M1 every sealed segment is
+    assignable, drained or not, as that release's broker has it."""
+    m1 = SCALABLE_TOPICS.check(pulsar_version) == M1
+    if drained_segment_ids is None or (m1 and segment.is_sealed):
         return True
     if segment.is_sealed and segment.segment_id in drained_segment_ids:
         return False
@@ -82,11 +96,14 @@ def compute_assignment(
     topic: TopicName,
     consumer_names: Iterable[str],
     drained_segment_ids: Collection[int] | None = None,
+    *,
+    pulsar_version: str = SCALABLE_TOPICS.default,
 ) -> dict[str, ConsumerAssignment]:
     """Every consumer's assignment (in name order; an idle one has no segments), by the
-    rule in this module's description. ``topic`` is the scalable topic (domain ``topic``),
-    for the segment topic names. Deterministic: a new controller leader computes the
-    same."""
+    rule in this module's description, of ``pulsar_version`` (``"master"``, the default,
+    or ``"5.0.0-M1"``). ``topic`` is the scalable topic (domain ``topic``), for the segment
+    topic names. Deterministic: a new controller leader computes the same."""
+    m1 = SCALABLE_TOPICS.check(pulsar_version) == M1
     if not isinstance(layout, TopicLayout):
         raise TypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
     names = sorted(_check_names("consumer_names", consumer_names))
@@ -94,10 +111,15 @@ def compute_assignment(
         return {}
     drained = None if drained_segment_ids is None else frozenset(drained_segment_ids)
     segments = sorted(
-        (s for s in layout.segments.values() if is_assignable(s, layout, drained)),
+        (
+            s
+            for s in layout.segments.values()
+            if is_assignable(s, layout, drained, pulsar_version=pulsar_version)
+        ),
         key=lambda s: (s.hash_range, s.segment_id),
     )
-    sharers = _deal(segments, len(names))
+    # M1 has no entry buckets: a segment always goes whole to one consumer.
+    sharers = _deal(segments, len(names), share=not m1)
     lists: dict[str, list[AssignedSegment]] = {name: [] for name in names}
     for segment, owners in zip(segments, sharers, strict=True):
         shared = len(owners) > 1
@@ -112,12 +134,13 @@ def compute_assignment(
     return {name: ConsumerAssignment(layout.epoch, tuple(lists[name])) for name in names}
 
 
-def _deal(segments: list[Segment], consumers: int) -> list[list[int]]:
-    """The consumer indices of each segment."""
+def _deal(segments: list[Segment], consumers: int, share: bool = True) -> list[list[int]]:
+    """The consumer indices of each segment; without ``share``, a consumer past the last
+    segment stays idle."""
     owners: list[list[int]] = [[] for _ in segments]
     if not segments:
         return owners
-    if consumers <= len(segments):
+    if consumers <= len(segments) or not share:
         for i in range(len(segments)):
             owners[i].append(i % consumers)
         return owners
@@ -169,7 +192,8 @@ class ConsumerSession:
 @dataclass(frozen=True)
 class SubscriptionCoordinator:
     """The segment-assignment state of one subscription; every event returns a new one.
-    ``drain_checker``: parent-drain ordering is on (STREAM)."""
+    ``drain_checker``: parent-drain ordering is on (STREAM). ``pulsar_version``: whose
+    assignment rule (:func:`compute_assignment`)."""
 
     subscription_name: str
     topic: TopicName
@@ -178,8 +202,10 @@ class SubscriptionCoordinator:
     grace_period_ms: int = DEFAULT_GRACE_PERIOD_MS
     sessions: Mapping[str, ConsumerSession] = field(default_factory=lambda: MappingProxyType({}))
     drained_segment_ids: frozenset[int] = frozenset()
+    pulsar_version: str = SCALABLE_TOPICS.default
 
     def __post_init__(self) -> None:
+        SCALABLE_TOPICS.check(self.pulsar_version)
         if not isinstance(self.subscription_name, str):
             raise TypeError("subscription_name must be a str")
         if not isinstance(self.topic, TopicName):
@@ -204,7 +230,9 @@ class SubscriptionCoordinator:
     def current_assignment(self) -> dict[str, ConsumerAssignment]:
         """The assignment of every session under the current layout."""
         drained = self.drained_segment_ids if self.drain_checker else None
-        return compute_assignment(self.layout, self.topic, self.sessions, drained)
+        return compute_assignment(
+            self.layout, self.topic, self.sessions, drained, pulsar_version=self.pulsar_version
+        )
 
     def segments_to_check(self) -> tuple[int, ...]:
         """The sealed segments whose drain status is still unknown (what the drain poller

@@ -1,0 +1,82 @@
+"""Release profiles: the Pulsar releases whose behaviour keyshared can reproduce, by the
+``pulsar_version`` argument, and which of them each part of the library accepts.
+
+keyshared follows Pulsar's master branch; a release profile reproduces an older release
+where its answers differ. The spellings are the same everywhere:
+
+* ``"master"``: Pulsar's master branch (the default of the scalable-topic functions);
+* ``"5.0.0-M1"``: the first 5.0 milestone, whose scalable topics predate PIP-486;
+* ``"4.2"`` and ``"4.0"``: the 4.2 line and the 4.0 LTS line (no scalable topics).
+
+Each part checks its argument with its own :class:`Releases`: the scalable-topic functions
+(:data:`SCALABLE_TOPICS`) and the load balancer (:data:`LOAD_BALANCER`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MASTER = "master"
+M1 = "5.0.0-M1"
+
+#: Every release keyshared knows, newest first.
+KNOWN_RELEASES = (MASTER, M1, "4.2", "4.0")
+
+
+def _quoted(values: tuple[str, ...]) -> str:
+    return ", ".join(map(repr, values))
+
+
+@dataclass(frozen=True)
+class Releases:
+    """The releases one part of the library reproduces: ``accepted`` (in the order its
+    messages list them), ``default``, and ``refusal``, the reason a known release outside
+    ``accepted`` is refused (None: refused as any other string is)."""
+
+    accepted: tuple[str, ...]
+    default: str
+    refusal: str | None = None
+
+    def check(self, value: object, name: str = "pulsar_version") -> str:
+        """``value`` if it is an accepted release; TypeError for a non-``str``, ValueError
+        naming ``name`` otherwise."""
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+        if value in self.accepted:
+            return value
+        if self.refusal is not None and value in KNOWN_RELEASES:
+            raise ValueError(f"{name} {value!r}: {self.refusal} ({_quoted(self.accepted)})")
+        raise ValueError(f"{name} must be one of {_quoted(self.accepted)}, got {value!r}")
+
+
+#: Scalable topics (layouts, routing tables, the segment router, the batcher, the CLI and
+#: Spark's ``ks_route``): master (PIP-486) and 5.0.0-M1.
+SCALABLE_TOPICS = Releases(
+    accepted=(MASTER, M1),
+    default=MASTER,
+    refusal="scalable topics need Pulsar 5.0, one of",
+)
+
+#: The load balancer's policies: ``"4.2"`` (the default: Pulsar 4.2 and master, which agree
+#: there) and ``"4.0"`` (the 4.0 LTS line, as released up to 4.0.7).
+LOAD_BALANCER = Releases(accepted=("4.0", "4.2"), default="4.2")
+
+
+def segment_half(pulsar_version: object, name: str = "pulsar_version") -> str:
+    """Which half of a key's 32-bit hash picks its segment under ``pulsar_version``:
+    ``"high"`` on master (PIP-486, the low half being the entry-bucket hash hashB) or
+    ``"low"`` on 5.0.0-M1 (``makeHash(key) & 0xFFFF``; M1 has no entry buckets, so every
+    key is in its segment's one bucket, bucket 0). The native routing table takes its rule
+    from here."""
+    return "low" if SCALABLE_TOPICS.check(pulsar_version, name) == M1 else "high"
+
+
+__all__ = [
+    "KNOWN_RELEASES",
+    "LOAD_BALANCER",
+    "M1",
+    "MASTER",
+    "SCALABLE_TOPICS",
+    "Releases",
+    "segment_half",
+]
