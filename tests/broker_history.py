@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pulsar_oracle import MILESTONE
+
 import keyshared as ks
 
 #: The auto-scale override's fields (Pulsar's ``AutoScalePolicyOverride``) with keyshared's
@@ -41,12 +43,10 @@ OVERRIDE_FIELDS = {
 }
 
 
-def m1_policy(override: Mapping[str, Any]) -> ks.AutoScalePolicy:
-    """keyshared's policy deciding as 5.0.0-M1 does under a topic override that sets every
-    field (so that the broker's defaults play no part): M1 splits for surplus consumers
-    whatever the traffic (no split-vs-rebucket floor), has no rebucket lane (the caller
-    passes the evaluation time as the last rebucket, inside a cooldown of at least 1 ms) and
-    no merge capacity guard (no bucket ceiling)."""
+def policy_of(override: Mapping[str, Any]) -> ks.AutoScalePolicy:
+    """keyshared's policy of a topic whose override sets every field (so that the broker's
+    defaults play no part). The fields M1 does not have (PIP-486's) keep keyshared's
+    defaults: the 5.0.0-M1 profile of :func:`keyshared.decide` does not read them."""
     missing = sorted(set(OVERRIDE_FIELDS) - set(override))
     if missing:
         raise ValueError(f"the override leaves {missing} to the broker's defaults")
@@ -54,12 +54,7 @@ def m1_policy(override: Mapping[str, Any]) -> ks.AutoScalePolicy:
     for name, (ours, factor) in OVERRIDE_FIELDS.items():
         value = override[name]
         fields[ours] = value if factor is None else type(factor)(value * factor)
-    return ks.AutoScalePolicy(
-        **fields,
-        split_vs_rebucket_min_msg_rate_in=0.0,
-        max_entry_buckets_per_segment=ks.RING_SIZE,
-        rebucket_cooldown_ms=1,
-    )
+    return ks.AutoScalePolicy(**fields)
 
 
 def layout_of(metadata: Mapping[str, Any]) -> ks.TopicLayout:
@@ -110,17 +105,18 @@ class Inputs:
     last_split_at_ms: int | None
     last_merge_at_ms: int | None
 
-    def decide(self, now_ms: int) -> ks.Decision:
-        """keyshared's decision on these inputs at ``now_ms``, with M1's rules."""
+    def decide(self, now_ms: int, pulsar_version: str = MILESTONE) -> ks.Decision:
+        """keyshared's decision on these inputs at ``now_ms`` under ``pulsar_version``'s
+        rules (the broker's, 5.0.0-M1, by default); no segment was ever rebucketed."""
         return ks.decide(
             self.layout,
             self.samples,
             self.consumers,
-            m1_policy(self.override),
+            policy_of(self.override),
             now_ms,
             self.last_split_at_ms,
             self.last_merge_at_ms,
-            now_ms,  # M1 has no rebucket lane: always inside its cooldown
+            pulsar_version=pulsar_version,
         )
 
 

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_history import BrokerDecision, Inputs, MetadataHistory, auto_scale_decisions, m1_policy
+from broker_history import BrokerDecision, Inputs, MetadataHistory, auto_scale_decisions, policy_of
 from pulsar_broker import ScalableBroker
 from pulsar_oracle import MILESTONE, Oracle, record, record_kept
 
@@ -218,6 +218,21 @@ def check(broker: BrokerDecision, history: MetadataHistory) -> str | None:
     pytest.fail(f"the broker decided {broker} where keyshared decides {ours}")
 
 
+def master_difference(inputs: Inputs, now_ms: int) -> str | None:
+    """The name of the PIP-486 rule by which master decides otherwise than 5.0.0-M1 on the
+    same inputs, or None when the two agree. Fails on any other difference."""
+    m1, master = inputs.decide(now_ms), inputs.decide(now_ms, "master")
+    if m1 == master:
+        return None
+    if isinstance(m1, ks.Split) and m1.reason == "consumer-count":
+        assert isinstance(master, ks.Rebucket | ks.NoAction), (m1, master)
+        return "master serves surplus consumers of a quiet topic with entry buckets, not a split"
+    if isinstance(m1, ks.Merge):
+        assert isinstance(master, ks.NoAction) and "consumers use" in master.reason, master
+        return "master's capacity guard holds back a merge that idles a consumer"
+    pytest.fail(f"master decides {master} where 5.0.0-M1 decides {m1}")
+
+
 def merge_difference(
     theirs: ks.Decision, ours: ks.Decision, inputs: Inputs, now_ms: int
 ) -> str | None:
@@ -237,11 +252,11 @@ def merge_difference(
         inputs.layout,
         only,
         inputs.consumers,
-        m1_policy(inputs.override),
+        policy_of(inputs.override),
         now_ms,
         inputs.last_split_at_ms,
         inputs.last_merge_at_ms,
-        now_ms,
+        pulsar_version=MILESTONE,
     )
 
     def combined(ids: set[int]) -> float:
@@ -267,14 +282,20 @@ def test_auto_scale_decisions(run: dict[str, Any]) -> None:
         decisions
     )
     kept: dict[str, int] = {}
+    by_master: dict[str, int] = {}
     for d in decisions:
         why = check(d, history)
         if why is not None:
             kept[why] = kept.get(why, 0) + 1
+        why = master_difference(history.at(d.at_ms), d.at_ms)
+        if why is not None:
+            by_master[why] = by_master.get(why, 0) + 1
     area = f"{MILESTONE} broker auto split and merge"
     record(area, len(decisions) - sum(kept.values()))
     for why, count in kept.items():
         record_kept(area, why, count)
+    for why, count in by_master.items():
+        record_kept(f"{area} (master's rules)", why, count)
 
 
 def test_no_action_missed(run: dict[str, Any]) -> None:
