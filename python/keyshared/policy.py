@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import FrozenInstanceError, asdict, dataclass, field, fields, replace
 from itertools import pairwise
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict
 
 from keyshared._checks import (
     check_bool,
@@ -706,6 +706,14 @@ def _first(items: list[str], shown: int = 6) -> str:
 # --- recovery and snapshots --------------------------------------------------------------
 
 
+class _Clocks(TypedDict):
+    """:class:`LastOperationTimes` as :func:`decide`'s keyword arguments."""
+
+    last_split_at_ms: int | None
+    last_merge_at_ms: int | None
+    last_rebucket_at_ms: int | None
+
+
 @dataclass(frozen=True)
 class LastOperationTimes:
     """The cooldown clocks: when the topic last split, merged and rebucketed (epoch ms;
@@ -720,8 +728,12 @@ class LastOperationTimes:
         for name, value in self.to_dict().items():
             check_optional_int(name, value, minimum=0)
 
-    def to_dict(self) -> dict[str, int | None]:
-        return asdict(self)
+    def to_dict(self) -> _Clocks:
+        return _Clocks(
+            last_split_at_ms=self.last_split_at_ms,
+            last_merge_at_ms=self.last_merge_at_ms,
+            last_rebucket_at_ms=self.last_rebucket_at_ms,
+        )
 
     def after(self, decision: Decision, now_ms: int) -> LastOperationTimes:
         """The clocks once ``decision`` was applied at ``now_ms``: its operation's clock
@@ -765,7 +777,7 @@ def last_operation_times(layout: TopicLayout) -> LastOperationTimes:
 
 def _recovered(name: str) -> MissingValue:
     """A ``last_*_at_ms`` left out of a snapshot: recovered from its layout."""
-    return lambda read: last_operation_times(read["layout"]).to_dict()[name]
+    return lambda read: getattr(last_operation_times(read["layout"]), name)
 
 
 @dataclass(frozen=True)
