@@ -19,16 +19,27 @@ Every wait has a timeout.
 
 from __future__ import annotations
 
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pulsar_broker import MANUAL_NAMESPACE, SCALABLE_CONF, AdminError, ScalableBroker, V5Client
-from pulsar_oracle import MILESTONE, record, record_kept
+from pulsar_broker import (
+    MANUAL_NAMESPACE,
+    SCALABLE_CONF,
+    AdminError,
+    BrokerUnavailable,
+    ScalableBroker,
+    V5Client,
+    free_port,
+)
+from pulsar_oracle import MILESTONE, OracleError, OracleUnavailable, record, record_kept
 
 import keyshared as ks
 
@@ -488,3 +499,34 @@ def test_assignment_through_joins_leaves_splits_and_merges(
     finally:
         sub.close()
         record(f"{AREA} assignment", sub.cases)
+
+
+# --- failures are loud and bounded ------------------------------------------------------------
+
+
+def test_an_m1_broker_that_cannot_start_says_why_and_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pulsar_broker
+
+    monkeypatch.setattr(pulsar_broker, "JVM_OPTIONS", ["-XX:+NoSuchOptionAnywhere"])
+    before = set(Path(tempfile.gettempdir()).glob("keyshared-pulsar-*"))
+    started = time.monotonic()
+    with pytest.raises(BrokerUnavailable, match="NoSuchOptionAnywhere"):
+        ScalableBroker(start_timeout_s=60.0)
+    assert time.monotonic() - started < 60
+    assert set(Path(tempfile.gettempdir()).glob("keyshared-pulsar-*")) == before
+
+
+def test_a_v5_client_of_a_broker_that_is_down_fails_fast() -> None:
+    """No broker behind the URL: the V5 client's calls fail within their timeout with the
+    client's error, and a harness that dies is reported as such."""
+    down = SimpleNamespace(service_url=f"pulsar://127.0.0.1:{free_port()}")
+    started = time.monotonic()
+    with V5Client(down, timeout_ms=3000) as v5:  # type: ignore[arg-type]
+        with pytest.raises(OracleError):
+            v5.produce("topic://public/manual/nowhere", ["k"])
+        assert time.monotonic() - started < 60
+        v5.oracle._proc.kill()
+        with pytest.raises(OracleUnavailable, match=r"exited|died"):
+            v5.produce("topic://public/manual/nowhere", ["k"])

@@ -48,3 +48,74 @@ def test_a_list_of_names_still_assigns() -> None:
     assignment = ks.compute_assignment(LAYOUT, TOPIC, ["ab"])
     assert list(assignment) == ["ab"]
     assert assignment["ab"].segment_ids == (0, 1)
+
+
+# --- the 5.0.0-M1 profile ---------------------------------------------------------------
+
+
+def test_active_children_blocked_until_parent_drained_on_m1() -> None:
+    """Pulsar's testActiveChildrenBlockedUntilParentDrained under the 5.0.0-M1 profile: the
+    children of 0 wait for it, and once it drained 0 stays assigned beside them (master
+    retires it: test_pulsar_subscription_coordinator.py)."""
+    layout = ks.TopicLayout.initial(4, 4).split_segment(0, 0)
+    c = ks.SubscriptionCoordinator(
+        "test-sub", TOPIC, layout, drain_checker=True, pulsar_version="5.0.0-M1"
+    )
+    c, result = c.register_consumer("consumer-1", 1)
+    assert set(result["consumer-1"].segment_ids) == {0, 1, 2, 3}
+    c = c.mark_segments_drained({0})
+    assert set(c.current_assignment()["consumer-1"].segment_ids) == {0, 1, 2, 3, 4, 5}
+
+
+def test_m1_keeps_drained_sealed_segments_and_waits_for_parents_of_active_ones() -> None:
+    """The broker's answer in issue 28: 4 segments, 0 split into 4 and 5, merged into 6,
+    0, 4 and 5 drained."""
+    layout = ks.TopicLayout.initial(4, 1).split_segment(0, 5).merge_segments(4, 5, 7)
+    names = ["c1", "c0"]
+    m1 = ks.compute_assignment(layout, TOPIC, names, {0, 4, 5}, pulsar_version="5.0.0-M1")
+    assert {n: a.segment_ids for n, a in m1.items()} == {"c0": (4, 6, 1, 3), "c1": (0, 5, 2)}
+    master = ks.compute_assignment(layout, TOPIC, names, {0, 4, 5})
+    assert {n: a.segment_ids for n, a in master.items()} == {"c0": (6, 2), "c1": (1, 3)}
+    # Before 4 and 5 drain, 6 waits on both releases; the sealed 4 and 5 do not wait for 0
+    # on M1.
+    waiting = ks.compute_assignment(layout, TOPIC, ["c0"], {0}, pulsar_version="5.0.0-M1")
+    assert waiting["c0"].segment_ids == (4, 0, 5, 1, 2, 3)
+    assert ks.compute_assignment(layout, TOPIC, ["c0"], set())["c0"].segment_ids == (0, 1, 2, 3)
+
+
+def test_m1_leaves_surplus_consumers_idle() -> None:
+    """M1 has no entry buckets: a segment goes whole to one consumer, the rest idle."""
+    layout = ks.TopicLayout.initial(2, 4)
+    m1 = ks.compute_assignment(layout, TOPIC, ["a", "b", "c"], pulsar_version="5.0.0-M1")
+    assert [m1[n].segment_ids for n in "abc"] == [(0,), (1,), ()]
+    assert all(not s.bucket_ranges for a in m1.values() for s in a.assigned_segments)
+    master = ks.compute_assignment(layout, TOPIC, ["a", "b", "c"])
+    assert master["c"].segment_ids == (0,)
+
+
+def test_the_coordinator_carries_its_profile() -> None:
+    layout = ks.TopicLayout.initial(4, 1).split_segment(0, 5)
+    c = ks.SubscriptionCoordinator(
+        "sub", TOPIC, layout, drain_checker=True, pulsar_version="5.0.0-M1"
+    )
+    c, _ = c.register_consumer("a", 1)
+    c, assignment = c.on_layout_change(layout)
+    assert assignment["a"].segment_ids == (0, 1, 2, 3)
+    c = c.mark_segments_drained({0})
+    assert c.current_assignment()["a"].segment_ids == (4, 0, 5, 1, 2, 3)
+    assert c.pulsar_version == "5.0.0-M1"
+
+
+@pytest.mark.parametrize(
+    ("version", "error", "message"),
+    [
+        ("4.2", ValueError, r"pulsar_version '4\.2': scalable topics need Pulsar 5\.0"),
+        ("5.0", ValueError, "pulsar_version must be one of 'master', '5.0.0-M1', got '5.0'"),
+        (5, TypeError, "pulsar_version must be a str, got int"),
+    ],
+)
+def test_an_unknown_release_is_refused(version: object, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        ks.compute_assignment(LAYOUT, TOPIC, ["a"], pulsar_version=version)  # type: ignore[arg-type]
+    with pytest.raises(error, match=message):
+        ks.SubscriptionCoordinator("sub", TOPIC, LAYOUT, pulsar_version=version)  # type: ignore[arg-type]
