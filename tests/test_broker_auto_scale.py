@@ -5,7 +5,7 @@ read.
 One scalable topic, one segment to start with, and a topic override that sets every field
 of the auto-scale policy. The test drives it through three phases: a keyed load above the
 split threshold (splits by load), more STREAM consumers than segments (splits by consumer
-count), then no load and one consumer (cold segments merge, down to one). The broker's
+count), then no consumers and no load (cold segments merge, down to one). The broker's
 ZooKeeper is watched throughout (``tests/broker_history.py``): every version of the layout,
 of each segment's load record and of each consumer registration, with the store's
 timestamps, which are what the broker's evaluator reads.
@@ -81,6 +81,8 @@ class Driver:
         self.oracle = oracle
         self.broker = broker
         self.client = oracle.call("v5.client", service_url=broker.service_url)
+        # The consumers share a client of their own: closing it is how they leave.
+        self.consumer_client: int | None = oracle.call("v5.client", service_url=broker.service_url)
         self.watch = oracle.call(
             "metadata.watch", connect=broker.metadata_connect, path=ROOT, timeout_ms=20_000
         )
@@ -100,7 +102,7 @@ class Driver:
         self.consumers.append(
             self.oracle.call(
                 "drive.consumer",
-                service_url=self.broker.service_url,
+                client=self.consumer_client,
                 topic=TOPIC_NAME,
                 subscription=SUBSCRIPTION,
                 name=name,
@@ -108,8 +110,20 @@ class Driver:
             )
         )
 
-    def close_consumer(self) -> None:
-        self.oracle.call("drive.close", handle=self.consumers.pop())
+    def consumers_leave(self) -> None:
+        """Closes every consumer and their client's connection: the broker evicts them
+        after its grace period."""
+        while self.consumers:
+            self.oracle.call("drive.close", handle=self.consumers.pop())
+        if self.consumer_client is not None:
+            self.oracle.call("v5.close", handle=self.consumer_client)
+            self.consumer_client = None
+
+    def registered(self) -> int:
+        """The consumers the broker still has registered on the subscription."""
+        subscriptions = self.broker.stats(TOPIC_NAME).get("subscriptions", {})
+        count: int = subscriptions.get(SUBSCRIPTION, {}).get("consumerCount", 0)
+        return count
 
     def load(self, rate: float) -> int:
         handle: int = self.oracle.call(
@@ -122,8 +136,7 @@ class Driver:
         assert answer["failed"] == 0, answer
 
     def close(self) -> None:
-        while self.consumers:
-            self.close_consumer()
+        self.consumers_leave()
         self.oracle.call("v5.close", handle=self.client)
         self.oracle.call("metadata.unwatch", handle=self.watch)
 
@@ -179,10 +192,12 @@ def run(m1_broker: ScalableBroker, oracle_milestone: Oracle) -> Iterator[dict[st
             30,
             driver,
         )
+        # 3. Cold: the consumers leave (and are gone before the load stops, so that no merge
+        #    leaves more consumers than segments), then no load: the segments merge down to
+        #    one.
+        driver.consumers_leave()
+        wait_for("the consumers' eviction", lambda: driver.registered() == 0, 30, driver)
         driver.stop(load)
-        # 3. Cold: no load, one consumer: the segments merge down to one.
-        while len(driver.consumers) > 1:
-            driver.close_consumer()
         wait_for("merges down to one segment", lambda: len(driver.active()) == 1, 60, driver)
         time.sleep((INTERVAL_MS + SLACK_MS) / 1000)
         records = driver.events()

@@ -29,13 +29,13 @@ import org.apache.pulsar.client.api.v5.schema.Schema;
  *   <li>{@code drive.load} {client (a {@code v5.client} handle), topic, rate, keys}: a handle;
  *       sends {@code rate} msg/s, keyed by {@code keys} in turn, until {@code drive.stop}.
  *   <li>{@code drive.stop} {handle}: stops a load; {@code {sent, failed}}.
- *   <li>{@code drive.consumer} {service_url, topic, subscription, name, timeout_ms}: a handle
- *       on a STREAM consumer (earliest position) that receives and acknowledges on its own
- *       thread, on a client (so a connection) of its own: the broker learns that a consumer
- *       left only when its connection closes.
+ *   <li>{@code drive.consumer} {client (a {@code v5.client} handle), topic, subscription,
+ *       name, timeout_ms}: a handle on a STREAM consumer (earliest position) that receives
+ *       and acknowledges on its own thread. The broker learns that a consumer left only when
+ *       its client's connection closes ({@code v5.close} of the client).
  *   <li>{@code drive.received} {handle}: what the consumer got since the last call, in the
  *       order it got it: {@code [{key, value, topic, seen_ms}]}.
- *   <li>{@code drive.close} {handle}: closes a consumer and its client.
+ *   <li>{@code drive.close} {handle}: closes a consumer.
  *   <li>{@code drive.v4_produce} {service_url, topic, messages: [[key, value]], timeout_ms}:
  *       a 4.x producer with its defaults (hashing scheme JavaStringHash), batching off, sends
  *       the messages in order; each one's partition.
@@ -58,7 +58,7 @@ final class DriveOps {
       return load.stop();
     });
     ops.put("drive.consumer", (a, h) -> h.add(Receiver.start(
-        Args.text(a, "service_url"), Args.text(a, "topic"),
+        h.get(Args.intValue(a, "client"), PulsarClient.class), Args.text(a, "topic"),
         Args.text(a, "subscription"), Args.text(a, "name"), Args.intValue(a, "timeout_ms"))));
     ops.put("drive.received", (a, h) -> h.get(Args.handle(a), Receiver.class).drain());
     ops.put("drive.close", (a, h) -> {
@@ -212,47 +212,38 @@ final class DriveOps {
 
   /** A STREAM consumer receiving and acknowledging on its own thread. */
   static final class Receiver implements AutoCloseable {
-    private final PulsarClient client;
     private final StreamConsumer<String> consumer;
     private final Thread thread;
     private final List<Map<String, Object>> received = new ArrayList<>();
     private volatile boolean running = true;
 
-    private Receiver(PulsarClient client, StreamConsumer<String> consumer) {
-      this.client = client;
+    private Receiver(StreamConsumer<String> consumer) {
       this.consumer = consumer;
       this.thread = new Thread(this::receive, "drive-consumer-" + consumer.consumerName());
       thread.setDaemon(true);
     }
 
-    static Receiver start(String serviceUrl, String topic, String subscription, String name,
+    static Receiver start(PulsarClient client, String topic, String subscription, String name,
         int timeoutMs) throws Exception {
-      PulsarClient client = PulsarClient.builder().serviceUrl(serviceUrl).build();
       long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
-      try {
-        while (true) {
-          CompletableFuture<StreamConsumer<String>> subscribing = client
-              .newStreamConsumer(Schema.string()).topic(topic).subscriptionName(subscription)
-              .consumerName(name)
-              .subscriptionInitialPosition(SubscriptionInitialPosition.EARLIEST)
-              .subscribeAsync();
-          try {
-            Receiver receiver =
-                new Receiver(client, subscribing.get(timeoutMs, TimeUnit.MILLISECONDS));
-            receiver.thread.start();
-            return receiver;
-          } catch (ExecutionException e) {
-            // A segment handed over by a rebalance is still held by its previous consumer
-            // for a moment: the same registration retries until it is let go.
-            if (!busy(e) || System.nanoTime() > deadline) {
-              throw e;
-            }
-            TimeUnit.MILLISECONDS.sleep(200);
+      while (true) {
+        CompletableFuture<StreamConsumer<String>> subscribing = client
+            .newStreamConsumer(Schema.string()).topic(topic).subscriptionName(subscription)
+            .consumerName(name)
+            .subscriptionInitialPosition(SubscriptionInitialPosition.EARLIEST)
+            .subscribeAsync();
+        try {
+          Receiver receiver = new Receiver(subscribing.get(timeoutMs, TimeUnit.MILLISECONDS));
+          receiver.thread.start();
+          return receiver;
+        } catch (ExecutionException e) {
+          // A segment handed over by a rebalance is still held by its previous consumer for
+          // a moment: the same registration retries until it is let go.
+          if (!busy(e) || System.nanoTime() > deadline) {
+            throw e;
           }
+          TimeUnit.MILLISECONDS.sleep(200);
         }
-      } catch (Exception e) {
-        client.close();
-        throw e;
       }
     }
 
@@ -303,11 +294,7 @@ final class DriveOps {
     public void close() throws Exception {
       running = false;
       thread.join(10_000);
-      try {
-        consumer.close();
-      } finally {
-        client.close();
-      }
+      consumer.close();
     }
   }
 }
