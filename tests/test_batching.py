@@ -15,10 +15,19 @@ LAYOUT = TopicLayout.initial(2, bucket_budget=8).split_segment(0, 0)
 
 class ModelBatcher:
     """The plainest batcher that could work: one list per (segment, bucket), checked message
-    by message, expiry by scanning every open batch."""
+    by message, expiry by scanning every open batch. On 5.0.0-M1 a key's segment holds the
+    low half of its hash, and a segment is one bucket."""
 
-    def __init__(self, layout: TopicLayout, max_messages: int, max_bytes: int, max_delay_ms: int):
+    def __init__(
+        self,
+        layout: TopicLayout,
+        max_messages: int,
+        max_bytes: int,
+        max_delay_ms: int,
+        pulsar_version: str = "master",
+    ):
         self.layout, self.limits = layout, (max_messages, max_bytes, max_delay_ms)
+        self.m1 = pulsar_version == "5.0.0-M1"
         self.open: dict[tuple[int, int], list] = {}
         self.seq = 0
 
@@ -33,8 +42,11 @@ class ModelBatcher:
     def add(self, key: str, size: int, now: int) -> list[tuple]:
         out = self.poll(now)
         h = ks.key_hash(key)
-        seg = self.layout.find_active_segment(h >> 16)
-        group = (seg.segment_id, ks.bucket_index(h & 0xFFFF, seg.bucket_splits))
+        if self.m1:
+            group = (self.layout.find_active_segment(h & 0xFFFF).segment_id, 0)
+        else:
+            seg = self.layout.find_active_segment(h >> 16)
+            group = (seg.segment_id, ks.bucket_index(h & 0xFFFF, seg.bucket_splits))
         batch = self.open.get(group)
         if batch is not None and sum(batch[1]) + size > self.limits[1]:
             out.append(self._close(group))
@@ -267,6 +279,45 @@ def test_add_many_is_exactly_many_adds(
             singles += one.add(key, size, now)
         assert as_tuples(many.add_many(keys, sizes, now)) == as_tuples(singles)
     assert as_tuples(many.flush()) == as_tuples(one.flush())
+
+
+@settings(max_examples=100)
+@given(
+    calls=st.lists(st.tuples(st.integers(0, 3), messages), max_size=6),
+    max_messages=st.integers(1, 6),
+    max_bytes=st.integers(1, 50),
+)
+def test_m1_batches_per_segment_by_the_low_half(
+    calls: list, max_messages: int, max_bytes: int
+) -> None:
+    limits = {"max_messages": max_messages, "max_bytes": max_bytes, "max_delay_ms": 2}
+    one = BucketedBatcher(LAYOUT, **limits, pulsar_version="5.0.0-M1")
+    many = BucketedBatcher(LAYOUT, **limits, pulsar_version="5.0.0-M1")
+    model = ModelBatcher(LAYOUT, max_messages, max_bytes, 2, "5.0.0-M1")
+    now, out = 0, []
+    for step, batch in calls:
+        now += step
+        singles, expected = one.poll(now), model.poll(now)
+        for key, size in batch:
+            singles += one.add(key, size, now)
+            expected += model.add(key, size, now)
+        assert as_tuples(singles) == expected
+        assert as_tuples(many.add_many([k for k, _ in batch], [s for _, s in batch], now)) == (
+            expected
+        )
+        out += singles
+    final = one.flush()
+    assert as_tuples(final) == model.flush()
+    assert as_tuples(many.flush()) == as_tuples(final)
+    assert {b.bucket for b in out + final} <= {0}
+
+
+def test_a_batcher_names_an_unknown_release() -> None:
+    with pytest.raises(ValueError, match=r"pulsar_version must be one of 'master', '5\.0\.0-M1'"):
+        BucketedBatcher(LAYOUT, pulsar_version="5.0")
+    with pytest.raises(ValueError, match=r"pulsar_version '4\.0': scalable topics need"):
+        BucketedBatcher(LAYOUT, pulsar_version="4.0")
+    assert BucketedBatcher(LAYOUT).pulsar_version == "master"
 
 
 class BatcherMachine(RuleBasedStateMachine):

@@ -279,3 +279,131 @@ def test_the_model_agrees_on_a_pulsar_scenario() -> None:
     assert ours.dispatch_read(replay, replay=True) == model.dispatch_read(replay, replay=True)
     assert ours.redelivery.to_list() == model.redelivery.to_list()
     assert notices[0] == notices[1]
+
+
+# --- state kept consistent at the edges ---------------------------------------------------
+
+
+def test_a_position_twice_in_one_read_is_refused() -> None:
+    """A Pulsar read holds an entry once; twice, it was sent twice and charged two permits
+    but pending once. Now the read is refused and nothing changes."""
+    d = busy_dispatcher()
+    d.flow(1, 5)
+    d.flow(2, 5)
+    before = state(d)
+    twice = [(7, 0, HASHES[0], 1), (7, 1, HASHES[1], 1), (7, 0, HASHES[0], 1)]
+    for replay in (False, True):
+        with pytest.raises(ValueError, match=r"entries\[2\]: position \(7, 0\) is given twice"):
+            d.dispatch_read(twice, replay=replay)
+        assert state(d) == before
+    once = d.dispatch_read(twice[:2])
+    delivered = [r for r in once if r.delivered]
+    spent = sum(5 - d.get_available_permits(c) for c in (1, 2))
+    pending = sum(len(d.pending_acks(c)) - len(before[1][c - 1]) for c in (1, 2))
+    assert len(delivered) == spent == pending
+
+
+def draining_on_1(handler: Any = None) -> tuple[StickyKeyDispatcher, int, int]:
+    """A dispatcher whose consumer 1 holds one entry of each of 200 hashes when consumer 2
+    joins; one entry `(1, e)` whose hash `h` moved to 2 and now drains on 1."""
+    d = StickyKeyDispatcher(unblocking_handler=handler)
+    d.add_consumer(1, "c1")
+    hashes = list(dict.fromkeys(sticky_key_hash(f"key-{i}") for i in range(200)))
+    d.dispatch_read([(1, e, h, 1) for e, h in enumerate(hashes)])
+    d.add_consumer(2, "c2")
+    e, h = next((e, h) for e, h in enumerate(hashes) if d.tracker.get_entry(h) is not None)
+    return d, e, h
+
+
+def test_a_pending_position_keeps_its_hash() -> None:
+    """Sent again under another hash of the same consumer, a pending entry's ack would
+    release that hash and leave its own draining for ever; it is refused, naming the entry,
+    with nothing changed."""
+    d, e, h = draining_on_1()
+    other = next(x for x in range(1, 0x10000) if x != h and d.select(x) == 1)
+    before = (d.pending_acks(1).to_list(), d.tracker.get_entry(h), d.redelivery.to_list())
+    message = rf"entries\[0\]: position \(1, {e}\) is pending on consumer 1 under sticky key"
+    with pytest.raises(ValueError, match=message):
+        d.dispatch_read([(1, e, other, 1)])
+    assert (d.pending_acks(1).to_list(), d.tracker.get_entry(h), d.redelivery.to_list()) == before
+    assert d.dispatch(1, e, h).held is HoldReason.DRAINING  # its own hash: held, not refused
+    assert d.ack(1, 1, e)
+    assert d.tracker.get_entry(h) is None
+
+
+def test_a_raising_unblocking_handler_leaves_the_ack_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ack is made before the handler hears of it: the handler's exception goes to
+    sys.unraisablehook and the call returns True (a retry returns False, as it should)."""
+    import sys
+
+    heard: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", heard.append)
+
+    def handler(h: int) -> None:
+        raise RuntimeError(f"handler saw {h}")
+
+    d, e, h = draining_on_1(handler)
+    assert d.dispatch(2, 0, h).held is HoldReason.DRAINING
+    assert d.ack(1, 1, e) is True
+    assert [str(u.exc_value) for u in heard] == [f"handler saw {h}"]
+    assert heard[0].object is handler
+    assert d.ack(1, 1, e) is False
+    assert d.tracker.get_entry(h) is None
+    assert d.dispatch_read([(2, 0, h, 1)], replay=True)[0].delivered
+
+
+def test_a_dispatchers_selector_is_read_only() -> None:
+    d = StickyKeyDispatcher()
+    d.add_consumer(1, "c1")
+    for change in (lambda: d.selector.add_consumer(5, "c5"), lambda: d.selector.remove_consumer(1)):
+        with pytest.raises(TypeError, match="StickyKeyDispatcher's: add and remove consumers"):
+            change()
+    assert d.selector.consumer_ids == [1] and d.select(7) == 1
+    d.add_consumer(5, "c5")
+    d.remove_consumer(5)
+    assert d.selector.consumer_ids == [1]
+
+
+# --- DispatchResult: pickled, copied, checked ---------------------------------------------
+
+
+def test_dispatch_results_pickle_and_copy() -> None:
+    import copy
+    import pickle
+
+    d = StickyKeyDispatcher(flow_control=True)
+    d.add_consumer(1, "c1")
+    d.flow(1, 2)
+    results = d.dispatch_read([(9, e, HASHES[e % 4], 1) for e in range(8)])
+    drained, _, h = draining_on_1()
+    results.append(drained.dispatch(2, 0, h))
+    results.append(DispatchResult(1, 2, 3, 4, HoldReason.PENDING_ACK_REFUSED, None, True))
+    held = {None, HoldReason.NO_PERMITS, HoldReason.BLOCKED_IN_READ, HoldReason.DRAINING}
+    assert {r.held for r in results} >= held
+    for r in results:
+        for twin in (pickle.loads(pickle.dumps(r)), copy.copy(r), copy.deepcopy(r)):
+            assert twin == r and hash(twin) == hash(r) and twin.held is r.held
+        # Every result a dispatcher makes passes the constructor's checks.
+        assert type(r)(*r.__reduce__()[1]) == r
+
+
+BAD_RESULTS: list[tuple[tuple[Any, ...], str]] = [
+    ((1, 2, 9, None), "consumer_id must be set for a delivered entry"),
+    ((1, 2, 9, 4, None, None, True), "queued_for_redelivery must be False"),
+    ((1, 2, 9, 4, None, 5), "draining_consumer_id must be set for held=DRAINING, and only"),
+    ((1, 2, 9, 4, HoldReason.DRAINING, None, True), "draining_consumer_id must be set"),
+    ((1, 2, 9, 4, HoldReason.LOOK_AHEAD_LIMIT), "LOOK_AHEAD_LIMIT is not taken"),
+    ((1, 2, 9, None, HoldReason.PENDING_ACK_REFUSED), "PENDING_ACK_REFUSED"),
+    ((-1, 2, 9, 4), "ledger_id"),
+    ((1, 2, 0, 4), "sticky_key_hash"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_RESULTS)
+def test_a_dispatch_result_that_cannot_happen_is_refused(
+    args: tuple[Any, ...], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        DispatchResult(*args)

@@ -559,3 +559,42 @@ def test_dispatch_many_refuses_bad_input_without_change() -> None:
     with pytest.raises(ValueError, match="entry_hash_mins"):
         d.dispatch_many([1], [1], [0x10000])
     assert len(d.pending_acks(1)) == 0
+
+
+def test_a_pending_entry_keeps_its_bucket() -> None:
+    """Sent again in another bucket of the same consumer, a pending entry's ack would
+    release that bucket and leave its own withheld for ever: refused, nothing changed."""
+    import numpy as np
+
+    d = EntryBucketDispatcher([0x4000, 0x8000, 0xC000])
+    d.add_consumer(1, "a")
+    assert d.dispatch(1, 0, entry_hash_min=0xD000) == 1
+    d.add_consumer(2, "b")  # bucket 3 moves to 2 and drains on 1
+    assert d.withheld_buckets() == (3,)
+    before = d.pending_acks(1).to_list()
+    with pytest.raises(ValueError, match=r"position \(1, 0\) is pending on consumer 1"):
+        d.dispatch(1, 0, entry_hash_min=0x1000)
+    with pytest.raises(ValueError, match=r"entry_ids\[1\]: position \(1, 0\) is pending"):
+        d.dispatch_many(np.array([1, 1]), np.array([5, 0]), np.array([0x1000, 0x1000]))
+    assert d.pending_acks(1).to_list() == before and len(d.pending_acks(2)) == 0
+    assert d.ack(1, 1, 0)
+    assert d.withheld_buckets() == ()
+
+
+def test_a_position_twice_in_one_batch_is_refused() -> None:
+    d = EntryBucketDispatcher([0x8000])
+    d.add_consumer(1, "a")
+    with pytest.raises(ValueError, match=r"entry_ids\[2\]: position \(1, 0\) is given twice"):
+        d.dispatch_many([1, 1, 1], [0, 1, 0], [5, 6, 5])
+    assert len(d.pending_acks(1)) == 0
+
+
+def test_a_dispatchers_selector_is_read_only() -> None:
+    d = EntryBucketDispatcher([0x8000])
+    d.add_consumer(1, "a")
+    for change in (lambda: d.selector.add_consumer(5, "e"), lambda: d.selector.remove_consumer(1)):
+        with pytest.raises(TypeError, match="EntryBucketDispatcher's: add and remove consumers"):
+            change()
+    assert d.selector.consumer_ids == [1]
+    d.add_consumer(5, "e")
+    assert d.remove_consumer(5) == []

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from keyshared._core import java_utf8
 from keyshared.hashing import key_hash
 from keyshared.router import (
     HashingScheme,
@@ -50,9 +51,14 @@ def test_make_hash_clears_bit_31() -> None:
 
 @given(st.binary())
 def test_bytes_keys(key: bytes) -> None:
-    # How the JDK decodes malformed bytes is checked against a JVM in test_partitioners.
+    """Both schemes hash the string ``new String(bytes, UTF_8)`` a bytes key stands for: its
+    UTF-16 units, or its UTF-8 bytes (malformed input replaced as the JDK replaces it, which
+    test_partitioners checks against a JVM)."""
+    text = java_utf8(key)
     assert HashingScheme.JavaStringHash.make_hash(key) == java_string_hash_code(key) & 0x7FFFFFFF
-    assert HashingScheme.Murmur3_32Hash.make_hash(key) == key_hash(key) & 0x7FFFFFFF
+    assert HashingScheme.JavaStringHash.make_hash(key) == java_string_hash_code(text) & 0x7FFFFFFF
+    assert HashingScheme.Murmur3_32Hash.make_hash(key) == key_hash(text) & 0x7FFFFFFF
+    assert HashingScheme.Murmur3_32Hash.make_hash(b"\xff") == key_hash("\ufffd") & 0x7FFFFFFF
 
 
 @given(st.text())

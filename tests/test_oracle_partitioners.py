@@ -73,25 +73,17 @@ def compare_kafka(oracle: Oracle, batch: list[Key], n: int) -> None:
 
 
 def compare_pulsar(oracle: Oracle, batch: list[Key], n: int) -> None:
-    """str keys as the client routes a message with that key; bytes keys as the scheme's
-    ``makeHash(byte[])`` and ``signSafeMod`` take them (the client's keys are strings)."""
-    strs = [k for k in batch if not isinstance(k, bytes)]
-    raw = [k for k in batch if not isinstance(k, str)]
+    """Every key as the client routes a message with that key: the client's keys are
+    strings, so a bytes key is the string ``new String(bytes, UTF_8)`` (malformed UTF-8
+    becoming U+FFFD), under both schemes."""
     for p, scheme in PULSAR_SCHEMES.items():
         theirs = oracle.call(
             "partitioner.pulsar",
-            keys=[None if k is None else key_arg(k) for k in strs],
+            keys=[None if k is None else key_arg(k) for k in batch],
             num_partitions=n,
             scheme=scheme,
         )
-        differ = count_differences(theirs, strs, n, p)
-        theirs = oracle.call(
-            "partitioner.pulsar_bytes",
-            keys=[None if k is None else key_arg(k) for k in raw],
-            num_partitions=n,
-            scheme=scheme,
-        )
-        differ += count_differences(theirs, raw, n, p)
+        differ = count_differences(theirs, batch, n, p)
         record(f"{oracle.version} pulsar-client {p.value}", 2 * len(batch), differ)
         assert differ == 0, p
 
@@ -162,6 +154,30 @@ def test_drawn_keys(pulsar_release: Oracle, batch: list[Key], n: int) -> None:
         compare_kafka(pulsar_release, batch, n)
         compare_iceberg(pulsar_release, batch, n)
     compare_pulsar(pulsar_release, batch, n)
+
+
+def is_utf8(key: bytes) -> bool:
+    try:
+        key.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+invalid_utf8 = st.binary(min_size=1, max_size=40).filter(lambda k: not is_utf8(k))
+
+
+@settings(max_examples=30)
+@given(batch=st.lists(invalid_utf8, min_size=1, max_size=200), n=counts)
+def test_invalid_utf8_keys(pulsar_release: Oracle, batch: list[Key], n: int) -> None:
+    """Malformed UTF-8 alone, where the schemes once differed: the client routes the U+FFFD
+    the JDK decodes it to, under Murmur3_32Hash as under JavaStringHash."""
+    compare_pulsar(pulsar_release, [b"\xff", *batch], n)
+    ours = partition(b"\xff", 7, Partitioner.PULSAR_MURMUR3_32_HASH)
+    theirs = pulsar_release.call(
+        "partitioner.pulsar", keys=[key_arg(b"\xff")], num_partitions=7, scheme="Murmur3_32Hash"
+    )
+    assert [ours] == theirs == [5]
 
 
 @settings(max_examples=40)

@@ -24,7 +24,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
-from pulsar_oracle import Oracle, Tally, record, run_machine
+from pulsar_oracle import Oracle, Tally, record, record_kept, run_machine
 
 from keyshared import (
     ConsistentHashingStickyKeyConsumerSelector,
@@ -165,3 +165,25 @@ def test_default_charset_is_utf8(pulsar_release: Oracle) -> None:
     """Pulsar turns consumer names into bytes by the JVM's default charset; keyshared by UTF-8,
     which is Java 18's default everywhere and the oracle's (it runs with -Dfile.encoding=UTF-8)."""
     assert pulsar_release.call("hash.default_charset") == "UTF-8"
+
+
+def test_a_hash_beyond_16_bits_is_refused(pulsar_release: Oracle) -> None:
+    """Pulsar's ``select`` takes any int and wraps one above the ring's last point to its
+    first (``ceilingEntry``, else ``firstEntry``); keyshared's sticky key hashes are 16-bit,
+    and ``select`` of one above 0xFFFF is a ValueError naming ``sticky_key_hash``, so that a
+    hash from another width fails where it was made rather than landing on the first
+    point's consumer. Within 16 bits the two agree, wrap included (``select`` above)."""
+    selector = ConsistentHashingStickyKeyConsumerSelector(10, True)
+    handle = pulsar_release.call("selector.new", number_of_points=10)
+    for c, name in ((1, "a"), (2, "b"), (3, "c")):
+        selector.add_consumer(c, name)
+        pulsar_release.call("selector.add", handle=handle, consumer=c, name=name)
+    beyond = [0x10000, 0x12345, 2**31 - 1]
+    theirs = pulsar_release.call("selector.select_many", handle=handle, hashes=beyond)
+    pulsar_release.call("close", handle=handle)
+    # Pulsar: the first point's consumer, as for hash 0.
+    assert theirs == [selector.select(0)] * len(beyond)
+    for h in beyond:
+        with pytest.raises(ValueError, match="sticky_key_hash"):
+            selector.select(h)
+    record_kept(f"{pulsar_release.version} selector", "hash above 16 bits refused", len(beyond))

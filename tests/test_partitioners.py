@@ -29,6 +29,7 @@ from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import BinaryType, IntegerType, LongType, StringType
 
 import keyshared
+from keyshared._core import java_utf8
 from keyshared.partitioners import (
     Partitioner,
     fnv1a_32,
@@ -262,8 +263,10 @@ public class JavaStringHash {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
         StringBuilder out = new StringBuilder();
         for (String line; (line = in.readLine()) != null; ) {
-            byte[] bytes = HexFormat.of().parseHex(line);
-            out.append(new String(bytes, StandardCharsets.UTF_8).hashCode()).append('\\n');
+            String s = new String(HexFormat.of().parseHex(line), StandardCharsets.UTF_8);
+            byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
+            out.append(s.hashCode()).append(' ').append(HexFormat.of().formatHex(utf8));
+            out.append('\\n');
         }
         System.out.print(out);
     }
@@ -271,8 +274,9 @@ public class JavaStringHash {
 """
 
 
-def jdk_string_hashes(keys: list[bytes], tmp_path: Path) -> list[int]:
-    """``new String(bytes, UTF_8).hashCode()`` of each key, computed by the JDK."""
+def jdk_strings(keys: list[bytes], tmp_path: Path) -> list[tuple[int, bytes]]:
+    """The string ``new String(bytes, UTF_8)`` of each key, as the JDK makes it: its
+    ``hashCode()`` and its ``getBytes(UTF_8)``."""
     source = tmp_path / "JavaStringHash.java"
     source.write_text(JAVA_STRING_HASH)
     done = subprocess.run(
@@ -282,12 +286,20 @@ def jdk_string_hashes(keys: list[bytes], tmp_path: Path) -> list[int]:
         text=True,
         check=True,
     )
-    return [int(line) for line in done.stdout.split()]
+    lines = [[*line.split(" "), ""] for line in done.stdout.splitlines()]
+    return [(int(fields[0]), bytes.fromhex(fields[1])) for fields in lines]
 
 
-def test_java_string_hash_is_the_jdks(keys: list[Key], tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def jdk(keys: list[Key], tmp_path_factory: pytest.TempPathFactory) -> list[tuple[int, bytes]]:
+    """``jdk_strings`` of every key that is not None, in order."""
+    present = [utf8(k) for k in keys if k is not None]
+    return jdk_strings(present, tmp_path_factory.mktemp("jdk"))
+
+
+def test_java_string_hash_is_the_jdks(keys: list[Key], jdk: list[tuple[int, bytes]]) -> None:
     present = [k for k in keys if k is not None]
-    want = jdk_string_hashes([utf8(k) for k in present], tmp_path)
+    want = [h for h, _ in jdk]
     got = [java_string_hash_code(k) for k in present]
     assert differences(got, want, present) == []
     batch = [w & 0x7FFFFFFF for w in want]
@@ -299,10 +311,25 @@ def test_java_string_hash_is_the_jdks(keys: list[Key], tmp_path: Path) -> None:
         )
 
 
+def test_java_utf8_is_the_jdks(keys: list[Key], jdk: list[tuple[int, bytes]]) -> None:
+    """The bytes of the string a key stands for in Java: ``new String(bytes,
+    UTF_8).getBytes(UTF_8)``, malformed input replaced as the JDK replaces it."""
+    present = [k for k in keys if k is not None]
+    got = [java_utf8(k) for k in present]
+    assert differences(got, [b for _, b in jdk], present) == []
+    assert sum(utf8(k) != b for k, (_, b) in zip(present, jdk, strict=True)) > 1000
+
+
 @pytest.mark.parametrize("n", COUNTS)
-def test_pulsar_murmur3_is_mmh3(keys: list[Key], n: int) -> None:
+def test_pulsar_murmur3_is_mmh3_of_the_jdks_string(
+    keys: list[Key], jdk: list[tuple[int, bytes]], n: int
+) -> None:
+    """The Java client hashes its key string's UTF-8 bytes: a bytes key's, decoded and
+    encoded again by the JDK (malformed UTF-8 hashes as U+FFFD's bytes)."""
+    strings = iter(jdk)
     want = [
-        None if k is None else (mmh3.hash(utf8(k), 0, signed=False) & 0x7FFFFFFF) % n for k in keys
+        None if k is None else (mmh3.hash(next(strings)[1], 0, signed=False) & 0x7FFFFFFF) % n
+        for k in keys
     ]
     check_batch(keys, n, Partitioner.PULSAR_MURMUR3_32_HASH, want)
 
@@ -497,7 +524,7 @@ def test_hypothesis_against_the_peers(key: bytes, n: int) -> None:
     assert partition(key, n, "iceberg:bucket") == BucketTransform(n).transform(BinaryType())(key)
     assert (
         partition(key, n, "pulsar:Murmur3_32Hash")
-        == (mmh3.hash(key, signed=False) & 0x7FFFFFFF) % n
+        == (mmh3.hash(java_utf8(key), signed=False) & 0x7FFFFFFF) % n
     )
 
 
@@ -576,3 +603,90 @@ def test_a_batch_releases_the_gil() -> None:
     # Had the call held the GIL, this thread would have stood still for all of it.
     gaps = np.diff([start, *(t for t in ticks if start < t < end), end])
     assert gaps.max() < (end - start) / 2
+
+
+# --- NumPy and Arrow integers: byte order, stride and width ------------------------------
+
+SPARK_INT_DTYPES = ["i1", "i2", "i4", "u1", "u2"]
+SPARK_LONG_DTYPES = ["i8", "u4"]
+
+
+@given(
+    st.lists(st.integers(0, 127), min_size=1, max_size=30),
+    st.sampled_from(SPARK_INT_DTYPES + SPARK_LONG_DTYPES),
+    st.sampled_from(["<", ">", "="]),
+    st.integers(1, 3),
+    st.integers(1, 2**31 - 1),
+)
+def test_numpy_ints_are_read_by_value_and_typed_as_spark_types_them(
+    values: list[int], dtype: str, order: str, stride: int, n: int
+) -> None:
+    """Any byte order and stride gives the keys' values; byte, short and int columns (and
+    the unsigned types that fit an int) hash as Spark's int, int64 and uint32 as its long."""
+    kind = "int" if dtype in SPARK_INT_DTYPES else "long"
+    array = np.repeat(np.array(values, order + dtype), stride)[::stride]
+    assert array.dtype.str[1:] == dtype and array.tolist() == values
+    want = [spark_bucket(v, n, kind) for v in values]
+    assert partitions(array, n, "spark:bucket").tolist() == want
+    assert partitions(array, n, "iceberg:bucket").tolist() == [iceberg_bucket(v, n) for v in values]
+    arrow = pa.array(values, pa.from_numpy_dtype(np.dtype(dtype)))
+    assert partitions(arrow, n, "spark:bucket").tolist() == want
+
+
+def test_a_big_endian_int_is_its_value() -> None:
+    for dtype in (">i4", "<i4", ">i2", ">u2", ">i8"):
+        kind = "long" if dtype.endswith("i8") else "int"
+        want = [spark_bucket(34, 16, kind), spark_bucket(35, 16, kind)]
+        assert partitions(np.array([34, 35], dtype), 16, "spark:bucket").tolist() == want
+    assert want == [12, 2]  # the longs; as ints 34 and 35 are buckets 3 and 7
+    assert partitions(np.array([34, 35], ">i4"), 16, "spark:bucket").tolist() == [3, 7]
+
+
+def test_narrow_arrow_ints_are_sparks_ints() -> None:
+    for arrow_type in (pa.int8(), pa.int16(), pa.uint8(), pa.uint16()):
+        got = partitions(pa.array([34, None, 35], arrow_type), 16, "spark:bucket").tolist()
+        assert got == [3, partition(None, 16, "spark:bucket"), 7]
+    assert partitions(pa.array([34], pa.uint32()), 16, "spark:bucket").tolist() == [12]
+    with pytest.raises(TypeError, match="keys: Arrow type UInt64"):
+        partitions(pa.array([34], pa.uint64()), 16, "spark:bucket")
+
+
+# --- The Pulsar schemes: a bytes key is the Java string it decodes to --------------------
+
+
+@given(st.binary(max_size=24), st.integers(1, 2**31 - 1))
+def test_a_bytes_key_routes_as_its_java_string(key: bytes, n: int) -> None:
+    text = java_utf8(key).decode()
+    for partitioner, scheme in [
+        ("pulsar:JavaStringHash", keyshared.HashingScheme.JavaStringHash),
+        ("pulsar:Murmur3_32Hash", keyshared.HashingScheme.Murmur3_32Hash),
+    ]:
+        want = partition(text, n, partitioner)
+        assert partition(key, n, partitioner) == want
+        assert partitions([key], n, partitioner).tolist() == [want]
+        assert keyshared.choose_partition(key, n, scheme) == want
+        assert scheme.make_hash(key) == scheme.make_hash(text)
+
+
+def test_an_invalid_byte_routes_as_u_fffd() -> None:
+    # The Java client hashes "\ufffd" (new String(b"\xff", UTF_8)): partition 5 of 7.
+    assert partition(b"\xff", 7, "pulsar:Murmur3_32Hash") == 5
+    assert partition("\ufffd", 7, "pulsar:Murmur3_32Hash") == 5
+    assert java_utf8(b"\xed\xa0\x80a") == "\ufffda".encode()
+
+
+def test_choose_partition_checks_as_partition_does() -> None:
+    """One check for both: a partition count beyond a Java int and a lone surrogate."""
+    for call in (
+        lambda: partition("k", 2**40, "pulsar:JavaStringHash"),
+        lambda: keyshared.choose_partition("k", 2**40),
+    ):
+        with pytest.raises(ValueError, match=r"num_partitions must be in \[1, 2\*\*31 - 1\]"):
+            call()
+    for scheme in keyshared.HashingScheme:
+        with pytest.raises(ValueError, match="key"):
+            partition("a\ud800", 3, f"pulsar:{scheme.value}")
+        with pytest.raises(ValueError, match="key"):
+            keyshared.choose_partition("a\ud800", 3, scheme)
+    with pytest.raises(TypeError, match="key must be a str or bytes"):
+        keyshared.choose_partition(None, 3)  # type: ignore[arg-type]

@@ -57,6 +57,7 @@ __all__ = [
     "iceberg_bucket",
     "impacted_consumers",
     "java_string_hash_code",
+    "java_utf8",
     "key_hash",
     "key_hashes",
     "make_sticky_key_hash",
@@ -96,8 +97,9 @@ HASH_VERSION: Final[int]
 def key_hash(key: str | bytes) -> int:
     """MurmurHash3_x86_32 (seed 0) of the key's bytes (str as UTF-8): an int in [0, 2**32)."""
 
-def segment_hash(key: str | bytes) -> int:
-    """``key_hash(key) >> 16``: the key's place on the 16-bit segment ring."""
+def segment_hash(key: str | bytes, *, pulsar_version: str | None = None) -> int:
+    """The key's place on the 16-bit segment ring: ``key_hash(key) >> 16`` on master (the
+    default), ``key_hash(key) & 0xFFFF`` on ``pulsar_version="5.0.0-M1"``."""
 
 def bucket_hash(key: str | bytes) -> int:
     """``key_hash(key) & 0xFFFF``: PIP-486's hashB, the key's place on a bucket ring."""
@@ -225,13 +227,23 @@ def buckets_for_budget(budget: int, segments: int) -> int:
 @final
 class RoutingTable:
     """Active segments ``(segment_id, hash_range, bucket_splits)`` tiling ``[0, 0xFFFF]``,
-    routing keys to ``(segment id, bucket index)`` in one pass."""
+    routing keys to ``(segment id, bucket index)`` in one pass under ``pulsar_version``'s
+    rule: ``"master"`` (the default; segment by the high half of the key hash, bucket by
+    the low half) or ``"5.0.0-M1"`` (segment by the low half; one bucket per segment, so
+    every bucket index is 0)."""
 
-    def __new__(cls, segments: Iterable[tuple[int, HashRange, _Splits]]) -> RoutingTable: ...
+    def __new__(
+        cls,
+        segments: Iterable[tuple[int, HashRange, _Splits]],
+        pulsar_version: str | None = None,
+    ) -> RoutingTable: ...
     @property
     def segments(self) -> list[tuple[int, HashRange, list[int]]]: ...
+    @property
+    def pulsar_version(self) -> str:
+        """The release whose rule the table routes by."""
     def __len__(self) -> int: ...
-    def __getnewargs__(self) -> tuple[list[tuple[int, HashRange, list[int]]]]: ...
+    def __getnewargs__(self) -> tuple[list[tuple[int, HashRange, list[int]]], str]: ...
     def __eq__(self, other: object, /) -> bool: ...
     def __ne__(self, other: object, /) -> bool: ...
     def route(self, key: str | bytes) -> tuple[int, int]: ...
@@ -248,7 +260,11 @@ class RoutingTable:
         """Routes 32-bit key hashes (each in ``[0, 2**32)``); uint32 arrays are read as is."""
     @property
     def bucket_count(self) -> int:
-        """How many buckets the table holds, over all its segments."""
+        """How many buckets the table holds, over all its segments (one per segment on
+        5.0.0-M1)."""
+    @property
+    def bucket_counts(self) -> list[int]:
+        """How many buckets each segment holds, in range order (1 each on 5.0.0-M1)."""
     def bucket_ordinals(
         self,
         key_hashes: Sequence[int] | npt.NDArray[np.integer[Any]],
@@ -317,7 +333,8 @@ class DrainingHashesTracker:
     that blocked a dispatch drains outside a batch and not while closing, or once with -1
     when the outermost batch ends after such unblocking. Memory: about 3 KiB per 256-hash
     page in use; all hashes draining take about 0.75 MiB. A call that raises changes
-    nothing (the handler's own exceptions propagate after the change)."""
+    nothing; the handler runs after the change, so its own exceptions go to
+    ``sys.unraisablehook`` and the call returns normally."""
 
     def __new__(
         cls, unblocking_handler: Callable[[int], object] | None = None, dispatcher_name: str = ""
@@ -390,7 +407,9 @@ class PendingAcksMap:
     0 is a ValueError), and each removal takes one reference off the hash in the tracker,
     several removals as one batch, passing ``closing`` once the map is closed. Callbacks
     run after the change with nothing locked; the tracker's unblocking handler runs last.
-    A call that raises changes nothing here or in the tracker."""
+    A call that raises changes nothing here or in the tracker, but for a processor's or
+    callback's exception, raised after the change it was told of; the unblocking handler's
+    go to ``sys.unraisablehook``."""
 
     PENDING_ACK_NOT_FOUND: Final[int]
     def __new__(
@@ -673,7 +692,8 @@ class ConsistentHashingStickyKeyConsumerSelector:
         """An unknown id changes nothing (an empty result)."""
 
     def select(self, sticky_key_hash: int) -> int | None:
-        """The consumer serving the hash; None when the ring is empty."""
+        """The consumer serving the hash; None when the ring is empty. A hash above 0xFFFF
+        is a ValueError (Pulsar's selector wraps it to the first point: kept on purpose)."""
 
     def select_many(self, sticky_key_hashes: _IntArray) -> npt.NDArray[np.uint64]:
         """``select`` of every hash; ValueError when the ring is empty. Releases the GIL."""
@@ -800,7 +820,8 @@ class EntryBucketDispatcher:
 
     @property
     def selector(self) -> EntryBucketConsumerSelector:
-        """Read it; change consumers through the dispatcher only."""
+        """Read it; change consumers through the dispatcher only (its ``add_consumer`` and
+        ``remove_consumer`` are a TypeError)."""
 
     @property
     def tracker(self) -> DrainingHashesTracker: ...
@@ -829,7 +850,8 @@ class EntryBucketDispatcher:
         batch_size: int = 1,
     ) -> int | None:
         """The consumer the entry goes to; None when no consumer is connected, its bucket
-        drains on another consumer (withheld), or the consumer's map refuses it."""
+        drains on another consumer (withheld), or the consumer's map refuses it. ValueError,
+        changing nothing, for a position pending on that consumer under another bucket."""
 
     def dispatch_many(
         self,
@@ -839,7 +861,8 @@ class EntryBucketDispatcher:
         batch_sizes: _IntArray | None = None,
     ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
         """``dispatch`` of each stamped entry in order: the selected consumer of each
-        (0 with no consumer) and whether it went."""
+        (0 with no consumer) and whether it went. Every entry is checked first, a position
+        twice in the batch included (ValueError naming ``entry_ids[i]``)."""
 
     def ack(self, consumer_id: int, ledger_id: int, entry_id: int) -> bool:
         """False if the entry was not pending for the consumer."""
@@ -873,7 +896,11 @@ class DispatchResult:
     the consumer the selector picked (None when there is none or the hash was already held
     in this read); ``draining_consumer_id`` is set for ``HoldReason.DRAINING``;
     ``queued_for_redelivery`` says the dispatcher's redelivery queue now holds the entry.
-    Immutable, compared and hashed by value."""
+    Immutable, compared and hashed by value, picklable and copyable. Built by hand, its
+    parts are checked to agree as a dispatcher makes them (ValueError): a delivered entry
+    (``held`` None) names its consumer and is neither draining nor queued;
+    ``draining_consumer_id`` is set for ``DRAINING`` alone; ``LOOK_AHEAD_LIMIT`` names no
+    consumer and is not queued; ``PENDING_ACK_REFUSED`` names one and is queued."""
 
     def __new__(
         cls,
@@ -903,6 +930,12 @@ class DispatchResult:
     def delivered(self) -> bool:
         """Whether the entry was sent (to ``consumer_id``)."""
 
+    def __reduce__(
+        self,
+    ) -> tuple[
+        type[DispatchResult],
+        tuple[int, int, int, int | None, HoldReason | None, int | None, bool],
+    ]: ...
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -939,7 +972,8 @@ class StickyKeyDispatcher:
 
     @property
     def selector(self) -> ConsistentHashingStickyKeyConsumerSelector:
-        """Read it; change consumers through the dispatcher only."""
+        """Read it; change consumers through the dispatcher only (its ``add_consumer`` and
+        ``remove_consumer`` are a TypeError)."""
 
     @property
     def tracker(self) -> DrainingHashesTracker: ...
@@ -974,7 +1008,9 @@ class StickyKeyDispatcher:
         entry is queued for redelivery (but with no consumer connected, or past the
         look-ahead limit of a normal read). A replay read (of positions from
         ``get_messages_to_replay_now``) skips the redelivery-queue check and takes
-        delivered entries off the queue. Every entry is checked before anything changes."""
+        delivered entries off the queue. Every entry is checked before anything changes: a
+        position twice in the read, or pending on the consumer it goes to under another
+        hash, is a ValueError naming ``entries[i]``."""
 
     def get_messages_to_replay_now(self, max_messages_to_read: int = 100) -> list[tuple[int, int]]:
         """Pulsar's replay filter: the queued positions a replay read takes now, in order,
@@ -1308,7 +1344,8 @@ def partition_keys(
     key_type: Literal["string", "binary", "int", "long"] | None = None,
 ) -> npt.NDArray[np.int64]:
     """``partition_key`` of every key (a sequence of str/bytes/None or of ints and None, an
-    Arrow string/binary/int32/int64 array, or a NumPy integer array), -1 for no fixed
+    Arrow string/binary/integer array, or a NumPy integer array in any byte order; int8 to
+    int32, uint8 and uint16 are Spark ints, int64 and uint32 longs), -1 for no fixed
     partition. Releases the GIL."""
 
 def murmur2(data: str | bytes) -> int:
@@ -1321,6 +1358,11 @@ def fnv1a_32(data: str | bytes) -> int:
 def java_string_hash_code(key: str | bytes) -> int:
     """Java's ``String.hashCode`` over the UTF-16 units of a str, or of bytes decoded as
     ``new String(bytes, UTF_8)`` decodes them; a signed 32-bit int."""
+
+def java_utf8(key: str | bytes) -> bytes:
+    """The UTF-8 bytes of the Java string a key stands for: a str's UTF-8, or of bytes
+    ``new String(bytes, UTF_8).getBytes(UTF_8)``, malformed sequences replaced by U+FFFD as
+    the JDK replaces them (valid UTF-8 comes back as it is)."""
 
 def iceberg_bucket(value: str | bytes | int, num_buckets: int) -> int:
     """Iceberg's ``bucket[num_buckets]`` of a string (UTF-8), binary, or int/long value."""

@@ -4,6 +4,9 @@ The producer keeps one open batch per (segment, bucket), so that every stored en
 keys of one bucket of one segment and carries the effective hashB range of its messages
 (``entry_hash_min`` / ``entry_hash_max``, both inclusive). The broker then routes a whole
 entry by that range: range -> bucket -> owning consumer, with no per-key hashing.
+
+``pulsar_version="5.0.0-M1"`` batches as that release's producer routes: by the low half of
+the key hash into segments of one bucket each, so one open batch per segment.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from keyshared.buckets import bucket_indices, entry_bucket
 from keyshared.hashing import key_hash, key_hashes
 from keyshared.layout import Segment, TopicLayout
 from keyshared.ownership import BucketAssignment
+from keyshared.versions import SCALABLE_TOPICS
 
 #: Pulsar producer defaults: ``batchingMaxMessages``, ``batchingMaxBytes`` (128 KiB) and
 #: ``batchingMaxPublishDelay`` (1 ms).
@@ -108,6 +112,11 @@ class BucketedBatcher:
     Pure: it holds no clock or timer. Every call takes ``now_ms`` (never decreasing) and
     returns the batches it flushed, in the order a one-message-at-a-time batcher would
     flush them; :meth:`add_many` behaves exactly like that many :meth:`add` calls.
+
+    ``pulsar_version`` (``"master"``, the default, or ``"5.0.0-M1"``) is the release whose
+    routing the batches follow. On 5.0.0-M1 every batch is bucket 0 of its segment; its
+    ``entry_hash_min`` / ``entry_hash_max`` are still the smallest and largest low halves of
+    its keys' hashes, which M1 itself does not record.
     """
 
     def __init__(
@@ -117,8 +126,10 @@ class BucketedBatcher:
         max_messages: int = DEFAULT_MAX_MESSAGES,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_delay_ms: int = DEFAULT_MAX_DELAY_MS,
+        pulsar_version: str = SCALABLE_TOPICS.default,
     ) -> None:
-        self._routing = _Routing(_check_layout(layout))
+        self.pulsar_version = SCALABLE_TOPICS.check(pulsar_version)
+        self._routing = _Routing(_check_layout(layout), self.pulsar_version)
         self.max_messages = check_int("max_messages", max_messages, minimum=1)
         self.max_bytes = check_int("max_bytes", max_bytes, minimum=1)
         self.max_delay_ms = check_int("max_delay_ms", max_delay_ms, minimum=1)
@@ -145,7 +156,7 @@ class BucketedBatcher:
         # Everything that can refuse the message runs before poll flushes anything, so that
         # an error never drops the batches poll took out.
         h = key_hash(key)
-        segment_id, bucket = self._routing.layout.routing_table.route_hash(h)
+        segment_id, bucket = self._routing.table.route_hash(h)
         flushed = self.poll(now_ms)
         group = (segment_id, bucket)
         batch = self._open.get(group)
@@ -200,7 +211,7 @@ class BucketedBatcher:
     def update_layout(self, layout: TopicLayout) -> list[EntryBatch]:
         """Switches to a new layout (after a split, merge or rollover redirects the producer);
         open batches belong to the old segments, so they are flushed first."""
-        routing = _Routing(_check_layout(layout))
+        routing = _Routing(_check_layout(layout), self.pulsar_version)
         flushed = self.flush()
         self._routing = routing
         return flushed
@@ -252,20 +263,20 @@ _MAX_TOTAL_BYTES = 2**62
 
 
 class _Routing:
-    """A layout and its routing table, whose bucket ordinals number the (segment, bucket)
-    groups densely, so that grouping sorts small integers."""
+    """A layout and its routing table under a release, whose bucket ordinals number the
+    (segment, bucket) groups densely, so that grouping sorts small integers."""
 
-    def __init__(self, layout: TopicLayout) -> None:
+    def __init__(self, layout: TopicLayout, pulsar_version: str) -> None:
         self.layout = layout
-        table = layout.routing_table
+        self.table = table = layout.routing_table_for(pulsar_version)
         self.group_count = table.bucket_count
         # NumPy sorts 16-bit integers by radix, in linear time: the common case.
         self.group_dtype = np.uint16 if self.group_count <= 0x10000 else np.int64
         # The groups in bucket-ordinal order: segments in range order, then their buckets.
         self.groups = [
             (segment_id, bucket)
-            for segment_id, _, splits in table.segments
-            for bucket in range(len(splits) + 1)
+            for (segment_id, _, _), count in zip(table.segments, table.bucket_counts, strict=True)
+            for bucket in range(count)
         ]
 
 
@@ -281,7 +292,7 @@ class _Run:
         now_ms: int,
     ) -> None:
         routing = batcher._routing
-        ordinals = routing.layout.routing_table.bucket_ordinals(hashes)
+        ordinals = routing.table.bucket_ordinals(hashes)
         groups = ordinals.astype(routing.group_dtype, copy=False)
         order = np.argsort(groups, kind="stable")
         self.batcher, self.routing, self.now_ms = batcher, routing, now_ms

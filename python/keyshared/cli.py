@@ -10,7 +10,8 @@ Subcommands are entries of :data:`COMMANDS`; adding one is adding a :class:`Comm
 * ``keyshared demo``: hash and route a small sample of keys under an initial layout;
 * ``keyshared simulate``: replay a scenario on virtual time and check ordering end to end;
 * ``keyshared explain STATS.json``: a live Key_Shared subscription from Pulsar's topic stats:
-  who owns what, what is held and why, what moves if a consumer joins or leaves;
+  who waits on whom and why, who owns what, what moves if a consumer joins or leaves; or a
+  scalable topic: what still drains and what waits for it (``keyshared.explain_command``);
 * ``keyshared audit``: where a partitioned topic's keys and traffic go in a migration to a
   layout or another partition count, and which keys' order is at risk.
 """
@@ -18,7 +19,6 @@ Subcommands are entries of :data:`COMMANDS`; adding one is adding a :class:`Comm
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -29,6 +29,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import keyshared.explain as explaining
+from keyshared import explain_command
+from keyshared._text import dump as _dump
+from keyshared._text import percent as _percent
+from keyshared._text import table as _table
 from keyshared.audit import DEFAULT_SAMPLE_SIZE, MigrationAudit, audit_migration
 from keyshared.controller import apply_decision
 from keyshared.hashing import key_hashes
@@ -75,17 +79,6 @@ def _read_json(path: str) -> Any:
         return json.loads(text)
     except RecursionError:
         raise ValueError(f"{'stdin' if path == '-' else path}: JSON nested too deeply") from None
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], out: TextIO) -> None:
-    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    for row in cells:
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
-
-
-def _dump(data: object, out: TextIO) -> None:
-    out.write(json.dumps(data, indent=2) + "\n")
 
 
 # --- layout --------------------------------------------------------------------------------
@@ -283,179 +276,6 @@ def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-# --- explain -------------------------------------------------------------------------------
-
-
-def _configure_explain(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "stats",
-        nargs="?",
-        metavar="STATS.json",
-        help="topic stats JSON (pulsar-admin topics stats); '-' for stdin; or give --url",
-    )
-    parser.add_argument("--url", help="read the stats from the broker's admin API at this URL")
-    parser.add_argument("--topic", help="the topic, with --url (a bare name is in public/default)")
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=explaining.DEFAULT_TIMEOUT_S,
-        help="seconds to wait for --url (%(default)s)",
-    )
-    parser.add_argument("--subscription", required=True, help="the Key_Shared subscription")
-    parser.add_argument(
-        "--keys", metavar="FILE", help="key sample: one key a line, or a .csv of key[,count]"
-    )
-    parser.add_argument(
-        "--key", action="append", default=[], metavar="K", help="a key to place (repeatable)"
-    )
-    change = parser.add_mutually_exclusive_group()
-    change.add_argument("--join", metavar="NAME", help="what moves if a consumer NAME joins")
-    change.add_argument("--leave", metavar="NAME", help="what moves if consumer NAME leaves")
-    parser.add_argument(
-        "--points",
-        type=int,
-        default=explaining.DEFAULT_POINTS,
-        help="the broker's subscriptionKeySharedConsistentHashingReplicaPoints (%(default)s)",
-    )
-    parser.add_argument("--json", action="store_true", help="print the answers as JSON")
-    parser.add_argument("--png", metavar="FILE", help="also draw the hash ring to this PNG")
-
-
-def _explain_stats(args: argparse.Namespace) -> Any:
-    if (args.url is None) == (args.stats is None):
-        raise ValueError("give either STATS.json or --url with --topic")
-    if args.url is None:
-        return explaining.load_stats(args.stats)
-    if not args.topic:
-        raise ValueError("--url needs --topic")
-    return explaining.fetch_stats(args.url, args.topic, args.timeout)
-
-
-def _run_explain(args: argparse.Namespace, out: TextIO) -> int:
-    if args.png is not None and importlib.util.find_spec("matplotlib") is None:
-        raise ValueError("--png needs matplotlib: install keyshared[simulate]")
-    sub = explaining.read_subscription(_explain_stats(args), args.subscription)
-    sample = explaining.load_keys(args.keys) if args.keys else None
-    answer = explaining.explain_subscription(
-        sub, sample=sample, keys=args.key, join=args.join, leave=args.leave, points=args.points
-    )
-    if args.png is not None:
-        from keyshared.explain_plot import plot_ring
-
-        plot_ring(answer, args.png)
-    if args.json:
-        _dump(answer.to_dict(), out)
-    else:
-        _print_explanation(answer, out)
-    return 0
-
-
-def _percent(share: float | None) -> str:
-    return "-" if share is None else f"{share:.1%}"
-
-
-def _print_explanation(e: explaining.Explanation, out: TextIO) -> None:
-    out.write(
-        f"subscription {e.subscription} (Key_Shared, {e.key_shared_mode or 'mode unknown'}):"
-        f" {len(e.shares)} consumer(s), backlog {e.msg_backlog}, {e.unacked_messages} unacked,"
-        f" {e.draining_hashes_count} draining hash(es) holding"
-        f" {e.draining_hashes_unacked_messages} unacked message(s)\n\n"
-    )
-    held_by = Counter(h.held_by for h in e.held)
-    _table(
-        ("consumer", "ranges", "hashes", "hash share", "sample msgs", "traffic share", "holds"),
-        [
-            (
-                s.consumer,
-                len(s.ranges),
-                s.hashes,
-                _percent(s.hash_share),
-                "-" if s.messages is None else s.messages,
-                _percent(s.traffic_share),
-                held_by[s.consumer],
-            )
-            for s in e.shares
-        ],
-        out,
-    )
-    out.write("\nranges (inclusive)\n")
-    for s in e.shares:
-        out.write(f"  {s.consumer}: {' '.join(f'[{a}, {b}]' for a, b in s.ranges) or '-'}\n")
-    if e.keys:
-        out.write("\nkeys\n")
-        _table(
-            ("key", "hash", "owner", "held by"),
-            [(k.key, k.hash, k.owner or "-", k.held_by or "-") for k in e.keys],
-            out,
-        )
-    _print_held(e.held, out)
-    if e.stuck:
-        out.write("\nconsumers taking no messages\n")
-        for c in e.stuck:
-            out.write(
-                f"  {c.consumer}: {', '.join(c.reasons)} (availablePermits"
-                f" {c.available_permits}, {c.unacked_messages} unacked)\n"
-            )
-    if e.what_if is not None:
-        _print_what_if(e.what_if, out)
-
-
-def _print_held(held: Sequence[explaining.HeldHash], out: TextIO) -> None:
-    if not held:
-        out.write("\nno draining hashes: nothing is held\n")
-        return
-    out.write(
-        f"\n{len(held)} draining hash(es): new messages of each wait until its holder acks"
-        " the unacked ones\n"
-    )
-    _table(
-        ("hash", "held by", "waiting consumer", "unacked", "blocked attempts", "sample keys"),
-        [
-            (
-                h.hash,
-                h.held_by,
-                h.owner or "-",
-                h.unack_msgs,
-                h.blocked_attempts,
-                " ".join(h.keys) or "-",
-            )
-            for h in held
-        ],
-        out,
-    )
-
-
-def _print_what_if(w: explaining.WhatIf, out: TextIO) -> None:
-    out.write(f"\nif {w.consumer} {w.change}s (ring of {w.points} points per consumer")
-    if w.ring_matches:
-        out.write(" rebuilt from the names: it reproduces the broker's ranges)\n")
-    else:
-        out.write(
-            " rebuilt from the names: it does NOT reproduce the broker's ranges, so this is"
-            f" what keyshared's ring would do, not necessarily the broker; {w.mismatch})\n"
-        )
-    out.write(f"  {len(w.moves)} range(s) move, {w.moved_share:.1%} of the hashes\n")
-    _table(
-        ("start", "end", "from", "to"),
-        [(m.start, m.end, m.source or "-", m.target or "-") for m in w.moves],
-        out,
-    )
-    if w.moved_traffic_share is not None:
-        out.write(
-            f"  {len(w.moved_keys)} sample key(s) move,"
-            f" {w.moved_traffic_share:.1%} of the sample's messages\n"
-        )
-    out.write("  after:\n")
-    _table(
-        ("consumer", "ranges", "hash share", "traffic share"),
-        [
-            (s.consumer, len(s.ranges), _percent(s.hash_share), _percent(s.traffic_share))
-            for s in w.shares_after
-        ],
-        out,
-    )
-
-
 # --- audit ---------------------------------------------------------------------------------
 
 
@@ -576,9 +396,10 @@ COMMANDS: list[Command] = [
     ),
     Command(
         "explain",
-        "a Key_Shared subscription from Pulsar's topic stats: owners, held hashes, what-ifs",
-        _configure_explain,
-        _run_explain,
+        "why a Key_Shared subscription or scalable topic delivers as it does: who waits on"
+        " whom, held hashes, what-ifs",
+        explain_command.configure,
+        explain_command.run,
     ),
     Command(
         "audit",

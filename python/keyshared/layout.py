@@ -2,6 +2,8 @@
 
 Each segment owns a range of the 16-bit segment ring (``key_hash >> 16``) and divides the
 16-bit bucket ring (hashB, ``key_hash & 0xFFFF``) into buckets by its ascending split points.
+Routing takes ``pulsar_version``: on ``"5.0.0-M1"``, which predates PIP-486, the segment
+ring is ``key_hash & 0xFFFF`` and every key is in bucket 0 (M1 has no entry buckets).
 Invariants of every :class:`TopicLayout`:
 
 * the active segments tile ``[0x0000, 0xFFFF]`` exactly, without gaps or overlaps;
@@ -41,6 +43,7 @@ from keyshared.buckets import (
     equal_width_splits,
 )
 from keyshared.router import HashingScheme, check_scheme
+from keyshared.versions import SCALABLE_TOPICS, segment_half
 
 
 class SegmentState(StrEnum):
@@ -406,27 +409,55 @@ class TopicLayout:
 
     # --- routing ----------------------------------------------------------------------
 
-    @cached_property
+    @property
     def routing_table(self) -> RoutingTable:
-        """The native one-pass router of the active segments, built once per layout."""
-        return RoutingTable((s.segment_id, s.hash_range, s.bucket_splits) for s in self._active)
+        """The native one-pass router of the active segments under Pulsar master's rule,
+        built once per layout."""
+        return self.routing_table_for(SCALABLE_TOPICS.default)
 
-    def route(self, key: str | bytes) -> tuple[int, int]:
-        """``(segment id, bucket index)`` of one key."""
-        return self.routing_table.route(key)
+    def routing_table_for(self, pulsar_version: str) -> RoutingTable:
+        """The native one-pass router of the active segments under ``pulsar_version``'s
+        rule (``"master"`` or ``"5.0.0-M1"``), built once per layout and release."""
+        version = SCALABLE_TOPICS.check(pulsar_version)
+        table = self._routing_tables.get(version)
+        if table is None:
+            routes = ((s.segment_id, s.hash_range, s.bucket_splits) for s in self._active)
+            table = self._routing_tables.setdefault(version, RoutingTable(routes, version))
+        return table
+
+    @cached_property
+    def _routing_tables(self) -> dict[str, RoutingTable]:
+        return {}
+
+    def route(
+        self, key: str | bytes, *, pulsar_version: str = SCALABLE_TOPICS.default
+    ) -> tuple[int, int]:
+        """``(segment id, bucket index)`` of one key under ``pulsar_version``'s rule."""
+        return self.routing_table_for(pulsar_version).route(key)
 
     def route_keys(
-        self, keys: Any, *, null_key: str | bytes | None = None, threads: int | None = None
+        self,
+        keys: Any,
+        *,
+        null_key: str | bytes | None = None,
+        threads: int | None = None,
+        pulsar_version: str = SCALABLE_TOPICS.default,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
         """Segment ids (int64) and bucket indices (int32) of a batch of keys (a list, NumPy
-        array or Arrow array), in one native pass that releases the GIL."""
-        return self.routing_table.route_keys(keys, null_key=null_key, threads=threads)
+        array or Arrow array) under ``pulsar_version``'s rule, in one native pass that
+        releases the GIL."""
+        table = self.routing_table_for(pulsar_version)
+        return table.route_keys(keys, null_key=null_key, threads=threads)
 
     def route_hashes(
-        self, key_hashes: npt.NDArray[np.uint32], *, threads: int | None = None
+        self,
+        key_hashes: npt.NDArray[np.uint32],
+        *,
+        threads: int | None = None,
+        pulsar_version: str = SCALABLE_TOPICS.default,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
         """As :meth:`route_keys`, from 32-bit key hashes (uint32)."""
-        return self.routing_table.route_hashes(key_hashes, threads=threads)
+        return self.routing_table_for(pulsar_version).route_hashes(key_hashes, threads=threads)
 
     # --- operations -------------------------------------------------------------------
 
@@ -577,12 +608,14 @@ class TopicLayout:
     def from_json(cls, text: str | bytes) -> TopicLayout:
         return cls.from_dict(json.loads(text))
 
-    def layout_response(self) -> dict[str, Any]:
+    def layout_response(self, *, pulsar_version: str = SCALABLE_TOPICS.default) -> dict[str, Any]:
         """What a producer needs to route and bucket its batches (PIP-486's extension of
         ``ScalableTopicLayoutResponse``): the epoch and, per active segment in range order,
         its id, descriptor, range and bucket splits, and for a legacy segment the
         ``persistent://`` topic it wraps (``legacy_topic_name``) and, when recorded, its
-        producers' ``legacy_hashing_scheme``."""
+        producers' ``legacy_hashing_scheme``. On ``pulsar_version="5.0.0-M1"``, which has
+        no entry buckets, the segments carry no ``bucket_splits``."""
+        bucketed = segment_half(pulsar_version) == "high"
         return {
             "epoch": self.epoch,
             "segments": [
@@ -590,7 +623,7 @@ class TopicLayout:
                     "segment_id": s.segment_id,
                     "descriptor": s.descriptor,
                     "hash_range": s.hash_range.to_hex(),
-                    "bucket_splits": list(s.bucket_splits),
+                    **({"bucket_splits": list(s.bucket_splits)} if bucketed else {}),
                     **({"legacy_topic_name": s.legacy_topic_name} if s.is_legacy else {}),
                     **_scheme_entry(s.legacy_hashing_scheme),
                 }

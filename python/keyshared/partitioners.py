@@ -13,12 +13,17 @@ Keys are ``str`` (hashed as UTF-8, as every client's string serializer does), ``
 ``None``, or for :attr:`Partitioner.ICEBERG_BUCKET` and :attr:`Partitioner.SPARK_BUCKET`
 also ``int``. An int's type matters to Spark: an ``int`` and a ``long`` of the same value hash
 apart. A Python int is a ``long`` unless told otherwise, as PySpark infers a Python int's
-column type (``LongType``); NumPy and Arrow int32 keys are ``int``, int64 keys ``long``.
-Iceberg hashes an int as the long of the same value, so the type does not change its bucket.
+column type (``LongType``). NumPy and Arrow keys take the type Spark gives their column:
+int8, int16 and int32 (Spark's byte, short and int, all hashed as an ``int``) and uint8 and
+uint16 (which fit one) are ``int``; int64 and uint32 are ``long``; uint64 is refused. Arrays
+in any byte order and stride are read by value. Iceberg hashes an int as the long of the same
+value, so the type does not change its bucket.
 
-For the Pulsar schemes a bytes key stands for a string key given by its UTF-8 bytes (as read
-from a log). The Java client's ``keyBytes(byte[])`` sets the key to the bytes' Base64 text and
-routes by that text: pass ``base64.b64encode(key).decode()`` for keys set that way.
+For the Pulsar schemes a bytes key stands for the string key ``new String(bytes, UTF_8)``
+(as read from a log), under both schemes: the client's keys are strings, so malformed UTF-8
+routes as the U+FFFD the JDK replaces it with (``b"\xff"`` as ``"\ufffd"``). The Java
+client's ``keyBytes(byte[])`` sets the key to the bytes' Base64 text and routes by that text:
+pass ``base64.b64encode(key).decode()`` for keys set that way.
 """
 
 from __future__ import annotations
@@ -72,7 +77,8 @@ class Partitioner(enum.Enum):
     0x7fffffff, n)`` over the key's UTF-16 units (bytes are decoded as Java's
     ``new String(bytes, UTF_8)`` decodes them)."""
     PULSAR_MURMUR3_32_HASH = "pulsar:Murmur3_32Hash"
-    """``signSafeMod(murmur3_x86_32(key) & 0x7fffffff, n)``."""
+    """``signSafeMod(murmur3_x86_32(key) & 0x7fffffff, n)`` over the key string's UTF-8
+    (bytes are decoded as :attr:`PULSAR_JAVA_STRING_HASH` decodes them)."""
     ICEBERG_BUCKET = "iceberg:bucket"
     """Iceberg's ``bucket[n]``: ``(murmur3_x86_32(iceberg bytes) & Integer.MAX_VALUE) % n``."""
     SPARK_BUCKET = "spark:bucket"
@@ -121,8 +127,9 @@ def partitions(
     """:func:`partition` of every key, as an int64 array with ``-1`` for "no fixed
     partition". ``keys``: a sequence of str/bytes/None (or of ints and None, for Iceberg and
     Spark); an Arrow array or chunked array of string, large_string, binary, large_binary
-    (read in place), int32 or int64 (pyarrow, or any object with the Arrow PyCapsule
-    interface); or a NumPy integer array. The work runs with the GIL released."""
+    (read in place), or integers up to int64 (pyarrow, or any object with the Arrow
+    PyCapsule interface); or a NumPy integer array (ints typed as the module's text says).
+    The work runs with the GIL released."""
     return partition_keys(keys, num_partitions, _partitioner(partitioner), key_type)
 
 

@@ -1,12 +1,13 @@
 """The producer's segment router (Pulsar's V5 ``SegmentRouter``).
 
-A keyed message goes to the active segment whose range holds its segment hash (the high 16
-bits of the key's 32-bit hash). When every active segment is *legacy* (the synthetic layout
-of a regular topic not yet migrated), keys go where a v4 partitioned producer sends them:
-``signSafeMod(makeHash(key), N)`` over segment ids, ``makeHash`` being the hash with bit 31
-cleared of the :class:`HashingScheme` the legacy segments record (the v4 producers'), or
-``Murmur3_32Hash`` when they record none. A message without a key goes round-robin over the
-active segments.
+A keyed message goes to the active segment whose range holds its segment hash: on Pulsar
+master (PIP-486, the default) the high 16 bits of the key's 32-bit hash, on 5.0.0-M1
+(``SegmentRouter(pulsar_version="5.0.0-M1")``) the low 16 bits. When every active segment
+is *legacy* (the synthetic layout of a regular topic not yet migrated), keys go where a v4
+partitioned producer sends them, on both releases: ``signSafeMod(makeHash(key), N)`` over
+segment ids, ``makeHash`` being the hash with bit 31 cleared of the :class:`HashingScheme`
+the legacy segments record (the v4 producers'), or ``Murmur3_32Hash`` when they record none.
+A message without a key goes round-robin over the active segments.
 
 A v4 producer itself (:func:`choose_partition`) hashes a key by its :class:`HashingScheme`:
 the Java client's default is ``JavaStringHash``.
@@ -17,14 +18,16 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from keyshared._checks import check_int
-from keyshared._core import java_string_hash_code
+from keyshared._core import java_string_hash_code, java_utf8, partition_key
 from keyshared.buckets import HashRange
-from keyshared.hashing import key_hash
+from keyshared.hashing import key_hash, segment_hash
+from keyshared.versions import SCALABLE_TOPICS
 
 
+@runtime_checkable
 class RoutableSegment(Protocol):
     """What the router reads of a segment: :class:`ActiveSegment` and
     :class:`keyshared.Segment` both qualify."""
@@ -85,7 +88,16 @@ class ActiveSegment:
 
 def _segments(active_segments: Iterable[RoutableSegment]) -> tuple[RoutableSegment, ...]:
     # Taken whole first: an iterator read by two passes would lose what the first one read.
+    if isinstance(active_segments, (str, bytes)) or not isinstance(active_segments, Iterable):
+        kind = type(active_segments).__name__
+        raise TypeError(f"active_segments must be an iterable of segments, got {kind}")
     segments = tuple(active_segments)
+    for i, segment in enumerate(segments):
+        if not isinstance(segment, RoutableSegment):
+            kind = type(segment).__name__
+            raise TypeError(
+                f"active_segments[{i}] must be a segment (ActiveSegment or Segment), got {kind}"
+            )
     if not segments:
         raise ValueError("no active segments to route to")
     return segments
@@ -104,12 +116,13 @@ class HashingScheme(enum.Enum):
     Murmur3_32Hash = "Murmur3_32Hash"
 
     def make_hash(self, key: str | bytes) -> int:
-        """The client's ``makeHash``, with bit 31 cleared: ``JavaStringHash`` takes Java's
-        ``String.hashCode`` (a bytes key is decoded as ``new String(bytes, UTF_8)`` decodes
-        it, malformed sequences becoming U+FFFD as the JDK replaces them);
-        ``Murmur3_32Hash`` takes MurmurHash3_x86_32 of the UTF-8 bytes."""
+        """The client's ``makeHash`` of its string key, with bit 31 cleared:
+        ``JavaStringHash`` takes Java's ``String.hashCode``, ``Murmur3_32Hash``
+        MurmurHash3_x86_32 of the string's UTF-8 bytes. A bytes key stands for the string
+        ``new String(bytes, UTF_8)``, under both schemes: malformed sequences become U+FFFD
+        as the JDK replaces them."""
         if self is HashingScheme.Murmur3_32Hash:
-            return key_hash(key) & 0x7FFFFFFF
+            return key_hash(java_utf8(key)) & 0x7FFFFFFF
         return java_string_hash_code(key) & 0x7FFFFFFF
 
 
@@ -128,25 +141,36 @@ def choose_partition(
     """The partition a v4 producer's default routers (Pulsar's
     ``RoundRobinPartitionMessageRouterImpl`` and ``SinglePartitionMessageRouterImpl``) send
     a keyed message to: ``signSafeMod(makeHash(key), num_partitions)``. The default scheme
-    is the Java client's."""
-    check_int("num_partitions", num_partitions, minimum=1)
+    is the Java client's. The same function as ``partition(key, num_partitions,
+    "pulsar:<scheme>")``, with its checks: ``num_partitions`` in ``[1, 2**31 - 1]``, a str
+    key without lone surrogates."""
     if not isinstance(hashing_scheme, HashingScheme):
         raise TypeError(
             f"hashing_scheme must be a HashingScheme, got {type(hashing_scheme).__name__}"
         )
-    return sign_safe_mod(hashing_scheme.make_hash(key), num_partitions)
+    if not isinstance(key, str | bytes):
+        raise TypeError(f"key must be a str or bytes, got {type(key).__name__}")
+    chosen = partition_key(key, num_partitions, f"pulsar:{hashing_scheme.value}", None)
+    assert chosen is not None  # only a null key has no fixed partition
+    return chosen
 
 
 @dataclass(frozen=True)
 class SegmentRouter:
-    """Routes messages to segments. Immutable: the round-robin position of keyless messages
-    is passed in and handed back (``route_round_robin``), so that one router value may be
-    shared across threads."""
+    """Routes messages to segments as ``pulsar_version``'s V5 client does: ``"master"`` (the
+    default) or ``"5.0.0-M1"`` (see :mod:`keyshared.versions`). Immutable: the round-robin
+    position of keyless messages is passed in and handed back (``route_round_robin``), so
+    that one router value may be shared across threads."""
 
-    @staticmethod
-    def hash(key: str | bytes) -> int:
-        """The 16-bit segment-routing hash of a key: the high half of its 32-bit hash."""
-        return key_hash(key) >> 16
+    pulsar_version: str = SCALABLE_TOPICS.default
+
+    def __post_init__(self) -> None:
+        SCALABLE_TOPICS.check(self.pulsar_version)
+
+    def hash(self, key: str | bytes) -> int:
+        """The 16-bit segment-routing hash of a key: the high half of its 32-bit hash on
+        master, the low half (``makeHash(key) & 0xFFFF``) on 5.0.0-M1."""
+        return segment_hash(key, pulsar_version=self.pulsar_version)
 
     @staticmethod
     def make_hash(key: str | bytes) -> int:

@@ -22,6 +22,7 @@ from keyshared._checks import (
     check_names,
     check_real,
 )
+from keyshared.versions import LOAD_BALANCER
 
 #: One megabyte as Pulsar's load balancer counts it (``1024 * 1024`` bytes).
 MB = 1024 * 1024
@@ -30,10 +31,11 @@ StateT = TypeVar("StateT", covariant=True)
 
 #: The Pulsar release lines whose behaviour the load-balancer policies offer, by the
 #: ``pulsar_version`` argument: ``"4.2"`` (the default: Pulsar 4.2 and master, which
-#: keyshared follows) and ``"4.0"`` (the 4.0 LTS line, as released up to 4.0.7).
-PULSAR_VERSIONS = ("4.0", "4.2")
+#: keyshared follows) and ``"4.0"`` (the 4.0 LTS line, as released up to 4.0.7). The
+#: spellings are the library's (:mod:`keyshared.versions`).
+PULSAR_VERSIONS = LOAD_BALANCER.accepted
 #: The default profile: Pulsar 4.2 and master.
-DEFAULT_PULSAR_VERSION = "4.2"
+DEFAULT_PULSAR_VERSION = LOAD_BALANCER.default
 
 
 def check_pulsar_version(value: object) -> str:
@@ -42,13 +44,7 @@ def check_pulsar_version(value: object) -> str:
     ``TypeError`` for a non-``str``, ``ValueError`` naming ``pulsar_version`` and the
     accepted values for any other string.
     """
-    if not isinstance(value, str):
-        raise TypeError(f"pulsar_version must be a str, got {type(value).__name__}")
-    if value not in PULSAR_VERSIONS:
-        raise ValueError(
-            f"pulsar_version must be one of {', '.join(map(repr, PULSAR_VERSIONS))}, got {value!r}"
-        )
-    return value
+    return LOAD_BALANCER.check(value)
 
 
 #: Pulsar's heartbeat and SLA-monitor namespaces, one per broker (``host:port``), whose

@@ -22,6 +22,7 @@ use keyshared_kernels::buckets::{ring_hash, validate_splits, HashRange};
 use keyshared_kernels::cursor::MAX_OFFSET;
 use keyshared_kernels::dispatch::entry_bucket::Route;
 use keyshared_kernels::entry_bucket::validate_bucket_boundaries;
+use keyshared_kernels::hashing::SegmentHalf;
 use keyshared_kernels::impacted::validate_assignments;
 use keyshared_kernels::parallel::default_threads;
 use keyshared_kernels::pending_acks::{batch_count, PendingAck};
@@ -368,6 +369,38 @@ pub fn named<E: FromStr + VariantNames>(what: &str, name: &str) -> PyResult<E> {
             rest.join(", ")
         ))
     })
+}
+
+/// A scalable-topic `pulsar_version` (a str such as `"5.0.0-M1"`), with its release's
+/// segment rule. `keyshared.versions` holds the library's one list of releases and checks
+/// it, so that every entry point accepts and refuses the same names with the same words.
+pub struct ScalableRelease {
+    pub half: SegmentHalf,
+    pub name: String,
+}
+
+impl<'py> FromArg<'py> for ScalableRelease {
+    fn from_arg(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Self> {
+        let py = obj.py();
+        let versions = py.import(intern!(py, "keyshared.versions"))?;
+        let half: String = versions
+            .call_method1(intern!(py, "segment_half"), (obj, what))?
+            .extract()?;
+        Ok(Self {
+            half: named(what, &half)?,
+            name: obj.extract()?,
+        })
+    }
+}
+
+impl ScalableRelease {
+    /// The default profile: Pulsar master.
+    pub fn master() -> Self {
+        Self {
+            half: SegmentHalf::High,
+            name: "master".to_owned(),
+        }
+    }
 }
 
 /// A routing key (str or bytes), remembering which it was.

@@ -114,7 +114,8 @@ impl PyDrainingHashesTracker {
             t.reduce_ref_count(consumer, hash, closing)
         })
         .py()?;
-        notify(py, self.handler(py).as_ref(), notice)
+        notify(py, self.handler(py).as_ref(), notice);
+        Ok(())
     }
 
     #[pyo3(signature = (consumer_id, sticky_key_hashes, closing=false))]
@@ -131,7 +132,8 @@ impl PyDrainingHashesTracker {
             t.reduce_ref_counts(consumer, &hashes, closing)
         })
         .py_in("sticky_key_hashes")?;
-        notify(py, self.handler(py).as_ref(), notice)
+        notify(py, self.handler(py).as_ref(), notice);
+        Ok(())
     }
 
     fn should_block_sticky_key_hash(
@@ -187,7 +189,8 @@ impl PyDrainingHashesTracker {
 
     fn end_batch(&self, py: Python<'_>) -> PyResult<()> {
         let notice = with_state(py, &self.state, DrainingHashes::end_batch).py()?;
-        notify(py, self.handler(py).as_ref(), notice)
+        notify(py, self.handler(py).as_ref(), notice);
+        Ok(())
     }
 
     fn clear(&self, py: Python<'_>) {

@@ -12,7 +12,7 @@ use super::impacted::PyImpactedConsumersResult;
 use crate::conversions::{
     arg, key_bytes, opt_arg, BucketBoundaries, ConsumerId, Int, RingHash, RingHashes, Splits, Text,
 };
-use crate::state::{detached, with_state};
+use crate::state::{check_unowned, detached, with_state};
 use keyshared_kernels::buckets::HashRange;
 use keyshared_kernels::entry_bucket::EntryBucketSelector;
 
@@ -27,6 +27,8 @@ use keyshared_kernels::entry_bucket::EntryBucketSelector;
 )]
 pub struct PyEntryBucketSelector {
     pub(crate) state: Mutex<EntryBucketSelector>,
+    /// The dispatcher that owns it, if any: then it is read-only (`check_unowned`).
+    pub(crate) owner: Option<&'static str>,
 }
 
 /// Pulsar's `validateBucketBoundaries`: the bucket ranges a subscription declares, checked
@@ -50,6 +52,7 @@ impl PyEntryBucketSelector {
             state: Mutex::new(EntryBucketSelector::new(
                 &splits.map_or_else(Vec::new, |s| s.0),
             )),
+            owner: None,
         })
     }
 
@@ -60,6 +63,7 @@ impl PyEntryBucketSelector {
         let BucketBoundaries(ranges) = arg(ranges, "ranges")?;
         Ok(Self {
             state: Mutex::new(EntryBucketSelector::from_bucket_ranges(&ranges)),
+            owner: None,
         })
     }
 
@@ -123,6 +127,7 @@ impl PyEntryBucketSelector {
         consumer_id: &Bound<'_, PyAny>,
         name: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyImpactedConsumersResult> {
+        check_unowned(self.owner)?;
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let name = opt_arg::<Text>(name, "name")?.map_or_else(String::new, |t| t.0);
         let impacted = with_state(py, &self.state, |s| s.add_consumer(consumer, &name)).py()?;
@@ -135,6 +140,7 @@ impl PyEntryBucketSelector {
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
     ) -> PyResult<PyImpactedConsumersResult> {
+        check_unowned(self.owner)?;
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let impacted = with_state(py, &self.state, |s| s.remove_consumer(consumer));
         Ok(PyImpactedConsumersResult(impacted))

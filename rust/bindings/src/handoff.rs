@@ -4,7 +4,8 @@ use crate::errors::Raise;
 
 use super::impacted::PyImpactedConsumersResult;
 use crate::conversions::{arg, opt_arg, ConsumerId, WiredMaps};
-use crate::state::{lock, notify};
+use crate::pending_acks::PyPendingAcksMap;
+use crate::state::{lock, lock_maps, notify};
 use keyshared_kernels::handoff;
 use keyshared_kernels::pending_acks::PendingAcks;
 
@@ -22,24 +23,22 @@ fn register_draining_hashes(
     skip_consumer: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(usize, usize)> {
     let skip = opt_arg::<ConsumerId>(skip_consumer, "skip_consumer")?.map(|s| s.0);
-    let WiredMaps(mut maps, tracker) = arg(pending_acks, "pending_acks")?;
+    let WiredMaps(maps, tracker) = arg(pending_acks, "pending_acks")?;
     let Some(tracker) = tracker else {
         return Ok((0, 0));
     };
-    // Maps are locked in one (address) order, then the tracker, as every map operation
-    // locks its map before the tracker: concurrent hand-offs cannot deadlock.
-    maps.sort_by_key(|m| m.as_ptr() as usize);
     let impacted = &impacted.get().0;
-    let states: Vec<&std::sync::Mutex<PendingAcks>> = maps.iter().map(|m| &m.get().state).collect();
+    let maps: Vec<&PyPendingAcksMap> = maps.iter().map(Bound::get).collect();
     let t = tracker.get();
     let done = py
         .detach(|| {
-            let guards: Vec<_> = states.iter().map(|s| lock(s)).collect();
+            // The maps, then the tracker: the one lock order (`state`).
+            let guards = lock_maps(maps);
             let refs: Vec<&PendingAcks> = guards.iter().map(|g| &**g).collect();
             handoff::register_draining_hashes(impacted, skip, &refs, &mut lock(&t.state))
         })
         .py()?;
-    notify(py, t.handler(py).as_ref(), done.notice)?;
+    notify(py, t.handler(py).as_ref(), done.notice);
     Ok((done.registered, done.released))
 }
 

@@ -3,7 +3,7 @@ use pyo3::prelude::*;
 
 use super::buckets::PyHashRange;
 use super::keys::key_batch;
-use crate::conversions::{arg, key_bytes, DefaultThreads, Threads};
+use crate::conversions::{arg, arg_or, key_bytes, DefaultThreads, ScalableRelease, Threads};
 use keyshared_kernels::hashing::{self, bucket_hash, segment_hash, sticky_hash_in, HASH_VERSION};
 use keyshared_kernels::parallel::set_default_threads;
 
@@ -13,10 +13,16 @@ fn key_hash(key: &Bound<'_, PyAny>) -> PyResult<u32> {
     Ok(hashing::key_hash(key_bytes(key, "key")?))
 }
 
-/// `key_hash(key) >> 16`: the key's place on the 16-bit segment ring.
+/// The key's place on the 16-bit segment ring: `key_hash(key) >> 16` on master,
+/// `key_hash(key) & 0xFFFF` on 5.0.0-M1.
 #[pyfunction(name = "segment_hash")]
-fn py_segment_hash(key: &Bound<'_, PyAny>) -> PyResult<u16> {
-    Ok(segment_hash(key_hash(key)?))
+#[pyo3(signature = (key, *, pulsar_version=None))]
+fn py_segment_hash(
+    key: &Bound<'_, PyAny>,
+    pulsar_version: Option<&Bound<'_, PyAny>>,
+) -> PyResult<u16> {
+    let release = arg_or(pulsar_version, "pulsar_version", ScalableRelease::master())?;
+    Ok(release.half.segment_hash(key_hash(key)?))
 }
 
 /// `key_hash(key) & 0xFFFF`: PIP-486's hashB, the key's place on a segment's bucket ring.

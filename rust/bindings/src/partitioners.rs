@@ -6,9 +6,12 @@ use std::mem::MaybeUninit;
 
 use arrow_array::builder::{BinaryBuilder, Int64Builder};
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::types::{
+    Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt8Type,
+};
 use arrow_array::{
-    Array, ArrayRef, BinaryArray, BinaryViewArray, Int32Array, Int64Array, LargeBinaryArray,
+    Array, ArrayRef, ArrowPrimitiveType, BinaryArray, BinaryViewArray, Int32Array, Int64Array,
+    LargeBinaryArray, PrimitiveArray,
 };
 use arrow_schema::DataType;
 use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -22,7 +25,8 @@ use crate::conversions::{key_bytes, key_bytes_at, named, type_name};
 use crate::errors::Raise;
 use keyshared_kernels::parallel::{collect_pairs, default_threads};
 use keyshared_kernels::partitioners::{
-    self as kernels, IcebergValue, IntKey, IntPartitioner, NumPartitions, Partitioner, SparkValue,
+    self as kernels, IcebergValue, IntColumn, IntKey, IntPartitioner, NumPartitions, Partitioner,
+    SparkValue,
 };
 
 /// The type a key has in its system; Spark hashes an int and a long apart.
@@ -282,10 +286,38 @@ fn byte_chunk(array: ArrayRef) -> Option<ByteChunk> {
     })
 }
 
+/// An Arrow integer array as int32 or int64 values, by the type Spark gives each width
+/// (`IntColumn`); None for other types and for uint64.
 fn int_chunk(array: ArrayRef) -> Option<IntChunk> {
+    fn widened<T: ArrowPrimitiveType, U: ArrowPrimitiveType>(
+        array: &ArrayRef,
+        f: fn(T::Native) -> U::Native,
+    ) -> PrimitiveArray<U> {
+        array.as_primitive::<T>().unary(f)
+    }
+    let is_int = |bits, signed| IntColumn { bits, signed }.is_int().ok();
     Some(match array.data_type() {
-        DataType::Int32 => IntChunk::Int32(array.as_primitive::<Int32Type>().clone()),
-        DataType::Int64 => IntChunk::Int64(array.as_primitive::<Int64Type>().clone()),
+        DataType::Int8 if is_int(8, true)? => {
+            IntChunk::Int32(widened::<Int8Type, Int32Type>(&array, i32::from))
+        }
+        DataType::Int16 if is_int(16, true)? => {
+            IntChunk::Int32(widened::<Int16Type, Int32Type>(&array, i32::from))
+        }
+        DataType::UInt8 if is_int(8, false)? => {
+            IntChunk::Int32(widened::<UInt8Type, Int32Type>(&array, i32::from))
+        }
+        DataType::UInt16 if is_int(16, false)? => {
+            IntChunk::Int32(widened::<UInt16Type, Int32Type>(&array, i32::from))
+        }
+        DataType::Int32 if is_int(32, true)? => {
+            IntChunk::Int32(array.as_primitive::<Int32Type>().clone())
+        }
+        DataType::UInt32 if !is_int(32, false)? => {
+            IntChunk::Int64(widened::<UInt32Type, Int64Type>(&array, i64::from))
+        }
+        DataType::Int64 if !is_int(64, true)? => {
+            IntChunk::Int64(array.as_primitive::<Int64Type>().clone())
+        }
         _ => return None,
     })
 }
@@ -300,7 +332,7 @@ fn arrow_batch(arrays: Vec<ArrayRef>, key_type: Option<KeyType>) -> PyResult<Bat
     let unsupported = |a: &ArrayRef| {
         PyTypeError::new_err(format!(
             "keys: Arrow type {} is not supported; use string, large_string, binary, \
-             large_binary, int32 or int64 (one kind for the whole batch)",
+             large_binary, or an integer type up to int64 (one kind for the whole batch)",
             a.data_type()
         ))
     };
@@ -346,7 +378,8 @@ fn sequence_batch(items: &[Bound<'_, PyAny>], key_type: Option<KeyType>) -> PyRe
     Ok(Batch::Bytes(vec![ByteChunk::Binary(keys.finish())]))
 }
 
-/// A NumPy array: integer dtypes as int32 or int64 values; any other dtype as its items.
+/// A NumPy array: integer dtypes as int32 or int64 values, by the type Spark gives each
+/// width (`IntColumn`), in any byte order and stride; any other dtype as its items.
 fn numpy_batch(array: &Bound<'_, PyUntypedArray>, key_type: Option<KeyType>) -> PyResult<Batch> {
     if array.ndim() != 1 {
         return Err(PyTypeError::new_err(format!(
@@ -360,30 +393,27 @@ fn numpy_batch(array: &Bound<'_, PyUntypedArray>, key_type: Option<KeyType>) -> 
         let items: Vec<Bound<'_, PyAny>> = items.cast::<PyList>()?.iter().collect();
         return sequence_batch(&items, key_type);
     }
-    if let Ok(exact) = array.cast::<PyArray1<i32>>() {
-        return Ok(Batch::Ints(vec![IntChunk::Int32(Int32Array::from(
-            exact.to_vec()?,
-        ))]));
-    }
-    if let Ok(exact) = array.cast::<PyArray1<i64>>() {
-        return Ok(Batch::Ints(vec![IntChunk::Int64(Int64Array::from(
-            exact.to_vec()?,
-        ))]));
-    }
-    // Other integer dtypes widen to int64, where every value but a uint64's fits.
-    let safe = array
+    let column = IntColumn {
+        bits: 8 * u32::try_from(dtype.itemsize()).unwrap_or(u32::MAX),
+        signed: dtype.kind() == b'i',
+    };
+    let is_int = column
+        .is_int()
+        .map_err(|e| PyTypeError::new_err(format!("keys: {e}")))?;
+    // A copy in native order, contiguous, of the width read: NumPy converts byte order,
+    // stride and width in one pass (a no-op for what is already so).
+    let native = array
         .py()
         .import(intern!(array.py(), "numpy"))?
-        .call_method1(intern!(array.py(), "can_cast"), (dtype.clone(), "int64"))?
-        .is_truthy()?;
-    if !safe {
-        return Err(PyTypeError::new_err(format!(
-            "keys: NumPy dtype {dtype} does not fit int64; use int32 or int64 keys"
-        )));
-    }
-    let wide = array.call_method1(intern!(array.py(), "astype"), ("int64",))?;
-    let values = wide.cast::<PyArray1<i64>>()?.to_vec()?;
-    Ok(Batch::Ints(vec![IntChunk::Int64(Int64Array::from(values))]))
+        .call_method1(
+            intern!(array.py(), "ascontiguousarray"),
+            (array, if is_int { "=i4" } else { "=i8" }),
+        )?;
+    Ok(Batch::Ints(vec![if is_int {
+        IntChunk::Int32(Int32Array::from(native.cast::<PyArray1<i32>>()?.to_vec()?))
+    } else {
+        IntChunk::Int64(Int64Array::from(native.cast::<PyArray1<i64>>()?.to_vec()?))
+    }]))
 }
 
 fn read_batch(keys: &Bound<'_, PyAny>, key_type: Option<KeyType>) -> PyResult<Batch> {
@@ -509,6 +539,16 @@ fn java_string_hash_code(key: &Bound<'_, PyAny>) -> PyResult<i32> {
     Ok(kernels::java_string_hash_utf8(key_bytes(key, "key")?))
 }
 
+/// The UTF-8 bytes of the Java string a key stands for: a str's, or `new String(bytes,
+/// UTF_8).getBytes(UTF_8)` of bytes (malformed sequences replaced as the JDK replaces them).
+#[pyfunction]
+fn java_utf8<'py>(key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    Ok(PyBytes::new(
+        key.py(),
+        &kernels::java_utf8(key_bytes(key, "key")?),
+    ))
+}
+
 /// Iceberg's `bucket[num_buckets]` of a str, bytes or int value.
 #[pyfunction]
 fn iceberg_bucket(value: &Bound<'_, PyAny>, num_buckets: &Bound<'_, PyAny>) -> PyResult<u32> {
@@ -554,6 +594,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(fnv1a_32, m)?)?;
     m.add_function(wrap_pyfunction!(java_string_hash_code, m)?)?;
+    m.add_function(wrap_pyfunction!(java_utf8, m)?)?;
     m.add_function(wrap_pyfunction!(iceberg_bucket, m)?)?;
     m.add_function(wrap_pyfunction!(spark_hash, m)?)?;
     m.add_function(wrap_pyfunction!(spark_bucket, m)?)?;

@@ -23,6 +23,8 @@ use keyshared_kernels::pending_acks::{PendingAck, PendingAcks, WithNotice};
 /// while another consumer drains the hash, and removals take references off the tracker.
 #[pyclass(name = "PendingAcksMap", module = "keyshared._core", frozen)]
 pub struct PyPendingAcksMap {
+    /// The kernel's consumer id, kept outside the lock: the lock order reads it.
+    pub(crate) consumer_id: u64,
     pub(crate) state: Mutex<PendingAcks>,
     pub(crate) tracker: Option<Py<PyDrainingHashesTracker>>,
 }
@@ -47,16 +49,17 @@ impl PyPendingAcksMap {
         })
     }
 
-    fn notify(&self, py: Python<'_>, notice: Option<i32>) -> PyResult<()> {
+    fn notify(&self, py: Python<'_>, notice: Option<i32>) {
         notify(
             py,
             self.tracker().and_then(|t| t.handler(py)).as_ref(),
             notice,
-        )
+        );
     }
 
     /// Calls `processor(ledger_id, entry_id, batch_size, sticky_key_hash)` for each ack, then
-    /// tells the unblocking handler; the first error of either is raised.
+    /// tells the unblocking handler (whose errors go to `sys.unraisablehook`, see
+    /// `state::notify`); the processor's first error is raised.
     fn process(
         &self,
         py: Python<'_>,
@@ -68,8 +71,8 @@ impl PyPendingAcksMap {
             Some(p) => acks.iter().try_for_each(|a| p.call1(tuple(*a)).map(drop)),
             None => Ok(()),
         };
-        let notified = self.notify(py, notice);
-        processed.and(notified)
+        self.notify(py, notice);
+        processed
     }
 
     fn clear_all(&self, py: Python<'_>, processor: &Bound<'_, PyAny>, close: bool) -> PyResult<()> {
@@ -95,14 +98,15 @@ impl PyPendingAcksMap {
     ) -> PyResult<Self> {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         Ok(Self {
+            consumer_id: consumer,
             state: Mutex::new(PendingAcks::new(consumer)),
             tracker,
         })
     }
 
     #[getter]
-    fn consumer_id(&self, py: Python<'_>) -> u64 {
-        with_state(py, &self.state, |m| m.consumer_id())
+    fn consumer_id(&self) -> u64 {
+        self.consumer_id
     }
 
     /// The tracker's handler may hold this map (a bound method of its owner), so the
@@ -200,7 +204,7 @@ impl PyPendingAcksMap {
         let (removed, notice) = self
             .with_both(py, |m, t| m.remove(ledger, entry, expected, t))
             .py()?;
-        self.notify(py, notice)?;
+        self.notify(py, notice);
         Ok(removed)
     }
 
@@ -215,7 +219,7 @@ impl PyPendingAcksMap {
         let (removed, notice) = self
             .with_both(py, |m, t| m.remove_and_get(ledger, entry, t))
             .py()?;
-        self.notify(py, notice)?;
+        self.notify(py, notice);
         Ok(removed)
     }
 
@@ -304,7 +308,7 @@ impl PyPendingAcksMap {
             }
         });
         let (removed, notice) = result.py()?;
-        self.notify(py, notice)?;
+        self.notify(py, notice);
         Ok(PyArray1::from_vec(py, removed))
     }
 

@@ -13,7 +13,7 @@ use super::impacted::{
 };
 use super::keys::any_key_batch;
 use crate::conversions::{arg, key_bytes, ConsumerId, Int, KeyPatterns, RingHash, RingHashes};
-use crate::state::{detached, with_state};
+use crate::state::{check_unowned, detached, with_state};
 use keyshared_kernels::danube_ring::KeySharedConsumerState;
 use keyshared_kernels::ring::{ConsistentHashingSelector, DEFAULT_RANGE_MAX};
 
@@ -27,6 +27,8 @@ use keyshared_kernels::ring::{ConsistentHashingSelector, DEFAULT_RANGE_MAX};
 )]
 pub struct PyConsistentHashingSelector {
     pub(crate) state: Mutex<ConsistentHashingSelector>,
+    /// The dispatcher that owns it, if any: then it is read-only (`check_unowned`).
+    pub(crate) owner: Option<&'static str>,
 }
 
 #[pymethods]
@@ -62,6 +64,7 @@ impl PyConsistentHashingSelector {
         .py()?;
         Ok(Self {
             state: Mutex::new(selector),
+            owner: None,
         })
     }
 
@@ -101,6 +104,7 @@ impl PyConsistentHashingSelector {
         consumer_id: &Bound<'_, PyAny>,
         name: &Bound<'_, PyAny>,
     ) -> PyResult<Option<PyImpactedConsumersResult>> {
+        check_unowned(self.owner)?;
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let name = key_bytes(name, "name")?.to_vec();
         let impacted = with_state(py, &self.state, |s| s.add_consumer(consumer, &name)).py()?;
@@ -112,6 +116,7 @@ impl PyConsistentHashingSelector {
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
     ) -> PyResult<Option<PyImpactedConsumersResult>> {
+        check_unowned(self.owner)?;
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let impacted = with_state(py, &self.state, |s| s.remove_consumer(consumer));
         Ok(impacted.map(PyImpactedConsumersResult))

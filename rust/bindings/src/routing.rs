@@ -5,29 +5,48 @@ use crate::errors::Raise;
 
 use super::buckets::PyHashRange;
 use super::hashing::hash_keys;
-use crate::conversions::{arg, key_bytes, KeyHash, SegmentRoutes, Threads, U32s};
+use crate::conversions::{
+    arg, arg_or, key_bytes, KeyHash, ScalableRelease, SegmentRoutes, Threads, U32s,
+};
 use keyshared_kernels::hashing::key_hash;
 use keyshared_kernels::routing::RoutingTable as Table;
 
 /// The active segments of a layout, ready to route keys to (segment id, bucket index) in one
-/// pass. Built from `(segment_id, hash_range, bucket_splits)` triples that tile
-/// `[0x0000, 0xFFFF]` exactly.
+/// pass under a release's rule. Built from `(segment_id, hash_range, bucket_splits)` triples
+/// that tile `[0x0000, 0xFFFF]` exactly.
 #[pyclass(name = "RoutingTable", module = "keyshared._core", frozen, eq)]
 #[derive(PartialEq)]
-pub struct PyRoutingTable(Table);
+pub struct PyRoutingTable {
+    table: Table,
+    pulsar_version: String,
+}
 
 #[pymethods]
 impl PyRoutingTable {
     #[new]
-    fn new(segments: &Bound<'_, PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (segments, pulsar_version=None))]
+    fn new(
+        segments: &Bound<'_, PyAny>,
+        pulsar_version: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let release = arg_or(pulsar_version, "pulsar_version", ScalableRelease::master())?;
         let SegmentRoutes(routes) = arg(segments, "segments")?;
-        Ok(Self(Table::new(routes).py()?))
+        Ok(Self {
+            table: Table::new(routes, release.half).py()?,
+            pulsar_version: release.name,
+        })
+    }
+
+    /// The release whose rule the table routes by (`"master"` or `"5.0.0-M1"`).
+    #[getter]
+    fn pulsar_version(&self) -> &str {
+        &self.pulsar_version
     }
 
     /// The `(segment_id, hash_range, bucket_splits)` triples, in range order.
     #[getter]
     fn segments(&self) -> Vec<(u64, PyHashRange, Vec<u16>)> {
-        self.0
+        self.table
             .segments()
             .iter()
             .map(|s| (s.segment_id, PyHashRange(s.range), s.splits.clone()))
@@ -35,23 +54,24 @@ impl PyRoutingTable {
     }
 
     fn __len__(&self) -> usize {
-        self.0.segments().len()
+        self.table.segments().len()
     }
 
-    /// Pickles as its segments, so a table crosses to Spark executors (or any process) whole.
-    fn __getnewargs__(&self) -> (Vec<(u64, PyHashRange, Vec<u16>)>,) {
-        (self.segments(),)
+    /// Pickles as its segments and release, so a table crosses to Spark executors (or any
+    /// process) whole.
+    fn __getnewargs__(&self) -> (Vec<(u64, PyHashRange, Vec<u16>)>, String) {
+        (self.segments(), self.pulsar_version.clone())
     }
 
     /// `(segment_id, bucket_index)` of one key (str or bytes).
     fn route(&self, key: &Bound<'_, PyAny>) -> PyResult<(u64, u32)> {
-        Ok(self.0.route(key_hash(key_bytes(key, "key")?)))
+        Ok(self.table.route(key_hash(key_bytes(key, "key")?)))
     }
 
     /// `(segment_id, bucket_index)` of one 32-bit key hash.
     fn route_hash(&self, key_hash: &Bound<'_, PyAny>) -> PyResult<(u64, u32)> {
         let KeyHash(h) = arg(key_hash, "key_hash")?;
-        Ok(self.0.route(h))
+        Ok(self.table.route(h))
     }
 
     /// Segment ids (int64) and bucket indices (int32) of a batch of keys, in one pass.
@@ -63,7 +83,7 @@ impl PyRoutingTable {
         null_key: Option<&Bound<'py, PyAny>>,
         threads: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i32>>)> {
-        let (ids, buckets) = hash_keys(keys, null_key, threads, |h| self.0.route_signed(h))?;
+        let (ids, buckets) = hash_keys(keys, null_key, threads, |h| self.table.route_signed(h))?;
         let py = keys.py();
         Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, buckets)))
     }
@@ -79,14 +99,21 @@ impl PyRoutingTable {
         let threads = Threads::or_default(threads)?;
         let U32s(hashes) = arg(key_hashes, "key_hashes")?;
         let py = key_hashes.py();
-        let (ids, buckets) = py.detach(|| self.0.route_hashes(&hashes, threads));
+        let (ids, buckets) = py.detach(|| self.table.route_hashes(&hashes, threads));
         Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, buckets)))
     }
 
-    /// How many buckets the table holds, over all its segments.
+    /// How many buckets the table holds, over all its segments (one per segment on
+    /// 5.0.0-M1, which has no entry buckets).
     #[getter]
     fn bucket_count(&self) -> u64 {
-        self.0.bucket_count()
+        self.table.bucket_count()
+    }
+
+    /// How many buckets each segment holds under the table's rule, in range order.
+    #[getter]
+    fn bucket_counts(&self) -> Vec<u32> {
+        self.table.bucket_counts().collect()
     }
 
     /// The bucket ordinal (uint32) of each key hash: its bucket's position among all the
@@ -100,7 +127,7 @@ impl PyRoutingTable {
         let threads = Threads::or_default(threads)?;
         let U32s(hashes) = arg(key_hashes, "key_hashes")?;
         let py = key_hashes.py();
-        let ordinals = py.detach(|| self.0.bucket_ordinals(&hashes, threads));
+        let ordinals = py.detach(|| self.table.bucket_ordinals(&hashes, threads));
         Ok(PyArray1::from_vec(py, ordinals))
     }
 }

@@ -1,5 +1,7 @@
 //! The pinned key hash (SPEC 1): MurmurHash3_x86_32 with seed 0, split into halves.
 
+use strum::{EnumString, IntoStaticStr, VariantNames};
+
 /// Bumped only if the hash ever changes; routing depends on it never changing.
 pub const HASH_VERSION: u32 = 1;
 
@@ -19,6 +21,53 @@ pub fn segment_hash(hash: u32) -> u16 {
 #[inline]
 pub fn bucket_hash(hash: u32) -> u16 {
     hash as u16
+}
+
+/// Which half of a key hash picks its segment: the scalable-topic routing rule of a Pulsar
+/// release. One rule for every router of a layout (tables, batches, single keys).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, EnumString, IntoStaticStr, VariantNames,
+)]
+#[strum(serialize_all = "snake_case")]
+pub enum SegmentHalf {
+    /// Pulsar master since PIP-486: the high half picks the segment and the low half
+    /// (hashB) the entry bucket inside it, so the two are independent.
+    #[default]
+    High,
+    /// Pulsar 5.0.0-M1's V5 client: `makeHash(key) & 0xFFFF`, the low half (clearing bit 31
+    /// leaves it whole), picks the segment. M1 has no entry buckets: a segment is one
+    /// bucket, bucket 0, whatever split points a layout records.
+    Low,
+}
+
+impl SegmentHalf {
+    /// The 16-bit segment-ring hash of a key hash.
+    #[inline]
+    pub fn segment_hash(self, hash: u32) -> u16 {
+        match self {
+            Self::High => segment_hash(hash),
+            Self::Low => bucket_hash(hash),
+        }
+    }
+
+    /// The bucket-ring hash (hashB) of a key hash; None where the release has no buckets.
+    #[inline]
+    pub fn bucket_hash(self, hash: u32) -> Option<u16> {
+        match self {
+            Self::High => Some(bucket_hash(hash)),
+            Self::Low => None,
+        }
+    }
+
+    /// How many buckets a segment with these split points has under this rule.
+    #[inline]
+    pub fn bucket_count(self, splits: &[u16]) -> u32 {
+        match self {
+            // At most 65,535 split points: the count fits in u32.
+            Self::High => splits.len() as u32 + 1,
+            Self::Low => 1,
+        }
+    }
 }
 
 /// The key hash range of a current Pulsar broker's default (consistent-hashing) selector,
@@ -88,6 +137,23 @@ mod tests {
                 h
             );
         }
+    }
+
+    #[test]
+    fn the_segment_half_picks_the_ring_and_m1_has_one_bucket() {
+        let h = 0x1234_ABCD;
+        assert_eq!(SegmentHalf::High.segment_hash(h), 0x1234);
+        assert_eq!(SegmentHalf::High.bucket_hash(h), Some(0xABCD));
+        assert_eq!(SegmentHalf::Low.segment_hash(h), 0xABCD);
+        assert_eq!(
+            SegmentHalf::Low.segment_hash(make_hash(h | 0x8000_0000)),
+            0xABCD
+        );
+        assert_eq!(SegmentHalf::Low.bucket_hash(h), None);
+        assert_eq!(SegmentHalf::High.bucket_count(&[1, 2]), 3);
+        assert_eq!(SegmentHalf::Low.bucket_count(&[1, 2]), 1);
+        assert_eq!("low".parse::<SegmentHalf>(), Ok(SegmentHalf::Low));
+        assert_eq!(SegmentHalf::default(), SegmentHalf::High);
     }
 
     #[test]

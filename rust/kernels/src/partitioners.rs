@@ -3,6 +3,8 @@
 //! `hash()` as `bucketBy` uses it, Sarama and kafka-go. A partition is `None` where the
 //! system picks no fixed partition for the key (a sticky, random or round-robin choice).
 
+use std::borrow::Cow;
+
 use strum::{EnumIter, EnumString, IntoStaticStr, VariantNames};
 
 use super::error::{InvalidInput, KernelResult};
@@ -90,7 +92,7 @@ impl Partitioner {
             Self::LibrdkafkaConsistent | Self::LibrdkafkaConsistentRandom => crc32(key) % n,
             Self::LibrdkafkaFnv1a | Self::LibrdkafkaFnv1aRandom => rd_fnv1a(key) % n,
             Self::PulsarJavaStringHash => to_positive(java_string_hash_utf8(key)) % n,
-            Self::PulsarMurmur332Hash => to_positive(key_hash(key) as i32) % n,
+            Self::PulsarMurmur332Hash => to_positive(key_hash(&java_utf8(key)) as i32) % n,
             Self::IcebergBucket => to_positive(iceberg_hash(IcebergValue::Bytes(key))) % n,
             Self::SparkBucket => pmod(spark_hash(SparkValue::Bytes(key)), n),
             Self::Sarama | Self::KafkaGo => sarama_partition(fnv1a_32(key), n),
@@ -116,6 +118,31 @@ impl Partitioner {
 pub enum IntKey {
     Int(i32),
     Long(i64),
+}
+
+/// The integer type of a NumPy or Arrow key column, by width and sign.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntColumn {
+    pub bits: u32,
+    pub signed: bool,
+}
+
+impl IntColumn {
+    /// Whether the column's keys are ints (true) or longs (false) to Spark: its byte, short
+    /// and int columns (int8, int16, int32) all hash as an int (`Murmur3Hash` widens byte
+    /// and short), long (int64) as a long. Spark has no unsigned types: uint8 and uint16
+    /// fit an int, uint32 needs a long, uint64 fits neither (an error). Iceberg hashes an
+    /// int as the long of the same value, so only Spark's buckets depend on this.
+    pub fn is_int(self) -> KernelResult<bool> {
+        match (self.bits, self.signed) {
+            (8 | 16 | 32, true) | (8 | 16, false) => Ok(true),
+            (64, true) | (32, false) => Ok(false),
+            (bits, signed) => Err(InvalidInput::new(format!(
+                "{}int{bits} keys do not fit a long; use int32 or int64 keys",
+                if signed { "" } else { "u" }
+            ))),
+        }
+    }
 }
 
 /// The partitioners with integer keys.
@@ -205,6 +232,23 @@ pub fn java_string_hash_utf8(bytes: &[u8]) -> i32 {
     let mut h = 0i32;
     java_decode_utf8(bytes, |u| h = h.wrapping_mul(31).wrapping_add(i32::from(u)));
     h
+}
+
+/// The UTF-8 bytes of the string a key's bytes stand for in Java, `new String(bytes,
+/// UTF_8).getBytes(UTF_8)`: valid UTF-8 as it is, malformed sequences replaced by U+FFFD as
+/// the JDK replaces them (`java_decode_utf8`). The Pulsar client's keys are strings, so its
+/// `Murmur3_32Hash` hashes these bytes, as its `JavaStringHash` hashes that string's units.
+pub fn java_utf8(bytes: &[u8]) -> Cow<'_, [u8]> {
+    if std::str::from_utf8(bytes).is_ok() {
+        return Cow::Borrowed(bytes);
+    }
+    let mut units = Vec::with_capacity(bytes.len());
+    java_decode_utf8(bytes, |u| units.push(u));
+    // The JDK's decoder pairs every surrogate it puts out, so nothing here is replaced.
+    let text: String = char::decode_utf16(units)
+        .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+        .collect();
+    Cow::Owned(text.into_bytes())
 }
 
 const REPLACEMENT: u16 = 0xFFFD;
@@ -513,6 +557,46 @@ mod tests {
         assert_eq!(sarama_partition(0x811c_9dc5, 7), 2);
         assert_eq!(sarama_partition(0x8000_0000, 3), 2);
         assert_eq!(sarama_partition(10, 3), 1);
+    }
+
+    #[test]
+    fn java_utf8_replaces_as_the_jdk_does() {
+        const R: &[u8] = "\u{FFFD}".as_bytes();
+        assert_eq!(java_utf8(b"order-1"), &b"order-1"[..]);
+        assert!(matches!(java_utf8("€uro".as_bytes()), Cow::Borrowed(_)));
+        assert_eq!(java_utf8(b"\xff"), R);
+        // An encoded surrogate is one U+FFFD for its three bytes, as the JDK decodes it.
+        assert_eq!(java_utf8(b"\xED\xA0\x80a"), [R, b"a"].concat());
+        assert_eq!(java_utf8(b"\x80\xFF"), [R, R].concat());
+    }
+
+    #[test]
+    fn pulsar_schemes_take_the_java_string_of_invalid_bytes() {
+        // The Java client routes new String(b"\xff", UTF_8), i.e. "\u{FFFD}": partition 5
+        // of 7 under Murmur3_32Hash (the raw byte would give 2).
+        let p = Partitioner::PulsarMurmur332Hash;
+        assert_eq!(p.partition(Some(b"\xff"), n(7)), Some(5));
+        for scheme in [Partitioner::PulsarJavaStringHash, p] {
+            for (bad, good) in [(&b"\xff"[..], "\u{FFFD}"), (b"a\xE2\x82", "a\u{FFFD}")] {
+                let want = scheme.partition(Some(good.as_bytes()), n(1000));
+                assert_eq!(scheme.partition(Some(bad), n(1000)), want, "{scheme:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn int_columns_take_sparks_types() {
+        let column = |bits, signed| IntColumn { bits, signed }.is_int();
+        for bits in [8, 16, 32] {
+            assert!(column(bits, true).unwrap());
+        }
+        assert!(!column(64, true).unwrap());
+        assert!(column(8, false).unwrap() && column(16, false).unwrap());
+        assert!(!column(32, false).unwrap());
+        assert!(column(64, false)
+            .unwrap_err()
+            .to_string()
+            .contains("uint64"));
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! One-pass routing of key hashes to (segment id, bucket index) under a set of active
-//! segments: the hot path of bulk bucketing.
+//! segments and a release's [`SegmentHalf`]: the hot path of bulk bucketing.
 
 use super::buckets::{bucket_index, HashRange, RING_SIZE};
 use super::error::{InvalidInput, KernelResult};
-use super::hashing::{bucket_hash, segment_hash};
+use super::hashing::SegmentHalf;
 use super::parallel::map_pairs;
 
 /// An active segment as routing sees it: its id, its range of segment hashes and its
@@ -17,25 +17,29 @@ pub struct SegmentRoute {
 
 /// Active segments that tile the whole segment ring, with a direct lookup from segment hash
 /// to segment so that routing a key costs one table read and one short binary search.
+/// `half` is the release's rule: which half of a key hash picks the segment, and whether
+/// the other one picks a bucket (see [`SegmentHalf`]).
 #[derive(Debug, Clone)]
 pub struct RoutingTable {
     segments: Vec<SegmentRoute>,
+    half: SegmentHalf,
     slot_by_segment_hash: Box<[u16]>,
     /// Per segment (in range order), how many buckets the segments before it hold.
     first_bucket_ordinal: Vec<u32>,
 }
 
-/// Two tables are equal when they hold the same segments (the lookup follows from them).
+/// Two tables are equal when they hold the same segments under the same rule (the lookup
+/// follows from them).
 impl PartialEq for RoutingTable {
     fn eq(&self, other: &Self) -> bool {
-        self.segments == other.segments
+        self.segments == other.segments && self.half == other.half
     }
 }
 
 impl Eq for RoutingTable {}
 
 impl RoutingTable {
-    pub fn new(mut segments: Vec<SegmentRoute>) -> KernelResult<Self> {
+    pub fn new(mut segments: Vec<SegmentRoute>, half: SegmentHalf) -> KernelResult<Self> {
         segments.sort_by_key(|s| s.range);
         check_tiling(&segments)?;
         check_unique_ids(&segments)?;
@@ -50,12 +54,13 @@ impl RoutingTable {
             .iter()
             .scan(0u32, |next, seg| {
                 let first = *next;
-                *next += seg.splits.len() as u32 + 1;
+                *next += half.bucket_count(&seg.splits);
                 Some(first)
             })
             .collect();
         Ok(Self {
             segments,
+            half,
             slot_by_segment_hash: slots,
             first_bucket_ordinal,
         })
@@ -66,12 +71,31 @@ impl RoutingTable {
         &self.segments
     }
 
+    /// The release's rule the table routes by.
+    pub fn half(&self) -> SegmentHalf {
+        self.half
+    }
+
     /// (segment id, bucket index) of a 32-bit key hash.
     #[inline]
     pub fn route(&self, hash: u32) -> (u64, u32) {
-        let slot = self.slot_by_segment_hash[segment_hash(hash) as usize];
-        let seg = &self.segments[slot as usize];
-        (seg.segment_id, bucket_index(bucket_hash(hash), &seg.splits))
+        let slot = self.slot(hash);
+        let seg = &self.segments[slot];
+        (seg.segment_id, self.bucket_in(seg, hash))
+    }
+
+    /// The position, in range order, of the segment a key hash routes to.
+    #[inline]
+    fn slot(&self, hash: u32) -> usize {
+        self.slot_by_segment_hash[self.half.segment_hash(hash) as usize] as usize
+    }
+
+    /// The bucket of a key hash inside its segment: 0 where the rule has no buckets.
+    #[inline]
+    fn bucket_in(&self, seg: &SegmentRoute, hash: u32) -> u32 {
+        self.half
+            .bucket_hash(hash)
+            .map_or(0, |b| bucket_index(b, &seg.splits))
     }
 
     /// `route` of every key hash on up to `threads` threads, as the segment ids (int64, which
@@ -97,19 +121,22 @@ impl RoutingTable {
 
     /// How many buckets the table holds, over all its segments.
     pub fn bucket_count(&self) -> u64 {
+        self.bucket_counts().map(u64::from).sum()
+    }
+
+    /// How many buckets each segment holds under the table's rule, in range order.
+    pub fn bucket_counts(&self) -> impl Iterator<Item = u32> + '_ {
         self.segments
             .iter()
-            .map(|s| s.splits.len() as u64 + 1)
-            .sum()
+            .map(|s| self.half.bucket_count(&s.splits))
     }
 
     /// The position of a key hash's bucket among all the table's buckets: segments in range
     /// order, each segment's buckets in order. A dense number for grouping by bucket.
     #[inline]
     pub fn bucket_ordinal(&self, hash: u32) -> u32 {
-        let slot = self.slot_by_segment_hash[segment_hash(hash) as usize] as usize;
-        let splits = &self.segments[slot].splits;
-        self.first_bucket_ordinal[slot] + bucket_index(bucket_hash(hash), splits)
+        let slot = self.slot(hash);
+        self.first_bucket_ordinal[slot] + self.bucket_in(&self.segments[slot], hash)
     }
 }
 
@@ -178,7 +205,8 @@ mod tests {
 
     #[test]
     fn batches_route_as_single_hashes_and_ids_fit_int64() {
-        let table = RoutingTable::new(vec![seg(7, 0, 0xFFFF, &[0x100, 0x9000])]).unwrap();
+        let table = RoutingTable::new(vec![seg(7, 0, 0xFFFF, &[0x100, 0x9000])], SegmentHalf::High)
+            .unwrap();
         let hashes: Vec<u32> = (0..40_000u32)
             .map(|i| i.wrapping_mul(2_654_435_761))
             .collect();
@@ -190,17 +218,20 @@ mod tests {
         }
         let too_big = seg(i64::MAX as u64 + 1, 0, 0xFFFF, &[]);
         assert!(matches!(
-            RoutingTable::new(vec![too_big]),
+            RoutingTable::new(vec![too_big], SegmentHalf::High),
             Err(InvalidInput::OutOfRange { .. })
         ));
     }
 
     #[test]
     fn bucket_ordinals_number_the_buckets_in_range_order() {
-        let table = RoutingTable::new(vec![
-            seg(9, 0x8000, 0xFFFF, &[0x8000]),
-            seg(4, 0, 0x7FFF, &[0x4000, 0xC000]),
-        ])
+        let table = RoutingTable::new(
+            vec![
+                seg(9, 0x8000, 0xFFFF, &[0x8000]),
+                seg(4, 0, 0x7FFF, &[0x4000, 0xC000]),
+            ],
+            SegmentHalf::High,
+        )
         .unwrap();
         assert_eq!(table.bucket_count(), 5);
         let ordinals: Vec<u32> = [0x0000_0000, 0x0000_C000, 0x8000_0000, 0xFFFF_FFFF]
@@ -212,11 +243,8 @@ mod tests {
 
     #[test]
     fn routes_by_high_then_low_half() {
-        let table = RoutingTable::new(vec![
-            seg(7, 0x8000, 0xFFFF, &[0x8000]),
-            seg(3, 0, 0x7FFF, &[]),
-        ])
-        .unwrap();
+        let segments = vec![seg(7, 0x8000, 0xFFFF, &[0x8000]), seg(3, 0, 0x7FFF, &[])];
+        let table = RoutingTable::new(segments, SegmentHalf::High).unwrap();
         assert_eq!(table.route(0x0000_FFFF), (3, 0));
         assert_eq!(table.route(0x7FFF_FFFF), (3, 0));
         assert_eq!(table.route(0x8000_7FFF), (7, 0));
@@ -225,21 +253,42 @@ mod tests {
     }
 
     #[test]
+    fn m1_routes_by_the_low_half_into_one_bucket_per_segment() {
+        let segments = vec![
+            seg(7, 0x8000, 0xFFFF, &[0x8000]),
+            seg(3, 0, 0x7FFF, &[0x10]),
+        ];
+        let m1 = RoutingTable::new(segments.clone(), SegmentHalf::Low).unwrap();
+        assert_eq!(m1.route(0x0000_FFFF), (7, 0));
+        assert_eq!(m1.route(0xFFFF_7FFF), (3, 0));
+        assert_eq!(m1.route(0x7FFF_8000), (7, 0));
+        assert_eq!(m1.bucket_count(), 2);
+        assert_eq!(m1.bucket_counts().collect::<Vec<_>>(), vec![1, 1]);
+        let ordinals: Vec<u32> = [0xFFFF_0000, 0x0000_FFFF]
+            .iter()
+            .map(|&h| m1.bucket_ordinal(h))
+            .collect();
+        assert_eq!(ordinals, vec![0, 1]);
+        assert_ne!(m1, RoutingTable::new(segments, SegmentHalf::High).unwrap());
+        assert_eq!(m1.half(), SegmentHalf::Low);
+    }
+
+    #[test]
     fn rejects_gaps_overlaps_short_tilings_and_duplicate_ids() {
         let gap = vec![seg(0, 0, 10, &[]), seg(1, 12, 0xFFFF, &[])];
-        assert!(RoutingTable::new(gap)
+        assert!(RoutingTable::new(gap, SegmentHalf::High)
             .unwrap_err()
             .to_string()
             .contains("gap"));
         let overlap = vec![seg(0, 0, 10, &[]), seg(1, 10, 0xFFFF, &[])];
-        assert!(RoutingTable::new(overlap)
+        assert!(RoutingTable::new(overlap, SegmentHalf::High)
             .unwrap_err()
             .to_string()
             .contains("overlaps"));
-        assert!(RoutingTable::new(vec![seg(0, 0, 10, &[])]).is_err());
-        assert!(RoutingTable::new(vec![]).is_err());
+        assert!(RoutingTable::new(vec![seg(0, 0, 10, &[])], SegmentHalf::High).is_err());
+        assert!(RoutingTable::new(vec![], SegmentHalf::High).is_err());
         let dup = vec![seg(0, 0, 10, &[]), seg(0, 11, 0xFFFF, &[])];
-        assert!(RoutingTable::new(dup)
+        assert!(RoutingTable::new(dup, SegmentHalf::High)
             .unwrap_err()
             .to_string()
             .contains("more than once"));

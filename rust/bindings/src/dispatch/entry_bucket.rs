@@ -25,8 +25,8 @@ use keyshared_kernels::error::{KernelResult, StateResult};
 /// PIP-486's entry-bucket dispatcher over a selector, a tracker and each connected
 /// consumer's pending acks (a `PendingAcksMap` wired to the tracker), each shared with
 /// Python; the kernel's `dispatch::entry_bucket` decides. Changes and dispatches are
-/// serialized (the Java methods are `synchronized`); locks go dispatcher, selector, maps in
-/// id order, tracker.
+/// serialized (the Java methods are `synchronized`); locks go dispatcher, selector, maps,
+/// tracker: the one lock order (`state`).
 #[pyclass(name = "EntryBucketDispatcher", module = "keyshared._core", frozen)]
 pub struct PyEntryBucketDispatcher {
     selector: Py<PyEntryBucketSelector>,
@@ -48,6 +48,7 @@ impl PyEntryBucketDispatcher {
             .unbind();
         let selector = PyEntryBucketSelector {
             state: Mutex::new(selector),
+            owner: Some("EntryBucketDispatcher"),
         };
         Ok(Self {
             selector: Py::new(py, selector)?,
@@ -64,11 +65,11 @@ impl PyEntryBucketDispatcher {
         lock(&self.tracker.get().state)
     }
 
-    fn notify(&self, py: Python<'_>, notices: impl IntoIterator<Item = i32>) -> PyResult<()> {
+    fn notify(&self, py: Python<'_>, notices: impl IntoIterator<Item = i32>) {
         let handler = self.tracker.get().handler(py);
-        notices
-            .into_iter()
-            .try_for_each(|n| notify(py, handler.as_ref(), Some(n)))
+        for n in notices {
+            notify(py, handler.as_ref(), Some(n));
+        }
     }
 }
 
@@ -149,7 +150,7 @@ impl PyEntryBucketDispatcher {
             Ok(notice)
         });
         drop(slot);
-        self.notify(py, notice.py()?)?;
+        self.notify(py, notice.py()?);
         Ok(handle)
     }
 
@@ -175,7 +176,7 @@ impl PyEntryBucketDispatcher {
             })
             .py()?;
         drop(map);
-        self.notify(py, removed.notices)?;
+        self.notify(py, removed.notices);
         Ok(removed.acks.into_iter().map(tuple).collect())
     }
 
@@ -269,7 +270,7 @@ impl PyEntryBucketDispatcher {
                 let mut acks = lock_acks(&maps);
                 kernel::dispatch_many(&selector, batch, &mut acks, &mut self.tracker_state())
             })
-            .py()?;
+            .py_in("entry_ids")?;
         PyTuple::new(
             py,
             [

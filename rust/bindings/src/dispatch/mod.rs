@@ -11,21 +11,22 @@ use std::sync::MutexGuard;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{IntoPyDict, PyType};
+use pyo3::types::{IntoPyDict, PyTuple, PyType};
 use strum::VariantArray;
 
-use crate::conversions::{arg, opt_arg, type_name, ConsumerId, Int, RingHash};
+use crate::conversions::{arg, opt_arg, type_name, ConsumerId, QueuedId, StickyKeyHash};
+use crate::errors::Raise;
 use crate::pending_acks::PyPendingAcksMap;
-use crate::state::lock;
+use crate::state::lock_maps;
 use keyshared_kernels::dispatch::sticky::{Dispatched, HoldReason, ReadEntry};
 use keyshared_kernels::pending_acks::PendingAcks;
 
 /// Each connected consumer's pending-acks map, by consumer id.
 type Maps = BTreeMap<u64, Py<PyPendingAcksMap>>;
 
-/// Every connected consumer's pending acks, locked in id order.
+/// Every connected consumer's pending acks, locked in the one order (`state::lock_maps`).
 fn lock_acks(maps: &Maps) -> Vec<MutexGuard<'_, PendingAcks>> {
-    maps.values().map(|m| lock(&m.get().state)).collect()
+    lock_maps(maps.values().map(Py::get))
 }
 
 const HOLD_REASON_DOC: &str = "Why an entry was not sent (the value is the reason in \
@@ -146,22 +147,44 @@ impl PyDispatchResult {
         draining_consumer_id: Option<&Bound<'_, PyAny>>,
         queued_for_redelivery: bool,
     ) -> PyResult<Self> {
-        Ok(Self {
-            ledger_id: arg::<Int>(ledger_id, "ledger_id")?.0,
-            entry_id: arg::<Int>(entry_id, "entry_id")?.0,
-            sticky_key_hash: arg::<RingHash>(sticky_key_hash, "sticky_key_hash")?.0,
-            consumer_id: opt_arg::<ConsumerId>(consumer_id, "consumer_id")?.map(|c| c.0),
-            held_for: match held.filter(|h| !h.is_none()) {
+        let entry = ReadEntry {
+            position: (
+                arg::<QueuedId>(ledger_id, "ledger_id")?.0,
+                arg::<QueuedId>(entry_id, "entry_id")?.0,
+            ),
+            sticky_key_hash: arg::<StickyKeyHash>(sticky_key_hash, "sticky_key_hash")?.0,
+            batch_size: 0,
+        };
+        let dispatched = Dispatched {
+            consumer: opt_arg::<ConsumerId>(consumer_id, "consumer_id")?.map(|c| c.0),
+            held: match held.filter(|h| !h.is_none()) {
                 Some(h) => Some(hold_reason(h, "held")?),
                 None => None,
             },
-            draining_consumer_id: opt_arg::<ConsumerId>(
-                draining_consumer_id,
-                "draining_consumer_id",
-            )?
-            .map(|c| c.0),
-            queued_for_redelivery,
-        })
+            draining: opt_arg::<ConsumerId>(draining_consumer_id, "draining_consumer_id")?
+                .map(|c| c.0),
+            queued: queued_for_redelivery,
+        };
+        dispatched.check().py()?;
+        Ok(Self::of(&entry, dispatched))
+    }
+
+    /// Pickled (and copied) as the constructor's arguments.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyType>, Bound<'py, PyTuple>)> {
+        let py = slf.py();
+        let r = slf.get();
+        let args = (
+            r.ledger_id,
+            r.entry_id,
+            r.sticky_key_hash,
+            r.consumer_id,
+            r.held(py)?,
+            r.draining_consumer_id,
+            r.queued_for_redelivery,
+        );
+        Ok((slf.get_type(), args.into_pyobject(py)?))
     }
 
     /// The `HoldReason` the entry was held for; None when it was sent.

@@ -35,7 +35,7 @@ type Locked<'a, 'g> = Parts<'a, ConsistentHashingSelector, MutexGuard<'g, Pendin
 /// each connected consumer's pending acks, each shared with Python; the kernel's
 /// `dispatch::sticky` decides, a whole read at a time without the GIL. Changes and reads
 /// are serialized (the Java methods are `synchronized`); locks go dispatcher, selector,
-/// maps in id order, redelivery queue, tracker.
+/// maps, redelivery queue, tracker: the one lock order (`state`).
 #[pyclass(name = "StickyKeyDispatcher", module = "keyshared._core", frozen)]
 pub struct PyStickyKeyDispatcher {
     selector: Py<PyConsistentHashingSelector>,
@@ -83,11 +83,11 @@ impl PyStickyKeyDispatcher {
         self.with_parts(py, f, |_, _| ()).0
     }
 
-    fn notify(&self, py: Python<'_>, notices: impl IntoIterator<Item = i32>) -> PyResult<()> {
+    fn notify(&self, py: Python<'_>, notices: impl IntoIterator<Item = i32>) {
         let handler = self.tracker.get().handler(py);
-        notices
-            .into_iter()
-            .try_for_each(|n| notify(py, handler.as_ref(), Some(n)))
+        for n in notices {
+            notify(py, handler.as_ref(), Some(n));
+        }
     }
 
     fn read(
@@ -157,6 +157,7 @@ impl PyStickyKeyDispatcher {
                 py,
                 PyConsistentHashingSelector {
                     state: Mutex::new(selector),
+                    owner: Some("StickyKeyDispatcher"),
                 },
             )?,
             tracker,
@@ -221,7 +222,7 @@ impl PyStickyKeyDispatcher {
             },
         );
         drop(unused);
-        self.notify(py, notice.py()?)?;
+        self.notify(py, notice.py()?);
         Ok(handle)
     }
 
@@ -241,7 +242,7 @@ impl PyStickyKeyDispatcher {
         );
         drop(map);
         let removed = removed.py()?;
-        self.notify(py, removed.notices)?;
+        self.notify(py, removed.notices);
         Ok(removed.acks.into_iter().map(tuple).collect())
     }
 

@@ -1,9 +1,10 @@
-//! Any tiling of the segment ring with any bucket splits: a table is built or refused with an
-//! error, never a panic, and every key hash routes to a segment covering it, one hash at a
-//! time as in batch.
+//! Any tiling of the segment ring with any bucket splits, under either release's rule: a
+//! table is built or refused with an error, never a panic, and every key hash routes to a
+//! segment covering its segment hash, one hash at a time as in batch.
 #![no_main]
 
 use keyshared_kernels::buckets::{validate_splits, HashRange};
+use keyshared_kernels::hashing::SegmentHalf;
 use keyshared_kernels::routing::{RoutingTable, SegmentRoute};
 use libfuzzer_sys::{arbitrary, fuzz_target};
 
@@ -13,6 +14,7 @@ struct Input {
     ids: Vec<u64>,
     splits: Vec<Vec<i64>>,
     hashes: Vec<u32>,
+    low_half: bool,
 }
 
 fuzz_target!(|input: Input| {
@@ -34,7 +36,12 @@ fuzz_target!(|input: Input| {
             splits,
         });
     }
-    let Ok(table) = RoutingTable::new(segments) else {
+    let half = if input.low_half {
+        SegmentHalf::Low
+    } else {
+        SegmentHalf::High
+    };
+    let Ok(table) = RoutingTable::new(segments, half) else {
         return;
     };
     let (ids, buckets) = table.route_hashes(&input.hashes, 2);
@@ -46,7 +53,7 @@ fuzz_target!(|input: Input| {
             .iter()
             .find(|s| s.segment_id == id)
             .expect("routed");
-        assert!(segment.range.contains_hash((hash >> 16) as u16));
-        assert!(bucket as usize <= segment.splits.len());
+        assert!(segment.range.contains_hash(half.segment_hash(hash)));
+        assert!(bucket < half.bucket_count(&segment.splits));
     }
 });

@@ -8,11 +8,12 @@
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 
-use super::{connect, disconnect, Removed};
+use super::{check_pending, check_positions, connect, disconnect, Removed};
 use crate::draining::DrainingHashes;
 use crate::entry_bucket::{dispatch_to, EntryBucketSelector};
 use crate::error::{KernelResult, StateResult};
 use crate::pending_acks::{PendingAck, PendingAcks};
+use crate::redelivery::Position;
 
 /// What an entry is dispatched by: its stamped `entry_hash_min`, or its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,11 +74,17 @@ where
     let Some(mut acks) = acks_of(consumer) else {
         return Ok(None);
     };
+    check_pending(position(&ack), ack.sticky_key_hash, &acks)?;
     Ok(dispatch_to(consumer, ack, &mut acks, &mut tracker())?.then_some(consumer))
 }
 
+fn position(ack: &PendingAck) -> Position {
+    (ack.ledger_id, ack.entry_id)
+}
+
 /// `dispatch` of each entry in order: the owner of each (0 with no consumer connected) and
-/// whether it went.
+/// whether it went. Every entry is checked first (`check_positions`), so an error changes
+/// nothing.
 pub fn dispatch_many<'e, A: DerefMut<Target = PendingAcks>>(
     selector: &EntryBucketSelector,
     entries: impl ExactSizeIterator<Item = Entry<'e>>,
@@ -88,12 +95,16 @@ pub fn dispatch_many<'e, A: DerefMut<Target = PendingAcks>>(
         .iter_mut()
         .map(|a| (a.consumer_id(), &mut **a))
         .collect();
-    let (mut consumers, mut sent) = (
-        Vec::with_capacity(entries.len()),
-        vec![false; entries.len()],
-    );
-    for (entry, went) in entries.zip(&mut sent) {
-        let Some((consumer, ack)) = owned(selector, entry) else {
+    let owners: Vec<Option<(u64, PendingAck)>> = entries.map(|e| owned(selector, e)).collect();
+    // Entries have owners all or none (none while no consumer is connected, when nothing
+    // goes), so the items checked keep their indexes.
+    check_positions(owners.iter().flatten().map(|&(consumer, ack)| {
+        let pending = by_id.get(&consumer).map(|p| &**p);
+        (position(&ack), ack.sticky_key_hash, pending)
+    }))?;
+    let (mut consumers, mut sent) = (Vec::with_capacity(owners.len()), vec![false; owners.len()]);
+    for (owner, went) in owners.into_iter().zip(&mut sent) {
+        let Some((consumer, ack)) = owner else {
             consumers.push(0);
             continue;
         };
@@ -217,6 +228,57 @@ mod tests {
             Route::Key(b"k").sticky_key_hash(&s),
             s.make_sticky_key_hash(b"k")
         );
+    }
+
+    #[test]
+    fn a_pending_entry_keeps_its_bucket() {
+        let mut p = Parts::new();
+        p.add(1, "a").unwrap();
+        assert_eq!(p.send(0, 0xD000), Some(1));
+        // Bucket 3 moves to consumer 2 and drains on 1; entry 0 again in bucket 0 (still
+        // consumer 1's) would leave bucket 3 withheld for ever: refused, nothing changed.
+        p.add(2, "b").unwrap();
+        assert_eq!(withheld_buckets(&p.selector, &p.tracker), vec![3]);
+        let acks = &mut p.acks;
+        let acks_of = |c| {
+            { acks }
+                .iter_mut()
+                .find(|a: &&mut PendingAcks| a.consumer_id() == c)
+        };
+        let other = stamped(0, 0x1000);
+        assert_eq!(p.selector.select(0x1000), Some(1));
+        let err = dispatch(&p.selector, other, acks_of, || &mut p.tracker).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("under sticky key hash 49152, not 1"),
+            "{err}"
+        );
+        let mut refs: Vec<&mut PendingAcks> = p.acks.iter_mut().collect();
+        let many = [stamped(5, 0x1000), other].into_iter();
+        assert!(dispatch_many(&p.selector, many, &mut refs, &mut p.tracker).is_err());
+        assert_eq!(p.pending(1), 1);
+        assert_eq!(p.pending(2), 0);
+        // Acked, the bucket is released.
+        assert!(
+            p.acks[0]
+                .remove(1, 0, None, Some(&mut p.tracker))
+                .unwrap()
+                .0
+        );
+        assert!(withheld_buckets(&p.selector, &p.tracker).is_empty());
+    }
+
+    #[test]
+    fn a_position_twice_in_one_batch_changes_nothing() {
+        let mut p = Parts::new();
+        p.add(1, "a").unwrap();
+        let mut refs: Vec<&mut PendingAcks> = p.acks.iter_mut().collect();
+        let twice = [stamped(0, 1), stamped(1, 2), stamped(0, 1)].into_iter();
+        let err = dispatch_many(&p.selector, twice, &mut refs, &mut p.tracker).unwrap_err();
+        assert!(err
+            .to_string()
+            .starts_with("item 2: position (1, 0) is given twice"));
+        assert_eq!(p.pending(1), 0);
     }
 
     #[test]

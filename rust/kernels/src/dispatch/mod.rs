@@ -12,6 +12,7 @@
 pub mod entry_bucket;
 pub mod sticky;
 
+use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 
 use super::draining::DrainingHashes;
@@ -20,7 +21,7 @@ use super::error::{InvalidInput, KernelResult, StateResult};
 use super::handoff::register_draining_hashes;
 use super::impacted::ImpactedConsumers;
 use super::pending_acks::{PendingAck, PendingAcks};
-use super::redelivery::{check_position, MessageRedeliveryController};
+use super::redelivery::{check_position, MessageRedeliveryController, Position};
 use super::ring::ConsistentHashingSelector;
 
 /// What a dispatcher asks of its selector: the consumer serving a sticky key hash, and the
@@ -147,6 +148,48 @@ fn requeue(
         let hash = Some(a.sticky_key_hash).filter(|&h| h != 0);
         queue.add((a.ledger_id, a.entry_id), hash)
     })
+}
+
+/// A dispatch's entries, checked before anything changes: each position at most once (a
+/// Pulsar read holds an entry once, a replay read taking a set of positions; twice, it
+/// would be sent and charged twice but pending once), and none pending on the consumer it
+/// goes to under another sticky key hash. An entry's key fixes its hash, so another hash
+/// is a caller's error, and Pulsar's `PendingAcksMap`, which overwrites, never sees one:
+/// here the overwrite would leave the old hash draining (its bucket withheld) for ever, as
+/// the ack would take its reference off the new hash. Each item is `(position, hash, the
+/// pending acks of the consumer it goes to)`; an error names the item.
+pub fn check_positions<'a>(
+    entries: impl IntoIterator<Item = (Position, u16, Option<&'a PendingAcks>)>,
+) -> KernelResult<()> {
+    let mut seen: HashMap<Position, usize> = HashMap::new();
+    for (i, (position, hash, pending)) in entries.into_iter().enumerate() {
+        let (ledger_id, entry_id) = position;
+        if let Some(first) = seen.insert(position, i) {
+            return Err(InvalidInput::new(format!(
+                "position ({ledger_id}, {entry_id}) is given twice (first at index {first}); \
+                 a read holds each entry once"
+            ))
+            .at(i));
+        }
+        if let Some(pending) = pending {
+            check_pending(position, hash, pending).map_err(|e| e.at(i))?;
+        }
+    }
+    Ok(())
+}
+
+/// An entry about to be dispatched under `hash` is not pending in `pending` (the map of
+/// the consumer it goes to) under another hash; see [`check_positions`].
+pub fn check_pending(position: Position, hash: u16, pending: &PendingAcks) -> KernelResult<()> {
+    let (ledger_id, entry_id) = position;
+    match pending.get(ledger_id, entry_id) {
+        Some((_, held)) if held != hash => Err(InvalidInput::new(format!(
+            "position ({ledger_id}, {entry_id}) is pending on consumer {} under sticky key \
+             hash {held}, not {hash}; an entry keeps its hash",
+            pending.consumer_id()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The one hand-off rule over every connected consumer's acks; `changed` (the consumer

@@ -15,7 +15,7 @@ use std::ops::DerefMut;
 
 use strum::{IntoStaticStr, VariantArray};
 
-use super::{connect, disconnect, Removed, Selector};
+use super::{check_positions, connect, disconnect, Removed, Selector};
 use crate::draining::DrainingHashes;
 use crate::error::{InvalidInput, KernelResult, NotFound, StateResult};
 use crate::pending_acks::{PendingAck, PendingAcks};
@@ -80,6 +80,35 @@ pub struct Dispatched {
 }
 
 impl Dispatched {
+    /// Checks that the parts agree as the dispatcher makes them (for one built by hand): a
+    /// sent entry names its consumer and neither drains nor is queued; a drainer is named
+    /// for [`HoldReason::Draining`] alone; an entry not taken (the look-ahead limit) names
+    /// no consumer and is not queued; one the map refused names the consumer and is queued.
+    /// Errors name the parts as the Python `DispatchResult` does.
+    pub fn check(&self) -> KernelResult<()> {
+        let fail = |why: &str| Err(InvalidInput::new(why));
+        match self.held {
+            None if self.consumer.is_none() => {
+                fail("consumer_id must be set for a delivered entry (held=None)")
+            }
+            None if self.queued => {
+                fail("queued_for_redelivery must be False for a delivered entry (held=None)")
+            }
+            Some(HoldReason::LookAheadLimit) if self.consumer.is_some() || self.queued => fail(
+                "an entry held for LOOK_AHEAD_LIMIT is not taken: consumer_id must be None \
+                 and queued_for_redelivery False",
+            ),
+            Some(HoldReason::PendingAckRefused) if self.consumer.is_none() || !self.queued => fail(
+                "an entry held for PENDING_ACK_REFUSED was refused by a consumer's map and \
+                     queued: consumer_id must be set and queued_for_redelivery True",
+            ),
+            held if self.draining.is_some() != (held == Some(HoldReason::Draining)) => {
+                fail("draining_consumer_id must be set for held=DRAINING, and only for it")
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn sent(consumer: u64) -> Self {
         Self {
             consumer: Some(consumer),
@@ -278,6 +307,19 @@ impl StickyKeyDispatcher {
     ) -> KernelResult<Vec<Dispatched>> {
         for (i, e) in entries.iter().enumerate() {
             check_entry(e).map_err(|err| err.at(i))?;
+        }
+        {
+            let index = consumer_index(parts.acks);
+            let acks: &[A] = parts.acks;
+            let pending_on = |hash| {
+                let consumer = parts.selector.select(hash)?;
+                index.get(&consumer).map(|&i| &*acks[i])
+            };
+            check_positions(
+                entries
+                    .iter()
+                    .map(|e| (e.position, e.sticky_key_hash, pending_on(e.sticky_key_hash))),
+            )?;
         }
         if parts.acks.is_empty() {
             return Ok(vec![
@@ -555,6 +597,55 @@ mod tests {
 
     fn shown(results: &[Dispatched]) -> Vec<(Option<u64>, Option<HoldReason>)> {
         results.iter().map(|r| (r.consumer, r.held)).collect()
+    }
+
+    #[test]
+    fn a_position_twice_in_one_read_changes_nothing() {
+        let mut o = ring(true);
+        o.add(1, "a");
+        o.with(|d, _| d.flow(1, 10)).unwrap();
+        let entries = [(1, 0), (1, 1), (1, 0)].map(|(l, e)| ReadEntry {
+            position: (l, e),
+            sticky_key_hash: 7,
+            batch_size: 1,
+        });
+        let err = o.with(|d, parts| d.dispatch_read(parts, &entries, false));
+        let message = err.unwrap_err().to_string();
+        assert!(
+            message.starts_with("item 2: position (1, 0) is given twice"),
+            "{message}"
+        );
+        assert!(o.acks[0].is_empty() && o.redelivery.is_empty());
+        assert_eq!(o.permits(1), Ok(10));
+    }
+
+    #[test]
+    fn a_pending_position_keeps_its_hash() {
+        let mut o = ring(false);
+        o.add(1, "a");
+        assert!(o.read(&[(0, 7)], false)[0].held.is_none());
+        let entry = |hash| ReadEntry {
+            position: (1, 0),
+            sticky_key_hash: hash,
+            batch_size: 1,
+        };
+        // Its hash moved to another consumer: it drains on consumer 1 until acked.
+        o.add(2, "b");
+        let owner = o.selector.select(7).unwrap();
+        // The same hash again is a redelivery; another hash the same consumer serves would
+        // leave hash 7 draining for ever, and is refused with nothing changed.
+        let other = (1..=u16::MAX).find(|&h| h != 7 && o.selector.select(h) == Some(1));
+        let err = o.with(|d, parts| d.dispatch_read(parts, &[entry(other.unwrap())], false));
+        let message = err.unwrap_err().to_string();
+        assert!(
+            message.contains("is pending on consumer 1 under sticky key hash 7"),
+            "{message}"
+        );
+        assert_eq!(o.acks[0].get(1, 0), Some((1, 7)));
+        if owner == 2 {
+            assert_eq!(o.tracker.get_entry(7).unwrap().consumer_id, 1);
+        }
+        assert!(o.read(&[(0, 7)], false)[0].held.is_some() == (owner == 2));
     }
 
     #[test]

@@ -15,12 +15,8 @@ import org.apache.kafka.common.utils.Utils;
 import org.apache.pulsar.client.api.HashingScheme;
 import org.apache.pulsar.client.api.MessageRouter;
 import org.apache.pulsar.client.api.Schema;
-import org.apache.pulsar.client.impl.Hash;
-import org.apache.pulsar.client.impl.JavaStringHash;
-import org.apache.pulsar.client.impl.Murmur3Hash32;
 import org.apache.pulsar.client.impl.MessageImpl;
 import org.apache.pulsar.client.impl.SinglePartitionMessageRouterImpl;
-import org.apache.pulsar.client.util.MathUtils;
 import org.apache.pulsar.common.api.proto.MessageMetadata;
 
 /**
@@ -39,10 +35,6 @@ import org.apache.pulsar.common.api.proto.MessageMetadata;
  *       client's keys are strings: each key's bytes become the string {@code new String(bytes,
  *       UTF_8)}, set as the message's key, and the client's router chooses (keyed messages
  *       route alike under every routing mode). Null for a null key, which routes without a hash.
- *   <li>{@code partitioner.pulsar_bytes {keys, num_partitions, scheme}}: the partition of a key
- *       taken as bytes: the scheme's {@code makeHash(byte[])} (JavaStringHash decodes them as
- *       UTF-8 first, Murmur3_32Hash hashes them as they are), then the client's
- *       {@code signSafeMod} as its routers take it.
  *   <li>{@code partitioner.iceberg_bucket {values, num_buckets, type}}: Iceberg's
  *       {@code bucket[num_buckets]} transform bound to {@code type} ({@code string},
  *       {@code binary}, {@code int} or {@code long}) applied to each value: keys (their bytes
@@ -59,13 +51,6 @@ final class PartitionerOps {
     });
     ops.put("partitioner.kafka_murmur2", (a, h) -> mapKeys(a, Utils::murmur2));
     ops.put("partitioner.pulsar", (a, h) -> pulsar(a));
-    ops.put("partitioner.pulsar_bytes", (a, h) -> {
-      int n = Args.intValue(a, "num_partitions");
-      Hash hash = scheme(a) == HashingScheme.JavaStringHash
-          ? JavaStringHash.getInstance()
-          : Murmur3Hash32.getInstance();
-      return mapKeys(a, k -> MathUtils.signSafeMod(hash.makeHash(k), n));
-    });
     ops.put("partitioner.iceberg_bucket", (a, h) -> icebergBucket(a));
   }
 
