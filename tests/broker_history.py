@@ -239,7 +239,8 @@ def auto_scale_decisions(
         attrs = dict(item.split("=", 1) for item in m.group(6).split(", "))
         if attrs.get("topic") != topic:
             continue
-        at = _epoch_ms(*(int(g) for g in m.groups()[:4]), near_ms=near_ms)
+        h, minute, second, ms = (int(g) for g in m.groups()[:4])
+        at = _epoch_ms(h, minute, second, ms, near_ms)
         decision: ks.Split | ks.Merge
         if m.group(5) == "split":
             decision = ks.Split(int(attrs["segmentId"]), attrs["reason"])

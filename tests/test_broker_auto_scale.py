@@ -47,7 +47,7 @@ from pulsar_broker import ScalableBroker
 from pulsar_oracle import MILESTONE, Oracle, record, record_kept
 
 import keyshared as ks
-from keyshared.hashing import key_hash
+from keyshared.hashing import segment_hash
 
 TOPIC = "autoscale"
 TOPIC_NAME = f"topic://public/default/{TOPIC}"
@@ -103,12 +103,12 @@ def ks_active(broker: ScalableBroker) -> list[ks.Segment]:
 
 
 def keys_of(segment: ks.Segment, count: int = 50) -> list[str]:
-    """``count`` keys a 5.0.0-M1 producer sends to ``segment``: the low 16 bits of the
-    key's Murmur3_32Hash are its segment hash on M1."""
+    """``count`` keys a 5.0.0-M1 producer sends to ``segment``."""
     keys = (f"trickle-{i}" for i in range(1_000_000))
-    return list(
-        islice((k for k in keys if segment.hash_range.contains(key_hash(k) & 0xFFFF)), count)
+    mine = (
+        k for k in keys if segment.hash_range.contains(segment_hash(k, pulsar_version=MILESTONE))
     )
+    return list(islice(mine, count))
 
 
 class Driver:
