@@ -1,11 +1,11 @@
 """A Pulsar standalone broker in a child JVM, for end-to-end tests against the real thing.
 
 It runs ``PulsarStandaloneStarter`` from Pulsar's released jars (Maven Central, through
-Maven): RocksDB metadata and one bookie in the same process, no functions worker, no stream
-storage, everything on 127.0.0.1 with free ports and its data in a temporary folder. Every
-wait has a timeout: a broker that does not come up raises :class:`BrokerUnavailable` with
-the tail of its log, and closing it kills its whole process group, so no JVM outlives the
-tests.
+Maven): RocksDB (or ZooKeeper) metadata and one bookie in the same process, no functions
+worker, no stream storage, everything on 127.0.0.1 with free ports and its data in a
+temporary folder. Every wait has a timeout: a broker that does not come up raises
+:class:`BrokerUnavailable` with the tail of its log, and closing it kills its whole process
+group, so no JVM outlives the tests.
 
 Two kinds, each a session fixture of tests/conftest.py:
 
@@ -24,6 +24,8 @@ Two kinds, each a session fixture of tests/conftest.py:
           m1_broker.scalable(name, "stats")           # any GET under the topic
           m1_broker.drained_segments(name, "sub")     # drains its coordinator logged
           m1_broker.web_url, m1_broker.service_url    # for clients
+          m1_broker.metadata_connect                  # its ZooKeeper, host:port
+          m1_broker.log_lines()                       # its log so far
 
   An HTTP error answer raises :class:`AdminError` carrying its status and message.
 - ``v5_client``: :class:`V5Client`, M1's V5 Java client on ``m1_broker`` (the oracle's
@@ -136,6 +138,8 @@ JVM_OPTIONS = [
     "--add-opens=java.base/jdk.internal.platform=ALL-UNNAMED",
 ]
 
+# Pulsar 5 logs a message's fields apart from its text (``Auto split {reason=msgRateIn,
+# segmentId=0, ...}``): the pattern prints them after it.
 LOG4J2_CONF = """\
 status = error
 appender.out.type = Console
@@ -239,17 +243,25 @@ class PulsarBroker:
         version: str = NEWEST,
         start_timeout_s: float = START_TIMEOUT_S,
         settings: Mapping[str, str] | None = None,
+        zookeeper: bool = False,
     ) -> None:
         """Starts the broker of ``version`` with ``settings`` over :data:`STANDALONE_CONF`
-        and waits until it serves; BrokerUnavailable (with its log's tail) otherwise."""
+        and waits until it serves; BrokerUnavailable (with its log's tail) otherwise. Its
+        metadata store is RocksDB inside the broker, or with ``zookeeper`` a ZooKeeper
+        server in the same process that tests can read while the broker runs, at
+        :attr:`metadata_connect`."""
         self.version = version
         self.settings = {**STANDALONE_CONF, **(settings or {})}
+        self.zookeeper = zookeeper
         self._dir = Path(tempfile.mkdtemp(prefix="keyshared-pulsar-"))
         broker_port, web_port, bookie_port = free_port(), free_port(), free_port()
         self.service_url = f"pulsar://127.0.0.1:{broker_port}"
         self.web_url = f"http://127.0.0.1:{web_port}"
         self.websocket_url = f"ws://127.0.0.1:{web_port}/ws/v2"
         self._log_path = self._dir / "broker.log"
+        #: ``host:port`` of the ZooKeeper holding the broker's metadata (``zookeeper`` only).
+        self._zookeeper_port = free_port() if zookeeper else None
+        self.metadata_connect = f"127.0.0.1:{self._zookeeper_port}" if zookeeper else None
         try:
             self._proc = self._spawn(broker_port, web_port, bookie_port)
         except BaseException:
@@ -284,8 +296,14 @@ class PulsarBroker:
             "--no-stream-storage",
         ]  # fmt: skip
         if not self.version.startswith("5."):
-            # Pulsar 5's starter refuses both (its bookie takes a port of the kernel's choice).
+            # Pulsar 5's starter refuses it (its bookie takes a port of the kernel's choice).
             command += ["--bookkeeper-port", str(bookie_port)]
+        env = None
+        if self.zookeeper:
+            # The starter's ZooKeeper mode (a hidden option and a switch of its environment).
+            command += ["--zookeeper-port", str(self._zookeeper_port)]
+            env = {**os.environ, "PULSAR_STANDALONE_USE_ZOOKEEPER": "1"}
+        if self.zookeeper or not self.version.startswith("5."):
             command += ["--zookeeper-dir", str(data / "zookeeper")]
         with open(self._log_path, "wb") as log:
             # A session of its own, so that closing can signal every process the JVM starts.
@@ -296,7 +314,12 @@ class PulsarBroker:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env=env,
             )
+
+    def log_lines(self) -> list[str]:
+        """The broker's log so far, line by line."""
+        return self._log_path.read_text(errors="replace").splitlines()
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -376,7 +399,9 @@ class ScalableBroker(PulsarBroker):
     """A 5.0.0-M1 standalone broker with scalable topics (:data:`SCALABLE_CONF`), its
     namespaces ready: :data:`AUTO_NAMESPACE` scales by itself, :data:`MANUAL_NAMESPACE`
     never does. The methods wrap ``/admin/v2/scalable/{tenant}/{ns}/{topic}``; each answers
-    the broker's JSON and raises :class:`AdminError` on an HTTP error."""
+    the broker's JSON and raises :class:`AdminError` on an HTTP error. Its metadata is in
+    ZooKeeper (``zookeeper=True``), so that a test can watch the records the controller
+    acts on (layouts, load records, consumer registrations) at :attr:`metadata_connect`."""
 
     def __init__(
         self,
@@ -384,7 +409,9 @@ class ScalableBroker(PulsarBroker):
         start_timeout_s: float = START_TIMEOUT_S,
         settings: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(version, start_timeout_s, {**SCALABLE_CONF, **(settings or {})})
+        super().__init__(
+            version, start_timeout_s, {**SCALABLE_CONF, **(settings or {})}, zookeeper=True
+        )
         try:
             self.admin(f"namespaces/{MANUAL_NAMESPACE}", "PUT", {})
             self.admin(

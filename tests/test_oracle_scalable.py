@@ -357,6 +357,20 @@ def test_auto_scale_decision(oracle_milestone: Oracle, cases: list[DecideCase]) 
     for case, pulsar in zip(cases, answers, strict=True):
         ours = as_m1(case.decide(case.policy, case.last_rebucket_at_ms))
         expected = as_m1(case.decide(m1_equivalent(case.policy), NOW))
+        # The 5.0.0-M1 profile is the M1-equivalent policy, whatever the policy's PIP-486
+        # fields and the rebucket clock.
+        profile = ks.decide(
+            case.layout,
+            case.load,
+            case.consumers,
+            case.policy,
+            case.now_ms,
+            case.last_split_at_ms,
+            case.last_merge_at_ms,
+            case.last_rebucket_at_ms,
+            pulsar_version=MILESTONE,
+        )
+        assert as_m1(profile) == expected, (case, profile)
         if expected != ours:
             tally.kept_on_purpose(f"M1 has no rebucket lane nor merge guard ({ours['action']})")
         if pulsar != expected and pulsar["action"] == expected["action"] == "merge":

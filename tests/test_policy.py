@@ -403,6 +403,58 @@ def test_a_merge_must_not_leave_fewer_buckets_than_consumers_use() -> None:
     assert decide(layout, load, {"t": 10}, P, NOW, last_split_at_ms=NOW) == Merge(0, 1, "cold")
 
 
+# --- the 5.0.0-M1 profile ----------------------------------------------------------------------
+
+M1 = "5.0.0-M1"
+
+
+def test_m1_splits_for_consumers_whatever_the_traffic() -> None:
+    """M1 predates PIP-486: no split-vs-rebucket floor, so where master rebuckets a quiet
+    topic for its consumers, M1 splits its busiest segment."""
+    layout = TopicLayout.initial(2)
+    quiet = {0: sample(10), 1: sample(20)}
+    assert decide(layout, quiet, {"s": 5}, P, NOW) == Rebucket((0, 1), 4, "below-split-rate-floor")
+    assert decide(layout, quiet, {"s": 5}, P, NOW, pulsar_version=M1) == Split(1, "consumer-count")
+    in_cooldown = decide(layout, quiet, {"s": 5}, P, NOW, NOW - 1, NOW, pulsar_version=M1)
+    assert isinstance(in_cooldown, NoAction) and "split cooldown" in in_cooldown.reason
+
+
+def test_m1_never_rebuckets_at_max_segments() -> None:
+    policy = AutoScalePolicy(max_segments=2)
+    layout = TopicLayout.initial(2)
+    load = {i: sample(50_000) for i in layout.segments}
+    assert isinstance(decide(layout, load, {"s": 9}, policy, NOW), Rebucket)
+    decision = decide(layout, load, {"s": 9}, policy, NOW, pulsar_version=M1)
+    assert isinstance(decision, NoAction) and "no rebucket lane" in decision.reason
+
+
+def test_m1_merges_without_the_capacity_guard() -> None:
+    layout = TopicLayout.initial(2, bucket_budget=16)  # 8 + 8 buckets
+    policy = AutoScalePolicy(max_entry_buckets_per_segment=8)
+    load = {0: cold(), 1: cold()}
+    args = (layout, load, {"t": 10}, policy, NOW, NOW)
+    assert isinstance(decide(*args), NoAction)
+    assert decide(*args, pulsar_version=M1) == Merge(0, 1, "cold")
+
+
+def test_m1_and_master_agree_on_load_splits_and_cold_merges() -> None:
+    layout = TopicLayout.initial(3)
+    hot = {0: sample(20_000), 1: sample(30_000), 2: sample(100)}
+    assert decide(layout, hot, {}, P, NOW, pulsar_version=M1) == decide(layout, hot, {}, P, NOW)
+    quiet = {i: cold() for i in layout.segments}
+    assert decide(layout, quiet, {}, P, NOW, pulsar_version=M1) == Merge(0, 1, "cold")
+
+
+@pytest.mark.parametrize(
+    ("version", "error", "message"),
+    [("4.2", ValueError, "scalable topics need Pulsar 5.0"), ("5.0", ValueError, "must be one of"),
+     (5, TypeError, "pulsar_version must be a str")],
+)  # fmt: skip
+def test_decide_names_a_bad_pulsar_version(version: object, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        decide(TopicLayout.initial(1), {}, {}, P, NOW, pulsar_version=version)  # type: ignore[arg-type]
+
+
 # --- rules together --------------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import FrozenInstanceError, asdict, dataclass, field, fields, replace
 from itertools import pairwise
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict
 
 from keyshared._checks import (
     check_bool,
@@ -33,6 +33,7 @@ from keyshared._checks import (
 from keyshared._reader import MissingValue, build, field_path, json_form, read
 from keyshared.buckets import RING_SIZE, equal_width_splits
 from keyshared.layout import Segment, TopicLayout
+from keyshared.versions import M1, SCALABLE_TOPICS
 
 _RATES = ("msg_rate_in", "bytes_rate_in", "msg_rate_out", "bytes_rate_out")
 #: The smallest allowed value of each integer policy field (times in ms, never negative).
@@ -423,10 +424,13 @@ def decide(
     last_split_at_ms: int | None = None,
     last_merge_at_ms: int | None = None,
     last_rebucket_at_ms: int | None = None,
+    *,
+    pulsar_version: str = SCALABLE_TOPICS.default,
 ) -> Decision:
     """The one action the controller should take now (Pulsar's
-    ``AutoScalePolicyEvaluator.decide``). The rules, in order; a stage that does not act
-    passes to the next one, and NoAction reports what held each stage back:
+    ``AutoScalePolicyEvaluator.decide``) under ``pulsar_version``'s rules (``"master"``, the
+    default, or ``"5.0.0-M1"``). The rules, in order; a stage that does not act passes to
+    the next one, and NoAction reports what held each stage back:
 
     1. disabled, or an :class:`InvalidPolicy`: NoAction;
     2. consumer demand (the largest STREAM/CHECKPOINT consumer count of one subscription)
@@ -443,7 +447,13 @@ def decide(
 
     A cooldown is in effect while ``now_ms - last < cooldown`` (``None``: never happened).
     A segment without a sample counts as zero load and never merges.
+
+    5.0.0-M1 predates PIP-486: it splits the busiest segment for surplus consumers whatever
+    its traffic (no split-vs-rebucket floor), never rebuckets (at max segments it does
+    nothing for them), and merges without the capacity guard of rule 4, so that a merge may
+    leave a consumer idle. ValueError for another ``pulsar_version``.
     """
+    m1 = SCALABLE_TOPICS.check(pulsar_version) == M1
     ctx = _Context.build(
         layout,
         load_by_segment,
@@ -451,6 +461,7 @@ def decide(
         policy,
         now_ms,
         (last_split_at_ms, last_merge_at_ms, last_rebucket_at_ms),
+        m1,
     )
     if isinstance(policy, InvalidPolicy):
         return NoAction(f"disabled: invalid policy: {policy.reason}")
@@ -482,6 +493,8 @@ class _Context:
     last_split_at_ms: int | None
     last_merge_at_ms: int | None
     last_rebucket_at_ms: int | None
+    #: 5.0.0-M1's rules (no rebucket lane, no split floor, no merge capacity guard).
+    m1: bool = False
 
     @classmethod
     def build(
@@ -492,6 +505,7 @@ class _Context:
         policy: AutoScalePolicy | InvalidPolicy,
         now_ms: int,
         last: tuple[int | None, int | None, int | None],
+        m1: bool = False,
     ) -> _Context:
         """:func:`decide`'s arguments, checked. The others are checked even when the policy
         is invalid; a disabled policy stands in for it then."""
@@ -530,6 +544,7 @@ class _Context:
             split,
             merge,
             rebucket,
+            m1,
         )
 
     def stats(self, segment_id: int) -> SegmentLoadStats:
@@ -556,7 +571,12 @@ def _consumer_scale(ctx: _Context) -> Decision | str:
     busiest = min(ctx.active, key=lambda s: (-ctx.stats(s.segment_id).msg_rate_in, s.segment_id))
     rate = ctx.stats(busiest.segment_id).msg_rate_in
     at_cap = segments >= policy.max_segments
-    if not at_cap and rate >= policy.split_vs_rebucket_min_msg_rate_in:
+    if ctx.m1 and at_cap:
+        return (
+            f"consumers: demand {ctx.demand} > {segments} segment(s), at max segments"
+            f" ({policy.max_segments}); 5.0.0-M1 has no rebucket lane"
+        )
+    if not at_cap and (ctx.m1 or rate >= policy.split_vs_rebucket_min_msg_rate_in):
         left = ctx.cooldown_left(ctx.last_split_at_ms, policy.split_cooldown_ms)
         if left:
             return (
@@ -642,7 +662,7 @@ def _merge(ctx: _Context) -> Decision | str:
     best: tuple[float, int, int] | None = None
     for a, b in pairwise(ctx.active):
         merged = min(a.bucket_count + b.bucket_count, policy.max_entry_buckets_per_segment)
-        if capacity - a.bucket_count - b.bucket_count + merged < in_use:
+        if not ctx.m1 and capacity - a.bucket_count - b.bucket_count + merged < in_use:
             blocker: str | None = f"would leave fewer than the {in_use} bucket(s) consumers use"
         else:
             blocker = _merge_blocker(ctx, a) or _merge_blocker(ctx, b)
@@ -686,6 +706,14 @@ def _first(items: list[str], shown: int = 6) -> str:
 # --- recovery and snapshots --------------------------------------------------------------
 
 
+class _Clocks(TypedDict):
+    """:class:`LastOperationTimes` as :func:`decide`'s keyword arguments."""
+
+    last_split_at_ms: int | None
+    last_merge_at_ms: int | None
+    last_rebucket_at_ms: int | None
+
+
 @dataclass(frozen=True)
 class LastOperationTimes:
     """The cooldown clocks: when the topic last split, merged and rebucketed (epoch ms;
@@ -700,8 +728,12 @@ class LastOperationTimes:
         for name, value in self.to_dict().items():
             check_optional_int(name, value, minimum=0)
 
-    def to_dict(self) -> dict[str, int | None]:
-        return asdict(self)
+    def to_dict(self) -> _Clocks:
+        return _Clocks(
+            last_split_at_ms=self.last_split_at_ms,
+            last_merge_at_ms=self.last_merge_at_ms,
+            last_rebucket_at_ms=self.last_rebucket_at_ms,
+        )
 
     def after(self, decision: Decision, now_ms: int) -> LastOperationTimes:
         """The clocks once ``decision`` was applied at ``now_ms``: its operation's clock
@@ -745,7 +777,7 @@ def last_operation_times(layout: TopicLayout) -> LastOperationTimes:
 
 def _recovered(name: str) -> MissingValue:
     """A ``last_*_at_ms`` left out of a snapshot: recovered from its layout."""
-    return lambda read: last_operation_times(read["layout"]).to_dict()[name]
+    return lambda read: getattr(last_operation_times(read["layout"]), name)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,8 @@ final class ScalableOps {
     PolicyOps.register(ops);
     LayoutOps.register(ops);
     V5Ops.register(ops);
+    MetadataWatchOps.register(ops);
+    DriveOps.register(ops);
     ops.put("scalable.hash_range_new", (a, h) -> PolicyOps.batch(Args.array(a, "cases"),
         c -> ScalableJson.range(ScalableJson.range(c, "args.cases[]"))));
     ops.put("scalable.hash_range_parse", (a, h) -> PolicyOps.batch(Args.array(a, "cases"),
