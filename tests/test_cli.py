@@ -127,6 +127,32 @@ def test_decide_reads_stdin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     }
 
 
+def test_decide_takes_the_release_from_the_snapshot_or_the_flag(tmp_path: Path) -> None:
+    """5.0.0-M1 has no entry buckets: where master rebuckets a quiet topic for its consumers,
+    it splits the busiest segment."""
+    quiet = write_snapshot(tmp_path, stream_consumer_count_by_sub={"s": 9})
+    assert json.loads(run("decide", quiet, "--json")[1])["action"] == "rebucket"
+    m1 = {"action": "split", "segment_id": 1, "reason": "consumer-count"}
+    assert json.loads(run("decide", quiet, "--json", "--pulsar-version", "5.0.0-M1")[1]) == m1
+    saved = write_snapshot(
+        tmp_path, stream_consumer_count_by_sub={"s": 9}, pulsar_version="5.0.0-M1"
+    )
+    assert json.loads(run("decide", saved, "--json")[1]) == m1
+    assert (
+        json.loads(run("decide", saved, "--json", "--pulsar-version", "master")[1])["action"]
+        == "rebucket"
+    )
+
+
+def test_decide_refuses_an_unknown_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("decide", write_snapshot(tmp_path), "--pulsar-version", "4.2")[0] == 2
+    assert "--pulsar-version '4.2': scalable topics need Pulsar 5.0" in capsys.readouterr().err
+    assert run("decide", write_snapshot(tmp_path, pulsar_version="5.0"))[0] == 2
+    assert "snapshot.pulsar_version must be one of" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [

@@ -28,7 +28,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 import keyshared.explain as explaining
@@ -258,10 +258,19 @@ def _configure_decide(parser: argparse.ArgumentParser) -> None:
         help="also apply the decision as the controller does and print the resulting layout"
         " (with --json: {decision, layout})",
     )
+    parser.add_argument(
+        "--pulsar-version",
+        metavar="RELEASE",
+        help="decide as this Pulsar release does: "
+        f"{' or '.join(SCALABLE_TOPICS.accepted)} (default: the snapshot's pulsar_version,"
+        f" else {SCALABLE_TOPICS.default})",
+    )
 
 
 def _run_decide(args: argparse.Namespace, out: TextIO) -> int:
     snapshot = DecisionSnapshot.from_dict(load_json(args.snapshot))
+    if args.pulsar_version is not None:
+        snapshot = replace(snapshot, pulsar_version=_pulsar_version(args))
     decision = snapshot.decide()
     layout = (
         apply_decision(snapshot.layout, decision, snapshot.policy, snapshot.now_ms)

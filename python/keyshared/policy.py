@@ -791,7 +791,8 @@ class DecisionSnapshot:
          "policy": {"max_segments": 16},            # broker defaults; optional, partial
          "namespace_policy": {...}, "topic_policy": {...},   # optional overrides
          "now_ms": 1700000300000,
-         "last_split_at_ms": null}                   # optional
+         "last_split_at_ms": null,                   # optional
+         "pulsar_version": "5.0.0-M1"}               # optional: decide's rules (master)
 
     ``policy`` is the resolved policy (:func:`resolve_auto_scale_config`), an
     :class:`InvalidPolicy` when the broker defaults and overrides combine into an invalid
@@ -821,8 +822,10 @@ class DecisionSnapshot:
     last_rebucket_at_ms: int | None = field(
         default=None, metadata=json_form(missing=_recovered("last_rebucket_at_ms"))
     )
+    pulsar_version: str = SCALABLE_TOPICS.default
 
     def __post_init__(self) -> None:
+        SCALABLE_TOPICS.check(self.pulsar_version)
         _Context.build(
             self.layout,
             self.load_by_segment,
@@ -842,6 +845,7 @@ class DecisionSnapshot:
             self.last_split_at_ms,
             self.last_merge_at_ms,
             self.last_rebucket_at_ms,
+            pulsar_version=self.pulsar_version,
         )
 
     @classmethod
