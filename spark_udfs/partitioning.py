@@ -23,9 +23,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.types import (
     BinaryType,
+    ByteType,
     DataType,
     IntegerType,
     LongType,
+    ShortType,
     StringType,
 )
 
@@ -75,13 +77,14 @@ def check(key_type: DataType, num_partitions: int, partitioner: Partitioner | st
     partitioner does not take."""
     # A null key's partition needs every check but the key's.
     partition(None, num_partitions, partitioner)
-    if isinstance(key_type, IntegerType | LongType):
-        width: KeyType = "int" if isinstance(key_type, IntegerType) else "long"
+    if isinstance(key_type, ByteType | ShortType | IntegerType | LongType):
+        # Byte and short columns hash as ints, as Spark hashes them.
+        width: KeyType = "long" if isinstance(key_type, LongType) else "int"
         partitions([0], num_partitions, partitioner, key_type=width)
     elif not isinstance(key_type, StringType | BinaryType):
         raise TypeError(
-            f"{NAME} takes a string or binary key (int or bigint too for iceberg:bucket and "
-            f"spark:bucket), got {key_type.simpleString()}"
+            f"{NAME} takes a string or binary key (tinyint, smallint, int or bigint too for "
+            f"iceberg:bucket and spark:bucket), got {key_type.simpleString()}"
         )
 
 

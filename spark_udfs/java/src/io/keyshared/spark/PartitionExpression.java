@@ -129,7 +129,7 @@ public final class PartitionExpression extends Expression implements Serializabl
     if (partitioner.takes(type)) {
       return TypeCheckResult.TypeCheckSuccess$.MODULE$;
     }
-    String takes = partitioner.takes(DataTypes.LongType) ? "string, binary, int or bigint" : "string or binary";
+    String takes = partitioner.takes(DataTypes.LongType) ? "string, binary, tinyint, smallint, int or bigint" : "string or binary";
     return new TypeCheckResult.TypeCheckFailure(
         NAME + " under '" + partitioner.scheme() + "' takes a " + takes + " key, got "
             + type.simpleString());
@@ -145,10 +145,10 @@ public final class PartitionExpression extends Expression implements Serializabl
     if (key instanceof byte[]) {
       return partitioner.ofBytes((byte[]) key, numPartitions);
     }
-    if (key instanceof Integer) {
-      return partitioner.ofInt((Integer) key, numPartitions);
+    if (key instanceof Long) {
+      return partitioner.ofLong((Long) key, numPartitions);
     }
-    return partitioner.ofLong((Long) key, numPartitions);
+    return partitioner.ofInt(((Number) key).intValue(), numPartitions);
   }
 
   @Override
@@ -163,8 +163,8 @@ public final class PartitionExpression extends Expression implements Serializabl
     if (type instanceof StringType) {
       return "ofString";
     }
-    if (type instanceof IntegerType) {
-      return "ofInt";
+    if (type instanceof IntegerType || type == DataTypes.ShortType || type == DataTypes.ByteType) {
+      return "ofInt"; // a byte or short widens to int in the generated call
     }
     return type instanceof LongType ? "ofLong" : "ofBytes";
   }

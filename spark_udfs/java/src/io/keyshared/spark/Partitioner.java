@@ -76,8 +76,10 @@ public enum Partitioner {
     if (type == DataTypes.StringType || type == DataTypes.BinaryType) {
       return true;
     }
+    // Byte and short columns are ints to both: Spark hashes them as ints, Iceberg stores them so.
     return (this == ICEBERG_BUCKET || this == SPARK_BUCKET)
-        && (type == DataTypes.IntegerType || type == DataTypes.LongType);
+        && (type == DataTypes.ByteType || type == DataTypes.ShortType
+            || type == DataTypes.IntegerType || type == DataTypes.LongType);
   }
 
   /** The partition of a null key. */
@@ -126,6 +128,8 @@ public enum Partitioner {
       case PULSAR_JAVA_STRING_HASH:
         return (new String(key, StandardCharsets.UTF_8).hashCode() & 0x7fffffff) % n;
       case PULSAR_MURMUR3_32_HASH:
+        // The client hashes its string key: malformed UTF-8 becomes U+FFFD's bytes.
+        return (Murmur3.hashBinary(javaUtf8(key)) & 0x7fffffff) % n;
       case ICEBERG_BUCKET:
         return (Murmur3.hashBinary(key) & 0x7fffffff) % n;
       case SPARK_BUCKET:
@@ -136,6 +140,56 @@ public enum Partitioner {
         // Go's int32 remainder keeps the dividend's sign; a negative one is negated.
         return Math.abs(fnv1a(key) % n);
     }
+  }
+
+  /**
+   * The UTF-8 bytes of the Java string {@code new String(key, UTF_8)}: {@code key} itself when
+   * it is well-formed UTF-8 (most keys, without a copy), else the JDK's decoding re-encoded.
+   */
+  static byte[] javaUtf8(byte[] key) {
+    return isUtf8(key) ? key : new String(key, StandardCharsets.UTF_8).getBytes(StandardCharsets.UTF_8);
+  }
+
+  /** Whether {@code b} is well-formed UTF-8 (no overlong forms, surrogates or values past U+10FFFF). */
+  static boolean isUtf8(byte[] b) {
+    int i = 0;
+    while (i < b.length) {
+      int c = b[i] & 0xff;
+      if (c < 0x80) {
+        i++;
+        continue;
+      }
+      int need;
+      int lo = 0x80;
+      int hi = 0xbf;
+      if (c >= 0xc2 && c <= 0xdf) {
+        need = 1;
+      } else if (c >= 0xe0 && c <= 0xef) {
+        need = 2;
+        lo = c == 0xe0 ? 0xa0 : 0x80;
+        hi = c == 0xed ? 0x9f : 0xbf;
+      } else if (c >= 0xf0 && c <= 0xf4) {
+        need = 3;
+        lo = c == 0xf0 ? 0x90 : 0x80;
+        hi = c == 0xf4 ? 0x8f : 0xbf;
+      } else {
+        return false;
+      }
+      if (i + need >= b.length) {
+        return false;
+      }
+      int second = b[i + 1] & 0xff;
+      if (second < lo || second > hi) {
+        return false;
+      }
+      for (int k = 2; k <= need; k++) {
+        if ((b[i + k] & 0xc0) != 0x80) {
+          return false;
+        }
+      }
+      i += need + 1;
+    }
+    return true;
   }
 
   /** The partition of an int key (Iceberg's and Spark's only). */
