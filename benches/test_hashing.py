@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
+from ratios import KEYS
 
 import keyshared as ks
 
@@ -111,3 +112,15 @@ def test_route_arrow(benchmark: Any, lib: str, key_arrow: pa.Array, key_list: li
     }[lib]
     assert_same(run(), table.route_keys(key_arrow))
     benchmark(run)
+
+
+@pytest.mark.benchmark(group="key-hashes-arrow-1thread")
+@pytest.mark.usefixtures("one_thread")
+def test_key_hashes_arrow_one_thread(benchmark: Any, fixed_keys: list[str]) -> None:
+    """key_hashes of 1M keys of 23 bytes from Arrow on one core: benches/ratios.py holds its
+    median per key to a ceiling."""
+    arrow = pa.array(fixed_keys, pa.string())
+    expected = np.fromiter((mmh3.hash(k, signed=False) for k in fixed_keys), np.uint32)
+    assert_same(ks.key_hashes(arrow), expected)
+    benchmark(ks.key_hashes, arrow)
+    benchmark.extra_info[KEYS] = len(fixed_keys)
