@@ -9,6 +9,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 OURS = "keyshared"
 #: keyshared's extra_info key, followed by a peer's name, for the median over rounds of the
@@ -87,11 +88,11 @@ CEILINGS = [
 ]
 
 
-def lib_name(bench: dict) -> str:
+def lib_name(bench: dict[str, Any]) -> str:
     return str(bench.get("param") or bench["name"])
 
 
-def paired_ratios(results: dict) -> dict[tuple[str, str, str], float]:
+def paired_ratios(results: dict[str, Any]) -> dict[tuple[str, str, str], float]:
     """(group, ours, peer) -> the paired ratio the benchmark `ours` in that group recorded."""
     return {
         (bench["group"], lib_name(bench), key.removeprefix(PAIRED)): value
@@ -101,7 +102,7 @@ def paired_ratios(results: dict) -> dict[tuple[str, str, str], float]:
     }
 
 
-def key_counts(results: dict) -> dict[tuple[str, str], int]:
+def key_counts(results: dict[str, Any]) -> dict[tuple[str, str], int]:
     """(group, lib) -> the keys one round handles, where the benchmark recorded them."""
     return {
         (bench["group"], lib_name(bench)): bench["extra_info"][KEYS]
@@ -110,7 +111,7 @@ def key_counts(results: dict) -> dict[tuple[str, str], int]:
     }
 
 
-def medians(results: dict) -> dict[str, dict[str, float]]:
+def medians(results: dict[str, Any]) -> dict[str, dict[str, float]]:
     by_group: dict[str, dict[str, float]] = {}
     for bench in results["benchmarks"]:
         lib = lib_name(bench)
@@ -118,7 +119,7 @@ def medians(results: dict) -> dict[str, dict[str, float]]:
     return by_group
 
 
-def measures(results: dict) -> dict[str, list[str]]:
+def measures(results: dict[str, Any]) -> dict[str, list[str]]:
     """What benchmarks report besides time (memory, rates), as lines per group."""
     lines: dict[str, list[str]] = {}
     for bench in results["benchmarks"]:

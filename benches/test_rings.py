@@ -50,7 +50,6 @@ class PyRing:
         return [self.select(h) for h in hashes]
 
 
-
 @pytest.mark.benchmark(group="ring-select-batch")
 @pytest.mark.parametrize("lib", ["keyshared", "jvm", "python", "numpy"])
 def test_ring_select_batch(

@@ -20,8 +20,10 @@ def load_ratios() -> ModuleType:
 ratios = load_ratios()
 
 
-def bench(lib: str, median: float, group: str = "spark-job-step", **extra: Any) -> dict[str, Any]:
-    return {"group": group, "param": lib, "stats": {"median": median}, "extra_info": extra}
+def bench(
+    lib: str, median: float, group: str = "spark-job-step", extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {"group": group, "param": lib, "stats": {"median": median}, "extra_info": extra or {}}
 
 
 def run(results: dict[str, Any]) -> list[str]:
@@ -43,11 +45,11 @@ def test_floor_compares_medians_without_paired_rounds(capsys: pytest.CaptureFixt
 def test_paired_rounds_decide_the_floor_when_recorded(capsys: pytest.CaptureFixture[str]) -> None:
     # The two tests' medians came from different stretches of time; the paired rounds did not.
     paired = {ratios.PAIRED + "spark-groupby": 0.85}
-    results = {"benchmarks": [bench("keyshared", 5.0, **paired), bench("spark-groupby", 3.5)]}
+    results = {"benchmarks": [bench("keyshared", 5.0, extra=paired), bench("spark-groupby", 3.5)]}
     assert run(results) == []
     assert "(paired rounds): 0.85 >= 0.769231  ok" in capsys.readouterr().out
     failing = {ratios.PAIRED + "spark-groupby": 0.7}
-    results = {"benchmarks": [bench("keyshared", 4.0, **failing), bench("spark-groupby", 4.0)]}
+    results = {"benchmarks": [bench("keyshared", 4.0, extra=failing), bench("spark-groupby", 4.0)]}
     assert run(results) == ["spark-job-step: 0.70x vs spark-groupby, floor 0.769231"]
 
 
@@ -57,8 +59,8 @@ def test_a_floor_names_which_keyshared_variant_it_holds(capsys: pytest.CaptureFi
     group = "kafka-partition"
     results = {
         "benchmarks": [
-            bench("keyshared", 4e-3, group, **{ratios.PAIRED + "jvm": 2.4}),
-            bench("keyshared-arrow", 3e-3, group, **{ratios.PAIRED + "jvm": 1.9}),
+            bench("keyshared", 4e-3, group, {ratios.PAIRED + "jvm": 2.4}),
+            bench("keyshared-arrow", 3e-3, group, {ratios.PAIRED + "jvm": 1.9}),
             bench("jvm", 9e-3, group),
         ]
     }
@@ -70,10 +72,10 @@ def test_a_floor_names_which_keyshared_variant_it_holds(capsys: pytest.CaptureFi
 
 def test_ceiling_holds_the_median_per_key(capsys: pytest.CaptureFixture[str]) -> None:
     group = "key-hashes-arrow-1thread"
-    fast = {"benchmarks": [bench("keyshared", 2.4e-3, group, keys=1_000_000)]}
+    fast = {"benchmarks": [bench("keyshared", 2.4e-3, group, {"keys": 1_000_000})]}
     assert run(fast) == []
     assert "ceiling keyshared: 2.40 ns/key <= 2.5  ok" in capsys.readouterr().out
-    slow = {"benchmarks": [bench("keyshared", 2.6e-3, group, keys=1_000_000)]}
+    slow = {"benchmarks": [bench("keyshared", 2.6e-3, group, {"keys": 1_000_000})]}
     assert run(slow) == ["key-hashes-arrow-1thread: keyshared 2.60 ns/key, ceiling 2.5"]
     assert "2.60 ns/key" in capsys.readouterr().out
 
