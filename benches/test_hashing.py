@@ -116,7 +116,8 @@ def test_route_arrow(benchmark: Any, lib: str, key_arrow: pa.Array, key_list: li
 
 @pytest.mark.benchmark(group="key-hashes-arrow-1thread")
 @pytest.mark.usefixtures("one_thread")
-def test_key_hashes_arrow_one_thread(benchmark: Any, fixed_keys: list[str]) -> None:
+@pytest.mark.parametrize("lib", ["keyshared"])
+def test_key_hashes_arrow_one_thread(benchmark: Any, lib: str, fixed_keys: list[str]) -> None:
     """key_hashes of 1M keys of 23 bytes from Arrow on one core: benches/ratios.py holds its
     median per key to a ceiling."""
     arrow = pa.array(fixed_keys, pa.string())
