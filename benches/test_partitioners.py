@@ -14,7 +14,7 @@ from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import LongType, StringType
 
 import keyshared as ks
-from keyshared.partitioners import Partitioner
+from keyshared.routing import Partitioner
 
 N = 200_000
 PARTITIONS = 12
