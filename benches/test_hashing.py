@@ -83,11 +83,11 @@ def test_bucket_index(benchmark: Any, lib: str) -> None:
     as_list = hash_b.tolist()
     splits = np.array(SPLITS)
     run: Callable[[], object] = {
-        "keyshared": lambda: ks.bucket_indices(hash_b, SPLITS),
+        "keyshared": lambda: ks.routing.bucket_indices(hash_b, SPLITS),
         "bisect-loop": lambda: [bisect.bisect_right(SPLITS, h) for h in as_list],
         "numpy-searchsorted": lambda: np.searchsorted(splits, hash_b, side="right"),
     }[lib]
-    assert_same(run(), ks.bucket_indices(hash_b, SPLITS))
+    assert_same(run(), ks.routing.bucket_indices(hash_b, SPLITS))
     benchmark(run)
 
 

@@ -40,7 +40,7 @@ from pyiceberg.types import LongType, StringType
 from ratios import KEYS
 
 import keyshared as ks
-from keyshared.partitioners import Partitioner
+from keyshared.routing import Partitioner
 
 PARTITIONS = 12
 #: Rounds of the per-key Python loops, whose rounds take seconds.

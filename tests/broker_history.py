@@ -82,13 +82,13 @@ def layout_of(metadata: Mapping[str, Any]) -> ks.TopicLayout:
     )
 
 
-def sample_of(record: Mapping[str, Any], modified_at_ms: int) -> ks.SegmentLoadSample:
+def sample_of(record: Mapping[str, Any], modified_at_ms: int) -> ks.scalable.SegmentLoadSample:
     """A segment's load record (Pulsar's ``SegmentLoadStats`` as JSON) and its modification
     time."""
-    stats = ks.SegmentLoadStats(
+    stats = ks.scalable.SegmentLoadStats(
         record["msgRateIn"], record["bytesRateIn"], record["msgRateOut"], record["bytesRateOut"]
     )
-    return ks.SegmentLoadSample(stats, modified_at_ms)
+    return ks.scalable.SegmentLoadSample(stats, modified_at_ms)
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class Inputs:
 
     layout: ks.TopicLayout
     override: Mapping[str, Any]
-    samples: Mapping[int, ks.SegmentLoadSample]
+    samples: Mapping[int, ks.scalable.SegmentLoadSample]
     consumers: Mapping[str, int]
     last_split_at_ms: int | None
     last_merge_at_ms: int | None
@@ -130,7 +130,7 @@ class MetadataHistory:
     def __init__(self, root: str, records: Iterable[Mapping[str, Any]]) -> None:
         self.root = root
         self._topic: list[tuple[int, dict[str, Any]]] = []
-        self._loads: dict[int, list[tuple[int, ks.SegmentLoadSample | None]]] = {}
+        self._loads: dict[int, list[tuple[int, ks.scalable.SegmentLoadSample | None]]] = {}
         self._consumers: dict[tuple[str, str], list[tuple[int, bool]]] = {}
         self.controller_since_ms: int | None = None
         seen: set[tuple[str, int]] = set()
@@ -216,7 +216,7 @@ class BrokerDecision:
     """One ``Auto split`` or ``Auto merge`` line of the broker's log."""
 
     at_ms: int
-    decision: ks.Split | ks.Merge
+    decision: ks.scalable.Split | ks.scalable.Merge
     trigger: str
 
 
@@ -241,11 +241,13 @@ def auto_scale_decisions(
             continue
         h, minute, second, ms = (int(g) for g in m.groups()[:4])
         at = _epoch_ms(h, minute, second, ms, near_ms)
-        decision: ks.Split | ks.Merge
+        decision: ks.scalable.Split | ks.scalable.Merge
         if m.group(5) == "split":
-            decision = ks.Split(int(attrs["segmentId"]), attrs["reason"])
+            decision = ks.scalable.Split(int(attrs["segmentId"]), attrs["reason"])
         else:
-            decision = ks.Merge(int(attrs["segmentId1"]), int(attrs["segmentId2"]), attrs["reason"])
+            decision = ks.scalable.Merge(
+                int(attrs["segmentId1"]), int(attrs["segmentId2"]), attrs["reason"]
+            )
         out.append(BrokerDecision(at, decision, attrs["trigger"]))
     return out
 

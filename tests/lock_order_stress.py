@@ -47,9 +47,9 @@ class Fixture:
         for c in self.ids:
             ring.add_consumer(c, f"c{c}")
         after = ring.get_consumer_key_hash_ranges()
-        self.lost = ks.impacted_consumers(after, before)
-        self.gained = ks.impacted_consumers(before, after)
-        self.state = ks.KeySharedConsumerState()
+        self.lost = ks.scalable.impacted_consumers(after, before)
+        self.gained = ks.scalable.impacted_consumers(before, after)
+        self.state = ks.dispatch.KeySharedConsumerState()
         for c in self.ids:
             self.state.add_consumer(c, [])
         self.windows = [ks.InFlightWindow(max_per_consumer=10**6) for _ in range(2)]
@@ -90,7 +90,7 @@ def ops(f: Fixture) -> dict[str, Op]:
 
     def handoff(maps: Callable[[], list[ks.PendingAcksMap]]) -> Op:
         def run(i: int) -> object:
-            return ks.register_draining_hashes(f.lost if i % 2 else f.gained, maps())
+            return ks.scalable.register_draining_hashes(f.lost if i % 2 else f.gained, maps())
 
         return run
 

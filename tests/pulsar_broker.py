@@ -60,7 +60,7 @@ from typing import Any
 
 from pulsar_oracle import MILESTONE, NEWEST, ROOT, Oracle, OracleError, OracleUnavailable
 
-from keyshared.hashing import sticky_key_hash
+from keyshared.routing import sticky_key_hash
 
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0

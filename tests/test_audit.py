@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keyshared import HashingScheme, TopicLayout, choose_partition, create_migrated_metadata
-from keyshared.audit import MAX_CELLS, MigrationAudit, Risk, audit_migration, display_key
-from keyshared.partitioners import Partitioner, partition
+from keyshared import TopicLayout, create_migrated_metadata
+from keyshared.routing import HashingScheme, Partitioner, choose_partition, partition
+from keyshared.scalable import MAX_CELLS, MigrationAudit, Risk, audit_migration, display_key
 
 KEY = st.one_of(st.text(max_size=16), st.binary(max_size=16), st.none())
 KEYS = st.lists(KEY, max_size=60)
@@ -377,7 +377,7 @@ def test_bad_arguments_are_named(
 
 
 def test_a_topic_not_yet_migrated_is_no_target() -> None:
-    from keyshared.layout import Segment
+    from keyshared.scalable import Segment
 
     synthetic = TopicLayout(
         0,

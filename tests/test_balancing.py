@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import keyshared as ks
-from keyshared import TopicLayout, balanced_splits, bucket_loads, hash_b_histogram, skew
+from keyshared import TopicLayout
+from keyshared.scalable import balanced_splits, bucket_loads, hash_b_histogram, skew
 
 
 def best_max_load(weights: list[float], n: int) -> float:

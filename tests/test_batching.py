@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import keyshared as ks
-from keyshared import BucketedBatcher, EntryBatch, TopicLayout
+from keyshared import BucketedBatcher, TopicLayout
+from keyshared.scalable import EntryBatch
 
 LAYOUT = TopicLayout.initial(2, bucket_budget=8).split_segment(0, 0)
 
@@ -84,11 +85,11 @@ def check_batches(layout: TopicLayout, batches: list[EntryBatch], keys: list[str
         ids, buckets = layout.route_keys([keys[i] for i in batch.sequence_ids.tolist()])
         assert set(ids.tolist()) == {batch.segment_id}
         assert set(buckets.tolist()) == {batch.bucket}
-        hash_b = [ks.bucket_hash(keys[i]) for i in batch.sequence_ids.tolist()]
+        hash_b = [ks.routing.bucket_hash(keys[i]) for i in batch.sequence_ids.tolist()]
         assert (batch.entry_hash_min, batch.entry_hash_max) == (min(hash_b), max(hash_b))
         seg = layout.segments[batch.segment_id]
         assert (
-            ks.entry_bucket(batch.entry_hash_min, batch.entry_hash_max, seg.bucket_splits)
+            ks.routing.entry_bucket(batch.entry_hash_min, batch.entry_hash_max, seg.bucket_splits)
             == batch.bucket
         )
 
@@ -103,7 +104,7 @@ def test_count_limit_flushes_a_full_batch_at_once() -> None:
     (batch,) = batcher.add("c", 1, 0)
     assert batch.sequence_ids.tolist() == [0, 1, 2] and batch.num_messages == 3
     assert (batch.segment_id, batch.bucket, batch.size_bytes, batch.opened_at_ms) == (0, 0, 3, 0)
-    hb = [ks.bucket_hash(k) for k in "abc"]
+    hb = [ks.routing.bucket_hash(k) for k in "abc"]
     assert (batch.entry_hash_min, batch.entry_hash_max) == (min(hb), max(hb))
     assert batcher.open_batches == 0 and batcher.next_sequence_id == 3
 
@@ -387,28 +388,28 @@ TestBatcherMachine = BatcherMachine.TestCase
 
 def test_route_entry_goes_range_to_bucket_to_owner() -> None:
     seg = TopicLayout.initial(1, bucket_budget=4).segments[0]
-    owners = ks.contiguous_assignment([10, 20], 4)
-    assert ks.route_entry(seg, 0x0005, 0x3FFF, owners) == (0, 10)
-    assert ks.route_entry(seg, 0xC000, 0xC000, owners) == (3, 20)
+    owners = ks.scalable.contiguous_assignment([10, 20], 4)
+    assert ks.scalable.route_entry(seg, 0x0005, 0x3FFF, owners) == (0, 10)
+    assert ks.scalable.route_entry(seg, 0xC000, 0xC000, owners) == (3, 20)
     with pytest.raises(ValueError):
-        ks.route_entry(seg, 0x3FFF, 0x4000, owners)
-    nobody = ks.contiguous_assignment([], 4)
-    assert ks.route_entry(seg, 0x9000, 0x9001, nobody) == (2, None)
+        ks.scalable.route_entry(seg, 0x3FFF, 0x4000, owners)
+    nobody = ks.scalable.contiguous_assignment([], 4)
+    assert ks.scalable.route_entry(seg, 0x9000, 0x9001, nobody) == (2, None)
     with pytest.raises(ValueError, match="assignment has 2 buckets but segment 0 has 4"):
-        ks.route_entry(seg, 1, 1, ks.contiguous_assignment([1], 2))
+        ks.scalable.route_entry(seg, 1, 1, ks.scalable.contiguous_assignment([1], 2))
 
 
 def test_route_entries_marks_straddling_entries() -> None:
     seg = TopicLayout.initial(1, bucket_budget=4).segments[0]
-    owners = ks.contiguous_assignment([10, 20, 30], 4)
+    owners = ks.scalable.contiguous_assignment([10, 20, 30], 4)
     lo = np.array([0, 0x3FFF, 0x8000, 0xFFFF], dtype=np.uint16)
     hi = np.array([5, 0x4000, 0xBFFF, 0xFFFF], dtype=np.uint16)
-    buckets, who = ks.route_entries(seg, lo, hi, owners)
+    buckets, who = ks.scalable.route_entries(seg, lo, hi, owners)
     assert buckets.tolist() == [0, -1, 2, 3] and who.tolist() == [10, -1, 30, 30]
     with pytest.raises(ValueError, match="above entry_hash_max at index 0"):
-        ks.route_entries(seg, np.array([9]), np.array([8]), owners)
+        ks.scalable.route_entries(seg, np.array([9]), np.array([8]), owners)
     with pytest.raises(ValueError, match="shapes"):
-        ks.route_entries(seg, np.array([1, 2]), np.array([3]), owners)
+        ks.scalable.route_entries(seg, np.array([1, 2]), np.array([3]), owners)
 
 
 def test_batcher_output_routes_whole_to_one_consumer() -> None:
@@ -417,8 +418,8 @@ def test_batcher_output_routes_whole_to_one_consumer() -> None:
     batches = batcher.add_many(keys, [10] * len(keys), 0) + batcher.flush()
     for seg in LAYOUT.active_segments():
         mine = [b for b in batches if b.segment_id == seg.segment_id]
-        owners = ks.contiguous_assignment([1, 2, 3], seg.bucket_count)
+        owners = ks.scalable.contiguous_assignment([1, 2, 3], seg.bucket_count)
         lo = np.array([b.entry_hash_min for b in mine])
         hi = np.array([b.entry_hash_max for b in mine])
-        buckets, _ = ks.route_entries(seg, lo, hi, owners)
+        buckets, _ = ks.scalable.route_entries(seg, lo, hi, owners)
         assert buckets.tolist() == [b.bucket for b in mine]

@@ -47,7 +47,7 @@ from pulsar_broker import ScalableBroker
 from pulsar_oracle import MILESTONE, Oracle, record, record_kept
 
 import keyshared as ks
-from keyshared.hashing import segment_hash
+from keyshared.routing import segment_hash
 
 TOPIC = "autoscale"
 TOPIC_NAME = f"topic://public/default/{TOPIC}"
@@ -277,11 +277,11 @@ def master_difference(inputs: Inputs, now_ms: int) -> str | None:
     m1, master = inputs.decide(now_ms), inputs.decide(now_ms, "master")
     if m1 == master:
         return None
-    if isinstance(m1, ks.Split) and m1.reason == "consumer-count":
-        assert isinstance(master, ks.Rebucket | ks.NoAction), (m1, master)
+    if isinstance(m1, ks.scalable.Split) and m1.reason == "consumer-count":
+        assert isinstance(master, ks.scalable.Rebucket | ks.scalable.NoAction), (m1, master)
         return "master serves surplus consumers of a quiet topic with entry buckets, not a split"
-    if isinstance(m1, ks.Merge):
-        assert isinstance(master, ks.NoAction) and "consumers use" in master.reason, master
+    if isinstance(m1, ks.scalable.Merge):
+        assert isinstance(master, ks.scalable.NoAction) and "consumers use" in master.reason, master
         return "master's capacity guard holds back a merge that idles a consumer"
     pytest.fail(f"master decides {master} where 5.0.0-M1 decides {m1}")
 
@@ -292,7 +292,7 @@ def merge_difference(
     """The name of M1's hash-map order when it explains a different merge: the same pair
     named the other way round, or another pair keyshared finds exactly as cold (keyshared,
     given only that pair's samples, merges it, and its combined rate is the coldest)."""
-    if not (isinstance(theirs, ks.Merge) and isinstance(ours, ks.Merge)):
+    if not (isinstance(theirs, ks.scalable.Merge) and isinstance(ours, ks.scalable.Merge)):
         return None
     pair, our_pair = (
         {theirs.segment_id_1, theirs.segment_id_2},
@@ -315,7 +315,7 @@ def merge_difference(
     def combined(ids: set[int]) -> float:
         return sum(inputs.samples[sid].stats.combined_rate for sid in ids)
 
-    assert isinstance(alone, ks.Merge), (theirs, alone)
+    assert isinstance(alone, ks.scalable.Merge), (theirs, alone)
     assert {alone.segment_id_1, alone.segment_id_2} == pair, (theirs, alone)
     assert combined(pair) == combined(our_pair), (theirs, ours)
     return "M1 merges the first of equally cold pairs in hash-map order"
@@ -328,7 +328,9 @@ def test_auto_scale_decisions(run: dict[str, Any]) -> None:
     history: MetadataHistory = run["history"]
     decisions: list[BrokerDecision] = run["decisions"]
     kinds = {
-        ("split", d.decision.reason) if isinstance(d.decision, ks.Split) else ("merge", "cold")
+        ("split", d.decision.reason)
+        if isinstance(d.decision, ks.scalable.Split)
+        else ("merge", "cold")
         for d in decisions
     }
     assert {("split", "msgRateIn"), ("split", "consumer-count"), ("merge", "cold")} <= kinds, (
@@ -367,11 +369,11 @@ def test_no_action_missed(run: dict[str, Any]) -> None:
             continue
         decision = history.at(t).decide(t)
         cases += 1
-        if isinstance(decision, ks.NoAction):
+        if isinstance(decision, ks.scalable.NoAction):
             continue
         acted = [d for d in decisions if t <= d.at_ms <= t + window]
         assert acted, f"keyshared would {decision} at {t}, the broker did nothing for {window} ms"
     final = history.at(run["ended_ms"]).decide(run["ended_ms"])
-    assert isinstance(final, ks.NoAction), final
+    assert isinstance(final, ks.scalable.NoAction), final
     assert cases > 0
     record(f"{MILESTONE} broker auto-scale inaction", cases + 1)

@@ -30,10 +30,15 @@ import pytest
 from pulsar_broker import PulsarBroker, owner_by_ranges
 from pulsar_oracle import LTS, NEWEST, record
 
-import keyshared.explain as explaining
+import keyshared.explain.subscription as explaining
 from keyshared.cli import main
-from keyshared.explain import Explanation, explain_subscription, place_message, read_subscription
-from keyshared.hashing import sticky_key_hash
+from keyshared.explain.subscription import (
+    Explanation,
+    explain_subscription,
+    place_message,
+    read_subscription,
+)
+from keyshared.routing import sticky_key_hash
 
 FIXTURES = Path(__file__).parent / "fixtures" / "stats"
 TIMEOUT_S = 60.0
@@ -157,7 +162,7 @@ class Scene:
                 time.sleep(0.2)
 
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("keyshared.explain_command._sleep", ack)
+            patch.setattr("keyshared.explain.command._sleep", ack)
             return str(_cli(*url, "--watch", "1", "--count", "1"))
 
     @staticmethod
@@ -354,7 +359,7 @@ def watch_pairs(scene: Scene) -> Pairs:
 
 
 def picture_pairs(scene: Scene) -> Pairs:
-    from keyshared.explain_plot import consumer_bars
+    from keyshared.explain.plot import consumer_bars
 
     bars = consumer_bars(_explanation(scene))
     consumers = scene.held["subscriptions"][SUB]["consumers"]

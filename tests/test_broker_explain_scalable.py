@@ -31,9 +31,10 @@ from pulsar_broker import ScalableBroker, V5Client
 from pulsar_oracle import MILESTONE, record
 
 from keyshared.cli import main
-from keyshared.explain_scalable import explain_scalable, read_layout, read_snapshot
-from keyshared.hashing import bucket_hash
-from keyshared.topic_name import TopicName
+from keyshared.explain import explain_scalable, read_snapshot
+from keyshared.explain.scalable_topic import read_layout
+from keyshared.routing import bucket_hash
+from keyshared.scalable import TopicName
 from keyshared.versions import M1
 
 FIXTURES = Path(__file__).parent / "fixtures" / "scalable"

@@ -25,8 +25,7 @@ from pulsar_broker import BrokerUnavailable, PulsarBroker, wait_until_ready
 from pulsar_oracle import record
 
 from keyshared import ConsistentHashingStickyKeyConsumerSelector, StickyKeyDispatcher
-from keyshared.hashing import sticky_key_hash
-from keyshared.router import HashingScheme, choose_partition
+from keyshared.routing import HashingScheme, choose_partition, sticky_key_hash
 
 AREA = "4.2.4 broker"
 RECEIVE_TIMEOUT_S = 60.0

@@ -25,9 +25,8 @@ from pulsar_broker import MANUAL_NAMESPACE, ScalableBroker
 from pulsar_oracle import MILESTONE, Oracle, OracleError, record, record_kept
 
 import keyshared as ks
-from keyshared.audit import Risk
-from keyshared.partitioners import Partitioner, partitions
-from keyshared.topic_name import TopicName
+from keyshared.routing import Partitioner, partitions
+from keyshared.scalable import Risk, TopicName
 
 PARTITIONS = 3
 LOCAL = "migrated"

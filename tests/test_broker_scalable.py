@@ -115,7 +115,7 @@ class Mirror:
         assert stats["epoch"] == self.layout.epoch
         assert stats["segments"] == {
             str(sid): {
-                "name": str(ks.SegmentTopicName.from_parent(parent, s.hash_range, sid)),
+                "name": str(ks.scalable.SegmentTopicName.from_parent(parent, s.hash_range, sid)),
                 "state": s.state.value,
             }
             for sid, s in self.layout.segments.items()
@@ -471,7 +471,9 @@ def check_deliveries(sub: Subscription) -> None:
     assert keys == set(sub.produced)
     for m in sub.received:
         segment = sub.mirror.layout.segments[m["segment_id"]]
-        assert segment.hash_range.contains(ks.segment_hash(m["key"], pulsar_version=MILESTONE)), m
+        assert segment.hash_range.contains(
+            ks.routing.segment_hash(m["key"], pulsar_version=MILESTONE)
+        ), m
 
 
 @BROKER_SETTINGS

@@ -98,36 +98,38 @@ def test_contains_rejects_out_of_ring_hashes() -> None:
 
 
 def test_equal_width_splits() -> None:
-    assert ks.equal_width_splits(0) == []
-    assert ks.equal_width_splits(1) == []
-    assert ks.equal_width_splits(3) == [21845, 43690]
-    assert ks.equal_width_splits(4) == [0x4000, 0x8000, 0xC000]
+    assert ks.routing.equal_width_splits(0) == []
+    assert ks.routing.equal_width_splits(1) == []
+    assert ks.routing.equal_width_splits(3) == [21845, 43690]
+    assert ks.routing.equal_width_splits(4) == [0x4000, 0x8000, 0xC000]
     with pytest.raises(ValueError, match="must not be negative"):
-        ks.equal_width_splits(-1)
+        ks.routing.equal_width_splits(-1)
     # Clamped at 65,536 buckets, with bucket 0 kept at [0, 1]: 65,535 buckets at most.
-    most = ks.equal_width_splits(65536)
+    most = ks.routing.equal_width_splits(65536)
     assert most == list(range(2, 65536))
-    assert ks.equal_width_splits(65537) == ks.equal_width_splits(2**62) == most
+    assert ks.routing.equal_width_splits(65537) == ks.routing.equal_width_splits(2**62) == most
 
 
 @given(st.integers(2, 32768))
 def test_equal_width_splits_formula(n: int) -> None:
-    assert ks.equal_width_splits(n) == [i * 65536 // n for i in range(1, n)]
+    assert ks.routing.equal_width_splits(n) == [i * 65536 // n for i in range(1, n)]
 
 
 @given(st.integers(32769, 2**40))
 def test_equal_width_splits_above_32768_buckets_keep_bucket_zero_two_wide(n: int) -> None:
     formula = [i * 65536 // min(n, 65536) for i in range(1, min(n, 65536))]
     assert formula[0] == 1
-    splits = ks.equal_width_splits(n)
+    splits = ks.routing.equal_width_splits(n)
     assert splits == formula[1:]
-    assert ks.bucket_ranges(splits)[0] == HashRange(0, splits[0] - 1)
-    assert ks.canonical_bucket_hash(0, splits) != ks.canonical_bucket_hash(1, splits)
+    assert ks.routing.bucket_ranges(splits)[0] == HashRange(0, splits[0] - 1)
+    assert ks.routing.canonical_bucket_hash(0, splits) != ks.routing.canonical_bucket_hash(
+        1, splits
+    )
 
 
 @given(split_lists)
 def test_bucket_ranges_tile_the_ring(splits: list[int]) -> None:
-    got = ks.bucket_ranges(splits)
+    got = ks.routing.bucket_ranges(splits)
     starts = [0, *splits]
     ends = [s - 1 for s in splits] + [0xFFFF]
     assert got == [HashRange(a, b) for a, b in zip(starts, ends, strict=True)]
@@ -138,31 +140,33 @@ def test_bucket_ranges_tile_the_ring(splits: list[int]) -> None:
 def test_bucket_index_counts_splits_at_or_below(h: int, splits: list[int]) -> None:
     i = ks.bucket_index(h, splits)
     assert i == bisect.bisect_right(splits, h)
-    assert h in ks.bucket_ranges(splits)[i]
+    assert h in ks.routing.bucket_ranges(splits)[i]
 
 
 @given(st.lists(hashes, max_size=200), split_lists)
 def test_bucket_indices_batch(hs: list[int], splits: list[int]) -> None:
     want = [bisect.bisect_right(splits, h) for h in hs]
     for dtype in (np.uint16, np.int64, np.uint32, np.int32):
-        got = ks.bucket_indices(np.array(hs, dtype=dtype), splits)
+        got = ks.routing.bucket_indices(np.array(hs, dtype=dtype), splits)
         assert got.dtype == np.int32
         assert got.tolist() == want
-    assert ks.bucket_indices(np.array(hs, dtype=np.uint16), np.array(splits)).tolist() == want
-    assert ks.bucket_indices(hs, splits).tolist() == want
+    assert (
+        ks.routing.bucket_indices(np.array(hs, dtype=np.uint16), np.array(splits)).tolist() == want
+    )
+    assert ks.routing.bucket_indices(hs, splits).tolist() == want
 
 
 def test_bucket_indices_bad_input() -> None:
     with pytest.raises(ValueError, match=r"hash_b\[1\] = 70000 is outside \[0, 65535\]"):
-        ks.bucket_indices(np.array([1, 70000]), [])
+        ks.routing.bucket_indices(np.array([1, 70000]), [])
     with pytest.raises(ValueError, match=r"hash_b\[0\] = -1"):
-        ks.bucket_indices(np.array([-1]), [])
+        ks.routing.bucket_indices(np.array([-1]), [])
     with pytest.raises(TypeError, match=r"hash_b\[0\] must be an int, got str"):
-        ks.bucket_indices(["a"], [])  # type: ignore[arg-type]
+        ks.routing.bucket_indices(["a"], [])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="dtype float64"):
-        ks.bucket_indices(np.array([1.0]), [])
+        ks.routing.bucket_indices(np.array([1.0]), [])
     with pytest.raises(TypeError, match="2 dimensions"):
-        ks.bucket_indices(np.zeros((2, 2), dtype=np.uint16), [])
+        ks.routing.bucket_indices(np.zeros((2, 2), dtype=np.uint16), [])
 
 
 @pytest.mark.parametrize(
@@ -180,10 +184,10 @@ def test_bucket_indices_bad_input() -> None:
 def test_bad_splits(splits: list[int], message: str) -> None:
     for call in (
         lambda: ks.bucket_index(1, splits),
-        lambda: ks.bucket_ranges(splits),
-        lambda: ks.entry_bucket(1, 1, splits),
-        lambda: ks.canonical_bucket_hash(0, splits),
-        lambda: ks.bucket_indices(np.array([1]), splits),
+        lambda: ks.routing.bucket_ranges(splits),
+        lambda: ks.routing.entry_bucket(1, 1, splits),
+        lambda: ks.routing.canonical_bucket_hash(0, splits),
+        lambda: ks.routing.bucket_indices(np.array([1]), splits),
     ):
         with pytest.raises(ValueError, match=message):
             call()
@@ -210,49 +214,49 @@ def test_entry_bucket(a: int, b: int, splits: list[int]) -> None:
     lo, hi = sorted((a, b))
     first, last = bisect.bisect_right(splits, lo), bisect.bisect_right(splits, hi)
     if first == last:
-        assert ks.entry_bucket(lo, hi, splits) == first
+        assert ks.routing.entry_bucket(lo, hi, splits) == first
     else:
         with pytest.raises(ValueError, match="straddles the bucket boundary"):
-            ks.entry_bucket(lo, hi, splits)
+            ks.routing.entry_bucket(lo, hi, splits)
 
 
 def test_entry_bucket_edges() -> None:
     splits = [0x4000, 0x8000]
-    assert ks.entry_bucket(0x4000, 0x7FFF, splits) == 1
+    assert ks.routing.entry_bucket(0x4000, 0x7FFF, splits) == 1
     with pytest.raises(ValueError, match="straddles the bucket boundary at 0x4000"):
-        ks.entry_bucket(0x3FFF, 0x4000, splits)
+        ks.routing.entry_bucket(0x3FFF, 0x4000, splits)
     with pytest.raises(ValueError, match="must not be above entry_hash_max"):
-        ks.entry_bucket(9, 8, splits)
+        ks.routing.entry_bucket(9, 8, splits)
     with pytest.raises(ValueError, match="entry_hash_max must be a 16-bit hash"):
-        ks.entry_bucket(0, 0x10000, splits)
+        ks.routing.entry_bucket(0, 0x10000, splits)
 
 
 def test_canonical_bucket_hash() -> None:
     splits = [0x4000, 0x8000]
-    assert [ks.canonical_bucket_hash(i, splits) for i in range(3)] == [1, 0x4000, 0x8000]
-    assert ks.canonical_bucket_hash(0, []) == 1
+    assert [ks.routing.canonical_bucket_hash(i, splits) for i in range(3)] == [1, 0x4000, 0x8000]
+    assert ks.routing.canonical_bucket_hash(0, []) == 1
     for bad in (-1, 3):
         with pytest.raises(ValueError, match=r"bucket index .* is outside \[0, 2\]"):
-            ks.canonical_bucket_hash(bad, splits)
+            ks.routing.canonical_bucket_hash(bad, splits)
 
 
 @given(st.integers(0, 10_000), st.integers(1, 10_000))
 def test_buckets_for_budget(budget: int, segments: int) -> None:
-    assert ks.buckets_for_budget(budget, segments) == max(1, budget // segments)
+    assert ks.routing.buckets_for_budget(budget, segments) == max(1, budget // segments)
 
 
 def test_buckets_for_budget_bad_input() -> None:
     with pytest.raises(ValueError, match="budget must not be negative"):
-        ks.buckets_for_budget(-1, 1)
+        ks.routing.buckets_for_budget(-1, 1)
     with pytest.raises(ValueError, match="segment count must be at least 1"):
-        ks.buckets_for_budget(4, 0)
+        ks.routing.buckets_for_budget(4, 0)
 
 
 def test_the_first_split_is_at_least_min_first_split() -> None:
-    assert ks.MIN_FIRST_SPLIT == 2
-    assert ks.bucket_ranges([ks.MIN_FIRST_SPLIT])[0] == HashRange(0, 1)
+    assert ks.routing.MIN_FIRST_SPLIT == 2
+    assert ks.routing.bucket_ranges([ks.routing.MIN_FIRST_SPLIT])[0] == HashRange(0, 1)
     with pytest.raises(ValueError, match="at least 2"):
-        ks.bucket_ranges([ks.MIN_FIRST_SPLIT - 1])
+        ks.routing.bucket_ranges([ks.routing.MIN_FIRST_SPLIT - 1])
 
 
 def test_a_layout_refuses_a_bucket_zero_one_hash_wide() -> None:

@@ -60,7 +60,7 @@ def test_route_matches_the_library() -> None:
     for row in rows:
         assert (row["segment_id"], row["bucket"]) == layout.route(row["key"])
         assert row["key_hash"] == ks.key_hash(row["key"])
-        assert row["hash_b"] == ks.bucket_hash(row["key"])
+        assert row["hash_b"] == ks.routing.bucket_hash(row["key"])
     assert rows[0]["key_hash"] == 0x248BFA47
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from keyshared import HashingScheme, TopicLayout, cli, create_migrated_metadata
-from keyshared.audit import audit_migration
+from keyshared import TopicLayout, cli, create_migrated_metadata
+from keyshared.routing import HashingScheme
+from keyshared.scalable import audit_migration
 
 FIXTURES = Path(__file__).parent / "fixtures" / "audit"
 

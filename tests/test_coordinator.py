@@ -145,7 +145,7 @@ def test_an_unknown_release_is_refused(version: object, error: type, message: st
             r"drained_segment_ids\[1\] must be an int, got str",
         ),
         (
-            {"sessions": [ks.ConsumerSession("a", 1)]},
+            {"sessions": [ks.scalable.ConsumerSession("a", 1)]},
             TypeError,
             "sessions must be a mapping .*got list",
         ),

@@ -9,7 +9,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from keyshared import BucketCheckpoints, SafeCursor
+from keyshared import SafeCursor
+from keyshared.dispatch import BucketCheckpoints
 
 MAX_OFFSET = 2**63 - 1
 

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from python_sticky_dispatcher import PyStickyKeyDispatcher
 
-import keyshared
-from keyshared import dispatch, draining, ownership, redelivery, sticky_key_hash
+from keyshared import sticky_key_hash
 from keyshared.dispatch import DispatchResult, HoldReason, StickyKeyDispatcher
 
 HASHES = [sticky_key_hash(f"k{i}") for i in range(8)]
@@ -125,16 +124,6 @@ class AgainstPython(RuleBasedStateMachine):
 
 TestAgainstPython = AgainstPython.TestCase
 TestAgainstPython.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
-
-
-# --- one module, one home per name ------------------------------------------------------
-
-
-def test_the_dispatch_module_holds_the_dispatchers() -> None:
-    for name in dispatch.__all__:
-        assert getattr(keyshared, name) is getattr(dispatch, name)
-    for module in (draining, redelivery, ownership):
-        assert not set(module.__all__) & set(dispatch.__all__), module.__name__
 
 
 def test_hold_reasons_are_an_enum_named_by_value() -> None:

@@ -16,14 +16,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from keyshared import (
-    DispatchResult,
+from keyshared import DispatchResult, StickyKeyDispatcher, sticky_key_hash
+from keyshared.dispatch import (
     HoldReason,
     MessageRedeliveryController,
-    StickyKeyDispatcher,
     get_available_permits,
     get_effective_look_ahead_limit,
-    sticky_key_hash,
 )
 
 # --- MessageRedeliveryControllerTest ---------------------------------------------------

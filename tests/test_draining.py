@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from keyshared import DrainingHashesTracker
-from keyshared.draining import batch
+from keyshared.dispatch import batch
 
 
 def entry(tracker: DrainingHashesTracker, h: int) -> tuple[int, int, int] | None:

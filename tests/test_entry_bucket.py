@@ -10,13 +10,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import keyshared as ks
-from keyshared import (
-    DrainingHashesTracker,
+from keyshared import DrainingHashesTracker, EntryBucketDispatcher, HashRange, PendingAcksMap
+from keyshared.scalable import (
     EntryBucketConsumerSelector,
-    EntryBucketDispatcher,
-    HashRange,
     ImpactedConsumersResult,
-    PendingAcksMap,
     impacted_consumers,
     register_draining_hashes,
     validate_bucket_boundaries,
@@ -164,7 +161,7 @@ def test_a_stamped_entry_goes_by_its_min_hash_and_an_unstamped_one_by_its_key() 
     assert dispatcher.sticky_key_hash(entry_hash_min=0x8123) == 0x8000
     assert dispatcher.dispatch(1, 0, entry_hash_min=0x8123) == 2
     assert dispatcher.dispatch(1, 1, entry_hash_min=0x0000) == 1
-    key = next(f"k{i}" for i in range(100) if ks.bucket_hash(f"k{i}") >= 0xC000)
+    key = next(f"k{i}" for i in range(100) if ks.routing.bucket_hash(f"k{i}") >= 0xC000)
     assert dispatcher.sticky_key_hash(key=key) == 0xC000
     assert dispatcher.dispatch(1, 2, key=key) == 2
     assert dispatcher.pending_acks(2).to_list() == [(1, 0, 1, 0x8000), (1, 2, 1, 0xC000)]
@@ -340,7 +337,7 @@ def test_selector_bad_input_changes_nothing() -> None:
 
 
 def test_select_many_agrees_with_select() -> None:
-    selector = EntryBucketConsumerSelector(ks.equal_width_splits(100))
+    selector = EntryBucketConsumerSelector(ks.routing.equal_width_splits(100))
     with pytest.raises(ValueError, match="no consumers"):
         selector.select_many([1])
     assert selector.select_many([]).tolist() == []
@@ -473,7 +470,7 @@ class DispatcherMachine(RuleBasedStateMachine):
         else:
             key = f"key-{h}"
             got = self.dispatcher.dispatch(0, entry, key=key)
-            b = m.bucket(ks.bucket_hash(key) or 1)
+            b = m.bucket(ks.routing.bucket_hash(key) or 1)
         owner = m.owners()[b]
         drainer = m.draining.get(b, (None,))[0]
         want = None if owner is None or drainer not in (None, owner) else owner

@@ -15,7 +15,7 @@ from pulsar_broker import owner_by_ranges
 
 from keyshared import ConsistentHashingStickyKeyConsumerSelector
 from keyshared.cli import main
-from keyshared.explain import (
+from keyshared.explain.subscription import (
     HASH_COUNT,
     HASH_MIN,
     NO_OWNER,
@@ -26,7 +26,7 @@ from keyshared.explain import (
     read_subscription,
     stats_url,
 )
-from keyshared.hashing import sticky_key_hash
+from keyshared.routing import sticky_key_hash
 
 FIXTURES = Path(__file__).parent / "fixtures" / "stats"
 HELD = FIXTURES / "held.json"
@@ -496,7 +496,7 @@ def test_a_subscription_with_nothing_held_says_so() -> None:
 
 
 def test_connected_since_is_read_with_nanoseconds() -> None:
-    from keyshared.explain import _epoch_ms
+    from keyshared.explain.subscription import _epoch_ms
 
     assert _epoch_ms("2026-11-25T15:27:58.17493988Z") == 1795620478174
     assert _epoch_ms("2026-11-25T16:27:58+01:00") == 1795620478000
@@ -536,7 +536,7 @@ def test_an_empty_key_explains_that_keyless_messages_spread() -> None:
     ],
 )
 def test_odd_keys_and_names_are_printed_escaped_and_short(raw: str, printed: str) -> None:
-    from keyshared.explain import shown
+    from keyshared.explain.subscription import shown
 
     assert shown(raw) == printed
 
@@ -672,7 +672,7 @@ def test_draining_hashes_that_are_not_a_list_are_refused(value: str) -> None:
 def test_the_consumer_picture_marks_who_holds_waits_and_takes_nothing(tmp_path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    from keyshared.explain_plot import STUCK_COLOR, TAKING_COLOR, consumer_figure, plot_consumers
+    from keyshared.explain.plot import STUCK_COLOR, TAKING_COLOR, consumer_figure, plot_consumers
 
     stats = held()
     e = explain_subscription(read_subscription(stats, SUB))
@@ -745,7 +745,7 @@ def test_watch_prints_what_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert seconds == 2.5
         path.write_text(json.dumps(steps.pop(0)))
 
-    monkeypatch.setattr("keyshared.explain_command._sleep", next_stats)
+    monkeypatch.setattr("keyshared.explain.command._sleep", next_stats)
     text = run(str(path), "--subscription", SUB, "--watch", "2.5", "--count", "2")
     assert not steps
     first, second = text.split("\n+")[1:]
@@ -878,7 +878,7 @@ def test_a_partitioned_base_name_names_its_partitions_and_bodies_are_checked(
 
 
 def test_every_answer_that_takes_a_sample_checks_it() -> None:
-    from keyshared.explain import shares, what_if
+    from keyshared.explain.subscription import shares, what_if
 
     sub = read_subscription(held(), SUB)
     with pytest.raises(ValueError, match=r"sample\['k'\] must be >= 0, got -5"):

@@ -1,4 +1,4 @@
-"""keyshared.explain_scalable: a scalable topic's DAG, what still drains and what waits for
+"""keyshared.explain.scalable_topic: a scalable topic's DAG, what still drains and what waits for
 it, where keys go and who reads what, from the admin REST JSON of a 5.0 broker.
 
 tests/fixtures/scalable/split-merge.json is in the broker's JSON form (the fields of M1's
@@ -18,17 +18,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keyshared.cli import main
-from keyshared.coordinator import compute_assignment, is_assignable
-from keyshared.explain_scalable import (
-    ScalableSnapshot,
-    explain_scalable,
-    read_layout,
-    read_snapshot,
-    routing_hash,
+from keyshared.explain import ScalableSnapshot, explain_scalable, read_snapshot
+from keyshared.explain.scalable_topic import read_layout, routing_hash
+from keyshared.routing import bucket_hash, segment_hash
+from keyshared.scalable import (
+    SegmentTopicName,
+    TopicLayout,
+    TopicName,
+    compute_assignment,
+    is_assignable,
 )
-from keyshared.hashing import bucket_hash, segment_hash
-from keyshared.layout import TopicLayout
-from keyshared.topic_name import SegmentTopicName, TopicName
 from keyshared.versions import M1, MASTER
 
 FIXTURE = Path(__file__).parent / "fixtures" / "scalable" / "split-merge.json"

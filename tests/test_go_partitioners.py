@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pulsar_oracle import record
 from test_oracle_hash import bulk_keys
 
-from keyshared.partitioners import Partitioner, partitions
+from keyshared.routing import Partitioner, partitions
 
 MODULE = Path(__file__).parent / "go_partitioners"
 BULK_KEYS = 120_000

@@ -26,10 +26,10 @@ def test_known_values() -> None:
     assert ks.key_hash("hello") == 0x248BFA47
     assert ks.key_hash(b"hello") == 0x248BFA47
     assert ks.key_hash("The quick brown fox jumps over the lazy dog") == 0x2E4FF723
-    assert ks.segment_hash("hello") == 0x248B
-    assert ks.bucket_hash("hello") == 0xFA47
+    assert ks.routing.segment_hash("hello") == 0x248B
+    assert ks.routing.bucket_hash("hello") == 0xFA47
     assert ks.sticky_key_hash("hello") == (0x248BFA47 % 65535) + 1 == 7892
-    assert ks.make_sticky_key_hash("hello", ks.HashRange.full()) == 0xFA47
+    assert ks.routing.make_sticky_key_hash("hello", ks.HashRange.full()) == 0xFA47
 
 
 @pytest.mark.parametrize("length", range(65))
@@ -42,11 +42,11 @@ def test_every_tail_length_matches_mmh3(length: int) -> None:
 def test_single_key_matches_mmh3(key: str | bytes) -> None:
     h = ks.key_hash(key)
     assert h == reference(key)
-    assert ks.segment_hash(key) == h >> 16
-    assert ks.bucket_hash(key) == h & 0xFFFF
+    assert ks.routing.segment_hash(key) == h >> 16
+    assert ks.routing.bucket_hash(key) == h & 0xFFFF
     assert ks.sticky_key_hash(key) == (h & 0x7FFFFFFF) % 65535 + 1
-    assert ks.make_sticky_key_hash(key, ks.HashRange.full()) == ((h & 0xFFFF) or 1)
-    assert ks.make_sticky_key_hash(key, ks.HashRange(10, 19)) == (h & 0x7FFFFFFF) % 10 + 10
+    assert ks.routing.make_sticky_key_hash(key, ks.HashRange.full()) == ((h & 0xFFFF) or 1)
+    assert ks.routing.make_sticky_key_hash(key, ks.HashRange(10, 19)) == (h & 0x7FFFFFFF) % 10 + 10
 
 
 @given(
@@ -63,35 +63,39 @@ def test_non_ascii_text_hashes_its_utf8(text: str) -> None:
 def test_make_sticky_key_hash_maps_zero_to_one() -> None:
     # A key whose low half is 0; found by search, pinned here.
     key = next(f"k{i}" for i in range(1_000_000) if reference(f"k{i}") & 0xFFFF == 0)
-    assert ks.make_sticky_key_hash(key, ks.HashRange.full()) == 1
-    assert ks.make_sticky_key_hash(key, ks.HashRange(0, 0)) == 1
-    assert ks.make_sticky_key_hash(key, ks.HashRange(1, 0xFFFF)) == ks.sticky_key_hash(key) > 0
+    assert ks.routing.make_sticky_key_hash(key, ks.HashRange.full()) == 1
+    assert ks.routing.make_sticky_key_hash(key, ks.HashRange(0, 0)) == 1
+    assert (
+        ks.routing.make_sticky_key_hash(key, ks.HashRange(1, 0xFFFF)) == ks.sticky_key_hash(key) > 0
+    )
 
 
 @given(key_lists, st.integers(0, 0xFFFF), st.integers(0, 0xFFFF))
 def test_sticky_hash_batches_equal_single_keys(keys: list[str | bytes], a: int, b: int) -> None:
     r = ks.HashRange(min(a, b), max(a, b))
-    sticky = ks.sticky_key_hashes(keys)
-    within = ks.make_sticky_key_hashes(keys, r, threads=2)
+    sticky = ks.routing.sticky_key_hashes(keys)
+    within = ks.routing.make_sticky_key_hashes(keys, r, threads=2)
     assert sticky.dtype == within.dtype == np.uint16
     assert sticky.tolist() == [ks.sticky_key_hash(k) for k in keys]
-    assert within.tolist() == [ks.make_sticky_key_hash(k, r) for k in keys]
+    assert within.tolist() == [ks.routing.make_sticky_key_hash(k, r) for k in keys]
     texts = [k for k in keys if isinstance(k, str)]
     for batch in (np.array(texts, dtype=object), pa.array(texts, type=pa.large_string())):
-        assert ks.sticky_key_hashes(batch).tolist() == [ks.sticky_key_hash(k) for k in texts]
+        assert ks.routing.sticky_key_hashes(batch).tolist() == [
+            ks.sticky_key_hash(k) for k in texts
+        ]
 
 
 def test_sticky_hash_batch_arguments() -> None:
-    assert ks.sticky_key_hashes(["a", None], null_key="hello").tolist() == [
+    assert ks.routing.sticky_key_hashes(["a", None], null_key="hello").tolist() == [
         ks.sticky_key_hash("a"),
         7892,
     ]
     with pytest.raises(ValueError, match=r"keys\[1\] is None"):
-        ks.make_sticky_key_hashes(["a", None], ks.HashRange.full())
+        ks.routing.make_sticky_key_hashes(["a", None], ks.HashRange.full())
     with pytest.raises(TypeError):
-        ks.make_sticky_key_hashes(["a"], (0, 5))  # type: ignore[arg-type]
+        ks.routing.make_sticky_key_hashes(["a"], (0, 5))  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        ks.make_sticky_key_hash(5, ks.HashRange.full())  # type: ignore[arg-type]
+        ks.routing.make_sticky_key_hash(5, ks.HashRange.full())  # type: ignore[arg-type]
 
 
 def expected(keys: list[str | bytes]) -> np.ndarray:
@@ -170,12 +174,12 @@ def test_large_batches_agree_across_thread_counts() -> None:
 
 
 def test_default_thread_count_is_settable() -> None:
-    before = ks.get_num_threads()
+    before = ks.routing.get_num_threads()
     try:
         ks.set_num_threads(1)
-        assert ks.get_num_threads() == 1
+        assert ks.routing.get_num_threads() == 1
         ks.set_num_threads(0)
-        assert ks.get_num_threads() >= 1
+        assert ks.routing.get_num_threads() >= 1
     finally:
         ks.set_num_threads(before)
     with pytest.raises(ValueError, match="threads"):

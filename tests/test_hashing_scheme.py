@@ -1,16 +1,16 @@
-"""Pulsar's HashingScheme and the v4 producer's partition choice (keyshared.router)."""
+"""Pulsar's HashingScheme and the v4 producer's partition choice (keyshared.routing.router)."""
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from keyshared._core import java_utf8
-from keyshared.hashing import key_hash
-from keyshared.router import (
+from keyshared.routing import (
     HashingScheme,
     SegmentRouter,
     choose_partition,
     java_string_hash_code,
+    key_hash,
 )
 
 

@@ -49,7 +49,7 @@ def test_initial_layout_formula(
     assert [s.segment_id for s in layout.active_segments()] == list(range(n))
     assert all(s.bucket_count == want_buckets for s in layout.active_segments())
     assert all(
-        s.bucket_splits == tuple(ks.equal_width_splits(want_buckets))
+        s.bucket_splits == tuple(ks.routing.equal_width_splits(want_buckets))
         for s in layout.segments.values()
     )
     assert all(s.created_at_ms == 5 for s in layout.segments.values())
@@ -149,7 +149,7 @@ def test_rebucket_rolls_over_to_a_same_range_successor() -> None:
     old, new = layout.segments[1], layout.segments[2]
     assert old.state is SegmentState.SEALED and old.child_ids == (2,)
     assert new.hash_range == old.hash_range and new.parent_ids == (1,)
-    assert new.bucket_splits == tuple(ks.equal_width_splits(8))
+    assert new.bucket_splits == tuple(ks.routing.equal_width_splits(8))
     assert (layout.epoch, layout.next_segment_id) == (1, 3)
 
 
@@ -223,11 +223,11 @@ def test_route_matches_hash_halves_and_the_routing_table_is_cached() -> None:
 def test_segment_descriptor_both_ways() -> None:
     layout = TopicLayout.initial(1).split_segment(0, 0)
     assert layout.segments[1].descriptor == "0000-7fff-1"
-    assert ks.format_descriptor(HashRange(0x10, 0x20), 12) == "0010-0020-12"
-    assert ks.parse_descriptor("8000-ffff-2") == (HashRange(0x8000, 0xFFFF), 2)
+    assert ks.scalable.format_descriptor(HashRange(0x10, 0x20), 12) == "0010-0020-12"
+    assert ks.scalable.parse_descriptor("8000-ffff-2") == (HashRange(0x8000, 0xFFFF), 2)
     for bad in ("8000-ffff", "8000-ffff-x", "zz-ffff-1", "8000-ffff--1"):
         with pytest.raises(ValueError):
-            ks.parse_descriptor(bad)
+            ks.scalable.parse_descriptor(bad)
 
 
 def test_layout_response_lists_active_segments_in_range_order() -> None:

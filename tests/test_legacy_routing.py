@@ -12,17 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keyshared import (
-    ActiveSegment,
-    HashingScheme,
-    HashRange,
-    SegmentRouter,
-    TopicLayout,
-    choose_partition,
-    create_migrated_metadata,
-)
-from keyshared.layout import Segment, SegmentState
-from keyshared.router import legacy_hashing_scheme
+from keyshared import HashRange, SegmentRouter, TopicLayout, create_migrated_metadata
+from keyshared.routing import ActiveSegment, HashingScheme, choose_partition, legacy_hashing_scheme
+from keyshared.scalable import Segment, SegmentState
 
 KEYS = st.one_of(st.text(max_size=24), st.binary(max_size=24))
 

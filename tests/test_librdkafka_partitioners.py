@@ -21,7 +21,7 @@ from librdkafka import NAMES, VERSION, Librdkafka
 from pulsar_oracle import record
 from test_oracle_hash import bulk_keys
 
-from keyshared.partitioners import Partitioner, partition, partitions
+from keyshared.routing import Partitioner, partition, partitions
 
 Key = str | bytes | None
 WIDEST = 2**31 - 1

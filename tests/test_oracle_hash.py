@@ -17,15 +17,8 @@ from hypothesis import strategies as st
 from pulsar_oracle import Oracle, key_arg, record
 
 import keyshared
-from keyshared import (
-    HashRange,
-    key_hash,
-    key_hashes,
-    make_sticky_key_hash,
-    make_sticky_key_hashes,
-    sticky_key_hash,
-    sticky_key_hashes,
-)
+from keyshared import HashRange, key_hash, key_hashes, sticky_key_hash
+from keyshared.routing import make_sticky_key_hash, make_sticky_key_hashes, sticky_key_hashes
 
 Key = str | bytes
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from pulsar_oracle import NEWEST, Oracle, key_arg, record
 from test_oracle_hash import bulk_keys
 
-from keyshared.partitioners import Partitioner, iceberg_bucket, murmur2, partition, partitions
+from keyshared.routing import Partitioner, iceberg_bucket, murmur2, partition, partitions
 
 Key = str | bytes | None
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pulsar_oracle import MILESTONE, Oracle, record, record_kept
 
 import keyshared as ks
-from keyshared.policy import _overload
+from keyshared.scalable.policy import _overload
 
 EXAMPLES = 60
 CASES = 12
@@ -239,7 +239,7 @@ def policies(draw: st.DrawFn) -> ks.AutoScalePolicy:
 @dataclasses.dataclass
 class DecideCase:
     layout: ks.TopicLayout
-    load: dict[int, ks.SegmentLoadSample]
+    load: dict[int, ks.scalable.SegmentLoadSample]
     consumers: dict[str, int]
     policy: ks.AutoScalePolicy
     now_ms: int
@@ -297,9 +297,9 @@ def decide_cases(draw: st.DrawFn) -> DecideCase:
         if draw(st.integers(0, 5)) == 0:
             continue  # no sample: zero load, never merges
         high = [draw(st.integers(0, 14)) * UNIT for _ in RATES]
-        stats = ks.SegmentLoadStats(high[0] + (1 << rank), *high[1:])
+        stats = ks.scalable.SegmentLoadStats(high[0] + (1 << rank), *high[1:])
         age = draw(st.sampled_from((0, 1, 999, 1_000, 60_000, 299_999, 300_000, 10**7)))
-        load[seg.segment_id] = ks.SegmentLoadSample(stats, NOW - age)
+        load[seg.segment_id] = ks.scalable.SegmentLoadSample(stats, NOW - age)
     subs = st.dictionaries(st.sampled_from(("a", "b", "c")), st.integers(0, 40), max_size=3)
     last = st.one_of(st.none(), st.sampled_from((0, 1, 999, 59_999, 60_000, 10**6)))
     lasts = [draw(last) for _ in range(3)]
@@ -321,23 +321,23 @@ def m1_equivalent(policy: ks.AutoScalePolicy) -> ks.AutoScalePolicy:
     return dataclasses.replace(
         policy,
         split_vs_rebucket_min_msg_rate_in=0.0,
-        max_entry_buckets_per_segment=ks.RING_SIZE,
+        max_entry_buckets_per_segment=ks.routing.RING_SIZE,
         rebucket_cooldown_ms=max(1, policy.rebucket_cooldown_ms),
     )
 
 
 def as_m1(decision: ks.Decision) -> dict[str, Any]:
     """A decision as the oracle writes it (M1's NoAction gives no reason)."""
-    if isinstance(decision, ks.Split):
+    if isinstance(decision, ks.scalable.Split):
         return {"action": "split", "segment_id": decision.segment_id, "reason": decision.reason}
-    if isinstance(decision, ks.Merge):
+    if isinstance(decision, ks.scalable.Merge):
         return {
             "action": "merge",
             "segment_id_1": decision.segment_id_1,
             "segment_id_2": decision.segment_id_2,
             "reason": decision.reason,
         }
-    if isinstance(decision, ks.Rebucket):
+    if isinstance(decision, ks.scalable.Rebucket):
         return {"action": "rebucket", "segment_ids": list(decision.segment_ids)}
     return {"action": "none"}
 
@@ -476,10 +476,10 @@ def test_resolved_config(
     answers = oracle_milestone.call("scalable.resolve_config", cases=requests)
     for (broker, ns, topic), pulsar in zip(cases, answers, strict=True):
         overrides = [
-            None if o is None else ks.AutoScalePolicyOverride(**ms(o)) for o in (ns, topic)
+            None if o is None else ks.scalable.AutoScalePolicyOverride(**ms(o)) for o in (ns, topic)
         ]
-        base = ks.AutoScalePolicyOverride(**ms(broker))
-        resolved = ks.resolve_auto_scale_config(base, *overrides)
+        base = ks.scalable.AutoScalePolicyOverride(**ms(broker))
+        resolved = ks.scalable.resolve_auto_scale_config(base, *overrides)
         assert pulsar["ok"] == isinstance(resolved, ks.AutoScalePolicy), (pulsar, resolved)
         if isinstance(resolved, ks.AutoScalePolicy):
             assert pulsar["value"] == {name: getattr(resolved, name) for name, *_ in CONFIG_FIELDS}
@@ -614,9 +614,9 @@ def test_segment_topic_names(
     segment_names = []
     for parent, (*_, (start, end), sid), pulsar in zip(parents, cases, made, strict=True):
         hash_range = ks.HashRange(start, end)
-        ours = ks.SegmentTopicName.from_parent(ks.TopicName.get(parent), hash_range, sid)
+        ours = ks.scalable.SegmentTopicName.from_parent(ks.TopicName.get(parent), hash_range, sid)
         assert pulsar == {
-            "descriptor": ks.format_descriptor(hash_range, sid),
+            "descriptor": ks.scalable.format_descriptor(hash_range, sid),
             "name": {"ok": True, "value": str(ours)},
         }
         segment_names.append(str(ours))
@@ -639,12 +639,12 @@ def topic_name_answer(name: ks.TopicName) -> dict[str, Any]:
         "string": str(name),
     }
     if name.is_segment:
-        hash_range = ks.SegmentTopicName.get_hash_range(name)
-        sid = ks.SegmentTopicName.get_segment_id(name)
+        hash_range = ks.scalable.SegmentTopicName.get_hash_range(name)
+        sid = ks.scalable.SegmentTopicName.get_segment_id(name)
         out |= {
             "segment_range": [hash_range.start, hash_range.end],
             "segment_id": sid,
-            "parent": str(ks.SegmentTopicName.get_parent_topic_name(name)),
+            "parent": str(ks.scalable.SegmentTopicName.get_parent_topic_name(name)),
             "hash_range": [hash_range.start, hash_range.end],
             "parsed_segment_id": sid,
         }
@@ -668,8 +668,8 @@ def test_material_change(oracle_milestone: Oracle, cases: list[tuple[Any, Any, f
         )
     )
     for (last, current, threshold), pulsar in zip(cases, answers, strict=True):
-        ours = ks.is_material_change(
-            ks.SegmentLoadStats(*last), ks.SegmentLoadStats(*current), threshold
+        ours = ks.scalable.is_material_change(
+            ks.scalable.SegmentLoadStats(*last), ks.scalable.SegmentLoadStats(*current), threshold
         )
         assert pulsar == ours
     record(f"{MILESTONE} scalable material change", len(cases))
@@ -706,24 +706,24 @@ def test_load_reporter(
     ]
     answers = values(oracle_milestone.call("scalable.reporter", cases=requests))
     for (threshold, store, steps), pulsar in zip(cases, answers, strict=True):
-        reporter = ks.SegmentLoadReporter(threshold)
-        written: dict[int, ks.SegmentLoadStats] = {}  # the store M1 writes to
+        reporter = ks.scalable.SegmentLoadReporter(threshold)
+        written: dict[int, ks.scalable.SegmentLoadStats] = {}  # the store M1 writes to
         for step, wrote in zip(steps, pulsar, strict=True):
             if step[0] == "forget":
                 reporter = reporter.forget(TOPIC, step[1])
                 assert wrote is None
                 continue
-            current = ks.SegmentLoadStats(*step[2])
+            current = ks.scalable.SegmentLoadStats(*step[2])
             key = (TOPIC, step[1])
             seeded = key not in reporter.last_written
             ours, reporter = reporter.report_if_changed(TOPIC, step[1], current)
             if ours and not wrote:
                 # M1 seeded its baseline from the stored record, and the report is close.
                 assert store and seeded and step[1] in written
-                assert not ks.is_material_change(written[step[1]], current, threshold)
+                assert not ks.scalable.is_material_change(written[step[1]], current, threshold)
                 # keyshared goes on from M1's baseline, the stored record.
                 baseline = {**reporter.last_written, key: written[step[1]]}
-                reporter = ks.SegmentLoadReporter(threshold, baseline)
+                reporter = ks.scalable.SegmentLoadReporter(threshold, baseline)
                 tally.kept_on_purpose("M1 seeds a forgotten segment's baseline from the store")
             else:
                 assert wrote == ours
@@ -746,11 +746,11 @@ def assign_cases(draw: st.DrawFn) -> tuple[ks.TopicLayout, list[str], bool, list
 
 
 def assigned(segment_id: int, hash_range: ks.HashRange) -> list[Any]:
-    name = ks.SegmentTopicName.from_parent(ks.TopicName.get(TOPIC), hash_range, segment_id)
+    name = ks.scalable.SegmentTopicName.from_parent(ks.TopicName.get(TOPIC), hash_range, segment_id)
     return [segment_id, [hash_range.start, hash_range.end], str(name)]
 
 
-def first_owners(ours: dict[str, ks.ConsumerAssignment]) -> dict[str, Any]:
+def first_owners(ours: dict[str, ks.scalable.ConsumerAssignment]) -> dict[str, Any]:
     """keyshared's assignment with each shared segment left to its first sharer alone (the
     consumer that took it whole before the surplus was dealt), bucket ranges dropped."""
     seen: set[int] = set()
@@ -763,7 +763,7 @@ def first_owners(ours: dict[str, ks.ConsumerAssignment]) -> dict[str, Any]:
     return out
 
 
-def whole(ours: dict[str, ks.ConsumerAssignment]) -> dict[str, Any]:
+def whole(ours: dict[str, ks.scalable.ConsumerAssignment]) -> dict[str, Any]:
     return {
         name: {
             "layout_epoch": a.layout_epoch,

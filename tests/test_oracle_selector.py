@@ -26,11 +26,8 @@ from hypothesis.stateful import (
 )
 from pulsar_oracle import Oracle, Tally, record, record_kept, run_machine
 
-from keyshared import (
-    ConsistentHashingStickyKeyConsumerSelector,
-    HashRange,
-    ImpactedConsumersResult,
-)
+from keyshared import ConsistentHashingStickyKeyConsumerSelector, HashRange
+from keyshared.scalable import ImpactedConsumersResult
 
 IDS = tuple(range(1, 9))
 # Namesakes share a ring position sequence and collide point for point; "" and non-ASCII

@@ -27,7 +27,7 @@ KEYS = st.text(st.characters(exclude_categories=("Cs",)), max_size=24)
 
 
 @st.composite
-def tilings(draw: st.DrawFn) -> list[ks.ActiveSegment]:
+def tilings(draw: st.DrawFn) -> list[ks.routing.ActiveSegment]:
     """Active segments tiling the ring, in range order, with distinct random ids; a third
     of them legacy segments (the synthetic layout of a partitioned v4 topic), whose ids are
     usually the partitions 0..N-1."""
@@ -40,7 +40,7 @@ def tilings(draw: st.DrawFn) -> list[ks.ActiveSegment]:
     else:
         ids = draw(st.lists(st.integers(0, 40), unique=True, min_size=n, max_size=n))
     return [
-        ks.ActiveSegment(
+        ks.routing.ActiveSegment(
             segment_id=sid,
             hash_range=ks.HashRange(bounds[i], bounds[i + 1] - 1),
             segment_topic_name=f"segment://t/ns/x/{bounds[i]:04x}-{bounds[i + 1] - 1:04x}-{sid}",
@@ -50,7 +50,7 @@ def tilings(draw: st.DrawFn) -> list[ks.ActiveSegment]:
     ]
 
 
-def routed(router: ks.SegmentRouter, key: str, segments: list[ks.ActiveSegment]) -> Any:
+def routed(router: ks.SegmentRouter, key: str, segments: list[ks.routing.ActiveSegment]) -> Any:
     """The segment id, or None where keyshared refuses."""
     try:
         return router.route(key, segments)
@@ -58,7 +58,7 @@ def routed(router: ks.SegmentRouter, key: str, segments: list[ks.ActiveSegment])
         return None
 
 
-def as_java(segments: list[ks.ActiveSegment]) -> list[list[Any]]:
+def as_java(segments: list[ks.routing.ActiveSegment]) -> list[list[Any]]:
     return [
         [s.segment_id, s.hash_range.start, s.hash_range.end, s.legacy_topic_name] for s in segments
     ]
@@ -67,7 +67,7 @@ def as_java(segments: list[ks.ActiveSegment]) -> list[list[Any]]:
 @settings(max_examples=40)
 @given(st.lists(st.tuples(tilings(), st.lists(KEYS, min_size=1, max_size=40)), min_size=1))
 def test_segment_router(
-    oracle_milestone: Oracle, cases: list[tuple[list[ks.ActiveSegment], list[str]]]
+    oracle_milestone: Oracle, cases: list[tuple[list[ks.routing.ActiveSegment], list[str]]]
 ) -> None:
     requests = [[key, as_java(segments)] for segments, keys in cases for key in keys]
     answers = oracle_milestone.call("v5.segment_router", cases=requests)
@@ -92,8 +92,8 @@ def test_segment_router(
 def test_known_keys(oracle_milestone: Oracle) -> None:
     """The issue's finding: a key whose low and high halves fall in different segments."""
     halves = [
-        ks.ActiveSegment(0, ks.HashRange(0, 0x7FFF), "segment://t/ns/x/0000-7fff-0"),
-        ks.ActiveSegment(1, ks.HashRange(0x8000, 0xFFFF), "segment://t/ns/x/8000-ffff-1"),
+        ks.routing.ActiveSegment(0, ks.HashRange(0, 0x7FFF), "segment://t/ns/x/0000-7fff-0"),
+        ks.routing.ActiveSegment(1, ks.HashRange(0x8000, 0xFFFF), "segment://t/ns/x/8000-ffff-1"),
     ]
     # key_hash("hello") == 0x248BFA47: the high half 0x248B, the low half 0xFA47.
     [answer] = oracle_milestone.call("v5.segment_router", cases=[["hello", as_java(halves)]])

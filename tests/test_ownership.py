@@ -8,12 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from keyshared import (
+from keyshared import TopicLayout
+from keyshared.scalable import (
     BucketAssignment,
     BucketConsumer,
     BucketHandoff,
     BucketMove,
-    TopicLayout,
     contiguous_assignment,
     lost_buckets,
     moved_buckets,
@@ -339,7 +339,7 @@ def test_bad_arguments_change_nothing(call: object, error: type[Exception]) -> N
 
 
 def test_contiguous_assignment_orders_names_as_the_entry_bucket_selector() -> None:
-    from keyshared import EntryBucketConsumerSelector
+    from keyshared.scalable import EntryBucketConsumerSelector
 
     # U+FF61 sorts after U+1F600 in UTF-16 (a surrogate pair starts at 0xD83D), as in Java.
     consumers = [BucketConsumer("\uff61", 1), BucketConsumer("\U0001f600", 2)]

@@ -1,4 +1,4 @@
-"""keyshared.partitioners against the real implementations: kafka-python's partitioner,
+"""keyshared.routing.partitioners against the real implementations: kafka-python's partitioner,
 librdkafka (through confluent-kafka's mock cluster), the JDK's String.hashCode, pyiceberg's
 bucket transform, mmh3, zlib's CRC-32, fnvhash, and Spark's own hash and pmod. Each
 differential runs over 100,000 random keys: unicode text (astral characters too), empty
@@ -30,17 +30,17 @@ from pyiceberg.types import BinaryType, IntegerType, LongType, StringType
 
 import keyshared
 from keyshared._core import java_utf8
-from keyshared.partitioners import (
+from keyshared.routing import (
     Partitioner,
     fnv1a_32,
     iceberg_bucket,
+    java_string_hash_code,
     murmur2,
     partition,
     partitions,
     spark_bucket,
     spark_hash,
 )
-from keyshared.router import java_string_hash_code
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -338,10 +338,10 @@ def test_the_pulsar_schemes_are_the_routers(keys: list[Key]) -> None:
     """The partitioners route as ``choose_partition`` with the matching HashingScheme."""
     present = [k for k in keys[:5000] if k is not None]
     for partitioner, scheme in [
-        (Partitioner.PULSAR_JAVA_STRING_HASH, keyshared.HashingScheme.JavaStringHash),
-        (Partitioner.PULSAR_MURMUR3_32_HASH, keyshared.HashingScheme.Murmur3_32Hash),
+        (Partitioner.PULSAR_JAVA_STRING_HASH, keyshared.routing.HashingScheme.JavaStringHash),
+        (Partitioner.PULSAR_MURMUR3_32_HASH, keyshared.routing.HashingScheme.Murmur3_32Hash),
     ]:
-        want = [keyshared.choose_partition(k, 13, scheme) for k in present]
+        want = [keyshared.routing.choose_partition(k, 13, scheme) for k in present]
         assert list(partitions(present, 13, partitioner)) == want
 
 
@@ -658,13 +658,13 @@ def test_narrow_arrow_ints_are_sparks_ints() -> None:
 def test_a_bytes_key_routes_as_its_java_string(key: bytes, n: int) -> None:
     text = java_utf8(key).decode()
     for partitioner, scheme in [
-        ("pulsar:JavaStringHash", keyshared.HashingScheme.JavaStringHash),
-        ("pulsar:Murmur3_32Hash", keyshared.HashingScheme.Murmur3_32Hash),
+        ("pulsar:JavaStringHash", keyshared.routing.HashingScheme.JavaStringHash),
+        ("pulsar:Murmur3_32Hash", keyshared.routing.HashingScheme.Murmur3_32Hash),
     ]:
         want = partition(text, n, partitioner)
         assert partition(key, n, partitioner) == want
         assert partitions([key], n, partitioner).tolist() == [want]
-        assert keyshared.choose_partition(key, n, scheme) == want
+        assert keyshared.routing.choose_partition(key, n, scheme) == want
         assert scheme.make_hash(key) == scheme.make_hash(text)
 
 
@@ -679,17 +679,17 @@ def test_choose_partition_checks_as_partition_does() -> None:
     """One check for both: a partition count beyond a Java int and a lone surrogate."""
     for call in (
         lambda: partition("k", 2**40, "pulsar:JavaStringHash"),
-        lambda: keyshared.choose_partition("k", 2**40),
+        lambda: keyshared.routing.choose_partition("k", 2**40),
     ):
         with pytest.raises(ValueError, match=r"num_partitions must be in \[1, 2\*\*31 - 1\]"):
             call()
-    for scheme in keyshared.HashingScheme:
+    for scheme in keyshared.routing.HashingScheme:
         with pytest.raises(ValueError, match="key"):
             partition("a\ud800", 3, f"pulsar:{scheme.value}")
         with pytest.raises(ValueError, match="key"):
-            keyshared.choose_partition("a\ud800", 3, scheme)
+            keyshared.routing.choose_partition("a\ud800", 3, scheme)
     with pytest.raises(TypeError, match="key must be a str or bytes"):
-        keyshared.choose_partition(None, 3)  # type: ignore[arg-type]
+        keyshared.routing.choose_partition(None, 3)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("partitioner", ["iceberg:bucket", "spark:bucket"])

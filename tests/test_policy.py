@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import keyshared as ks
-from keyshared import (
-    AutoScalePolicy,
+from keyshared import AutoScalePolicy, TopicLayout, decide
+from keyshared.scalable import (
     AutoScalePolicyEvaluator,
     AutoScalePolicyOverride,
     DecisionSnapshot,
@@ -20,8 +20,6 @@ from keyshared import (
     SegmentLoadSample,
     SegmentLoadStats,
     Split,
-    TopicLayout,
-    decide,
 )
 
 P = AutoScalePolicy()
@@ -547,30 +545,35 @@ def test_bad_decide_arguments_name_the_argument(args: dict, error: type, message
 def test_material_change_is_more_than_25_percent_or_off_zero(
     last: tuple, current: tuple, material: bool
 ) -> None:
-    assert ks.is_material_change(SegmentLoadStats(*last), SegmentLoadStats(*current)) is material
+    assert (
+        ks.scalable.is_material_change(SegmentLoadStats(*last), SegmentLoadStats(*current))
+        is material
+    )
 
 
 def test_material_change_threshold_is_settable() -> None:
     a, b = SegmentLoadStats(100), SegmentLoadStats(110)
-    assert ks.is_material_change(a, b, threshold=0.05)
-    assert not ks.is_material_change(a, b, threshold=0.1)
+    assert ks.scalable.is_material_change(a, b, threshold=0.05)
+    assert not ks.scalable.is_material_change(a, b, threshold=0.1)
     with pytest.raises(ValueError, match="threshold"):
-        ks.is_material_change(a, b, threshold=-0.1)
+        ks.scalable.is_material_change(a, b, threshold=-0.1)
 
 
 def test_last_operation_times_are_recovered_from_the_layout() -> None:
     layout = TopicLayout.initial(2, now_ms=1)
-    assert ks.last_operation_times(layout) == ks.LastOperationTimes(None, None, None)
+    assert ks.scalable.last_operation_times(layout) == ks.scalable.LastOperationTimes(
+        None, None, None
+    )
     layout = layout.split_segment(0, 100).merge_segments(3, 1, 200).split_segment(4, 300)
     layout = layout.rebucket_segment(2, 8, 250)
-    times = ks.last_operation_times(layout)
+    times = ks.scalable.last_operation_times(layout)
     assert times.to_dict() == {
         "last_split_at_ms": 300,
         "last_merge_at_ms": 200,
         "last_rebucket_at_ms": 250,
     }
     # Once the merged segment is pruned its children look like roots: the evidence is gone.
-    assert ks.last_operation_times(layout.prune_segment(4)).last_split_at_ms == 100
+    assert ks.scalable.last_operation_times(layout.prune_segment(4)).last_split_at_ms == 100
 
 
 # --- snapshots -------------------------------------------------------------------------------
@@ -668,7 +671,7 @@ def test_an_invalid_resolved_snapshot_policy_disables_auto_scaling(
     changes: dict, message: str
 ) -> None:
     snap = DecisionSnapshot.from_dict(snapshot(**changes))
-    assert isinstance(snap.policy, ks.InvalidPolicy) and message in snap.policy.reason
+    assert isinstance(snap.policy, ks.scalable.InvalidPolicy) and message in snap.policy.reason
     decision = snap.decide()
     assert isinstance(decision, NoAction)
     assert decision.reason.startswith("disabled: invalid policy: ") and message in decision.reason
@@ -793,13 +796,13 @@ def test_rebucket_above_32768_buckets_is_asked_for_once() -> None:
     """Rebucketing to 65,536 gives 65,535 buckets (bucket 0 keeps [0, 1]); the next decision
     must see that as done, not ask for the same rebucket again forever."""
     layout = ks.TopicLayout.initial(1, bucket_budget=4, now_ms=0)
-    policy = ks.resolve_auto_scale_config(
+    policy = ks.scalable.resolve_auto_scale_config(
         ks.AutoScalePolicy(max_entry_buckets_per_segment=65536, max_segments=1)
     )
     first = ks.decide(layout, {}, {"s": 70_000}, policy, 10**9)
-    assert isinstance(first, ks.Rebucket) and first.bucket_count == 65536
+    assert isinstance(first, ks.scalable.Rebucket) and first.bucket_count == 65536
     layout = ks.apply_decision(layout, first, policy, 10**9)
     assert [s.bucket_count for s in layout.active_segments()] == [65535]
     again = ks.decide(layout, {}, {"s": 70_000}, policy, 2 * 10**9)
-    assert isinstance(again, ks.NoAction)
+    assert isinstance(again, ks.scalable.NoAction)
     assert "already has 65535 bucket(s), the most allowed" in again.reason

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keyshared import (
-    AutoScalePolicy,
+from keyshared import AutoScalePolicy, Decision, TopicLayout, apply_decision, decide
+from keyshared.routing import equal_width_splits
+from keyshared.scalable import (
     AutoScalePolicyOverride,
-    Decision,
     InvalidPolicy,
     LastOperationTimes,
     Merge,
@@ -27,10 +27,6 @@ from keyshared import (
     SegmentLoadSample,
     SegmentLoadStats,
     Split,
-    TopicLayout,
-    apply_decision,
-    decide,
-    equal_width_splits,
     last_operation_times,
     resolve_auto_scale_config,
 )

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import keyshared as ks
-from keyshared import HashRange, TopicLayout, create_migrated_metadata, equal_width_splits
+from keyshared import HashRange, TopicLayout, create_migrated_metadata
+from keyshared.routing import equal_width_splits
 
 # --- SegmentLayoutTest -------------------------------------------------------------------------
 
@@ -222,11 +223,11 @@ def test_equal_width_non_power_of_two_rounds_down() -> None:
 
 
 def test_buckets_for_budget_floors_at_least_one() -> None:
-    assert ks.buckets_for_budget(4, 1) == 4
-    assert ks.buckets_for_budget(4, 2) == 2
-    assert ks.buckets_for_budget(4, 4) == 1
-    assert ks.buckets_for_budget(4, 8) == 1
-    assert ks.buckets_for_budget(4, 3) == 1
+    assert ks.routing.buckets_for_budget(4, 1) == 4
+    assert ks.routing.buckets_for_budget(4, 2) == 2
+    assert ks.routing.buckets_for_budget(4, 4) == 1
+    assert ks.routing.buckets_for_budget(4, 8) == 1
+    assert ks.routing.buckets_for_budget(4, 3) == 1
 
 
 def test_initial_single_segment_takes_whole_budget() -> None:
@@ -269,12 +270,12 @@ def test_merge_sums_child_buckets() -> None:
 
 
 def test_ranges_single_bucket_spans_whole_ring() -> None:
-    assert ks.bucket_ranges([]) == [HashRange(0, 0xFFFF)]
+    assert ks.routing.bucket_ranges([]) == [HashRange(0, 0xFFFF)]
 
 
 def test_ranges_from_splits() -> None:
-    assert ks.bucket_ranges([0x8000]) == [HashRange(0, 0x7FFF), HashRange(0x8000, 0xFFFF)]
-    assert ks.bucket_ranges([0x4000, 0x8000, 0xC000]) == [
+    assert ks.routing.bucket_ranges([0x8000]) == [HashRange(0, 0x7FFF), HashRange(0x8000, 0xFFFF)]
+    assert ks.routing.bucket_ranges([0x4000, 0x8000, 0xC000]) == [
         HashRange(0, 0x3FFF),
         HashRange(0x4000, 0x7FFF),
         HashRange(0x8000, 0xBFFF),
@@ -306,7 +307,7 @@ def test_migrated_layout_wraps_every_partition_in_a_sealed_legacy_parent(
     ]
     for child in children:
         assert child.is_active and not child.is_legacy and child.parent_ids == tuple(range(n))
-        assert child.bucket_count == ks.buckets_for_budget(8, n)
+        assert child.bucket_count == ks.routing.buckets_for_budget(8, n)
     assert TopicLayout.from_json(md.to_json()) == md
 
 
@@ -465,7 +466,7 @@ def test_migrated_layouts_are_valid_for_any_partition_count(
     md = create_migrated_metadata("persistent://t/n/x", partitions, budget, now_ms=now)
     n = max(partitions, 1)
     assert len(md.active_segments()) == n and len(md.segments) == 2 * n
-    assert md.total_bucket_count == n * ks.buckets_for_budget(budget, n)
+    assert md.total_bucket_count == n * ks.routing.buckets_for_budget(budget, n)
     assert all(md.merge_depth(n + j) == (1 if n >= 2 else 0) for j in range(n))
 
 

@@ -9,7 +9,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from keyshared import SegmentLoadReporter, SegmentLoadStats
+from keyshared.scalable import SegmentLoadReporter, SegmentLoadStats
 
 THRESHOLD = 0.25
 TOPIC = "topic://tenant/ns/my-topic"

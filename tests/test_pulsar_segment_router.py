@@ -8,15 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keyshared import (
-    ActiveSegment,
-    HashRange,
-    SegmentRouter,
-    TopicLayout,
-    create_migrated_metadata,
-)
+from keyshared import HashRange, SegmentRouter, TopicLayout, create_migrated_metadata
 from keyshared._core import java_utf8
-from keyshared.router import sign_safe_mod
+from keyshared.routing import ActiveSegment, sign_safe_mod
 
 
 def seg(segment_id: int, start: int, end: int) -> ActiveSegment:

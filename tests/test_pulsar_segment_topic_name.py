@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keyshared import HashRange, SegmentTopicName, TopicDomain, TopicName
+from keyshared import HashRange, TopicName
+from keyshared.scalable import SegmentTopicName, TopicDomain
 
 
 def test_from_parent() -> None:

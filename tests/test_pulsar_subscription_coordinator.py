@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from keyshared import (
-    ConsumerAssignment,
     HashRange,
     SubscriptionCoordinator,
     TopicLayout,
     TopicName,
     compute_assignment,
 )
+from keyshared.scalable import ConsumerAssignment
 
 TOPIC = TopicName.get("topic://tenant/ns/my-topic")
 GRACE_MS = 200

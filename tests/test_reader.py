@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keyshared import AutoScalePolicy, AutoScalePolicyOverride, DecisionSnapshot, TopicLayout
+from keyshared import AutoScalePolicy, TopicLayout
+from keyshared.scalable import AutoScalePolicyOverride, DecisionSnapshot
 from keyshared.simulate import Scenario, ScenarioError
 
 LAYOUT = TopicLayout.initial(2).to_dict()

@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import keyshared as ks
-from keyshared import ActiveSegment, HashRange, RoutingTable, SegmentRouter, TopicLayout
+from keyshared import HashRange, RoutingTable, SegmentRouter, TopicLayout
+from keyshared.routing import ActiveSegment
 from keyshared.versions import KNOWN_RELEASES, LOAD_BALANCER, SCALABLE_TOPICS, segment_half
 
 M1 = "5.0.0-M1"
@@ -80,8 +81,10 @@ def test_the_segment_hash_is_the_high_half_on_master_and_the_low_half_on_m1(
     key: str | bytes,
 ) -> None:
     h = mmh3.hash(key, 0, signed=False)
-    assert SegmentRouter().hash(key) == ks.segment_hash(key) == h >> 16
-    assert SegmentRouter(M1).hash(key) == ks.segment_hash(key, pulsar_version=M1) == h & 0xFFFF
+    assert SegmentRouter().hash(key) == ks.routing.segment_hash(key) == h >> 16
+    assert (
+        SegmentRouter(M1).hash(key) == ks.routing.segment_hash(key, pulsar_version=M1) == h & 0xFFFF
+    )
 
 
 def test_m1_has_one_bucket_per_segment() -> None:
@@ -130,7 +133,7 @@ def calls(version: object) -> list[object]:
         lambda: layout.routing_table_for(version),  # type: ignore[arg-type]
         lambda: RoutingTable(segments, pulsar_version=version),
         lambda: SegmentRouter(pulsar_version=version),  # type: ignore[arg-type]
-        lambda: ks.segment_hash("k", pulsar_version=version),
+        lambda: ks.routing.segment_hash("k", pulsar_version=version),
     ]
 
 

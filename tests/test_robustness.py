@@ -43,8 +43,8 @@ def test_big_endian_keys_flow_into_every_batch_call() -> None:
     big = np.array(keys, dtype=">U8")
     assert ks.key_hashes(np.array(["Ā"], dtype=">U1"))[0] == ks.key_hash("Ā") == 3615457711
     seg, bucket = ks.split_hashes(big)
-    assert seg.tolist() == [ks.segment_hash(k) for k in keys]
-    assert bucket.tolist() == [ks.bucket_hash(k) for k in keys]
+    assert seg.tolist() == [ks.routing.segment_hash(k) for k in keys]
+    assert bucket.tolist() == [ks.routing.bucket_hash(k) for k in keys]
     layout = ks.TopicLayout.initial(4, bucket_budget=16)
     ids, buckets = layout.routing_table.route_keys(big)
     assert list(zip(ids.tolist(), buckets.tolist(), strict=True)) == [layout.route(k) for k in keys]
@@ -91,8 +91,8 @@ def test_a_tracker_whose_handler_holds_it_is_collected() -> None:
 
 def test_a_bucket_handoff_with_a_handler_is_collected() -> None:
     segment = ks.TopicLayout.initial(1, bucket_budget=4).segment(0)
-    owners = ks.contiguous_assignment([1, 2], 4)
-    assert _collected(lambda: ks.BucketHandoff(segment, owners, unblocking_handler=print))
+    owners = ks.scalable.contiguous_assignment([1, 2], 4)
+    assert _collected(lambda: ks.scalable.BucketHandoff(segment, owners, unblocking_handler=print))
 
 
 def test_a_tracker_handler_keeps_working_until_collected() -> None:
@@ -108,13 +108,13 @@ def test_a_tracker_handler_keeps_working_until_collected() -> None:
 
 def test_bucket_handoffs_in_a_loop_do_not_pile_up() -> None:
     segment = ks.TopicLayout.initial(1, bucket_budget=4).segment(0)
-    owners = ks.contiguous_assignment([1, 2], 4)
+    owners = ks.scalable.contiguous_assignment([1, 2], 4)
     gc.collect()
-    before = sum(isinstance(o, ks.BucketHandoff) for o in gc.get_objects())
+    before = sum(isinstance(o, ks.scalable.BucketHandoff) for o in gc.get_objects())
     for _ in range(2_000):
-        ks.BucketHandoff(segment, owners, unblocking_handler=print)
+        ks.scalable.BucketHandoff(segment, owners, unblocking_handler=print)
     gc.collect()
-    assert sum(isinstance(o, ks.BucketHandoff) for o in gc.get_objects()) == before
+    assert sum(isinstance(o, ks.scalable.BucketHandoff) for o in gc.get_objects()) == before
 
 
 def test_a_simulation_run_leaves_nothing_behind() -> None:
@@ -163,7 +163,7 @@ def test_an_int_list_names_the_value_numpy_cannot_hold() -> None:
 
 
 def test_lone_surrogates_are_named() -> None:
-    state = ks.KeySharedConsumerState()
+    state = ks.dispatch.KeySharedConsumerState()
     state.add_consumer(1)
     with pytest.raises(ValueError, match=r"keys\[1\] is not valid text"):
         state.select_consumers(["a", "\ud800"])
@@ -176,11 +176,11 @@ def test_lone_surrogates_are_named() -> None:
 
 def test_none_where_an_object_is_wanted_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="hash_range must be a HashRange, got NoneType"):
-        ks.format_descriptor(None, 3)  # type: ignore[arg-type]
+        ks.scalable.format_descriptor(None, 3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="last must be a SegmentLoadStats"):
-        ks.is_material_change(None, ks.SegmentLoadStats())  # type: ignore[arg-type]
+        ks.scalable.is_material_change(None, ks.scalable.SegmentLoadStats())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="layout must be a TopicLayout"):
-        ks.last_operation_times(None)  # type: ignore[arg-type]
+        ks.scalable.last_operation_times(None)  # type: ignore[arg-type]
 
 
 def test_an_empty_routing_table_says_so() -> None:
@@ -236,7 +236,7 @@ def test_bool_is_not_an_int() -> None:
 
 def test_bytes_are_not_an_iterable_of_consumers() -> None:
     with pytest.raises(TypeError, match="consumers must be an iterable of consumers, got bytes"):
-        ks.contiguous_assignment(b"1", 4)  # type: ignore[arg-type]
+        ks.scalable.contiguous_assignment(b"1", 4)  # type: ignore[arg-type]
 
 
 def test_masked_arrays_honour_their_mask() -> None:
@@ -257,7 +257,7 @@ def test_an_all_null_arrow_array_takes_null_key() -> None:
 
 
 def test_select_consumers_takes_arrow_arrays() -> None:
-    state = ks.KeySharedConsumerState()
+    state = ks.dispatch.KeySharedConsumerState()
     state.add_consumer(1, key_filters=["pay*"])
     state.add_consumer(2, key_filters=["ord*"])
     keys = ["payment", "order", "other"]
@@ -311,11 +311,11 @@ def test_a_scenario_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
 
 def test_bytes_splits_are_named_as_bytes() -> None:
     with pytest.raises(TypeError, match="got bytes"):
-        ks.bucket_ranges(b"ab")  # type: ignore[arg-type]
+        ks.routing.bucket_ranges(b"ab")  # type: ignore[arg-type]
 
 
 def test_membership_of_a_wrong_key_is_false() -> None:
-    checkpoints = ks.BucketCheckpoints()
+    checkpoints = ks.dispatch.BucketCheckpoints()
     assert (0, "x") not in checkpoints
     assert (True, 0) not in checkpoints
     assert "x" not in checkpoints
@@ -323,11 +323,11 @@ def test_membership_of_a_wrong_key_is_false() -> None:
 
 def test_a_cooldown_is_never_longer_than_the_cooldown() -> None:
     layout = ks.TopicLayout.initial(1, bucket_budget=4)
-    stats = ks.SegmentLoadStats(msg_rate_in=1e9)
+    stats = ks.scalable.SegmentLoadStats(msg_rate_in=1e9)
     policy = ks.AutoScalePolicy()
     decision = ks.decide(
         layout,
-        {0: ks.SegmentLoadSample(stats, 0)},
+        {0: ks.scalable.SegmentLoadSample(stats, 0)},
         {},
         policy,
         now_ms=1_000_000,
@@ -346,10 +346,10 @@ def test_splits_type_errors_stay_type_errors() -> None:
 
 def test_skew_refuses_what_is_not_a_load_list() -> None:
     with pytest.raises(ValueError, match="one-dimensional"):
-        ks.skew(np.ones((2, 2)))
+        ks.scalable.skew(np.ones((2, 2)))
     with pytest.raises(ValueError, match=r"loads\[0\] = -1.0"):
-        ks.skew([-1, 2])
-    assert ks.skew([1, 3]) == 1.5
+        ks.scalable.skew([-1, 2])
+    assert ks.scalable.skew([1, 3]) == 1.5
 
 
 def test_register_draining_hashes_takes_any_iterable() -> None:

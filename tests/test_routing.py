@@ -72,7 +72,7 @@ def test_tables_are_equal_when_their_segments_are() -> None:
 
 
 def test_ring_size_is_the_rings_hash_count() -> None:
-    assert ks.RING_SIZE == 0x10000 == ks.HashRange.full().size
+    assert ks.routing.RING_SIZE == 0x10000 == ks.HashRange.full().size
 
 
 def test_table_exposes_its_segments_in_range_order() -> None:
@@ -83,7 +83,8 @@ def test_table_exposes_its_segments_in_range_order() -> None:
 
 def test_large_batch_over_threads() -> None:
     segments = [
-        (i, HashRange(i * 0x1000, i * 0x1000 + 0xFFF), ks.equal_width_splits(4)) for i in range(16)
+        (i, HashRange(i * 0x1000, i * 0x1000 + 0xFFF), ks.routing.equal_width_splits(4))
+        for i in range(16)
     ]
     table = RoutingTable(segments)
     keys = pa.array([f"order-{i}" for i in range(150_000)])

@@ -15,15 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from keyshared import (
-    ConsistentHashingStickyKeyConsumerSelector,
-    ConsumerHashAssignmentsSnapshot,
-    HashRange,
-    ImpactedConsumersResult,
-    KeySharedConsumerState,
-    make_sticky_key_hash,
-    sticky_key_hash,
-)
+from keyshared import ConsistentHashingStickyKeyConsumerSelector, HashRange, sticky_key_hash
+from keyshared.dispatch import ConsumerHashAssignmentsSnapshot, KeySharedConsumerState
+from keyshared.routing import make_sticky_key_hash
+from keyshared.scalable import ImpactedConsumersResult
 
 ALL_HASHES = np.arange(0x10000, dtype=np.uint16)
 KEY_HASH_RANGE_SIZE = 65_535

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from keyshared import AutoScalePolicy, ImpactedConsumersResult, TopicLayout
+from keyshared import AutoScalePolicy, TopicLayout
 from keyshared.cli import main
-from keyshared.draining import PendingAcksMap
+from keyshared.dispatch import PendingAcksMap
+from keyshared.scalable import ImpactedConsumersResult
 from keyshared.simulate import (
     ConsumerSpec,
     HandOff,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from keyshared import AutoScalePolicy, LastOperationTimes, TopicLayout
-from keyshared.ownership import BucketConsumer
+from keyshared import AutoScalePolicy, TopicLayout
+from keyshared.scalable import BucketConsumer, LastOperationTimes
 from keyshared.simulate import (
     ConsumerSpec,
     KeySpec,

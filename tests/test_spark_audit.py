@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from keyshared import HashingScheme, TopicLayout, create_migrated_metadata
-from keyshared.audit import audit_migration
+from keyshared import TopicLayout, create_migrated_metadata
+from keyshared.routing import HashingScheme
+from keyshared.scalable import audit_migration
 from spark_udfs.audit import count_migration
 from spark_udfs.job import main, migration_plan
 from spark_udfs.sources import KEY, SIZE

@@ -14,15 +14,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from test_spark_jvm import keyshared_sql
 
-from keyshared import (
-    HashRange,
-    RoutingTable,
-    TopicLayout,
-    key_hash,
-    key_hashes,
-    split_hashes,
-    sticky_key_hashes,
-)
+from keyshared import HashRange, RoutingTable, TopicLayout, key_hash, key_hashes, split_hashes
+from keyshared.routing import sticky_key_hashes
 from spark_udfs import (
     HIVE_CLASSES,
     LAYOUT_CONF,

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from keyshared import TopicLayout
-from keyshared.audit import display_key
+from keyshared.scalable import display_key
 from spark_udfs.bucketing import ARROW_SQL_CONF, count_load, sql_conf
 from spark_udfs.job import _spark_error, build_parser, main
 from spark_udfs.report import skew_of

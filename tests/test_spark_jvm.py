@@ -34,7 +34,7 @@ from spark_udfs.layouts import routing_table
 
 LAYOUT = [
     (7, HashRange(0x0000, 0x3FFF), [0x1000, 0x2000, 0x3000]),
-    (3, HashRange(0x4000, 0xBFFF), ks.equal_width_splits(5)),
+    (3, HashRange(0x4000, 0xBFFF), ks.routing.equal_width_splits(5)),
     (12, HashRange(0xC000, 0xFFFF), []),
 ]
 LAYOUT_JSON = layout_json(routing_table(LAYOUT))

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from test_spark_jvm import keyshared_sql, spark_sql
 
-from keyshared.partitioners import KeyType, Partitioner, partitions
+from keyshared.routing import KeyType, Partitioner, partitions
 from spark_udfs import HIVE_CLASSES, jar_path, register, with_partition
 from spark_udfs.jvm import ENGINES
 

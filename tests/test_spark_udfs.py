@@ -32,7 +32,7 @@ KEYS = [
 ]
 LAYOUT = [
     (7, HashRange(0x0000, 0x3FFF), [0x1000, 0x9000, 0xF000]),
-    (3, HashRange(0x4000, 0xBFFF), ks.equal_width_splits(5)),
+    (3, HashRange(0x4000, 0xBFFF), ks.routing.equal_width_splits(5)),
     (12, HashRange(0xC000, 0xFFFF), []),
 ]
 

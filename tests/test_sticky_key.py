@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keyshared import NONE_KEY, message_sticky_key_hash, resolve_sticky_key, sticky_key_hash
+from keyshared import NONE_KEY, sticky_key_hash
+from keyshared.routing import message_sticky_key_hash, resolve_sticky_key
 
 keys = st.none() | st.text() | st.binary()
 ordering_keys = st.none() | st.binary()

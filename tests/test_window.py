@@ -8,12 +8,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from keyshared import (
-    InFlightWindow,
-    KeySharedConsumerState,
-    SubscriptionFailurePolicy,
-    WindowAction,
-)
+from keyshared import InFlightWindow
+from keyshared.dispatch import KeySharedConsumerState, SubscriptionFailurePolicy, WindowAction
 
 
 def ring(*ids: int) -> KeySharedConsumerState:

@@ -19,15 +19,16 @@ import numpy.typing as npt
 
 from keyshared._checks import check_consumer_id, check_int
 from keyshared._core import (
+    RING_SIZE,
     EntryBucketConsumerSelector,
+    HashRange,
     ImpactedConsumersResult,
     impacted_consumers,
     register_draining_hashes,
     validate_bucket_boundaries,
 )
-from keyshared.buckets import RING_SIZE, HashRange
-from keyshared.draining import DrainingHashesTracker, PendingAcksMap
-from keyshared.layout import Segment
+from keyshared.dispatch.draining import DrainingHashesTracker, PendingAcksMap
+from keyshared.scalable.layout import Segment
 
 
 @total_ordering

@@ -14,8 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-import keyshared.explain as explaining
-import keyshared.explain_scalable as explain_scalable
+import keyshared.explain.scalable_topic as explain_scalable
+import keyshared.explain.subscription as explaining
 from keyshared._checks import check_int
 from keyshared._text import dump as _dump
 from keyshared._text import percent as _percent
@@ -328,7 +328,7 @@ def _png_path(png: str, topic: str | None, topics: int) -> Path:
 
 
 def _draw(args: argparse.Namespace, answer: explaining.Explanation, path: Path) -> None:
-    from keyshared import explain_plot
+    from keyshared.explain import plot as explain_plot
 
     if args.ring:
         explain_plot.plot_ring(answer, path)
@@ -528,3 +528,9 @@ def _print_what_if(w: explaining.WhatIf, out: TextIO) -> None:
         ],
         out,
     )
+
+
+__all__ = [
+    "configure",
+    "run",
+]

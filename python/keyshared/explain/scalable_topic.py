@@ -6,7 +6,7 @@ A scalable topic ``topic://tenant/ns/name`` is a DAG of segments: active ones ti
 - ``GET /admin/v2/scalable/{tenant}/{ns}/{topic}``: the layout (``epoch``,
   ``nextSegmentId``, ``segments`` by id, each with ``hashRange`` ``{start, end}``,
   ``state``, ``parentIds``, ``childIds``, created and sealed epochs and times,
-  ``legacyTopicName``), read into :class:`keyshared.layout.TopicLayout`;
+  ``legacyTopicName``), read into :class:`keyshared.scalable.layout.TopicLayout`;
 - ``GET .../stats``: the subscriptions and their consumer counts (not their names);
 - ``GET /admin/v2/segments/{tenant}/{ns}/{topic}/{descriptor}/subscription/{sub}/backlog``:
   the entries a subscription has left in one segment; a sealed segment with none left has
@@ -15,10 +15,10 @@ A scalable topic ``topic://tenant/ns/name`` is a DAG of segments: active ones ti
 From these, :func:`explain_scalable` answers: the DAG; which sealed segments still drain
 for the subscription and which segments wait for them (a segment is handed to a consumer
 only once every parent still in the layout drained, so that no key is read out of order:
-:func:`keyshared.coordinator.is_assignable`); which segment a key goes to (the release's
+:func:`keyshared.scalable.coordinator.is_assignable`); which segment a key goes to (the release's
 routing: master routes by the key hash's high half, 5.0.0-M1 by its low half); and, given
 the consumers' names (the stats count them only), which consumer reads each segment
-(:func:`keyshared.coordinator.compute_assignment`, with the drained sealed segments).
+(:func:`keyshared.scalable.coordinator.compute_assignment`, with the drained sealed segments).
 """
 
 from __future__ import annotations
@@ -29,20 +29,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from keyshared._checks import check_int, check_mapping
+from keyshared._core import HashRange
 from keyshared._jsonfile import parse_json
-from keyshared.buckets import HashRange
-from keyshared.coordinator import compute_assignment, is_assignable
-from keyshared.explain import (
+from keyshared.explain.subscription import (
     DEFAULT_TIMEOUT_S,
     HttpStatusError,
     check_keys,
     http_get,
     shown,
 )
-from keyshared.hashing import key_hash
-from keyshared.layout import Segment, SegmentState, TopicLayout
-from keyshared.router import SegmentRouter
-from keyshared.topic_name import TopicDomain, TopicName
+from keyshared.routing.hashing import key_hash
+from keyshared.routing.router import SegmentRouter
+from keyshared.scalable.coordinator import compute_assignment, is_assignable
+from keyshared.scalable.layout import Segment, SegmentState, TopicLayout
+from keyshared.scalable.topic_name import TopicDomain, TopicName
 from keyshared.versions import MASTER, SCALABLE_TOPICS
 
 #: The releases whose scalable topics explain reproduces: master's (the default) and 5.0.0-M1.
@@ -265,7 +265,7 @@ def _plain(value: object) -> Any:
 def routing_hash(key: str | bytes, pulsar_version: str = MASTER) -> int:
     """The 16-bit hash a producer of ``pulsar_version`` routes ``key`` by to a segment:
     master (PIP-486) the high half of the key hash, 5.0.0-M1's V5 client the low half
-    (:meth:`keyshared.router.SegmentRouter.hash`)."""
+    (:meth:`keyshared.routing.router.SegmentRouter.hash`)."""
     return SegmentRouter(pulsar_version).hash(key)
 
 
@@ -280,7 +280,7 @@ def explain_scalable(
     """The DAG, what still drains and what waits for it, where each of ``keys`` goes, and
     with the ``consumers``' names, who reads what, as a ``pulsar_version`` broker and its
     producers have it (routing, and the assignment of
-    :func:`keyshared.coordinator.compute_assignment`). The subscription must be in the
+    :func:`keyshared.scalable.coordinator.compute_assignment`). The subscription must be in the
     stats; a STREAM subscription is assumed (the drain order applies)."""
     if subscription not in snapshot.consumer_counts:
         known = ", ".join(repr(s) for s in snapshot.consumer_counts) or "none"
@@ -438,3 +438,14 @@ def _lines(
 
 def _ids(ids: Iterable[int]) -> str:
     return ", ".join(str(i) for i in ids)
+
+
+__all__ = [
+    "ScalableExplanation",
+    "ScalableKeyAnswer",
+    "ScalableSnapshot",
+    "SegmentAnswer",
+    "explain_scalable",
+    "fetch_snapshot",
+    "read_snapshot",
+]

@@ -2,11 +2,11 @@
 moves, and which keys may lose their per-key order on the way.
 
 The source is a topic of ``num_partitions`` partitions whose producers place keys with a
-:class:`~keyshared.partitioners.Partitioner` (Kafka's default, a librdkafka partitioner, a
+:class:`~keyshared.routing.partitioners.Partitioner` (Kafka's default, a librdkafka partitioner, a
 Pulsar client's hashing scheme, ...). The target is either
 
 * ``m`` partitions under the same partitioner (a partition-count change), or
-* a keyshared :class:`~keyshared.layout.TopicLayout`, keys going to its active segments by
+* a keyshared :class:`~keyshared.scalable.layout.TopicLayout`, keys going to its active segments by
   the pinned key hash, as a scalable topic's producers route them.
 
 The audit counts keys and traffic (``weights``: messages or bytes per key) per (source
@@ -21,7 +21,7 @@ its older ones. Precisely, for a keyed key:
   Kafka consumers, and Pulsar's on a partitioned topic, read the new partition without
   waiting for the old one to drain, so the key's older messages race its newer ones.
 * a layout holding the source's partitions as sealed legacy segments (Pulsar's migration,
-  :func:`keyshared.migration.create_migrated_metadata`): a consumer gets a new segment only
+  :func:`keyshared.scalable.migration.create_migrated_metadata`): a consumer gets a new segment only
   once every legacy parent has drained, so a key is safe wherever it lands, provided each
   of its messages went to one legacy partition. That fails while old and new producers
   share the not-yet-migrated topic: new producers place a key by the legacy segments'
@@ -44,9 +44,9 @@ import numpy as np
 import numpy.typing as npt
 
 from keyshared._checks import check_int, check_weights
-from keyshared.layout import TopicLayout
-from keyshared.partitioners import Partitioner, partitions
-from keyshared.router import legacy_hashing_scheme
+from keyshared.routing.partitioners import Partitioner, partitions
+from keyshared.routing.router import legacy_hashing_scheme
+from keyshared.scalable.layout import TopicLayout
 
 #: How many at-risk keys an audit names by default (the heaviest).
 DEFAULT_SAMPLE_SIZE = 20
@@ -164,7 +164,7 @@ class MigrationPlan:
         self, keys: Any, *, threads: int | None = None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Per key: its source partition and target column (both -1 for an unkeyed key) and
-        whether its order is at risk. ``keys`` as :func:`keyshared.partitioners.partitions`
+        whether its order is at risk. ``keys`` as :func:`keyshared.routing.partitioners.partitions`
         takes them (a list of str/bytes/None, of ints for Iceberg and Spark, or an Arrow
         array); a layout routes int keys as their decimal text. Vectorized. ``threads`` as
         :meth:`TopicLayout.route_keys` takes it."""

@@ -7,18 +7,18 @@ consumed, and the messages waiting in replay. This module reads them into frozen
 and turns them into answers, the verdict first (:func:`verdict`: who waits on whom, which
 consumers take no messages and why, which held hashes will not drain by themselves); then
 who owns a key (a message's sticky key resolved as the broker does:
-:func:`keyshared.hashing.resolve_sticky_key`), what share of the hash space and of a key
+:func:`keyshared.routing.hashing.resolve_sticky_key`), what share of the hash space and of a key
 sample each consumer gets, which hashes are held and which keys they block, and what moves
 if a consumer joins or leaves; and between two readings, what changed (:func:`changes`).
 
 The broker's ranges are the truth: a hash goes to the consumer whose range contains it.
-keyshared's :class:`~keyshared.rings.ConsistentHashingStickyKeyConsumerSelector` is used only
+keyshared's :class:`~keyshared.dispatch.ConsistentHashingStickyKeyConsumerSelector` is used only
 for the what-if of a join or a leave, rebuilt from the consumers' names in the order the
 stats list them (their join order), and the answer says whether that ring reproduces the
 broker's ranges.
 
 Hashes are the consistent-hashing selector's sticky key hashes, in ``[1, 65535]``
-(:func:`keyshared.hashing.sticky_key_hash`); shares are fractions of those 65535 hashes or
+(:func:`keyshared.routing.hashing.sticky_key_hash`); shares are fractions of those 65535 hashes or
 of a sample's messages. The stats of Pulsar 4.0 and 4.2 have the same fields; those from
 before PIP-379 (3.x) have no draining fields, which then read as none. The stats are those
 of one topic: a partitioned topic's aggregated stats mix its partitions' consumers (their
@@ -49,10 +49,10 @@ import numpy as np
 import numpy.typing as npt
 
 from keyshared._checks import check_bool, check_int, check_mapping, check_optional_int
+from keyshared._core import ConsistentHashingStickyKeyConsumerSelector
 from keyshared._jsonfile import load_json, parse_json
-from keyshared.hashing import resolve_sticky_key, sticky_key_hash, sticky_key_hashes
-from keyshared.rings import ConsistentHashingStickyKeyConsumerSelector
-from keyshared.topic_name import TopicDomain, TopicName
+from keyshared.routing.hashing import resolve_sticky_key, sticky_key_hash, sticky_key_hashes
+from keyshared.scalable.topic_name import TopicDomain, TopicName
 
 #: The sticky key hashes a consistent-hashing selector serves: ``[HASH_MIN, HASH_MAX]``.
 HASH_MIN, HASH_MAX = 1, 65535
@@ -621,7 +621,8 @@ class KeyAnswer:
     while held, its new messages wait for ``held_by``'s acks instead of reaching ``owner``.
 
     ``keyless`` marks the empty key: a message without key or ordering key is not hashed
-    as ``""`` but by ``producerName-sequenceId`` (:func:`keyshared.hashing.resolve_sticky_key`),
+    as ``""`` but by ``producerName-sequenceId``
+    (:func:`keyshared.routing.hashing.resolve_sticky_key`),
     so such messages spread over every consumer by hash share; ``hash`` and ``owner`` are
     then those of a key set to ``""`` (the Java client's ``key("")``). For a message placed
     by :func:`place_message`, ``key`` is its sticky key as text."""
@@ -792,7 +793,7 @@ def place_message(
     key_is_base64: bool = False,
 ) -> KeyAnswer:
     """Where one message goes, its sticky key resolved from its metadata as the broker does
-    (:func:`keyshared.hashing.resolve_sticky_key`: the ordering key, else the key, else
+    (:func:`keyshared.routing.hashing.resolve_sticky_key`: the ordering key, else the key, else
     ``producerName-sequenceId``)."""
     sticky = resolve_sticky_key(
         key,
@@ -1312,3 +1313,29 @@ def changes(before: Explanation, after: Explanation) -> tuple[str, ...]:
 def _by_holder(pairs: Sequence[tuple[int, str]]) -> str:
     count = Counter(holder for _, holder in pairs)
     return ", ".join(f"{shown(holder)} {n}" for holder, n in sorted(count.items()))
+
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "HASH_COUNT",
+    "ConsumerHealth",
+    "ConsumerShare",
+    "ConsumerStats",
+    "DrainingHashStats",
+    "Explanation",
+    "HeldHash",
+    "HttpStatusError",
+    "KeyAnswer",
+    "KeySharedSubscription",
+    "Move",
+    "MovedKey",
+    "StuckConsumer",
+    "Verdict",
+    "Wait",
+    "WhatIf",
+    "explain_subscription",
+    "fetch_stats",
+    "load_stats",
+    "read_subscription",
+    "what_if",
+]

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from keyshared._checks import check_int
-from keyshared.buckets import HashRange
-from keyshared.layout import format_descriptor, parse_descriptor
+from keyshared._core import HashRange
+from keyshared.scalable.layout import format_descriptor, parse_descriptor
 
 #: Pulsar's defaults for a name given without tenant and namespace.
 DEFAULT_TENANT = "public"

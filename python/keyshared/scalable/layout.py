@@ -32,8 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from keyshared._checks import check_instance, check_int, check_mapping
-from keyshared._reader import json_form, read, read_list
-from keyshared.buckets import (
+from keyshared._core import (
     RING_SIZE,
     HashRange,
     RoutingTable,
@@ -42,7 +41,8 @@ from keyshared.buckets import (
     canonical_bucket_hash,
     equal_width_splits,
 )
-from keyshared.router import HashingScheme, check_scheme
+from keyshared._reader import json_form, read, read_list
+from keyshared.routing.router import HashingScheme, check_scheme
 from keyshared.versions import SCALABLE_TOPICS, segment_half
 
 
@@ -673,3 +673,14 @@ def _check_dag(segments: Mapping[int, Segment], next_segment_id: int, epoch: int
 def _check_tiling(active: Sequence[Segment]) -> None:
     # The tiling is the routing table's rule; a table is built here only to check it.
     RoutingTable((s.segment_id, s.hash_range, s.bucket_splits) for s in active)
+
+
+__all__ = [
+    "MAX_SEGMENT_ID",
+    "Segment",
+    "SegmentState",
+    "TopicLayout",
+    "equal_width_ranges",
+    "format_descriptor",
+    "parse_descriptor",
+]

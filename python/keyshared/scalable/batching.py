@@ -20,10 +20,10 @@ import numpy as np
 import numpy.typing as npt
 
 from keyshared._checks import check_int
-from keyshared.buckets import bucket_indices, entry_bucket
-from keyshared.hashing import key_hash, key_hashes
-from keyshared.layout import Segment, TopicLayout
-from keyshared.ownership import BucketAssignment
+from keyshared._core import bucket_indices, entry_bucket
+from keyshared.routing.hashing import key_hash, key_hashes
+from keyshared.scalable.layout import Segment, TopicLayout
+from keyshared.scalable.ownership import BucketAssignment
 from keyshared.versions import SCALABLE_TOPICS
 
 #: Pulsar producer defaults: ``batchingMaxMessages``, ``batchingMaxBytes`` (128 KiB) and

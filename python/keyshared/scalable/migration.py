@@ -4,21 +4,21 @@
 Each of the ``N`` old partitions (or the whole topic, if it was not partitioned) becomes a
 sealed *legacy* parent that wraps the existing ``persistent://`` topic and spans the whole
 ring: v4 producers routed keys by ``signSafeMod(hash, N)``
-(:func:`keyshared.router.choose_partition`), so any key range may sit in every partition.
+(:func:`keyshared.routing.router.choose_partition`), so any key range may sit in every partition.
 ``N`` new active children tile the ring as an initial layout does and share the topic's
 entry-bucket budget; each lists every parent, so that a consumer gets a child only once all
 the parents have drained (per-key order across the migration). The parents take no new
-writes and keep one bucket, and may record the :class:`~keyshared.router.HashingScheme` the
-old producers used (which :func:`keyshared.audit.audit_migration` reads).
+writes and keep one bucket, and may record the :class:`~keyshared.routing.router.HashingScheme` the
+old producers used (which :func:`keyshared.scalable.audit.audit_migration` reads).
 """
 
 from __future__ import annotations
 
 from keyshared._checks import check_int
-from keyshared.buckets import RING_SIZE, HashRange, buckets_for_budget, equal_width_splits
-from keyshared.layout import Segment, SegmentState, TopicLayout, equal_width_ranges
-from keyshared.router import HashingScheme, check_scheme
-from keyshared.topic_name import TopicDomain, TopicName
+from keyshared._core import RING_SIZE, HashRange, buckets_for_budget, equal_width_splits
+from keyshared.routing.router import HashingScheme, check_scheme
+from keyshared.scalable.layout import Segment, SegmentState, TopicLayout, equal_width_ranges
+from keyshared.scalable.topic_name import TopicDomain, TopicName
 
 
 def create_migrated_metadata(

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from keyshared._checks import check_int, check_weights
-from keyshared.buckets import MIN_FIRST_SPLIT, RING_SIZE, bucket_indices, equal_width_splits
+from keyshared._core import MIN_FIRST_SPLIT, RING_SIZE, bucket_indices, equal_width_splits
 
 _ITERATIONS = 64
 

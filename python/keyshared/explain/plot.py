@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from keyshared.explain import HASH_COUNT, ConsumerShare, Explanation, HeldHash, shown
+from keyshared.explain.subscription import HASH_COUNT, ConsumerShare, Explanation, HeldHash, shown
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -219,3 +219,12 @@ def _held(ax: PolarAxes, held: tuple[HeldHash, ...], colors: Mapping[str, ColorT
             color=colors[h.held_by],
             linestyle="",
         )
+
+
+__all__ = [
+    "ConsumerBar",
+    "consumer_bars",
+    "consumer_figure",
+    "plot_consumers",
+    "plot_ring",
+]

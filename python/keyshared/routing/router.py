@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from keyshared._checks import check_int
-from keyshared._core import java_string_hash_code, java_utf8, partition_key
-from keyshared.buckets import HashRange
-from keyshared.hashing import key_hash, segment_hash
+from keyshared._core import HashRange, java_string_hash_code, java_utf8, partition_key
+from keyshared.routing.hashing import key_hash, segment_hash
 from keyshared.versions import SCALABLE_TOPICS
 
 

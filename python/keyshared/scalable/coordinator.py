@@ -34,9 +34,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from keyshared._checks import check_bool, check_instance, check_int, check_mapping
-from keyshared.buckets import HashRange
-from keyshared.layout import Segment, TopicLayout
-from keyshared.topic_name import SegmentTopicName, TopicDomain, TopicName
+from keyshared._core import HashRange
+from keyshared.scalable.layout import Segment, TopicLayout
+from keyshared.scalable.topic_name import SegmentTopicName, TopicDomain, TopicName
 from keyshared.versions import M1, SCALABLE_TOPICS
 
 #: Pulsar's default grace period for a disconnected consumer session.

@@ -12,8 +12,8 @@ After a successful apply, advance the cooldown clocks with
 from __future__ import annotations
 
 from keyshared._checks import check_int
-from keyshared.layout import TopicLayout
-from keyshared.policy import (
+from keyshared.scalable.layout import TopicLayout
+from keyshared.scalable.policy import (
     AutoScalePolicy,
     Decision,
     InvalidPolicy,

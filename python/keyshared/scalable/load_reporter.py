@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from keyshared._checks import check_int, check_rate
-from keyshared.policy import SegmentLoadStats, is_material_change
+from keyshared.scalable.policy import SegmentLoadStats, is_material_change
 
 #: Pulsar's default relative threshold: a rate must move by more than 25%.
 DEFAULT_RATE_CHANGE_THRESHOLD = 0.25

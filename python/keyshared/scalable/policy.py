@@ -30,9 +30,9 @@ from keyshared._checks import (
     check_rate,
     parse_id,
 )
+from keyshared._core import RING_SIZE, equal_width_splits
 from keyshared._reader import MissingValue, build, field_path, json_form, read
-from keyshared.buckets import RING_SIZE, equal_width_splits
-from keyshared.layout import Segment, TopicLayout
+from keyshared.scalable.layout import Segment, TopicLayout
 from keyshared.versions import M1, SCALABLE_TOPICS
 
 _RATES = ("msg_rate_in", "bytes_rate_in", "msg_rate_out", "bytes_rate_out")
