@@ -44,7 +44,7 @@ def make_fixed_keys(n: int, length: int = KEY_BYTES, seed: int = 7) -> list[str]
 def one_thread() -> Iterator[None]:
     """keyshared's batch calls on one thread for the test, as the groups that compare one core
     with one core need."""
-    before = ks.get_num_threads()
+    before = ks.routing.get_num_threads()
     ks.set_num_threads(1)
     yield
     ks.set_num_threads(before)

@@ -57,7 +57,7 @@ def test_ring_select_batch(
 ) -> None:
     # The hashes are made once, outside the timing: every peer times select alone (the JVM
     # makes its own with the selector's makeStickyKeyHash).
-    hashes = ks.sticky_key_hashes(fixed_keys)
+    hashes = ks.routing.sticky_key_hashes(fixed_keys)
     ring = PyRing()
     expected = np.array(ring.select_many(hashes.tolist()))
     selector = ConsistentHashingStickyKeyConsumerSelector(POINTS)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pulsar_oracle import Oracle, record
 
 import keyshared as ks
-from keyshared.partitioners import Partitioner
+from keyshared.routing import Partitioner
 
 keys = st.lists(
     st.one_of(
@@ -124,5 +124,5 @@ def test_selector_loop_gives_keyshareds_consumers(
     selector = ks.ConsistentHashingStickyKeyConsumerSelector(points)
     for c in range(consumers):
         selector.add_consumer(c, f"c{c}")
-    assert theirs.tolist() == selector.select_many(ks.sticky_key_hashes(batch)).tolist()
+    assert theirs.tolist() == selector.select_many(ks.routing.sticky_key_hashes(batch)).tolist()
     record("4.2.4 bench selector loop", len(batch))
