@@ -2,9 +2,10 @@
 on one thread inside the Pulsar oracle (oracle/, its ``bench.*`` ops in BenchOps.java, built
 by scripts/pulsar.sh), over the keys the benchmark gives keyshared.
 
-The JVM times itself: ``Loop.run`` answers the ``System.nanoTime`` span of each pass, the loop
-alone, so that neither the request's round trip nor JSON enters a JVM time. Every wait has a
-timeout; a JVM that refuses a request, dies or hangs raises :class:`JvmError`.
+The JVM times itself: ``Loop.run`` answers the ``System.nanoTime`` span of each pass and the
+CPU time the JVM process spent in it, the loop alone, so that neither the request's round trip
+nor JSON enters a JVM time. Every wait has a timeout; a JVM that refuses a request, dies or
+hangs raises :class:`JvmError`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import struct
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from ratios import KEYS, PAIRED
@@ -151,6 +153,15 @@ class Jvm:
         self.close()
 
 
+class Passes(NamedTuple):
+    """What ``bench.run`` answers: per pass, its wall-clock and process CPU nanoseconds; the
+    last pass's checksum."""
+
+    nanos: list[int]
+    cpu_nanos: list[int]
+    checksum: int
+
+
 @dataclass(frozen=True)
 class Loop:
     """One task's loop in the JVM."""
@@ -158,10 +169,10 @@ class Loop:
     jvm: Jvm
     handle: int
 
-    def run(self, rounds: int = 1) -> tuple[list[int], int]:
-        """Runs ``rounds`` passes: the nanoseconds of each and the last one's checksum."""
+    def run(self, rounds: int = 1) -> Passes:
+        """Runs ``rounds`` passes."""
         answer = self.jvm.call("bench.run", handle=self.handle, rounds=rounds)
-        return answer["nanos"], answer["checksum"] % 2**64
+        return Passes(answer["nanos"], answer["cpu_nanos"], answer["checksum"] % 2**64)
 
     def results(self) -> np.ndarray:
         """One pass's results (partitions or consumer ids), as int32."""
@@ -184,36 +195,56 @@ def warmed(jvm: Jvm, keys: int, task: str, **args: int) -> Loop:
 def time_jvm(benchmark: Any, loop: Loop, expected: np.ndarray) -> None:
     """Times one pass per round, each checked against ``expected`` (keyshared's answer) by
     checksum after the whole array was compared once. pytest-benchmark's time is the request
-    (the pass and the round trip through the pipe); the JVM's own time of each pass goes to
+    (the pass and the round trip through the pipe); the JVM's own times of each pass go to
     extra_info."""
     assert np.array_equal(loop.results(), expected)
     want = checksum(expected)
-    passes: list[int] = []
+    wall: list[int] = []
+    cpu: list[int] = []
 
     def one_pass() -> None:
-        nanos, got = loop.run()
-        assert got == want
-        passes.append(nanos[0])
+        passes = loop.run()
+        assert passes.checksum == want
+        wall.append(passes.nanos[0])
+        cpu.append(passes.cpu_nanos[0])
 
     benchmark.pedantic(one_pass, rounds=ROUNDS, iterations=1, warmup_rounds=1)
-    benchmark.extra_info[KEYS] = len(expected)
-    benchmark.extra_info["jvm self-timed ns/key"] = round(
-        statistics.median(passes[-ROUNDS:]) / len(expected), 2
-    )
+    n = len(expected)
+    benchmark.extra_info[KEYS] = n
+    benchmark.extra_info["jvm self-timed ns/key"] = round(statistics.median(wall[-ROUNDS:]) / n, 2)
+    benchmark.extra_info["jvm cpu ns/key"] = round(statistics.median(cpu[-ROUNDS:]) / n, 2)
 
 
 def time_beside_jvm(benchmark: Any, run: Callable[[], object], loop: Loop, keys: int) -> None:
-    """Times keyshared's ``run``, each round just after one JVM pass; records the median over
-    rounds of (the JVM's self-timed pass / keyshared's round) as the paired ratio the floor
-    checks (benches/ratios.py)."""
-    passes: list[int] = []
+    """Times keyshared's ``run``, each round just after one JVM pass, and records two paired
+    ratios, each the median over rounds of the JVM pass's time over keyshared's round's:
+    of process CPU time (the one the floor checks, ``PAIRED + "jvm"``) and of wall-clock time.
+
+    Both sides are one thread of work, so CPU time compares like with like, and unlike
+    wall-clock time it does not count the time a process waits for a core: on a machine other
+    work shares, a wall-clock pass is as long as the scheduler makes it, on either side."""
+    jvm_wall: list[int] = []
+    jvm_cpu: list[int] = []
+    ours_cpu: list[int] = []
 
     def jvm_pass() -> None:
-        passes.append(loop.run()[0][0])
+        passes = loop.run()
+        jvm_wall.append(passes.nanos[0])
+        jvm_cpu.append(passes.cpu_nanos[0])
 
-    benchmark.pedantic(run, setup=jvm_pass, rounds=ROUNDS, iterations=1, warmup_rounds=2)
-    pairs = zip(passes[-ROUNDS:], benchmark.stats.stats.data, strict=True)
+    def ours() -> None:
+        start = time.process_time_ns()
+        run()
+        ours_cpu.append(time.process_time_ns() - start)
+
+    benchmark.pedantic(ours, setup=jvm_pass, rounds=ROUNDS, iterations=1, warmup_rounds=2)
+    wall_pairs = zip(jvm_wall[-ROUNDS:], benchmark.stats.stats.data, strict=True)
+    cpu_pairs = zip(jvm_cpu[-ROUNDS:], ours_cpu[-ROUNDS:], strict=True)
     benchmark.extra_info[KEYS] = keys
-    benchmark.extra_info[PAIRED + "jvm"] = statistics.median(
-        jvm_ns * 1e-9 / ours_s for jvm_ns, ours_s in pairs
+    benchmark.extra_info["cpu ns/key"] = round(statistics.median(ours_cpu[-ROUNDS:]) / keys, 2)
+    benchmark.extra_info[PAIRED + "jvm"] = round(
+        statistics.median(theirs / max(mine, 1) for theirs, mine in cpu_pairs), 3
+    )
+    benchmark.extra_info["paired wall-clock ratio vs jvm"] = round(
+        statistics.median(theirs * 1e-9 / mine for theirs, mine in wall_pairs), 3
     )

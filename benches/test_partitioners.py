@@ -12,14 +12,21 @@ How the JVM is timed, and why its floor compares like with like:
   results written to an int array it reuses). The jvm row of the table is pytest-benchmark's
   time of the request, which adds the round trip through the pipe (well under 1% of a pass);
   the pass alone is in extra_info as ``jvm self-timed ns/key``.
-- The floor (benches/ratios.py, 2x) is a paired ratio recorded by each keyshared variant:
-  before every keyshared round the JVM runs one pass, and the ratio is the median over rounds
-  of the JVM's pass over keyshared's round. The two then share each stretch of a machine that
-  other work also uses, and the error left is in the JVM's favour: keyshared's time is what a
-  Python caller waits for (the call, reading every key from the list or the Arrow array,
-  allocating the result array), the JVM's is its loop alone.
+- The floor (benches/ratios.py, 2x) is a paired ratio each keyshared variant records: before
+  every keyshared round the JVM runs one pass, and the ratio is the median over rounds of the
+  JVM's pass over keyshared's round, in process CPU time. Pairing puts the two in the same
+  stretch of a machine other work also uses; CPU time leaves out the time either process
+  waits for a core, which on such a machine can be most of a wall-clock pass, while both
+  sides are one thread of work, so it compares like with like (the JVM's count includes the
+  collector's work its loop causes). The wall-clock paired ratio is recorded beside it. What
+  error is left favours the JVM: keyshared's time is what a Python caller waits for (the call,
+  reading every key from the list or the Arrow array, allocating the result array), the
+  JVM's is its loop alone.
 - keyshared runs with ``set_num_threads(1)``; the JVM's loop runs on one thread, with the serial
-  collector, so that collecting the garbage of a per-key String is the loop thread's work.
+  collector, whose work (the garbage of a per-key String) runs while the loop waits, never
+  beside it on another core.
+- What each JVM loop calls, and what it gets ready untimed (the key bytes; Strings for
+  Iceberg, which holds a string column as Strings), is in oracle/.../BenchOps.java.
 - Every peer must give keyshared's answer: the JVM's whole result array is compared once, then
   each timed pass by checksum.
 

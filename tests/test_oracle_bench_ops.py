@@ -50,7 +50,8 @@ def results(oracle: Oracle, loop: int, path: Path) -> np.ndarray:
     out = np.fromfile(path, dtype="<i4")
     assert len(out) == count
     run = oracle.call("bench.run", handle=loop, rounds=2)
-    assert len(run["nanos"]) == 2 and all(n > 0 for n in run["nanos"])
+    assert len(run["nanos"]) == len(run["cpu_nanos"]) == 2
+    assert all(n > 0 for n in run["nanos"]) and all(n >= 0 for n in run["cpu_nanos"])
     weights = np.arange(1, len(out) + 1, dtype=np.uint64)
     want = int((weights * out.astype(np.int64).view(np.uint64)).sum(dtype=np.uint64))
     assert run["checksum"] % 2**64 == want

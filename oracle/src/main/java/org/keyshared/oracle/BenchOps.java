@@ -1,9 +1,11 @@
 package org.keyshared.oracle;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import com.sun.management.OperatingSystemMXBean;
 import java.io.BufferedInputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
+import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
@@ -48,9 +50,11 @@ import org.apache.pulsar.client.util.MathUtils;
  *       number_of_points}, consumers {@code 0 .. consumers - 1} named {@code "c" + id}, {@code
  *       select} of each key's {@code makeStickyKeyHash}, the hashes made once).
  *   <li>{@code bench.run {handle, rounds = 1}}: runs the loop {@code rounds} times; answers
- *       {@code {"nanos": [...], "checksum": c}}, the {@code System.nanoTime} span of each pass
- *       (the loop alone: no request parsing, no answer) and {@code sum((i + 1) * result[i])}
- *       modulo 2^64 of the last pass, result being the partition or the consumer id.
+ *       {@code {"nanos": [...], "cpu_nanos": [...], "checksum": c}}: the {@code
+ *       System.nanoTime} span of each pass (the loop alone: no request parsing, no answer),
+ *       the process CPU time it took (the loop's thread, and the serial collector's work, which
+ *       runs while the loop waits) and {@code sum((i + 1) * result[i])} modulo 2^64 of the last
+ *       pass, result being the partition or the consumer id.
  *   <li>{@code bench.dump {handle, path}}: one pass, its results written to {@code path} as
  *       little-endian int32; answers their count.
  * </ul>
@@ -59,6 +63,10 @@ import org.apache.pulsar.client.util.MathUtils;
  * array is made once, as a caller reusing its buffer would.
  */
 final class BenchOps {
+  /** The process's CPU time: the loop's thread, and the collector's work it causes. */
+  private static final OperatingSystemMXBean CPU =
+      (OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
+
   private BenchOps() {}
 
   /** One task's pass over every key into {@link #results}. */
@@ -87,12 +95,15 @@ final class BenchOps {
         throw new IllegalArgumentException("args.rounds must be at least 1, got " + rounds);
       }
       List<Long> nanos = new ArrayList<>(rounds);
+      List<Long> cpuNanos = new ArrayList<>(rounds);
       for (int r = 0; r < rounds; r++) {
+        long cpu = CPU.getProcessCpuTime();
         long start = System.nanoTime();
         loop.pass();
         nanos.add(System.nanoTime() - start);
+        cpuNanos.add(CPU.getProcessCpuTime() - cpu);
       }
-      return Map.of("nanos", nanos, "checksum", checksum(loop.results()));
+      return Map.of("nanos", nanos, "cpu_nanos", cpuNanos, "checksum", checksum(loop.results()));
     });
     ops.put("bench.dump", (a, h) -> {
       Loop loop = h.get(Args.handle(a), Loop.class);
