@@ -1,11 +1,12 @@
 package org.keyshared.oracle;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.sun.management.OperatingSystemMXBean;
 import java.io.BufferedInputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
+import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
@@ -52,9 +53,8 @@ import org.apache.pulsar.client.util.MathUtils;
  *   <li>{@code bench.run {handle, rounds = 1}}: runs the loop {@code rounds} times; answers
  *       {@code {"nanos": [...], "cpu_nanos": [...], "checksum": c}}: the {@code
  *       System.nanoTime} span of each pass (the loop alone: no request parsing, no answer),
- *       the process CPU time it took (the loop's thread, and the serial collector's work, which
- *       runs while the loop waits) and {@code sum((i + 1) * result[i])} modulo 2^64 of the last
- *       pass, result being the partition or the consumer id.
+ *       the CPU time it took ({@link #cpuNanos}) and {@code sum((i + 1) * result[i])} modulo
+ *       2^64 of the last pass, result being the partition or the consumer id.
  *   <li>{@code bench.dump {handle, path}}: one pass, its results written to {@code path} as
  *       little-endian int32; answers their count.
  * </ul>
@@ -63,9 +63,7 @@ import org.apache.pulsar.client.util.MathUtils;
  * array is made once, as a caller reusing its buffer would.
  */
 final class BenchOps {
-  /** The process's CPU time: the loop's thread, and the collector's work it causes. */
-  private static final OperatingSystemMXBean CPU =
-      (OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
+  private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
 
   private BenchOps() {}
 
@@ -97,11 +95,11 @@ final class BenchOps {
       List<Long> nanos = new ArrayList<>(rounds);
       List<Long> cpuNanos = new ArrayList<>(rounds);
       for (int r = 0; r < rounds; r++) {
-        long cpu = CPU.getProcessCpuTime();
+        long cpu = cpuNanos();
         long start = System.nanoTime();
         loop.pass();
         nanos.add(System.nanoTime() - start);
-        cpuNanos.add(CPU.getProcessCpuTime() - cpu);
+        cpuNanos.add(cpuNanos() - cpu);
       }
       return Map.of("nanos", nanos, "cpu_nanos", cpuNanos, "checksum", checksum(loop.results()));
     });
@@ -120,6 +118,20 @@ final class BenchOps {
       }
       return results.length;
     });
+  }
+
+  /**
+   * The CPU time of the loop: this thread's (nanoseconds, {@code ThreadMXBean}), plus the
+   * collectors' pause time (milliseconds): the serial collector works on its own thread while
+   * the loop waits at a safepoint. The process's own CPU clock would count both, but the JVM
+   * reads it in 10 ms steps, as long as a whole pass.
+   */
+  static long cpuNanos() {
+    long gcMillis = 0;
+    for (GarbageCollectorMXBean gc : ManagementFactory.getGarbageCollectorMXBeans()) {
+      gcMillis += Math.max(0, gc.getCollectionTime());
+    }
+    return THREADS.getCurrentThreadCpuTime() + gcMillis * 1_000_000;
   }
 
   static byte[][] load(Path path) throws IOException {
