@@ -489,6 +489,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 
 __all__ = [
+    "COMMANDS",
+    "EXIT_BAD_INPUT",
+    "Command",
     "build_parser",
     "main",
 ]

@@ -129,7 +129,7 @@ def _check_explain_args(args: argparse.Namespace) -> None:
     if args.url is not None and not args.topic:
         raise ValueError("--url needs --topic")
     if args.url is not None and str(args.topic).startswith("topic://"):
-        explain_scalable.scalable_topic(args.topic)
+        explain_scalable.scalable_topic_name(args.topic)
     if args.all_partitions and args.url is None:
         raise ValueError("--all-partitions needs --url and --topic")
     explaining.check_timeout("--timeout", args.timeout)

@@ -222,6 +222,8 @@ def _held(ax: PolarAxes, held: tuple[HeldHash, ...], colors: Mapping[str, ColorT
 
 
 __all__ = [
+    "STUCK_COLOR",
+    "TAKING_COLOR",
     "ConsumerBar",
     "consumer_bars",
     "consumer_figure",

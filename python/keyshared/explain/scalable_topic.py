@@ -49,7 +49,7 @@ from keyshared.versions import MASTER, SCALABLE_TOPICS
 RELEASES = SCALABLE_TOPICS.accepted
 
 
-def scalable_topic(topic: str) -> TopicName:
+def scalable_topic_name(topic: str) -> TopicName:
     """``topic`` parsed; a ValueError unless it is a ``topic://`` name."""
     name = TopicName.get(topic)
     if name.domain is not TopicDomain.topic:
@@ -119,7 +119,7 @@ def read_snapshot(data: object, path: str = "snapshot") -> ScalableSnapshot:
     ``stats``, ``backlogs``: subscription -> segment id -> entries or null); errors name
     the field."""
     snap = check_mapping(path, data)
-    topic = str(scalable_topic(_field(snap, path, "topic")))
+    topic = str(scalable_topic_name(_field(snap, path, "topic")))
     layout = read_layout(_field(snap, path, "layout"), f"{path}.layout")
     stats = check_mapping(f"{path}.stats", _field(snap, path, "stats"))
     subs = check_mapping(f"{path}.stats.subscriptions", stats.get("subscriptions") or {})
@@ -164,7 +164,7 @@ def fetch_snapshot(url: str, topic: str, timeout_s: float = DEFAULT_TIMEOUT_S) -
     """The layout, stats and every sealed segment's backlog per subscription of the
     scalable ``topic`` from the broker at ``url``, as JSON ready for :func:`read_snapshot`
     (and to save). Each request is bounded by ``timeout_s``; errors name the address."""
-    name = scalable_topic(topic)
+    name = scalable_topic_name(topic)
     layout_url = _scalable_url(url, name)
     layout_json = parse_json(http_get(layout_url, timeout_s), layout_url)
     stats_url = _scalable_url(url, name, "/stats")
@@ -441,11 +441,15 @@ def _ids(ids: Iterable[int]) -> str:
 
 
 __all__ = [
+    "RELEASES",
     "ScalableExplanation",
     "ScalableKeyAnswer",
     "ScalableSnapshot",
     "SegmentAnswer",
     "explain_scalable",
     "fetch_snapshot",
+    "read_layout",
     "read_snapshot",
+    "routing_hash",
+    "scalable_topic_name",
 ]

@@ -229,6 +229,7 @@ __all__ = [
     "HashingScheme",
     "RoutableSegment",
     "SegmentRouter",
+    "check_scheme",
     "choose_partition",
     "java_string_hash_code",
     "legacy_hashing_scheme",

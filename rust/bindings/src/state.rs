@@ -4,7 +4,7 @@
 //!
 //! The kernels hold no locks; every lock is a binding's, and a call that takes more than
 //! one takes them in this one order, outermost first, so no two calls can wait on each
-//! other (tests/test_lock_order.py races every pair of such calls on two threads):
+//! other (tests/unit/test_lock_order.py races every pair of such calls on two threads):
 //!
 //! 1. a dispatcher's own state (its kernel and its map of consumers), or an
 //!    `InFlightWindow`;
