@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pulsar_oracle import Oracle, record
+from support.pulsar_oracle import Oracle, record
 
 import keyshared as ks
 from keyshared.routing import Partitioner
