@@ -3,7 +3,7 @@ on one thread inside the Pulsar oracle (oracle/, its ``bench.*`` ops in BenchOps
 by scripts/pulsar.sh), over the keys the benchmark gives keyshared.
 
 The JVM times itself: ``Loop.run`` answers the ``System.nanoTime`` span of each pass and the
-CPU time the JVM process spent in it, the loop alone, so that neither the request's round trip
+CPU time it took, the loop alone, so that neither the request's round trip
 nor JSON enters a JVM time. Every wait has a timeout; a JVM that refuses a request, dies or
 hangs raises :class:`JvmError`.
 """
@@ -154,8 +154,8 @@ class Jvm:
 
 
 class Passes(NamedTuple):
-    """What ``bench.run`` answers: per pass, its wall-clock and process CPU nanoseconds; the
-    last pass's checksum."""
+    """What ``bench.run`` answers: per pass, its wall-clock and CPU nanoseconds (the loop
+    thread's, plus the collector's pauses: BenchOps.cpuNanos); the last pass's checksum."""
 
     nanos: list[int]
     cpu_nanos: list[int]
