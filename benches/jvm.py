@@ -3,9 +3,9 @@ on one thread inside the Pulsar oracle (oracle/, its ``bench.*`` ops in BenchOps
 by scripts/pulsar.sh), over the keys the benchmark gives keyshared.
 
 The JVM times itself: ``Loop.run`` answers the ``System.nanoTime`` span of each pass and the
-CPU time it took, the loop alone, so that neither the request's round trip
-nor JSON enters a JVM time. Every wait has a timeout; a JVM that refuses a request, dies or
-hangs raises :class:`JvmError`.
+CPU time it took, the loop alone, so that neither the request's round trip nor JSON enters a
+JVM time. Every wait has a timeout; a JVM that refuses a request, dies or hangs raises
+:class:`JvmError`.
 """
 
 from __future__ import annotations
