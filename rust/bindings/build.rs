@@ -9,6 +9,7 @@
 //! The reader knows just the Python a stub is made of: `class` and `def` headers (on one line or
 //! several), decorators, annotated names, comments and string literals.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::env;
 use std::fs;
@@ -96,11 +97,11 @@ fn docstrings(text: &str) -> Result<BTreeMap<String, String>, String> {
     let mut docs = BTreeMap::new();
     let mut classes: Vec<(usize, String)> = Vec::new();
     let mut put = |item: String, raw: &str, number: usize| match docs.entry(item) {
-        std::collections::btree_map::Entry::Occupied(e) => Err(format!(
+        Entry::Occupied(e) => Err(format!(
             "line {number}: a second docstring for `{}`",
             e.key()
         )),
-        std::collections::btree_map::Entry::Vacant(e) => {
+        Entry::Vacant(e) => {
             e.insert(cleandoc(raw).map_err(|err| format!("line {number}: {err}"))?);
             Ok(())
         }
@@ -140,7 +141,7 @@ fn docstrings(text: &str) -> Result<BTreeMap<String, String>, String> {
             ..
         }) = doc
         {
-            put(item.clone(), raw, *number)?;
+            put(item, raw, *number)?;
         }
         if line.code.starts_with("class ") {
             classes.push((line.indent, name.to_string()));
