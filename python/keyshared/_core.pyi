@@ -161,7 +161,7 @@ class HashRange:
 
     @staticmethod
     def from_hex(text: str) -> HashRange:
-        """Parses the hex form ``"0a0b-f0f0"``."""
+        """Parses the hex form ``"0a0b-f0f0"``; ValueError for any other text."""
 
     @property
     def start(self) -> int:
@@ -456,7 +456,8 @@ class PendingAcksMap:
 
     @property
     def closed(self) -> bool:
-        """Whether ``for_each_and_close`` closed the map (adds are refused)."""
+        """Whether the map is closed, by ``for_each_and_close`` or by its dispatcher when the
+        consumer left: adds are refused."""
 
     def add_pending_ack_if_allowed(
         self, ledger_id: int, entry_id: int, batch_size: int, sticky_key_hash: int
