@@ -798,8 +798,10 @@ class EntryBucketDispatcher:
     a stamped entry by its ``entry_hash_min``, an unstamped one by its key. Each consumer's
     pending acks are a ``PendingAcksMap`` wired to ``tracker`` under canonical bucket hashes,
     so a bucket that moves is withheld from its new owner until the previous owner's acks
-    drain; consumer changes hand off through ``register_draining_hashes``' rule.
-    Thread-safe: changes and dispatches are serialized; a call that raises changes
+    drain; consumer changes hand off through ``register_draining_hashes``' rule. It keeps
+    ``StickyKeyDispatcher``'s contract: the same ``add_consumer``, ``remove_consumer``,
+    ``pending_acks``, ``select`` and ``ack``, and a consumer not connected is a KeyError in
+    each. Thread-safe: changes and dispatches are serialized; a call that raises changes
     nothing."""
 
     def __new__(
@@ -960,8 +962,10 @@ class StickyKeyDispatcher:
     that gets ranges back releases its own draining hashes in them. A leaving consumer's
     pending acks wait in ``redelivery`` (which empties when no consumer is left, as Pulsar
     rewinds the cursor). Without ``flow_control`` a consumer may always take 2**31 - 1
-    entries under its unacked limit. Thread-safe: changes and reads are serialized; a call
-    that raises changes nothing."""
+    entries under its unacked limit. A consumer not connected is a KeyError in every call
+    that names one (Pulsar logs such a removal as an error; a no-op would hide the
+    caller's mistake). Thread-safe: changes and reads are serialized; a call that raises
+    changes nothing."""
 
     def __new__(
         cls,
