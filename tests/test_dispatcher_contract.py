@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import pytest
 from hypothesis import settings
@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from keyshared import EntryBucketDispatcher, PendingAcksMap, StickyKeyDispatcher
 
-Dispatcher = StickyKeyDispatcher | EntryBucketDispatcher
+Dispatcher: TypeAlias = StickyKeyDispatcher | EntryBucketDispatcher
 
 
 @dataclass(frozen=True)
@@ -64,10 +64,9 @@ COMMON = ["add_consumer", "remove_consumer", "pending_acks", "select", "ack"]
 
 @pytest.mark.parametrize("method", COMMON)
 def test_the_common_calls_take_the_same_parameters(method: str) -> None:
-    signatures = [inspect.signature(getattr(c, method)) for c in (StickyKeyDispatcher, EntryBucketDispatcher)]  # fmt: skip
-    shown = [
-        [(p.name, p.kind, p.default) for p in s.parameters.values()] for s in signatures
-    ]
+    classes = (StickyKeyDispatcher, EntryBucketDispatcher)
+    signatures = [inspect.signature(getattr(c, method)) for c in classes]
+    shown = [[(p.name, p.kind, p.default) for p in s.parameters.values()] for s in signatures]
     assert shown[0] == shown[1], method
 
 
@@ -174,7 +173,7 @@ def test_a_moved_hash_drains_and_the_ack_releases_it(kind: Kind) -> None:
     d.add_consumer(2, "b")
     moved = [(e, h) for e, h in sent if d.select(kind.recorded(d, h)) == 2]
     assert moved, "the second consumer takes some hashes"
-    e, h = moved[0]
+    _, h = moved[0]
     assert kind.send(d, 2, 0, h) is None  # held while consumer 1 has it pending
     for entry, other in moved:
         if kind.recorded(d, other) == kind.recorded(d, h):

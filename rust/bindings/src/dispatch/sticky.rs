@@ -193,7 +193,7 @@ impl PyStickyKeyDispatcher {
             .ok_or_else(|| PyValueError::new_err("the read returned no result"))
     }
 
-    /// Every entry is converted before the read, which runs without the GIL.
+    // Every entry is converted before the read, which runs without the GIL.
     #[pyo3(signature = (entries, *, replay=false))]
     fn dispatch_read(
         &self,
@@ -205,7 +205,7 @@ impl PyStickyKeyDispatcher {
         self.read(py, entries, replay)
     }
 
-    /// `dispatcherMaxReadBatchSize`, 100 by default.
+    // `dispatcherMaxReadBatchSize`, 100 by default.
     #[pyo3(signature = (max_messages_to_read=None),
            text_signature = "($self, max_messages_to_read=100)")]
     fn get_messages_to_replay_now(
