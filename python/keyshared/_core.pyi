@@ -890,8 +890,10 @@ class EntryBucketDispatcher:
     a stamped entry by its ``entry_hash_min``, an unstamped one by its key. Each consumer's
     pending acks are a ``PendingAcksMap`` wired to ``tracker`` under canonical bucket hashes,
     so a bucket that moves is withheld from its new owner until the previous owner's acks
-    drain; consumer changes hand off through ``register_draining_hashes``' rule.
-    Thread-safe: changes and dispatches are serialized; a call that raises changes
+    drain; consumer changes hand off through ``register_draining_hashes``' rule. It keeps
+    ``StickyKeyDispatcher``'s contract: the same ``add_consumer``, ``remove_consumer``,
+    ``pending_acks``, ``select`` and ``ack``, and a consumer not connected is a KeyError in
+    each. Thread-safe: changes and dispatches are serialized; a call that raises changes
     nothing."""
 
     def __new__(
@@ -917,15 +919,26 @@ class EntryBucketDispatcher:
 
     @property
     def tracker(self) -> DrainingHashesTracker: ...
-    def add_consumer(self, consumer_id: int, name: str | None = None) -> PendingAcksMap:
-        """ValueError for an id already connected; returns the consumer's pending acks."""
+    def add_consumer(self, consumer_id: int, name: str | bytes = "") -> PendingAcksMap:
+        """Connects a consumer and returns its pending-acks map. ValueError for an id
+        already connected or a name that is not UTF-8. Buckets it takes from others drain
+        first."""
 
     def remove_consumer(self, consumer_id: int) -> list[tuple[int, int, int, int]]:
-        """The consumer's pending acks ``(ledger_id, entry_id, batch_size, sticky_key_hash)``
-        in order, for redelivery; an id not connected changes nothing (``[]``)."""
+        """Disconnects a consumer (KeyError, changing nothing, if it is not connected). Its
+        pending acks are closed and returned, in order, as ``(ledger_id, entry_id,
+        batch_size, sticky_key_hash)``, for the caller to redeliver."""
 
     def pending_acks(self, consumer_id: int) -> PendingAcksMap:
-        """KeyError for an id not connected."""
+        """The consumer's pending-acks map (KeyError if it is not connected)."""
+
+    def select(self, sticky_key_hash: int) -> int | None:
+        """The consumer that owns the hash's bucket (``[0, 65535]``); None with no
+        consumer."""
+
+    def ack(self, consumer_id: int, ledger_id: int, entry_id: int) -> bool:
+        """The consumer acked an entry (KeyError if it is not connected); False if the
+        entry was not pending there."""
 
     def sticky_key_hash(
         self, entry_hash_min: int | None = None, key: str | bytes | None = None
@@ -955,9 +968,6 @@ class EntryBucketDispatcher:
         """``dispatch`` of each stamped entry in order: the selected consumer of each
         (0 with no consumer) and whether it went. Every entry is checked first, a position
         twice in the batch included (ValueError naming ``entry_ids[i]``)."""
-
-    def ack(self, consumer_id: int, ledger_id: int, entry_id: int) -> bool:
-        """False if the entry was not pending for the consumer."""
 
     def withheld_buckets(self) -> tuple[int, ...]:
         """Buckets whose owner waits for another consumer's acks, ascending."""
@@ -1044,15 +1054,17 @@ class StickyKeyDispatcher:
     that gets ranges back releases its own draining hashes in them. A leaving consumer's
     pending acks wait in ``redelivery`` (which empties when no consumer is left, as Pulsar
     rewinds the cursor). Without ``flow_control`` a consumer may always take 2**31 - 1
-    entries under its unacked limit. Thread-safe: changes and reads are serialized; a call
-    that raises changes nothing."""
+    entries under its unacked limit. A consumer not connected is a KeyError in every call
+    that names one (Pulsar logs such a removal as an error; a no-op would hide the
+    caller's mistake). Thread-safe: changes and reads are serialized; a call that raises
+    changes nothing."""
 
     def __new__(
         cls,
         number_of_points: int = 100,
+        *,
         unblocking_handler: Callable[[int], object] | None = None,
         dispatcher_name: str = "",
-        *,
         flow_control: bool = False,
         look_ahead_per_consumer: int | None = None,
         look_ahead_per_subscription: int | None = None,
@@ -1073,19 +1085,26 @@ class StickyKeyDispatcher:
     def redelivery(self) -> MessageRedeliveryController: ...
     @property
     def flow_control(self) -> bool: ...
-    def add_consumer(self, consumer_id: int, name: str | bytes) -> PendingAcksMap:
-        """Adds the consumer to the ring (ValueError for an id already there); returns its
-        pending-acks map."""
+    def add_consumer(self, consumer_id: int, name: str | bytes = "") -> PendingAcksMap:
+        """Connects a consumer (on the ring, with no permits) and returns its pending-acks
+        map. ValueError for an id already connected. Hashes it takes from others drain
+        first."""
 
     def remove_consumer(self, consumer_id: int) -> list[tuple[int, int, int, int]]:
-        """Removes the consumer (KeyError if unknown). Its pending acks are closed and
-        returned, in order, as ``(ledger_id, entry_id, batch_size, sticky_key_hash)``; the
-        dispatcher also queues them in ``redelivery`` while other consumers remain."""
+        """Disconnects a consumer (KeyError, changing nothing, if it is not connected). Its
+        pending acks are closed and returned, in order, as ``(ledger_id, entry_id,
+        batch_size, sticky_key_hash)``; the dispatcher also queues them in ``redelivery``
+        while other consumers remain."""
 
     def pending_acks(self, consumer_id: int) -> PendingAcksMap:
-        """The consumer's pending-acks map (KeyError if unknown)."""
+        """The consumer's pending-acks map (KeyError if it is not connected)."""
 
-    def select(self, sticky_key_hash: int) -> int | None: ...
+    def select(self, sticky_key_hash: int) -> int | None:
+        """The consumer the ring gives the hash (``[0, 65535]``); None with no consumer."""
+
+    def ack(self, consumer_id: int, ledger_id: int, entry_id: int) -> bool:
+        """The consumer acked an entry (KeyError if it is not connected); False if the
+        entry was not pending there."""
     def dispatch(
         self, ledger_id: int, entry_id: int, sticky_key_hash: int, batch_size: int = 1
     ) -> DispatchResult:
@@ -1131,9 +1150,6 @@ class StickyKeyDispatcher:
     def is_normal_read_allowed(self) -> bool:
         """The redelivery queue is below the look-ahead limit and some consumer has
         permits."""
-
-    def ack(self, consumer_id: int, ledger_id: int, entry_id: int) -> bool:
-        """False if the entry was not pending for the consumer."""
 
 @final
 class KeySharedConsumerState:

@@ -207,7 +207,8 @@ def test_a_leaving_consumer_returns_its_pending_acks_and_stops_draining() -> Non
     assert dispatcher.remove_consumer(1) == [(7, 1, 1, 0xC000)]
     assert dispatcher.withheld_buckets() == () and len(dispatcher.tracker) == 0
     assert dispatcher.dispatch(7, 1, entry_hash_min=0xF000) == 2
-    assert dispatcher.remove_consumer(9) == []  # not connected: nothing happens
+    with pytest.raises(KeyError, match="consumer 9 is not connected"):
+        dispatcher.remove_consumer(9)  # the one rule for a consumer not connected
 
 
 def test_dispatch_with_no_consumer_sends_nothing() -> None:
@@ -364,6 +365,8 @@ def test_dispatcher_bad_input_changes_nothing() -> None:
         (lambda: dispatcher.remove_consumer(True), TypeError),
         (lambda: dispatcher.ack(1.0, 1, 0), TypeError),
         (lambda: dispatcher.pending_acks(3), KeyError),
+        (lambda: dispatcher.remove_consumer(3), KeyError),
+        (lambda: dispatcher.ack(3, 1, 0), KeyError),
     ]:
         with pytest.raises(error):
             call()  # type: ignore[no-untyped-call]
@@ -444,11 +447,13 @@ class DispatcherMachine(RuleBasedStateMachine):
     @rule(cid=st.integers(1, 6))
     def remove(self, cid: int) -> None:
         m = self.model
-        expected = sorted(m.pending.get(cid, {}))
+        if cid not in m.members:
+            with pytest.raises(KeyError):
+                self.dispatcher.remove_consumer(cid)
+            return
+        expected = sorted(m.pending[cid])
         replay = self.dispatcher.remove_consumer(cid)
         assert [(ledger, entry) for ledger, entry, _, _ in replay] == expected
-        if cid not in m.members:
-            return
 
         def apply() -> None:
             del m.members[cid]

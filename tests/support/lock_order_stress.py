@@ -84,9 +84,11 @@ def ops(f: Fixture) -> dict[str, Op]:
 
     def bucket_many(i: int) -> object:
         n = len(hashes)
-        sent = bucket.dispatch_many(np.full(n, 2), np.arange(n) + i * n, hashes)
-        bucket.remove_consumer(0)
-        return sent
+        return bucket.dispatch_many(np.full(n, 2), np.arange(n) + i * n, hashes)
+
+    def bucket_ack(i: int) -> object:
+        consumer = bucket.dispatch(6, i, entry_hash_min=int(hashes[i % len(hashes)]))
+        return consumer is not None and bucket.ack(consumer, 6, i)
 
     def handoff(maps: Callable[[], list[ks.PendingAcksMap]]) -> Op:
         def run(i: int) -> object:
@@ -131,6 +133,7 @@ def ops(f: Fixture) -> dict[str, Op]:
         "bucket.dispatch_many": bucket_many,
         "bucket.add/remove_consumer": bucket_churn,
         "bucket.withheld_buckets": lambda _i: bucket.withheld_buckets(),
+        "bucket.dispatch/ack": bucket_ack,
         "register_draining_hashes(sticky maps)": handoff(f.sticky_maps),
         "register_draining_hashes(bucket maps)": handoff(f.bucket_maps),
         "wired PendingAcksMap calls": wired,

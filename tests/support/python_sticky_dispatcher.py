@@ -52,9 +52,9 @@ class PyStickyKeyDispatcher:
     def __init__(
         self,
         number_of_points: int = 100,
+        *,
         unblocking_handler: Callable[[int], object] | None = None,
         dispatcher_name: str = "",
-        *,
         flow_control: bool = False,
         look_ahead_per_consumer: int | None = None,
         look_ahead_per_subscription: int | None = None,

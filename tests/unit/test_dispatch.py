@@ -38,8 +38,12 @@ class AgainstPython(RuleBasedStateMachine):
         settings: dict[str, Any] = {"flow_control": flow_control}
         if look_ahead is not None:
             settings |= {"look_ahead_per_consumer": 0, "look_ahead_per_subscription": look_ahead}
-        self.ours = StickyKeyDispatcher(points, self.notices[0].append, **settings)
-        self.model = PyStickyKeyDispatcher(points, self.notices[1].append, **settings)
+        self.ours = StickyKeyDispatcher(
+            points, unblocking_handler=self.notices[0].append, **settings
+        )
+        self.model = PyStickyKeyDispatcher(
+            points, unblocking_handler=self.notices[1].append, **settings
+        )
         self.both = (self.ours, self.model)
 
     @rule(name=st.sampled_from(NAMES))

@@ -38,7 +38,7 @@ impl PyDrainingHashesTracker {
         signature = (unblocking_handler=None, dispatcher_name=String::new()),
         text_signature = "(unblocking_handler=None, dispatcher_name='')"
     )]
-    fn new(
+    pub(crate) fn new(
         unblocking_handler: Option<Bound<'_, PyAny>>,
         dispatcher_name: String,
     ) -> PyResult<Self> {
