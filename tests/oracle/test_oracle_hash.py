@@ -9,18 +9,15 @@ each batch costing one oracle request. Every key is compared one by one and in b
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.keys import Key, bulk_keys
 from support.pulsar_oracle import Oracle, key_arg, record
 
 import keyshared
 from keyshared import HashRange, key_hash, key_hashes, sticky_key_hash
 from keyshared.routing import make_sticky_key_hash, make_sticky_key_hashes, sticky_key_hashes
-
-Key = str | bytes
 
 texts = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
 keys = st.one_of(texts, st.binary(max_size=40), st.just(""), st.just(b""))
@@ -32,29 +29,6 @@ hash_ranges = st.one_of(
 
 BULK_KEYS = 120_000
 BULK_EXAMPLES = 3
-
-
-def bulk_keys(seed: int, n: int) -> list[Key]:
-    """``n`` keys from ``seed``: a third unicode text (any code point but surrogates, up to
-    24 of them), a third arbitrary bytes (up to 48), the rest short ASCII names ending in
-    numbers, with empty keys of both kinds among them."""
-    rng = random.Random(seed)
-    out: list[Key] = ["", b""]
-    while len(out) < n:
-        kind = rng.randrange(3)
-        if kind == 0:
-            chars = []
-            for _ in range(rng.randrange(25)):
-                c = rng.randrange(0x110000)
-                while 0xD800 <= c <= 0xDFFF:
-                    c = rng.randrange(0x110000)
-                chars.append(chr(c))
-            out.append("".join(chars))
-        elif kind == 1:
-            out.append(rng.randbytes(rng.randrange(49)))
-        else:
-            out.append(f"key-{rng.randrange(10 ** rng.randrange(1, 12))}")
-    return out
 
 
 def compare_keys(pulsar_release: Oracle, batch: list[Key], ranges: list[tuple[int, int]]) -> None:

@@ -18,8 +18,8 @@ from typing import Literal
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.keys import bulk_keys
 from support.pulsar_oracle import NEWEST, Oracle, key_arg, record
-from test_oracle_hash import bulk_keys
 
 from keyshared.routing import Partitioner, iceberg_bucket, murmur2, partition, partitions
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.keys import bulk_keys
 from support.pulsar_oracle import record
-from test_oracle_hash import bulk_keys
 
 from keyshared.routing import Partitioner, partitions
 

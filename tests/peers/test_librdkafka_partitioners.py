@@ -17,9 +17,9 @@ from collections.abc import Iterator, Sequence
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.keys import bulk_keys
 from support.librdkafka import NAMES, VERSION, Librdkafka
 from support.pulsar_oracle import record
-from test_oracle_hash import bulk_keys
 
 from keyshared.routing import Partitioner, partition, partitions
 
