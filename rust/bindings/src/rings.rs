@@ -1,10 +1,9 @@
 use std::sync::Mutex;
 
 use numpy::PyArray1;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::errors::Raise;
+use crate::errors::{invalid, unknown_consumer, Raise};
 use pyo3::types::PyBytes;
 
 use super::buckets::PyHashRange;
@@ -135,7 +134,7 @@ impl PyConsistentHashingSelector {
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let RingHashes(hashes) = arg(sticky_key_hashes, "sticky_key_hashes")?;
         let out = detached(py, &self.state, |s| s.select_many(&hashes))
-            .ok_or_else(|| PyValueError::new_err("the ring has no consumers"))?;
+            .ok_or_else(|| invalid("the ring has no consumers"))?;
         Ok(PyArray1::from_vec(py, out))
     }
 
@@ -222,7 +221,7 @@ impl PyKeySharedConsumerState {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let filters =
             with_state(py, &self.state, |s| s.key_filters(consumer)).ok_or_else(|| {
-                pyo3::exceptions::PyKeyError::new_err(format!(
+                unknown_consumer(format!(
                     "consumer {consumer} is not in the state"
                 ))
             })?;

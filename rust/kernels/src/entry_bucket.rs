@@ -152,7 +152,11 @@ impl EntryBucketSelector {
     pub fn add_consumer(&mut self, consumer: u64, name: &str) -> StateResult<ImpactedConsumers> {
         if self.contains(consumer) {
             return Err(
-                InvalidInput::Message(format!("consumer {consumer} is already connected")).into(),
+                InvalidInput::ConsumerExists {
+                    consumer,
+                    status: "is already connected",
+                }
+                .into(),
             );
         }
         let member = Member {

@@ -466,7 +466,11 @@ impl StickyKeyDispatcher {
 }
 
 fn not_connected(consumer: u64) -> crate::error::StateError {
-    NotFound(format!("consumer {consumer} is not connected")).into()
+    NotFound::Consumer {
+        consumer,
+        status: "connected",
+    }
+    .into()
 }
 
 fn non_negative(value: i64, what: &str, least: i64) -> KernelResult<i64> {
