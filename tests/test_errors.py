@@ -117,15 +117,19 @@ def test_a_tracker_refuses_hash_zero_and_keeps_its_state() -> None:
 
 
 def test_a_selector_refuses_a_consumer_twice_and_bad_points() -> None:
-    selector = ks.routing.ConsistentHashingStickyKeyConsumerSelector(10)
+    selector = ks.dispatch.ConsistentHashingStickyKeyConsumerSelector(10)
     selector.add_consumer(1, "c1")
     raises(InvalidArgument, ValueError, lambda: selector.add_consumer(1, "c1"))
     raises(
         InvalidArgument,
         ValueError,
-        lambda: ks.routing.ConsistentHashingStickyKeyConsumerSelector(0),
+        lambda: ks.dispatch.ConsistentHashingStickyKeyConsumerSelector(0),
     )
-    raises(InvalidArgument, ValueError, lambda: ks.routing.EntryBucketConsumerSelector().select_many([1]))
+    raises(
+        InvalidArgument,
+        ValueError,
+        lambda: ks.scalable.EntryBucketConsumerSelector().select_many([1]),
+    )
     assert selector.consumer_ids() == [1]
 
 
@@ -159,6 +163,13 @@ def test_partitions_refuse_an_unknown_partitioner() -> None:
     raises(InvalidArgument, ValueError, lambda: ks.partitions(["a"], 0, "kafka:murmur2"))
 
 
+def test_the_thread_count_refuses_a_negative_and_a_non_int() -> None:
+    before = _core.get_num_threads()
+    raises(InvalidArgument, ValueError, lambda: _core.set_num_threads(-1))
+    raises(ArgumentTypeError, TypeError, lambda: _core.set_num_threads("2"))  # type: ignore[arg-type]
+    assert _core.get_num_threads() == before
+
+
 # --- Python layers -----------------------------------------------------------------------
 
 
@@ -190,7 +201,7 @@ def test_the_coordinator_refuses_what_is_not_a_layout() -> None:
 def test_a_scenario_that_cannot_run_is_a_scenario_error(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text("[1]")
-    message = raises(ScenarioError, ValueError, lambda: Scenario.load(path))
+    message = raises(ScenarioError, ValueError, lambda: Scenario.from_file(path))
     assert "object at the top" in message
 
 
@@ -282,7 +293,8 @@ def _entry_points() -> list[tuple[str, Callable[[], object] | None, str]]:
             out.extend(
                 (name, INSTANCES[name], method)
                 for method, member in sorted(vars(value).items())
-                if not method.startswith("_") and callable(member)
+                if not method.startswith("_")
+                and callable(member)
                 and not isinstance(member, (staticmethod, classmethod))
             )
         elif callable(value):
@@ -297,22 +309,27 @@ def test_the_sweep_covers_every_native_class() -> None:
     classes = {
         name
         for name, value in vars(_core).items()
-        if isinstance(value, type) and not name.startswith("_")
+        if isinstance(value, type)
+        and not name.startswith("_")
         and not issubclass(value, BaseException)
         and _required_positional(value) + len(vars(value)) > 0
         and any(not m.startswith("_") and callable(v) for m, v in vars(value).items())
     }
     # Result classes are built by the kernels, not by callers, and have no methods that
     # take arguments; the rest must each have an instance to call.
-    missing = classes - set(INSTANCES) - {
-        "ConsumerDrainingHashesStats",
-        "DispatchResult",
-        "DrainingHash",
-        "DrainingHashEntry",
-        "HoldReason",
-        "InFlightEntry",
-        "WindowAction",
-    }
+    missing = (
+        classes
+        - set(INSTANCES)
+        - {
+            "ConsumerDrainingHashesStats",
+            "DispatchResult",
+            "DrainingHash",
+            "DrainingHashEntry",
+            "HoldReason",
+            "InFlightEntry",
+            "WindowAction",
+        }
+    )
     assert not missing
     print(f"{len(ENTRY_POINTS)} native entry points swept")
 
@@ -337,5 +354,7 @@ def test_no_native_entry_point_raises_a_bare_builtin(
         _call(owner, factory, name, [BAD[i] for i in picks])
     except (ValueError, TypeError, KeyError, OverflowError, IndexError) as e:
         assert isinstance(e, KeysharedError), (
-            f"{owner}.{name}: {type(e).__name__}: {e}" if owner else f"{name}: {type(e).__name__}: {e}"
+            f"{owner}.{name}: {type(e).__name__}: {e}"
+            if owner
+            else f"{name}: {type(e).__name__}: {e}"
         )

@@ -3,7 +3,7 @@ use pyo3::prelude::*;
 
 use crate::errors::Raise;
 
-use crate::conversions::{arg, Int, RingHash, RingHashes, Splits, Threads};
+use crate::conversions::{arg, Int, RingHash, RingHashes, Splits, Text, Threads};
 use keyshared_kernels::buckets::{self, HashRange};
 
 /// A range of 16-bit hashes, both ends inclusive: `0 <= start <= end <= 0xFFFF`.
@@ -36,8 +36,9 @@ impl PyHashRange {
 
     /// Parses the hex form `"0a0b-f0f0"`.
     #[staticmethod]
-    fn from_hex(text: &str) -> PyResult<Self> {
-        Ok(Self(HashRange::parse_hex(text).py()?))
+    fn from_hex(text: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let Text(text) = arg(text, "text")?;
+        Ok(Self(HashRange::parse_hex(&text).py()?))
     }
 
     #[getter]

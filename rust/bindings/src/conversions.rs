@@ -155,12 +155,19 @@ fn int_value(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
 /// `bool` is an `int` subclass, but `True` as an id or a hash is a mistake, not a 1.
 fn refuse_bool(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
     if obj.is_instance_of::<PyBool>() {
-        return Err(wrong_type(format!(
-            "{what} must be an int, got bool"
-        )));
+        return Err(wrong_type(format!("{what} must be an int, got bool")));
     }
     Ok(())
 }
+
+argument!(
+    /// A `bool` argument; an int or anything else is a mistake, not a truth value.
+    Flag(bool) = |obj, what| {
+        obj.cast::<PyBool>()
+            .map(|b| b.is_true())
+            .map_err(|_| wrong_type(format!("{what} must be a bool, got {}", type_name(obj))))
+    }
+);
 
 argument!(
     /// A 16-bit ring hash.
@@ -246,8 +253,7 @@ fn bounded_value(obj: &Bound<'_, PyAny>, what: &str, max: u64, bound: &str) -> P
             return Ok(v);
         }
     }
-    let out_of_range =
-        || invalid(format!("{what} must be in [0, {bound}], got {obj}"));
+    let out_of_range = || invalid(format!("{what} must be in [0, {bound}], got {obj}"));
     let value = obj.extract::<i128>().map_err(|err| {
         if err.is_instance_of::<PyOverflowError>(obj.py()) {
             out_of_range()
@@ -440,8 +446,7 @@ pub fn sequence<'py>(
     what: &str,
     expected: &str,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    let not_one =
-        || wrong_type(format!("{what} must be {expected}, got {}", type_name(obj)));
+    let not_one = || wrong_type(format!("{what} must be {expected}, got {}", type_name(obj)));
     if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
         return Err(not_one());
     }
@@ -817,9 +822,9 @@ fn dict_items<'py>(
     obj: &Bound<'py, PyAny>,
     what: &str,
 ) -> PyResult<Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
-    let dict = obj.cast::<PyDict>().map_err(|_| {
-        wrong_type(format!("{what} must be a dict, got {}", type_name(obj)))
-    })?;
+    let dict = obj
+        .cast::<PyDict>()
+        .map_err(|_| wrong_type(format!("{what} must be a dict, got {}", type_name(obj))))?;
     Ok(dict.iter().collect())
 }
 

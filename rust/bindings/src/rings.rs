@@ -219,12 +219,8 @@ impl PyKeySharedConsumerState {
         consumer_id: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
-        let filters =
-            with_state(py, &self.state, |s| s.key_filters(consumer)).ok_or_else(|| {
-                unknown_consumer(format!(
-                    "consumer {consumer} is not in the state"
-                ))
-            })?;
+        let filters = with_state(py, &self.state, |s| s.key_filters(consumer))
+            .ok_or_else(|| unknown_consumer(format!("consumer {consumer} is not in the state")))?;
         Ok(filters.iter().map(|f| PyBytes::new(py, f)).collect())
     }
 

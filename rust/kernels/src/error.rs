@@ -20,10 +20,7 @@ pub enum InvalidInput {
     /// Consumer `consumer` is already held; `status` says how ("was already added", "is
     /// already connected").
     #[error("consumer {consumer} {status}")]
-    ConsumerExists {
-        consumer: u64,
-        status: &'static str,
-    },
+    ConsumerExists { consumer: u64, status: &'static str },
     /// Item `index` of a batch is wrong; the caller, who knows the batch's name, says which.
     #[error("item {index}: {error}")]
     Item {
