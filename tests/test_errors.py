@@ -130,7 +130,7 @@ def test_a_selector_refuses_a_consumer_twice_and_bad_points() -> None:
         ValueError,
         lambda: ks.scalable.EntryBucketConsumerSelector().select_many([1]),
     )
-    assert selector.consumer_ids() == [1]
+    assert selector.consumer_ids == [1]
 
 
 def test_a_dispatcher_refuses_an_unknown_consumer() -> None:
@@ -153,9 +153,10 @@ def test_checkpoints_refuse_a_bucket_that_is_not_open() -> None:
 
 def test_a_window_refuses_a_message_of_a_held_key() -> None:
     window = ks.dispatch.InFlightWindow()
-    window.push(0, "k", 1)
-    message = raises(InvalidArgument, ValueError, lambda: window.push(1, "k", 2))
+    window.mark_dispatched(0, "k", 1)
+    message = raises(InvalidArgument, ValueError, lambda: window.mark_dispatched(1, "k", 2))
     assert "push_blocked" in message
+    assert window.in_flight_count == 1
 
 
 def test_partitions_refuse_an_unknown_partitioner() -> None:
@@ -194,7 +195,7 @@ def test_a_policy_names_its_bad_field() -> None:
 
 
 def test_the_coordinator_refuses_what_is_not_a_layout() -> None:
-    topic = TopicName.parse("topic://public/default/t")
+    topic = TopicName.get("topic://public/default/t")
     raises(ArgumentTypeError, TypeError, lambda: compute_assignment("x", topic, ["a"]))  # type: ignore[arg-type]
 
 

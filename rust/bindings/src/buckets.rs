@@ -3,7 +3,7 @@ use pyo3::prelude::*;
 
 use crate::errors::Raise;
 
-use crate::conversions::{arg, Int, RingHash, RingHashes, Splits, Text, Threads};
+use crate::conversions::{arg, instance, Int, RingHash, RingHashes, Splits, Text, Threads};
 use keyshared_kernels::buckets::{self, HashRange};
 
 /// A range of 16-bit hashes, both ends inclusive: `0 <= start <= end <= 0xFFFF`.
@@ -70,8 +70,9 @@ impl PyHashRange {
     }
 
     /// True when the ranges touch end to start (either order) without overlapping.
-    fn is_adjacent_to(&self, other: PyHashRange) -> bool {
-        self.0.is_adjacent_to(other.0)
+    fn is_adjacent_to(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let other = instance::<Self>(other, "other")?.get().0;
+        Ok(self.0.is_adjacent_to(other))
     }
 
     /// `[start, mid]` and `[mid + 1, end]` with `mid = start + (end - start) // 2`.
@@ -81,8 +82,9 @@ impl PyHashRange {
     }
 
     /// The union of two adjacent ranges.
-    fn merge(&self, other: PyHashRange) -> PyResult<Self> {
-        Ok(Self(self.0.merge(other.0).py()?))
+    fn merge(&self, other: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let other = instance::<Self>(other, "other")?.get().0;
+        Ok(Self(self.0.merge(other).py()?))
     }
 
     /// The hex form, `"0a0b-f0f0"`.

@@ -129,6 +129,23 @@ pub fn prefixed(err: PyErr, prefix: &str) -> PyErr {
     })
 }
 
+/// The argument `obj`, called `what`, as an instance of the native class `T`; anything else
+/// is an `ArgumentTypeError` naming the argument (PyO3's own extraction would raise a bare
+/// TypeError).
+pub fn instance<'a, 'py, T: pyo3::PyClass>(
+    obj: &'a Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<&'a Bound<'py, T>> {
+    obj.cast::<T>().map_err(|_| {
+        let class = obj
+            .py()
+            .get_type::<T>()
+            .name()
+            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        wrong_type(format!("{what} must be a {class}, got {}", type_name(obj)))
+    })
+}
+
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
