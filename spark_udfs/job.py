@@ -30,17 +30,23 @@ from pathlib import Path
 from typing import TextIO
 
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
-from pyspark.errors import AnalysisException, PythonException, SparkRuntimeException
+from pyspark.errors import (
+    AnalysisException,
+    IllegalArgumentException,
+    PythonException,
+    SparkRuntimeException,
+)
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from keyshared import AutoScalePolicy, TopicLayout
+from keyshared.errors import InvalidArgument
 from keyshared.routing import MIN_FIRST_SPLIT, RING_SIZE
 from keyshared.scalable import DEFAULT_SAMPLE_SIZE, MAX_PARTITIONS, MigrationPlan
 from keyshared.versions import SCALABLE_TOPICS, segment_half
 from spark_udfs.audit import count_migration
 from spark_udfs.bucketing import count_load
-from spark_udfs.jvm import ENGINES, Engine, choose_engine
+from spark_udfs.jvm import ENGINES, Engine, choose_engine, library_error
 from spark_udfs.render import write_outputs
 from spark_udfs.report import Report, build_report
 from spark_udfs.session import get_session
@@ -243,7 +249,7 @@ def load_layout(args: argparse.Namespace) -> TopicLayout:
         if args.layout is not None:
             data = _read_json(args.layout, "layout")
             if not isinstance(data, dict):
-                raise ValueError("a layout is a JSON object")
+                raise InvalidArgument("a layout is a JSON object")
             return TopicLayout.from_dict(data, "layout")
         return TopicLayout.initial(args.segments, args.bucket_budget)
     except (TypeError, ValueError) as e:
@@ -256,7 +262,7 @@ def load_policy(args: argparse.Namespace) -> AutoScalePolicy:
     data = _read_json(args.policy, "policy")
     try:
         if not isinstance(data, dict):
-            raise ValueError("a policy is a JSON object")
+            raise InvalidArgument("a policy is a JSON object")
         return AutoScalePolicy.from_dict(data)
     except (TypeError, ValueError) as e:
         raise JobError(f"bad policy: {e}") from None
@@ -427,6 +433,10 @@ def _refuse_null_keys(messages: DataFrame, key_column: str) -> DataFrame:
 
 def _spark_error(e: Exception, args: argparse.Namespace) -> JobError:
     """Spark's failure as the input problem behind it."""
+    refusal = library_error(e)
+    if refusal is not None:
+        # The jar refused an argument: its message is the input problem, as written.
+        return JobError(str(refusal))
     if isinstance(e, SparkRuntimeException) and e.getCondition() == "USER_RAISED_EXCEPTION":
         # A check of the job's own (raise_error on a bad row): its message as written.
         return JobError((e.getMessageParameters() or {}).get("errorMessage", str(e)))
@@ -464,7 +474,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress.note(f"Spark {spark.version} on {spark.sparkContext.master}")
         try:
             report = run(spark, plan, progress)
-        except (AnalysisException, PythonException, Py4JJavaError, SparkRuntimeException) as e:
+        except (
+            AnalysisException,
+            IllegalArgumentException,
+            PythonException,
+            Py4JJavaError,
+            SparkRuntimeException,
+        ) as e:
             raise _spark_error(e, args) from None
         finally:
             if owns_session:

@@ -14,12 +14,17 @@ inside the plan. A session gets them three ways:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+from pyspark.errors import IllegalArgumentException
 from pyspark.sql import Column, SparkSession
 
 from keyshared import RoutingTable
+from keyshared.errors import InvalidArgument
 
 Engine = Literal["jvm", "arrow"]
 ENGINES: tuple[Engine, ...] = ("jvm", "arrow")
@@ -41,6 +46,8 @@ HIVE_CLASSES = {
     "ks_partition": "io.keyshared.spark.hive.KsPartition",
 }
 _FUNCTIONS_CLASS = "io.keyshared.spark.Functions"
+#: The jar's refusal of an argument (an IllegalArgumentException).
+_JAVA_REFUSAL = "io.keyshared.spark.KeysharedException"
 
 
 def jar_path() -> Path:
@@ -79,14 +86,41 @@ def choose_engine(spark: SparkSession, engine: str | None) -> Engine:
     if engine is None:
         return "jvm" if jvm_usable(spark) else "arrow"
     if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        raise InvalidArgument(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine == "jvm" and not jvm_usable(spark):
-        raise ValueError(
+        raise InvalidArgument(
             "engine='jvm' needs the keyshared jar on the session's classpath: start the session "
             "with spark.jars (or --jars) set to spark_udfs.jar_path(), as "
             "spark_udfs.session.get_session does"
         )
     return engine
+
+
+def library_error(e: Exception) -> InvalidArgument | None:
+    """The jar's refusal of an argument (a Java KeysharedException, ``e`` itself or one of its
+    causes) as the :class:`~keyshared.errors.InvalidArgument` the library raises for it, with
+    the Java message; None for any other failure."""
+    # PySpark keeps the Java exception of an IllegalArgumentException it converted as _origin;
+    # py4j keeps it as java_exception.
+    java = getattr(e, "_origin", None) or getattr(e, "java_exception", None)
+    while java is not None:
+        if str(java.getClass().getName()) == _JAVA_REFUSAL:
+            return InvalidArgument(str(java.getMessage()))
+        java = java.getCause()
+    return None
+
+
+@contextmanager
+def library_errors() -> Iterator[None]:
+    """Raises the jar's refusals inside the block as keyshared's own InvalidArgument, so that
+    both engines refuse an argument with the same class; other failures pass unchanged."""
+    try:
+        yield
+    except (IllegalArgumentException, Py4JJavaError) as e:
+        error = library_error(e)
+        if error is None:
+            raise
+        raise error from None
 
 
 def _functions(spark: SparkSession) -> Any:
@@ -101,7 +135,8 @@ def register_functions(
     """Registers every JVM function in ``spark`` (replacing functions of the same names), with
     ks_route routing under ``table`` (None: the conf's layout, else one segment of 4 buckets)."""
     layout = None if table is None else layout_json(table)
-    _functions(spark).register(spark._jsparkSession, layout, null_key)
+    with library_errors():
+        _functions(spark).register(spark._jsparkSession, layout, null_key)
 
 
 def drop_extension_functions(spark: SparkSession) -> None:
@@ -121,7 +156,8 @@ def column(
     from pyspark.sql.classic.column import Column as ClassicColumn
 
     layout = None if table is None else layout_json(table)
-    jc = _functions(spark).column(function, key._jc, layout, null_key)
+    with library_errors():
+        jc = _functions(spark).column(function, key._jc, layout, null_key)
     return ClassicColumn(jc)
 
 
@@ -131,5 +167,6 @@ def partition_column(
     """The column ``ks_partition(key, num_partitions, partitioner)`` as a native expression."""
     from pyspark.sql.classic.column import Column as ClassicColumn
 
-    jc = _functions(spark).partitionColumn(key._jc, num_partitions, partitioner)
+    with library_errors():
+        jc = _functions(spark).partitionColumn(key._jc, num_partitions, partitioner)
     return ClassicColumn(jc)

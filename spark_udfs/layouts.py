@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from keyshared import HashRange, RoutingTable, TopicLayout
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.versions import SCALABLE_TOPICS
 
 
@@ -70,9 +71,9 @@ def routing_table_from_json(
     try:
         data = json.loads(text)
     except ValueError as e:
-        raise ValueError(f"layout is not JSON: {e}") from None
+        raise InvalidArgument(f"layout is not JSON: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("segments"), list):
-        raise ValueError(
+        raise InvalidArgument(
             "layout must be a JSON object with a segments list (TopicLayout.to_json())"
         )
     version = data.pop("pulsar_version", None)
@@ -94,19 +95,19 @@ def routing_table_from_json(
 
 def _is_active(segment: Any, name: str) -> bool:
     if not isinstance(segment, dict):
-        raise TypeError(f"{name} must be an object")
+        raise ArgumentTypeError(f"{name} must be an object")
     state = str(segment.get("state", "ACTIVE")).upper()
     if state not in ("ACTIVE", "SEALED"):
-        raise ValueError(f"{name}.state must be ACTIVE or SEALED, got {segment['state']!r}")
+        raise InvalidArgument(f"{name}.state must be ACTIVE or SEALED, got {segment['state']!r}")
     return state == "ACTIVE"
 
 
 def _active(segment: dict[str, Any], name: str) -> tuple[int, HashRange, Sequence[int]]:
     text = segment.get("hash_range")
     if not isinstance(text, str):
-        raise TypeError(f'{name}.hash_range must be a str like "0000-7fff", got {text!r}')
+        raise ArgumentTypeError(f'{name}.hash_range must be a str like "0000-7fff", got {text!r}')
     try:
         hash_range = HashRange.from_hex(text)
     except ValueError as e:
-        raise ValueError(f"{name}.hash_range: {e}") from None
+        raise InvalidArgument(f"{name}.hash_range: {e}") from None
     return segment.get("segment_id"), hash_range, segment.get("bucket_splits", [])  # type: ignore[return-value]

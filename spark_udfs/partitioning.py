@@ -31,6 +31,7 @@ from pyspark.sql.types import (
     StringType,
 )
 
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.routing import KeyType, Partitioner, partition, partitions
 from spark_udfs import jvm
 
@@ -47,7 +48,7 @@ def _constant(values: pa.Array, what: str) -> Any:
     checks its type and value."""
     distinct = pc.unique(values)
     if len(distinct) != 1 or not distinct[0].is_valid:
-        raise ValueError(f"{NAME}: {what} must be a constant, got {distinct.to_pylist()!r}")
+        raise InvalidArgument(f"{NAME}: {what} must be a constant, got {distinct.to_pylist()!r}")
     return distinct[0].as_py()
 
 
@@ -82,7 +83,7 @@ def check(key_type: DataType, num_partitions: int, partitioner: Partitioner | st
         width: KeyType = "long" if isinstance(key_type, LongType) else "int"
         partitions([0], num_partitions, partitioner, key_type=width)
     elif not isinstance(key_type, StringType | BinaryType):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{NAME} takes a string or binary key (tinyint, smallint, int or bigint too for "
             f"iceberg:bucket and spark:bucket), got {key_type.simpleString()}"
         )
@@ -108,9 +109,10 @@ def with_partition(
     scheme = scheme_name(partitioner)
     check(df.select(column).schema.fields[0].dataType, num_partitions, scheme)
     if jvm.choose_engine(df.sparkSession, engine) == "jvm":
-        return df.withColumn(
-            name, jvm.partition_column(df.sparkSession, column, num_partitions, scheme)
-        )
+        with jvm.library_errors():
+            return df.withColumn(
+                name, jvm.partition_column(df.sparkSession, column, num_partitions, scheme)
+            )
     udf = partition_udf()
     return df.withColumn(name, udf(column, F.lit(num_partitions), F.lit(scheme)))
 

@@ -26,6 +26,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from keyshared.errors import InvalidArgument
+
 KEY = "key"
 SIZE = "size"
 #: The key as the integer it is, beside ``key`` (its text) when the key column holds
@@ -52,8 +54,9 @@ MAX_KEY_SPACE = 2**53
 MAX_MESSAGE_SIZE = 2**31 - 1
 
 
-class JobError(Exception):
-    """Input the job cannot use, said in words a user can act on."""
+class JobError(InvalidArgument):
+    """Input the job cannot use, said in words a user can act on: an
+    :class:`~keyshared.errors.InvalidArgument` (a ValueError), as every refusal of keyshared's."""
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from pyspark.sql.types import (
 )
 
 from keyshared import RoutingTable, TopicLayout, key_hashes, split_hashes
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.routing import sticky_key_hashes
 from keyshared.versions import SCALABLE_TOPICS
 from spark_udfs import jvm, partitioning
@@ -110,11 +111,15 @@ def null_key_bytes(null_key: NullKey) -> bytes | None:
     if null_key is None or isinstance(null_key, bytes):
         return null_key
     if not isinstance(null_key, str):
-        raise TypeError(f"null_key must be str, bytes or None, got {type(null_key).__name__}")
+        raise ArgumentTypeError(
+            f"null_key must be str, bytes or None, got {type(null_key).__name__}"
+        )
     try:
         return null_key.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise ValueError(f"null_key is not valid Unicode text: {e.reason} at {e.start}") from None
+        raise InvalidArgument(
+            f"null_key is not valid Unicode text: {e.reason} at {e.start}"
+        ) from None
 
 
 def _nulls(keys: pa.Array, null_key: bytes | None) -> tuple[bytes | None, pa.Array | None]:
@@ -257,7 +262,7 @@ def _key_column(df: DataFrame, key: str | Column) -> Column:
     column = F.col(key) if isinstance(key, str) else key
     kind = df.select(column).schema.fields[0].dataType
     if not isinstance(kind, StringType | BinaryType):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"the key column {key if isinstance(key, str) else str(column)!r} is "
             f"{kind.simpleString()}: keys are string or binary; cast it to string first, as a "
             "producer sending it as a string key would"
@@ -290,7 +295,8 @@ def with_routing(
     nk = null_key_bytes(null_key)
     column = _key_column(df, key)
     if jvm.choose_engine(df.sparkSession, engine) == "jvm":
-        return df.withColumns(_jvm_columns(df.sparkSession, column, table, nk, hashes))
+        with jvm.library_errors():
+            return df.withColumns(_jvm_columns(df.sparkSession, column, table, nk, hashes))
     fields: tuple[str, ...]
     if hashes:
         udf, fields = _route_and_hash_udf(table, nk), (*ROUTE_FIELDS, *HASH_FIELDS)

@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from keyshared.errors import ArgumentTypeError, InvalidArgument
+
 _T = TypeVar("_T")
 
 
@@ -25,11 +27,11 @@ def check_int(
 ) -> int:
     """``value`` if it is an ``int`` (``bool`` is refused) within the bounds."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__}")
     if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+        raise InvalidArgument(f"{name} must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+        raise InvalidArgument(f"{name} must be <= {maximum}, got {value}")
     return value
 
 
@@ -37,13 +39,13 @@ def check_index(name: str, value: object, minimum: int, maximum: int) -> int:
     """``value`` as a plain int within bounds, from anything with ``__index__`` (a NumPy
     integer too) but ``bool``, as the native core takes integers."""
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got bool")
+        raise ArgumentTypeError(f"{name} must be an int, got bool")
     try:
         number = operator.index(value)  # type: ignore[arg-type]
     except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
+        raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__}") from None
     if not minimum <= number <= maximum:
-        raise ValueError(f"{name} must be in [{minimum}, {maximum}], got {number}")
+        raise InvalidArgument(f"{name} must be in [{minimum}, {maximum}], got {number}")
     return number
 
 
@@ -55,7 +57,7 @@ def check_consumer_id(name: str, value: object) -> int:
 def check_instance(name: str, value: object, cls: type[_T]) -> _T:
     """``value`` if it is a ``cls``; a clear TypeError naming ``name`` otherwise."""
     if not isinstance(value, cls):
-        raise TypeError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
     return value
 
 
@@ -67,16 +69,16 @@ def check_optional_int(name: str, value: object, *, minimum: int | None = None) 
 def _finite_float(name: str, value: object) -> float:
     """``value`` (an int or float, not bool) as a finite float, ``-0.0`` as ``0.0``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a number, got {type(value).__name__}")
     try:
         number = float(value)
     except OverflowError:  # only an int this large overflows
         bits = value.bit_length() if isinstance(value, int) else 0
-        raise ValueError(
+        raise InvalidArgument(
             f"{name} must be finite, got an int of {bits} bits, beyond float range"
         ) from None
     if not math.isfinite(number):
-        raise ValueError(f"{name} must be finite, got {number}")
+        raise InvalidArgument(f"{name} must be finite, got {number}")
     return number + 0.0
 
 
@@ -86,12 +88,14 @@ def check_weights(name: str, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
     arr = np.asarray(weights)
     if arr.ndim != 1 or not (arr.dtype.kind in "iuf" or arr.size == 0):
         kind = f", got {arr.dtype} values" if arr.ndim == 1 else ""
-        raise TypeError(f"{name} must be a one-dimensional array of real numbers{kind}")
+        raise ArgumentTypeError(f"{name} must be a one-dimensional array of real numbers{kind}")
     values = arr.astype(np.float64)
     if not np.isfinite(values).all():
-        raise ValueError(f"{name} must be finite (index {int(np.argmin(np.isfinite(values)))})")
+        raise InvalidArgument(
+            f"{name} must be finite (index {int(np.argmin(np.isfinite(values)))})"
+        )
     if (values < 0).any():
-        raise ValueError(f"{name} must not be negative (index {int(np.argmax(values < 0))})")
+        raise InvalidArgument(f"{name} must not be negative (index {int(np.argmax(values < 0))})")
     return values
 
 
@@ -99,21 +103,23 @@ def check_rate(name: str, value: object) -> float:
     """``value`` as a finite, non-negative float (a rate in msg/s or B/s, or a threshold)."""
     number = _finite_float(name, value)
     if number < 0:
-        raise ValueError(f"{name} must not be negative, got {number}")
+        raise InvalidArgument(f"{name} must not be negative, got {number}")
     return number
 
 
 def check_bool(name: str, value: object) -> bool:
     """``value`` if it is a ``bool``."""
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a bool, got {type(value).__name__}")
     return value
 
 
 def check_mapping(name: str, value: object) -> Mapping[Any, Any]:
     """``value`` if it is a mapping (a JSON object)."""
     if not isinstance(value, Mapping):
-        raise TypeError(f"{name} must be a mapping (JSON object), got {type(value).__name__}")
+        raise ArgumentTypeError(
+            f"{name} must be a mapping (JSON object), got {type(value).__name__}"
+        )
     return value
 
 
@@ -121,7 +127,7 @@ def check_keys(name: str, data: Mapping[Any, Any], allowed: Collection[str]) -> 
     """Refuses keys outside ``allowed``, so that a misspelt field is not silently ignored."""
     unknown = sorted(str(k) for k in data if k not in allowed)
     if unknown:
-        raise ValueError(f"{name} has unknown field(s) {', '.join(unknown)}")
+        raise InvalidArgument(f"{name} has unknown field(s) {', '.join(unknown)}")
 
 
 def parse_id(name: str, key: object) -> int:
@@ -130,7 +136,7 @@ def parse_id(name: str, key: object) -> int:
     int."""
     if isinstance(key, str):
         if not (key.isascii() and key.isdigit() and key == str(int(key))):
-            raise ValueError(f"{name} key {key!r} is not a segment id (decimal, no leading 0)")
+            raise InvalidArgument(f"{name} key {key!r} is not a segment id (decimal, no leading 0)")
         key = int(key)
     return check_int(f"{name} key", key, minimum=0)
 
@@ -143,23 +149,23 @@ def check_real(name: str, value: object, *, minimum: float | None = 0.0) -> floa
     """
     number = _finite_float(name, value)
     if minimum is not None and number < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {number}")
+        raise InvalidArgument(f"{name} must be >= {minimum}, got {number}")
     return number
 
 
 def check_name(name: str, value: object) -> str:
     """Return ``value`` if it is a non-empty ``str``, else raise."""
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}")
     if not value:
-        raise ValueError(f"{name} must not be empty")
+        raise InvalidArgument(f"{name} must not be empty")
     return value
 
 
 def check_names(name: str, values: object) -> frozenset[str]:
     """Return a collection of non-empty names as a frozenset (a lone ``str`` is refused)."""
     if isinstance(values, str | bytes) or not isinstance(values, Iterable):
-        raise TypeError(f"{name} must be a collection of str, got {type(values).__name__}")
+        raise ArgumentTypeError(f"{name} must be a collection of str, got {type(values).__name__}")
     return frozenset(check_name(f"{name}[{i}]", item) for i, item in enumerate(values))
 
 
@@ -168,7 +174,7 @@ def check_mapping_items(
 ) -> dict[str, _T]:
     """A mapping with non-empty ``str`` keys, each item checked as ``name[key]``."""
     if not isinstance(value, Mapping):
-        raise TypeError(f"{name} must be a mapping, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a mapping, got {type(value).__name__}")
     return {
         check_name(f"{name} key", key): check_item(f"{name}[{key!r}]", item)
         for key, item in value.items()

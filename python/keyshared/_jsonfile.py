@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from keyshared.errors import InvalidArgument
+
 #: The name standard input goes by in errors.
 STDIN = "<stdin>"
 
@@ -30,12 +32,12 @@ def read_stdin() -> bytes | str:
     (a StringIO); a ValueError when there is none to read (closed)."""
     stream = sys.stdin
     if stream is None or stream.closed:
-        raise ValueError(f"{STDIN} is closed: give a file instead of '-'")
+        raise InvalidArgument(f"{STDIN} is closed: give a file instead of '-'")
     raw = getattr(stream, "buffer", None)
     try:
         data: bytes | str = stream.read() if raw is None else raw.read()
     except (OSError, ValueError) as e:
-        raise ValueError(f"{STDIN} cannot be read ({e})") from None
+        raise InvalidArgument(f"{STDIN} cannot be read ({e})") from None
     return data
 
 
@@ -44,20 +46,20 @@ def parse_json(data: bytes | str, name: str) -> Any:
     naming ``name`` otherwise."""
     text = _decode(data, name) if isinstance(data, bytes) else data.removeprefix("\ufeff")
     if not text.strip():
-        raise ValueError(f"{name}: empty, where a JSON document was expected")
+        raise InvalidArgument(f"{name}: empty, where a JSON document was expected")
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         if not text[e.pos :].strip():
-            raise ValueError(
+            raise InvalidArgument(
                 f"{name}: the JSON ends early (line {e.lineno}, column {e.colno}): {e.msg}; "
                 "is the file truncated?"
             ) from None
-        raise ValueError(
+        raise InvalidArgument(
             f"{name}: not valid JSON at line {e.lineno}, column {e.colno}: {e.msg}"
         ) from None
     except RecursionError:
-        raise ValueError(f"{name}: JSON nested too deeply") from None
+        raise InvalidArgument(f"{name}: JSON nested too deeply") from None
 
 
 def _decode(data: bytes, name: str) -> str:
@@ -66,7 +68,7 @@ def _decode(data: bytes, name: str) -> str:
         return data.decode(encoding)
     except UnicodeDecodeError as e:
         what = "UTF-8" if encoding.startswith("utf-8") else encoding.upper()
-        raise ValueError(
+        raise InvalidArgument(
             f"{name}: not {what} text: bytes {data[e.start : e.end].hex(' ')} at offset "
             f"{e.start} ({e.reason}); JSON files are UTF-8"
         ) from None

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from keyshared._checks import check_keys, check_mapping
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 
 _T = TypeVar("_T")
 #: Reads a field's JSON value at a path into the value the class takes.
@@ -68,7 +69,7 @@ def read(cls: type[_T], data: object, path: str) -> _T:
         elif f.metadata.get(_MISSING) is not None:
             raw = f.metadata[_MISSING](values)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ValueError(f"{field_path(path, name)} is missing")
+            raise InvalidArgument(f"{field_path(path, name)} is missing")
         else:
             continue
         values[name] = _value(f, _hints(cls)[name], raw, field_path(path, name))
@@ -88,7 +89,7 @@ def build(cls: Callable[..., _T], path: str, **values: Any) -> _T:
 def read_list(path: str, data: object, item: Callable[[str, Any], _T]) -> tuple[_T, ...]:
     """A JSON list, each item read by ``item`` at ``path[index]``."""
     if not isinstance(data, list | tuple):
-        raise TypeError(f"{path} must be a list, got {type(data).__name__}")
+        raise ArgumentTypeError(f"{path} must be a list, got {type(data).__name__}")
     return tuple(item(f"{path}[{i}]", value) for i, value in enumerate(data))
 
 

@@ -36,6 +36,7 @@ from keyshared._jsonfile import load_json
 from keyshared._text import dump as _dump
 from keyshared._text import percent as _percent
 from keyshared._text import table as _table
+from keyshared.errors import InvalidArgument
 from keyshared.explain import command as explain_command
 from keyshared.routing.hashing import key_hashes
 from keyshared.scalable.audit import DEFAULT_SAMPLE_SIZE, MigrationAudit, audit_migration
@@ -229,11 +230,11 @@ def _stdin_keys() -> list[str]:
 def _run_route(args: argparse.Namespace, out: TextIO) -> int:
     keys = list(args.keys)
     if args.stdin and args.layout == "-":
-        raise ValueError("--stdin and --layout - cannot both read standard input")
+        raise InvalidArgument("--stdin and --layout - cannot both read standard input")
     if args.stdin:
         keys.extend(_stdin_keys())
     if not keys:
-        raise ValueError("no keys given: pass KEY arguments or --stdin")
+        raise InvalidArgument("no keys given: pass KEY arguments or --stdin")
     version = _pulsar_version(args)
     rows = _route_rows(_load_layout(args), keys, version)
     if args.json:
@@ -307,7 +308,7 @@ def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
     version = _pulsar_version(args)
     layout = TopicLayout.initial(args.segments, args.budget)
     if args.keys < 1:
-        raise ValueError(f"--keys must be at least 1, got {args.keys}")
+        raise InvalidArgument(f"--keys must be at least 1, got {args.keys}")
     keys = [f"order-{i:04d}" for i in range(args.keys)]
     rows = _route_rows(layout, keys, version)
     buckets = layout.routing_table_for(version).bucket_count
@@ -359,14 +360,14 @@ def _configure_audit(parser: argparse.ArgumentParser) -> None:
 def _audit_keys(args: argparse.Namespace) -> Counter[str]:
     """Every key given with its message count; a key given twice adds up."""
     if args.stdin and args.to_layout == "-":
-        raise ValueError("--stdin and --to-layout - cannot both read standard input")
+        raise InvalidArgument("--stdin and --to-layout - cannot both read standard input")
     sample: Counter[str] = Counter(args.keys)
     if args.keys_file is not None:
         sample.update(explaining.load_keys(args.keys_file))
     if args.stdin:
         sample.update(_stdin_keys())
     if not sample:
-        raise ValueError("no keys given: pass KEY arguments, --keys FILE or --stdin")
+        raise InvalidArgument("no keys given: pass KEY arguments, --keys FILE or --stdin")
     return sample
 
 

@@ -1,14 +1,21 @@
 """The library's exceptions.
 
-Every exception keyshared raises for a caller's mistake is a :class:`KeysharedError`, and also
-the built-in exception an ``except`` clause written before this module existed would catch:
+Every exception keyshared raises for a caller's mistake, from Python code or from the native
+kernels, is a :class:`KeysharedError`, and also the built-in exception an ``except`` clause
+written before this module existed would catch:
 
 - :class:`InvalidArgument` is a ``ValueError``: an argument has the right type but a value the
-  call cannot take (out of range, malformed, inconsistent with another argument);
+  call cannot take (out of range, malformed, inconsistent with another argument or with the
+  object's state);
+- :class:`RefusedChange` is an :class:`InvalidArgument`: a change to a topic layout that the
+  layout's current state does not allow (splitting a segment of one hash, merging segments that
+  are not adjacent, changing a sealed segment);
+- :class:`ScenarioError` is an :class:`InvalidArgument`: a simulator scenario that cannot run;
 - :class:`ArgumentTypeError` is a ``TypeError``: an argument of a type the call does not take;
-- :class:`UnknownConsumer` is a ``KeyError``: a consumer the dispatcher, selector or tracker
-  does not know;
-- :class:`ScenarioError` is an :class:`InvalidArgument`: a simulator scenario that cannot run.
+- :class:`NotFound` is a ``KeyError``: something a stateful object was asked about that it does
+  not hold (a cursor's bucket that is not open);
+- :class:`UnknownConsumer` is a :class:`NotFound`: a consumer the dispatcher, selector or
+  tracker does not know.
 
 Each message names the argument (and in a batch, the index) that was wrong. A call that raises
 leaves every object it was given as it was.
@@ -20,6 +27,8 @@ __all__ = [
     "ArgumentTypeError",
     "InvalidArgument",
     "KeysharedError",
+    "NotFound",
+    "RefusedChange",
     "ScenarioError",
     "UnknownConsumer",
 ]
@@ -33,17 +42,25 @@ class InvalidArgument(KeysharedError, ValueError):
     """An argument's value is one the call cannot take."""
 
 
+class RefusedChange(InvalidArgument):
+    """A layout change the layout's current state does not allow; the layout is unchanged."""
+
+
+class ScenarioError(InvalidArgument):
+    """A simulator scenario that cannot run: the message names the field."""
+
+
 class ArgumentTypeError(KeysharedError, TypeError):
     """An argument's type is one the call does not take."""
 
 
-class UnknownConsumer(KeysharedError, KeyError):
-    """A consumer the dispatcher, selector or tracker does not know."""
+class NotFound(KeysharedError, KeyError):
+    """Something a stateful object was asked about that it does not hold."""
 
     def __str__(self) -> str:
         # KeyError quotes its argument (repr); the message is a sentence.
         return str(self.args[0]) if len(self.args) == 1 else super().__str__()
 
 
-class ScenarioError(InvalidArgument):
-    """A simulator scenario that cannot run: the message names the field."""
+class UnknownConsumer(NotFound):
+    """A consumer the dispatcher, selector or tracker does not know."""

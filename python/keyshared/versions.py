@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from keyshared.errors import ArgumentTypeError, InvalidArgument
+
 MASTER = "master"
 M1 = "5.0.0-M1"
 
@@ -41,12 +43,12 @@ class Releases:
         """``value`` if it is an accepted release; TypeError for a non-``str``, ValueError
         naming ``name`` otherwise."""
         if not isinstance(value, str):
-            raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+            raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}")
         if value in self.accepted:
             return value
         if self.refusal is not None and value in KNOWN_RELEASES:
-            raise ValueError(f"{name} {value!r}: {self.refusal} ({_quoted(self.accepted)})")
-        raise ValueError(f"{name} must be one of {_quoted(self.accepted)}, got {value!r}")
+            raise InvalidArgument(f"{name} {value!r}: {self.refusal} ({_quoted(self.accepted)})")
+        raise InvalidArgument(f"{name} must be one of {_quoted(self.accepted)}, got {value!r}")
 
 
 #: Scalable topics (layouts, routing tables, the segment router, the batcher, the CLI and

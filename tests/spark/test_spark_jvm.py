@@ -260,6 +260,18 @@ def test_bad_sql_arguments_fail_at_analysis(
         df.selectExpr(sql)
 
 
+def test_the_jars_refusal_is_the_librarys_invalid_argument(spark: SparkSession) -> None:
+    # The Java KeysharedException (an IllegalArgumentException) reaches Python from
+    # spark_udfs as keyshared.errors.InvalidArgument, as the Arrow engine's refusals do.
+    from keyshared.errors import InvalidArgument
+    from spark_udfs import jvm
+
+    with pytest.raises(InvalidArgument, match="ks_no_such"):
+        jvm.column(spark, "ks_no_such", F.col("k"), None, None)
+    with pytest.raises(InvalidArgument, match="no:such"):
+        jvm.partition_column(spark, F.col("k"), 4, "no:such")
+
+
 def test_bad_arguments_fail_on_the_driver(spark: SparkSession) -> None:
     df = spark.createDataFrame([(1, "a")], "n int, k string")
     with pytest.raises(TypeError, match="null_key must be str, bytes or None, got int"):

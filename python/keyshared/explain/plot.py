@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from keyshared.errors import InvalidArgument
 from keyshared.explain.subscription import HASH_COUNT, ConsumerShare, Explanation, HeldHash, shown
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def consumer_bars(explanation: Explanation) -> tuple[ConsumerBar, ...]:
     """The bars of :func:`plot_consumers`, in the stats' order, from ``explanation``."""
     verdict = explanation.verdict
     if verdict is None:
-        raise ValueError("explanation.verdict is None: make it with explain_subscription")
+        raise InvalidArgument("explanation.verdict is None: make it with explain_subscription")
     health = {h.consumer: h for h in verdict.consumers}
     bars = []
     for share in explanation.shares:

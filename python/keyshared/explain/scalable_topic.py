@@ -31,6 +31,7 @@ from typing import Any
 from keyshared._checks import check_int, check_mapping
 from keyshared._core import HashRange
 from keyshared._jsonfile import parse_json
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.explain.subscription import (
     DEFAULT_TIMEOUT_S,
     HttpStatusError,
@@ -53,7 +54,7 @@ def scalable_topic_name(topic: str) -> TopicName:
     """``topic`` parsed; a ValueError unless it is a ``topic://`` name."""
     name = TopicName.get(topic)
     if name.domain is not TopicDomain.topic:
-        raise ValueError(f"--topic {topic!r} is not a scalable topic (topic://tenant/ns/name)")
+        raise InvalidArgument(f"--topic {topic!r} is not a scalable topic (topic://tenant/ns/name)")
     return name
 
 
@@ -98,7 +99,7 @@ def _segment(path: str, data: object) -> dict[str, Any]:
 
 def _field(data: Mapping[str, Any], path: str, name: str) -> Any:
     if data.get(name) is None:
-        raise ValueError(f"{path}.{name} is missing")
+        raise InvalidArgument(f"{path}.{name} is missing")
     return data[name]
 
 
@@ -146,7 +147,7 @@ def read_snapshot(data: object, path: str = "snapshot") -> ScalableSnapshot:
 def _segment_id(path: str, layout: TopicLayout, key: object) -> int:
     text = str(key)
     if not text.isascii() or not text.isdigit() or int(text) not in layout.segments:
-        raise ValueError(f"{path} {key!r} is not a segment id of the layout")
+        raise InvalidArgument(f"{path} {key!r} is not a segment id of the layout")
     return int(text)
 
 
@@ -258,7 +259,7 @@ class ScalableExplanation:
 def _plain(value: object) -> Any:
     fields = getattr(value, "__dataclass_fields__", None)
     if fields is None:
-        raise TypeError(f"{type(value).__name__} is not JSON")
+        raise ArgumentTypeError(f"{type(value).__name__} is not JSON")
     return {name: getattr(value, name) for name in fields}
 
 
@@ -284,7 +285,7 @@ def explain_scalable(
     stats; a STREAM subscription is assumed (the drain order applies)."""
     if subscription not in snapshot.consumer_counts:
         known = ", ".join(repr(s) for s in snapshot.consumer_counts) or "none"
-        raise ValueError(f"stats.subscriptions has no {subscription!r} (it has {known})")
+        raise InvalidArgument(f"stats.subscriptions has no {subscription!r} (it has {known})")
     asked = check_keys(keys)
     release = SCALABLE_TOPICS.check(pulsar_version)
     names = tuple(sorted(set(check_keys(list(consumers)))))

@@ -51,6 +51,7 @@ import numpy.typing as npt
 from keyshared._checks import check_bool, check_int, check_mapping, check_optional_int
 from keyshared._core import ConsistentHashingStickyKeyConsumerSelector
 from keyshared._jsonfile import load_json, parse_json
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.routing.hashing import resolve_sticky_key, sticky_key_hash, sticky_key_hashes
 from keyshared.scalable.topic_name import TopicDomain, TopicName
 
@@ -150,7 +151,7 @@ class KeySharedSubscription:
             if c.label == label:
                 return c
         known = ", ".join(repr(c.label) for c in self.consumers) or "none"
-        raise ValueError(
+        raise InvalidArgument(
             f"no consumer {label!r} in subscription {self.name!r} (consumers: {known})"
         )
 
@@ -179,12 +180,14 @@ def read_subscription(
     subs = check_mapping(_join(path, "subscriptions"), _required(stats, path, "subscriptions"))
     if subscription not in subs:
         known = ", ".join(repr(s) for s in subs) or "none"
-        raise ValueError(f"{_join(path, 'subscriptions')} has no {subscription!r} (it has {known})")
+        raise InvalidArgument(
+            f"{_join(path, 'subscriptions')} has no {subscription!r} (it has {known})"
+        )
     where = f"{_join(path, 'subscriptions')}[{subscription!r}]"
     data = check_mapping(where, subs[subscription])
     kind = _required(data, where, "type")
     if kind != KEY_SHARED:
-        raise ValueError(
+        raise InvalidArgument(
             f"{where}.type is {kind!r}: subscription {subscription!r} is not {KEY_SHARED}"
         )
     consumers = _read_consumers(f"{where}.consumers", _required(data, where, "consumers"))
@@ -302,7 +305,7 @@ def _read_ranges(path: str, data: object) -> tuple[tuple[int, int], ...]:
     out = []
     for i, pair in enumerate(_list(path, data)):
         if not isinstance(pair, list) or len(pair) != 2:
-            raise ValueError(f"{path}[{i}] must be a [start, end] pair, got {pair!r}")
+            raise InvalidArgument(f"{path}[{i}] must be a [start, end] pair, got {pair!r}")
         start = check_int(f"{path}[{i}][0]", pair[0], minimum=0, maximum=HASH_MAX)
         end = check_int(f"{path}[{i}][1]", pair[1], minimum=start, maximum=HASH_MAX)
         out.append((start, end))
@@ -325,7 +328,7 @@ def _owner_table(consumers: Sequence[ConsumerStats], path: str) -> npt.NDArray[n
             taken = owners[start : end + 1]
             if (taken != NO_OWNER).any():
                 other = consumers[int(taken[taken != NO_OWNER][0])]
-                raise ValueError(
+                raise InvalidArgument(
                     f"{path}.consumers[{c.index}].keyHashRangeArrays: [{start}, {end}] overlaps"
                     f" a range of consumers[{other.index}] ({other.label})"
                 )
@@ -340,7 +343,7 @@ def _join(path: str, name: str) -> str:
 def _required(data: object, path: str, name: str) -> Any:
     mapping = check_mapping(path or "stats", data)
     if name not in mapping or mapping[name] is None:
-        raise ValueError(f"{_join(path, name)} is missing")
+        raise InvalidArgument(f"{_join(path, name)} is missing")
     return mapping[name]
 
 
@@ -362,7 +365,7 @@ def _int(
 def _str(data: Mapping[str, Any], path: str, name: str) -> str:
     value = _required(data, path, name)
     if not isinstance(value, str):
-        raise TypeError(f"{_join(path, name)} must be a str, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{_join(path, name)} must be a str, got {type(value).__name__}")
     return value
 
 
@@ -372,7 +375,7 @@ def _optional_str(data: Mapping[str, Any], path: str, name: str) -> str | None:
 
 def _list(path: str, data: object) -> list[Any]:
     if not isinstance(data, list):
-        raise TypeError(f"{path} must be a list, got {type(data).__name__}")
+        raise ArgumentTypeError(f"{path} must be a list, got {type(data).__name__}")
     return data
 
 
@@ -391,7 +394,7 @@ def decode_utf8(source: str, data: bytes) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise ValueError(
+        raise InvalidArgument(
             f"{source}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})"
         ) from None
 
@@ -399,9 +402,9 @@ def decode_utf8(source: str, data: bytes) -> str:
 def check_timeout(name: str, value: object) -> float:
     """A timeout or interval in seconds: a finite number > 0; the error names ``name``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
     if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value}")
+        raise InvalidArgument(f"{name} must be a finite number of seconds > 0, got {value}")
     return float(value)
 
 
@@ -414,7 +417,7 @@ def _admin_url(url: str, name: TopicName, tail: str) -> str:
 def _persistent(topic: str) -> TopicName:
     name = TopicName.get(topic)
     if name.domain not in (TopicDomain.persistent, TopicDomain.non_persistent):
-        raise ValueError(f"--topic {topic!r} is not a persistent or non-persistent topic")
+        raise InvalidArgument(f"--topic {topic!r} is not a persistent or non-persistent topic")
     return name
 
 
@@ -560,7 +563,7 @@ def load_keys(path: str | Path) -> dict[str, int]:
         if not _COUNT.fullmatch(count):
             if line == 1:
                 continue
-            raise ValueError(f"{path}:{line}: count {count[:40]!r} is not an integer")
+            raise InvalidArgument(f"{path}:{line}: count {count[:40]!r} is not an integer")
         sample[row[0]] = sample.get(row[0], 0) + check_int(
             f"{path}:{line} count", int(count), minimum=0, maximum=MAX_COUNT
         )
@@ -586,15 +589,15 @@ def check_sample(sample: object) -> dict[str, int] | None:
 def check_keys(keys: object) -> tuple[str, ...]:
     """``keys``, a sequence of str (a lone str is refused: it is not seven keys)."""
     if isinstance(keys, str | bytes):
-        raise TypeError(f"keys must be a sequence of str, got one {type(keys).__name__}")
+        raise ArgumentTypeError(f"keys must be a sequence of str, got one {type(keys).__name__}")
     if not isinstance(keys, Iterable):
-        raise TypeError(f"keys must be a sequence of str, got {type(keys).__name__}")
+        raise ArgumentTypeError(f"keys must be a sequence of str, got {type(keys).__name__}")
     return tuple(check_str(f"keys[{i}]", k) for i, k in enumerate(keys))
 
 
 def check_str(name: str, value: object) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}")
     return value
 
 
@@ -896,13 +899,13 @@ def what_if(
     """What moves if a consumer named ``join`` joins, or the consumer ``leave`` (a label)
     leaves: hash ranges, sample keys and traffic share, on the rebuilt ring."""
     if (join is None) == (leave is None):
-        raise ValueError("give exactly one of join and leave")
+        raise InvalidArgument("give exactly one of join and leave")
     sample = check_sample(sample)
     selector = rebuilt_ring(sub, points)
     before = _ring_owners(selector)
     if join is not None:
         if not join:
-            raise ValueError("join must be a non-empty consumer name")
+            raise InvalidArgument("join must be a non-empty consumer name")
         joined = _with_consumer(sub, join)
         selector.add_consumer(len(sub.consumers), join)
         after_sub, name = joined, joined.consumers[-1].label

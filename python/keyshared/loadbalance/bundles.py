@@ -20,6 +20,7 @@ from itertools import pairwise
 from types import MappingProxyType
 
 from keyshared._checks import check_int, check_name
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.loadbalance.model import (
     DEFAULT_PULSAR_VERSION,
     MB,
@@ -39,7 +40,7 @@ HashFunction = Callable[[str], int]
 def topic_hash(name: str) -> int:
     """The bundle-ring hash of a topic: unsigned CRC32 of its UTF-8 name (Pulsar's default)."""
     if not isinstance(name, str):
-        raise TypeError(f"name must be a str, got {type(name).__name__}")
+        raise ArgumentTypeError(f"name must be a str, got {type(name).__name__}")
     return zlib.crc32(name.encode("utf-8"))
 
 
@@ -80,18 +81,18 @@ def topic_namespace(
         topic_name = _with_domain(topic_name, lts)
     domain, _, rest = topic_name.partition("://")
     if domain not in _DOMAINS:
-        raise ValueError(f"topic_name {topic_name!r}: domain must be one of {_DOMAINS}")
+        raise InvalidArgument(f"topic_name {topic_name!r}: domain must be one of {_DOMAINS}")
     parts = rest.split("/", 3)
     if len(parts) == 4 and not lts:
-        raise ValueError(
+        raise InvalidArgument(
             f"topic_name {topic_name!r}: v1 topic names (with a cluster) are no longer "
             f"supported, nor is '/' in a local name: use domain://tenant/namespace/topic "
             f"(pulsar_version='4.0' reads them as Pulsar 4.0 did)"
         )
     if len(parts) < 3 or not all(parts):
-        raise ValueError(f"topic_name {topic_name!r} must be domain://tenant/namespace/topic")
+        raise InvalidArgument(f"topic_name {topic_name!r} must be domain://tenant/namespace/topic")
     if _java_blank(parts[-1]):
-        raise ValueError(f"topic_name {topic_name!r}: the local name must not be blank")
+        raise InvalidArgument(f"topic_name {topic_name!r}: the local name must not be blank")
     return topic_name, "/".join(parts[:-1])
 
 
@@ -108,7 +109,7 @@ def _with_domain(short_name: str, lts: bool) -> str:
     if len(parts) == 1:
         return f"persistent://public/default/{parts[0]}"
     if len(parts) != 3:
-        raise ValueError(
+        raise InvalidArgument(
             f"topic_name {short_name!r} must be tenant/namespace/topic or topic (Pulsar 4.0)"
         )
     return f"persistent://{short_name}"
@@ -130,13 +131,13 @@ class NamespaceBundle:
 
     def __post_init__(self) -> None:
         if not isinstance(self.namespace, str):
-            raise TypeError(f"namespace must be a str, got {type(self.namespace).__name__}")
+            raise ArgumentTypeError(f"namespace must be a str, got {type(self.namespace).__name__}")
         check_int("lower_endpoint", self.lower_endpoint, minimum=FULL_LOWER_BOUND)
         check_int("upper_endpoint", self.upper_endpoint, maximum=FULL_UPPER_BOUND)
         if self.lower_endpoint == self.upper_endpoint == FULL_UPPER_BOUND:
             return
         if self.lower_endpoint >= self.upper_endpoint:
-            raise ValueError(
+            raise InvalidArgument(
                 f"lower_endpoint must be < upper_endpoint, got "
                 f"0x{self.lower_endpoint:08x} >= 0x{self.upper_endpoint:08x}"
             )
@@ -156,11 +157,11 @@ class NamespaceBundle:
         check_name("bundle_range", bundle_range)
         lower, sep, upper = bundle_range.partition("_")
         if not sep:
-            raise ValueError(f"bundle_range must be 'lower_upper', got {bundle_range!r}")
+            raise InvalidArgument(f"bundle_range must be 'lower_upper', got {bundle_range!r}")
         try:
             return cls(int(lower, 0), int(upper, 0), namespace)
         except ValueError as error:
-            raise ValueError(f"bundle_range {bundle_range!r}: {error}") from None
+            raise InvalidArgument(f"bundle_range {bundle_range!r}: {error}") from None
 
     @property
     def bundle_range(self) -> str:
@@ -206,7 +207,7 @@ class NamespaceBundle:
         if self.namespace != other.namespace:
             return -1 if self.namespace < other.namespace else 1
         if self.overlaps(other):
-            raise ValueError(
+            raise InvalidArgument(
                 f"can't compare overlapping bundles {self.bundle_range} and {other.bundle_range}"
             )
         return -1 if self.lower_endpoint < other.lower_endpoint else 1
@@ -219,7 +220,7 @@ class NamespaceBundle:
 
 def _check_bundle(name: str, value: object) -> NamespaceBundle:
     if not isinstance(value, NamespaceBundle):
-        raise TypeError(f"{name} must be a NamespaceBundle, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a NamespaceBundle, got {type(value).__name__}")
     return value
 
 
@@ -249,12 +250,12 @@ def split_bundles(
     2**31 - 1), where this would run out of memory.
     """
     if not can_split_bundle(_check_bundle("target_bundle", target_bundle)):
-        raise ValueError(f"bundle {target_bundle.bundle_range} can't be split further")
+        raise InvalidArgument(f"bundle {target_bundle.bundle_range} can't be split further")
     lower, upper = target_bundle.lower_endpoint, target_bundle.upper_endpoint
     if split_boundaries is None:
         check_int("num_bundles", num_bundles, minimum=2)
         if num_bundles > MAX_SPLIT_BUNDLES:
-            raise ValueError(
+            raise InvalidArgument(
                 f"num_bundles must be at most {MAX_SPLIT_BUNDLES} (MAX_SPLIT_BUNDLES), "
                 f"got {num_bundles}"
             )
@@ -266,13 +267,13 @@ def split_bundles(
             check_int(f"split_boundaries[{i}]", b) for i, b in enumerate(split_boundaries)
         )
         if not inner:
-            raise ValueError("split_boundaries must not be empty")
+            raise InvalidArgument("split_boundaries must not be empty")
         if inner[0] <= lower or inner[-1] >= upper:
-            raise ValueError(
+            raise InvalidArgument(
                 f"split_boundaries must lie strictly inside bundle {target_bundle.bundle_range}"
             )
         if len(set(inner)) != len(inner):
-            raise ValueError("split_boundaries must not repeat a boundary")
+            raise InvalidArgument("split_boundaries must not repeat a boundary")
         points = [lower, *inner, upper]
     namespace = target_bundle.namespace
     return tuple(NamespaceBundle(a, b, namespace) for a, b in pairwise(points))
@@ -323,10 +324,12 @@ def specified_positions_divide(
     """
     _check_bundle("bundle", bundle)
     if isinstance(positions, str | bytes) or not isinstance(positions, Iterable):
-        raise TypeError(f"positions must be a collection of int, got {type(positions).__name__}")
+        raise ArgumentTypeError(
+            f"positions must be a collection of int, got {type(positions).__name__}"
+        )
     wanted = sorted({check_int(f"positions[{i}]", p) for i, p in enumerate(positions)})
     if not wanted:
-        raise ValueError("positions must not be empty")
+        raise InvalidArgument("positions must not be empty")
     if len(_topic_hashes(bundle, topics, hash_function)) <= 1:
         return None
     inside = [p for p in wanted if bundle.lower_endpoint < p < bundle.upper_endpoint]
@@ -415,7 +418,7 @@ def split_algorithm_of(name: str | None) -> Callable[..., tuple[int, ...] | None
     if name is None:
         return None
     if not isinstance(name, str):
-        raise TypeError(f"name must be a str or None, got {type(name).__name__}")
+        raise ArgumentTypeError(f"name must be a str or None, got {type(name).__name__}")
     return SPLIT_ALGORITHMS.get(name)
 
 
@@ -423,12 +426,12 @@ def _topic_hashes(
     bundle: NamespaceBundle, topics: Iterable[str], hash_function: HashFunction
 ) -> dict[str, int]:
     if isinstance(topics, str | bytes):
-        raise TypeError("topics must be a collection of topic names, not a single str")
+        raise ArgumentTypeError("topics must be a collection of topic names, not a single str")
     hashes: dict[str, int] = {}
     for i, topic in enumerate(topics):
         check_name(f"topics[{i}]", topic)
         if topic in hashes:
-            raise ValueError(f"topics: {topic!r} is listed twice")
+            raise InvalidArgument(f"topics: {topic!r} is listed twice")
         hashes[topic] = _hash_in_bundle(bundle, topic, hash_function)
     return hashes
 
@@ -441,7 +444,7 @@ def _hash_in_bundle(bundle: NamespaceBundle, topic: str, hash_function: HashFunc
         maximum=FULL_UPPER_BOUND,
     )
     if not bundle.includes_hash(hash_value):
-        raise ValueError(
+        raise InvalidArgument(
             f"topic {topic!r} (hash 0x{hash_value:08x}) is outside bundle {bundle.bundle_range}"
         )
     return hash_value
@@ -451,12 +454,12 @@ def _loads_by_hash(
     bundle: NamespaceBundle, topic_stats: Mapping[str, MessageRates], hash_function: HashFunction
 ) -> dict[int, tuple[float, float]]:
     if not isinstance(topic_stats, Mapping):
-        raise TypeError(f"topic_stats must be a mapping, got {type(topic_stats).__name__}")
+        raise ArgumentTypeError(f"topic_stats must be a mapping, got {type(topic_stats).__name__}")
     loads: dict[int, tuple[float, float]] = {}
     for topic, stats in topic_stats.items():
         check_name("topic_stats key", topic)
         if not isinstance(stats, MessageRates):
-            raise TypeError(f"topic_stats[{topic!r}] must be a MessageRates")
+            raise ArgumentTypeError(f"topic_stats[{topic!r}] must be a MessageRates")
         hash_value = _hash_in_bundle(bundle, topic, hash_function)
         # An idle topic carries nothing to balance, so it neither counts nor moves a boundary.
         if stats.msg_rate <= 0 and stats.msg_throughput <= 0:

@@ -22,6 +22,7 @@ from keyshared._checks import (
     check_names,
     check_real,
 )
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.versions import LOAD_BALANCER
 
 #: One megabyte as Pulsar's load balancer counts it (``1024 * 1024`` bytes).
@@ -184,9 +185,13 @@ class BrokerLoad:
 
     def __post_init__(self) -> None:
         if not isinstance(self.usage, ResourceUsage):
-            raise TypeError(f"usage must be a ResourceUsage, got {type(self.usage).__name__}")
+            raise ArgumentTypeError(
+                f"usage must be a ResourceUsage, got {type(self.usage).__name__}"
+            )
         if not isinstance(self.rates, MessageRates):
-            raise TypeError(f"rates must be a MessageRates, got {type(self.rates).__name__}")
+            raise ArgumentTypeError(
+                f"rates must be a MessageRates, got {type(self.rates).__name__}"
+            )
         object.__setattr__(self, "bundles", check_names("bundles", self.bundles))
         check_int("updated_at_ms", self.updated_at_ms, minimum=0)
 
@@ -214,14 +219,14 @@ class LoadData:
         for broker in sorted(brokers):
             for bundle in sorted(brokers[broker].bundles):
                 if bundle in owner:
-                    raise ValueError(
+                    raise InvalidArgument(
                         f"broker_data: bundle {bundle!r} is owned by both "
                         f"{owner[bundle]!r} and {broker!r}"
                     )
                 owner[bundle] = broker
         for bundle in bundles:
             if bundle not in owner:
-                raise ValueError(f"bundle_data: bundle {bundle!r} is owned by no broker")
+                raise InvalidArgument(f"bundle_data: bundle {bundle!r} is owned by no broker")
         recent = check_names("recently_unloaded_bundles", self.recently_unloaded_bundles)
         object.__setattr__(self, "broker_data", MappingProxyType(brokers))
         object.__setattr__(self, "bundle_data", MappingProxyType(bundles))

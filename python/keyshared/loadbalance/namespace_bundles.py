@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from keyshared._checks import check_int, check_name
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.loadbalance.bundles import (
     FULL_LOWER_BOUND,
     FULL_UPPER_BOUND,
@@ -39,16 +40,18 @@ class NamespaceBundles:
     def __post_init__(self) -> None:
         check_name("namespace", self.namespace)
         if isinstance(self.partitions, str | bytes) or not isinstance(self.partitions, Iterable):
-            raise TypeError("partitions must be a sequence of int")
+            raise ArgumentTypeError("partitions must be a sequence of int")
         partitions = tuple(
             check_int(f"partitions[{i}]", p, minimum=FULL_LOWER_BOUND, maximum=FULL_UPPER_BOUND)
             for i, p in enumerate(self.partitions)
         )
         if len(partitions) < 2:
-            raise ValueError(f"partitions must hold at least 2 boundaries, got {len(partitions)}")
+            raise InvalidArgument(
+                f"partitions must hold at least 2 boundaries, got {len(partitions)}"
+            )
         for i in range(1, len(partitions) - 1):
             if partitions[i] <= partitions[i - 1] or partitions[i] == FULL_UPPER_BOUND:
-                raise ValueError(
+                raise InvalidArgument(
                     f"partitions[{i}] must be above partitions[{i - 1}] and below "
                     f"0xffffffff, got 0x{partitions[i]:08x} after 0x{partitions[i - 1]:08x}"
                 )
@@ -106,7 +109,7 @@ class NamespaceBundles:
         """
         full_name, namespace = topic_namespace(topic_name, pulsar_version=pulsar_version)
         if namespace != self.namespace:
-            raise ValueError(
+            raise InvalidArgument(
                 f"topic_name {topic_name!r} is in namespace {namespace!r}, not {self.namespace!r}"
             )
         return self.get_bundle(hash_function(full_name))
@@ -114,14 +117,16 @@ class NamespaceBundles:
     def validate_bundle(self, bundle: NamespaceBundle) -> None:
         """Raise ``ValueError`` unless ``bundle`` is one of these bundles."""
         if not isinstance(bundle, NamespaceBundle):
-            raise TypeError(f"bundle must be a NamespaceBundle, got {type(bundle).__name__}")
+            raise ArgumentTypeError(
+                f"bundle must be a NamespaceBundle, got {type(bundle).__name__}"
+            )
         if bundle.namespace != self.namespace:
-            raise ValueError(f"bundle {bundle} is not of namespace {self.namespace!r}")
+            raise InvalidArgument(f"bundle {bundle} is not of namespace {self.namespace!r}")
         index = bisect.bisect_left(self.partitions, bundle.lower_endpoint)
         if index >= self.size() or self.partitions[index] != bundle.lower_endpoint:
-            raise ValueError(f"bundle {bundle.bundle_range} is not in the bundles list")
+            raise InvalidArgument(f"bundle {bundle.bundle_range} is not in the bundles list")
         if self.partitions[index + 1] != bundle.upper_endpoint:
-            raise ValueError(f"bundle {bundle.bundle_range}: invalid upper boundary")
+            raise InvalidArgument(f"bundle {bundle.bundle_range}: invalid upper boundary")
 
     def boundaries(self) -> tuple[str, ...]:
         """The boundaries as Pulsar's ``BundlesData`` stores them (``"0x%08x"``)."""

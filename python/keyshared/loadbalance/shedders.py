@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from keyshared._checks import check_bool, check_int, check_name, check_names, check_real
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.loadbalance._java import java_int, java_wrap_int
 from keyshared.loadbalance.model import (
     DEFAULT_PULSAR_VERSION,
@@ -71,13 +72,15 @@ def _mbps(bytes_per_second: float) -> str:
 
 def _check_load_data(load_data: object) -> LoadData:
     if not isinstance(load_data, LoadData):
-        raise TypeError(f"load_data must be a LoadData, got {type(load_data).__name__}")
+        raise ArgumentTypeError(f"load_data must be a LoadData, got {type(load_data).__name__}")
     return load_data
 
 
 def _check_weights(weights: object) -> None:
     if not isinstance(weights, ResourceWeights):
-        raise TypeError(f"resource_weights must be a ResourceWeights, got {type(weights).__name__}")
+        raise ArgumentTypeError(
+            f"resource_weights must be a ResourceWeights, got {type(weights).__name__}"
+        )
 
 
 def _by_load_desc(candidates: list[tuple[str, float]]) -> list[tuple[str, float]]:
@@ -179,7 +182,7 @@ class ThresholdShedderState:
     def __post_init__(self) -> None:
         usage = self.broker_avg_resource_usage
         if not isinstance(usage, Mapping):
-            raise TypeError("broker_avg_resource_usage must be a mapping")
+            raise ArgumentTypeError("broker_avg_resource_usage must be a mapping")
         checked = {
             check_name("broker_avg_resource_usage key", broker): check_real(
                 f"broker_avg_resource_usage[{broker!r}]", value
@@ -220,7 +223,7 @@ class ThresholdShedder:
             self.load_balancer_history_resource_percentage,
         )
         if history > 1.0:
-            raise ValueError(
+            raise InvalidArgument(
                 f"load_balancer_history_resource_percentage must be <= 1, got {history}"
             )
         check_real(
@@ -501,7 +504,7 @@ class AvgShedderState:
 
     def __post_init__(self) -> None:
         if not isinstance(self.bundle_broker, Mapping):
-            raise TypeError("bundle_broker must be a mapping")
+            raise ArgumentTypeError("bundle_broker must be a mapping")
         targets = {
             check_name("bundle_broker key", bundle): check_name(
                 f"bundle_broker[{bundle!r}]", broker
@@ -512,7 +515,7 @@ class AvgShedderState:
         for name in ("broker_hit_count_for_high", "broker_hit_count_for_low"):
             counts = getattr(self, name)
             if not isinstance(counts, Mapping):
-                raise TypeError(f"{name} must be a mapping")
+                raise ArgumentTypeError(f"{name} must be a mapping")
             checked = {
                 check_name(f"{name} key", broker): check_int(f"{name}[{broker!r}]", n, minimum=0)
                 for broker, n in counts.items()
@@ -618,7 +621,7 @@ class AvgShedder:
         check_name("bundle", bundle)
         state = _check_state(state, AvgShedderState)
         if not brokers:
-            raise ValueError("candidates must not be empty")
+            raise InvalidArgument("candidates must not be empty")
         chosen = state.bundle_broker.get(bundle)
         if chosen in brokers:
             assert chosen is not None
@@ -731,7 +734,9 @@ def _check_state(state: _S | None, state_type: type[_S]) -> _S:
     if state is None:
         return state_type()
     if not isinstance(state, state_type):
-        raise TypeError(f"state must be a {state_type.__name__}, got {type(state).__name__}")
+        raise ArgumentTypeError(
+            f"state must be a {state_type.__name__}, got {type(state).__name__}"
+        )
     return state
 
 

@@ -30,6 +30,7 @@ from keyshared._checks import (
     check_names,
     check_real,
 )
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.loadbalance._java import java_div, java_round, java_sqrt
 from keyshared.loadbalance.model import (
     DEFAULT_PULSAR_VERSION,
@@ -80,12 +81,12 @@ class TransferShedderState:
     def __post_init__(self) -> None:
         check_int("unload_condition_hit_count", self.unload_condition_hit_count, minimum=0)
         if not isinstance(self.broker_load_ema, Mapping):
-            raise TypeError("broker_load_ema must be a mapping")
+            raise ArgumentTypeError("broker_load_ema must be a mapping")
         checked: dict[str, BrokerLoadEma] = {}
         for broker, ema in self.broker_load_ema.items():
             check_name("broker_load_ema key", broker)
             if not isinstance(ema, BrokerLoadEma):
-                raise TypeError(f"broker_load_ema[{broker!r}] must be a BrokerLoadEma")
+                raise ArgumentTypeError(f"broker_load_ema[{broker!r}] must be a BrokerLoadEma")
             checked[broker] = ema
         object.__setattr__(self, "broker_load_ema", MappingProxyType(checked))
 
@@ -345,11 +346,11 @@ class TransferShedder:
             self.load_balancer_history_resource_percentage,
         )
         if history > 1.0:
-            raise ValueError(
+            raise InvalidArgument(
                 f"load_balancer_history_resource_percentage must be <= 1, got {history}"
             )
         if not isinstance(self.resource_weights, ResourceWeights):
-            raise TypeError("resource_weights must be a ResourceWeights")
+            raise ArgumentTypeError("resource_weights must be a ResourceWeights")
 
     @staticmethod
     def failure(state: TransferShedderState | None = None) -> TransferSheddingResult:
@@ -389,14 +390,14 @@ class TransferShedder:
         answers (see :class:`ShedderInputs`; default: all brokers available, no checks).
         """
         if not isinstance(load_data, LoadData):
-            raise TypeError(f"load_data must be a LoadData, got {type(load_data).__name__}")
+            raise ArgumentTypeError(f"load_data must be a LoadData, got {type(load_data).__name__}")
         state = _check_state(state)
         check_int("now_ms", now_ms, minimum=0)
         recent_brokers = _checked_times(recently_unloaded_brokers or {})
         if inputs is None:
             inputs = ShedderInputs()
         elif not isinstance(inputs, ShedderInputs):
-            raise TypeError(f"inputs must be a ShedderInputs, got {type(inputs).__name__}")
+            raise ArgumentTypeError(f"inputs must be a ShedderInputs, got {type(inputs).__name__}")
         emas = self._updated_emas(load_data, state.broker_load_ema)
         cycle = _Cycle(load_data, inputs, emas)
         stats_or_skip = self._load_stats(cycle, now_ms, recent_brokers)
@@ -712,11 +713,11 @@ def _swap(
 
 def _checked_top_bundles(name: str, value: object) -> tuple[tuple[str, MessageRates], ...]:
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise TypeError(f"{name} must be a sequence of (bundle, MessageRates) pairs")
+        raise ArgumentTypeError(f"{name} must be a sequence of (bundle, MessageRates) pairs")
     checked = []
     for index, entry in enumerate(value):
         if not isinstance(entry, tuple) or len(entry) != 2:
-            raise TypeError(f"{name}[{index}] must be a (bundle, MessageRates) pair")
+            raise ArgumentTypeError(f"{name}[{index}] must be a (bundle, MessageRates) pair")
         checked.append(
             (
                 check_name(f"{name}[{index}] bundle", entry[0]),
@@ -736,7 +737,7 @@ def _check_state(state: object) -> TransferShedderState:
     if state is None:
         return TransferShedderState()
     if not isinstance(state, TransferShedderState):
-        raise TypeError(f"state must be a TransferShedderState, got {type(state).__name__}")
+        raise ArgumentTypeError(f"state must be a TransferShedderState, got {type(state).__name__}")
     return state
 
 

@@ -23,6 +23,7 @@ from keyshared._core import (
     sticky_key_hash,
     sticky_key_hashes,
 )
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 
 #: The sticky key of a message with no key, no ordering key and no producer name or sequence
 #: id (Pulsar's ``Commands.NONE_KEY``).
@@ -73,13 +74,17 @@ def resolve_sticky_key(
     and dispatcher takes (``selector.make_sticky_key_hash(resolve_sticky_key(...))``)."""
     if ordering_key is not None:
         if not isinstance(ordering_key, bytes):
-            raise TypeError(f"ordering_key must be bytes, got {type(ordering_key).__name__}")
+            raise ArgumentTypeError(
+                f"ordering_key must be bytes, got {type(ordering_key).__name__}"
+            )
         return ordering_key
     if key is not None:
         return _partition_key(key, key_is_base64)
     if producer_name is not None and sequence_id is not None:
         if not isinstance(producer_name, str):
-            raise TypeError(f"producer_name must be a str, got {type(producer_name).__name__}")
+            raise ArgumentTypeError(
+                f"producer_name must be a str, got {type(producer_name).__name__}"
+            )
         # A producer's sequence ids count up from 0; Java prints the long in decimal.
         seq = check_int("sequence_id", sequence_id, minimum=0, maximum=2**63 - 1)
         return _java_utf8(f"{producer_name}-{seq}")
@@ -92,13 +97,13 @@ def _partition_key(key: str | bytes, key_is_base64: bool) -> bytes:
     elif isinstance(key, str):
         text = _java_utf8(key)
     else:
-        raise TypeError(f"key must be str or bytes, got {type(key).__name__}")
+        raise ArgumentTypeError(f"key must be str or bytes, got {type(key).__name__}")
     if not key_is_base64:
         return text
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise ValueError(f"key {key!r} is not base64 (key_is_base64 is set)") from None
+        raise InvalidArgument(f"key {key!r} is not base64 (key_is_base64 is set)") from None
 
 
 def _java_utf8(text: str) -> bytes:

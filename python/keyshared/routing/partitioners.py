@@ -44,6 +44,7 @@ from keyshared._core import (
     spark_bucket,
     spark_hash,
 )
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 
 KeyType = Literal["string", "binary", "int", "long"]
 """The type a key has in its system (Iceberg and Spark): ``string`` and ``binary`` hash the
@@ -94,14 +95,14 @@ def _partitioner(partitioner: Partitioner | str) -> str:
     if isinstance(partitioner, Partitioner):
         return partitioner.value
     if not isinstance(partitioner, str):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"partitioner must be a Partitioner or its name, got {type(partitioner).__name__}"
         )
     try:
         return Partitioner(partitioner).value
     except ValueError:
         names = ", ".join(repr(p.value) for p in Partitioner)
-        raise ValueError(f"partitioner must be one of {names}; got {partitioner!r}") from None
+        raise InvalidArgument(f"partitioner must be one of {names}; got {partitioner!r}") from None
 
 
 def partition(

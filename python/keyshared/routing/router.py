@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 
 from keyshared._checks import check_int
 from keyshared._core import HashRange, java_string_hash_code, java_utf8, partition_key
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.routing.hashing import key_hash, segment_hash
 from keyshared.versions import SCALABLE_TOPICS
 
@@ -66,7 +67,9 @@ class ActiveSegment:
     def __post_init__(self) -> None:
         check_int("segment_id", self.segment_id, minimum=0)
         if not isinstance(self.hash_range, HashRange):
-            raise TypeError(f"hash_range must be a HashRange, got {type(self.hash_range).__name__}")
+            raise ArgumentTypeError(
+                f"hash_range must be a HashRange, got {type(self.hash_range).__name__}"
+            )
         check_scheme("legacy_hashing_scheme", self.legacy_hashing_scheme)
         object.__setattr__(self, "entry_bucket_splits", tuple(self.entry_bucket_splits))
         object.__setattr__(self, "owned_bucket_ranges", tuple(self.owned_bucket_ranges))
@@ -89,16 +92,16 @@ def _segments(active_segments: Iterable[RoutableSegment]) -> tuple[RoutableSegme
     # Taken whole first: an iterator read by two passes would lose what the first one read.
     if isinstance(active_segments, (str, bytes)) or not isinstance(active_segments, Iterable):
         kind = type(active_segments).__name__
-        raise TypeError(f"active_segments must be an iterable of segments, got {kind}")
+        raise ArgumentTypeError(f"active_segments must be an iterable of segments, got {kind}")
     segments = tuple(active_segments)
     for i, segment in enumerate(segments):
         if not isinstance(segment, RoutableSegment):
             kind = type(segment).__name__
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"active_segments[{i}] must be a segment (ActiveSegment or Segment), got {kind}"
             )
     if not segments:
-        raise ValueError("no active segments to route to")
+        raise InvalidArgument("no active segments to route to")
     return segments
 
 
@@ -128,7 +131,9 @@ class HashingScheme(enum.Enum):
 def check_scheme(name: str, scheme: object) -> HashingScheme | None:
     """``scheme`` if it is a :class:`HashingScheme` or None, else TypeError naming ``name``."""
     if scheme is not None and not isinstance(scheme, HashingScheme):
-        raise TypeError(f"{name} must be a HashingScheme or None, got {type(scheme).__name__}")
+        raise ArgumentTypeError(
+            f"{name} must be a HashingScheme or None, got {type(scheme).__name__}"
+        )
     return scheme
 
 
@@ -144,11 +149,11 @@ def choose_partition(
     "pulsar:<scheme>")``, with its checks: ``num_partitions`` in ``[1, 2**31 - 1]``, a str
     key without lone surrogates."""
     if not isinstance(hashing_scheme, HashingScheme):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"hashing_scheme must be a HashingScheme, got {type(hashing_scheme).__name__}"
         )
     if not isinstance(key, str | bytes):
-        raise TypeError(f"key must be a str or bytes, got {type(key).__name__}")
+        raise ArgumentTypeError(f"key must be a str or bytes, got {type(key).__name__}")
     chosen = partition_key(key, num_partitions, f"pulsar:{hashing_scheme.value}", None)
     assert chosen is not None  # only a null key has no fixed partition
     return chosen
@@ -187,7 +192,7 @@ class SegmentRouter:
         for segment in segments:
             if segment.hash_range.contains(h):
                 return segment.segment_id
-        raise ValueError(f"no active segment covers hash {h:#06x} of key {key!r}")
+        raise InvalidArgument(f"no active segment covers hash {h:#06x} of key {key!r}")
 
     @staticmethod
     def _route_mod_n(key: str | bytes, active_segments: Sequence[RoutableSegment]) -> int:
@@ -196,7 +201,7 @@ class SegmentRouter:
         for segment in active_segments:
             if segment.segment_id == partition:
                 return partition
-        raise ValueError(f"the legacy layout has no segment {partition} (N={n})")
+        raise InvalidArgument(f"the legacy layout has no segment {partition} (N={n})")
 
     def route_round_robin(
         self, active_segments: Iterable[RoutableSegment], counter: int
@@ -219,7 +224,7 @@ def legacy_hashing_scheme(segments: Iterable[RoutableSegment]) -> HashingScheme:
     recorded.discard(None)
     if len(recorded) > 1:
         names = sorted(s.value for s in recorded if s is not None)
-        raise ValueError(f"the legacy segments record different hashing schemes: {names}")
+        raise InvalidArgument(f"the legacy segments record different hashing schemes: {names}")
     scheme = recorded.pop() if recorded else None
     return scheme if scheme is not None else HashingScheme.Murmur3_32Hash
 

@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from keyshared._checks import check_int, check_weights
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.routing.partitioners import Partitioner, partitions
 from keyshared.routing.router import legacy_hashing_scheme
 from keyshared.scalable.layout import TopicLayout
@@ -97,8 +98,8 @@ def check_partitioner(name: str, value: object) -> Partitioner:
             return Partitioner(value)
         except ValueError:
             choices = ", ".join(p.value for p in Partitioner)
-            raise ValueError(f"{name} must be one of {choices}; got {value!r}") from None
-    raise TypeError(f"{name} must be a Partitioner or str, got {type(value).__name__}")
+            raise InvalidArgument(f"{name} must be one of {choices}; got {value!r}") from None
+    raise ArgumentTypeError(f"{name} must be a Partitioner or str, got {type(value).__name__}")
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ class MigrationPlan:
             plan = cls(partitioner, n, target, legacy, risk)
         elif isinstance(target, bool) or not isinstance(target, int):
             kind = type(target).__name__
-            raise TypeError(f"target must be a TopicLayout or an int, got {kind}")
+            raise ArgumentTypeError(f"target must be a TopicLayout or an int, got {kind}")
         else:
             m = check_int("target", target, minimum=1, maximum=MAX_PARTITIONS)
             plan = cls(partitioner, n, m, None, Risk.PARTITION_CHANGES)
@@ -139,7 +140,7 @@ class MigrationPlan:
         columns = self.target if isinstance(self.target, int) else len(self.target_ids)
         cells = self.num_partitions * columns
         if cells > MAX_CELLS:
-            raise ValueError(
+            raise InvalidArgument(
                 f"num_partitions x target columns = {self.num_partitions:,} x {columns:,} = "
                 f"{cells:,} cells, beyond the audit's limit of {MAX_CELLS:,} (its matrices take "
                 f"16 bytes a cell: {MAX_CELLS * 16 // 2**20} MiB at the limit)"
@@ -216,7 +217,7 @@ def _legacy_partitioner(layout: TopicLayout, num_partitions: int) -> Partitioner
     """The partitioner new producers use on the legacy segments of a migrated ``layout``
     (None: it has none). ValueError when the legacy segments do not fit the source."""
     if any(s.is_legacy for s in layout.active_segments()):
-        raise ValueError(
+        raise InvalidArgument(
             "target: a layout with active legacy segments is a topic not yet migrated, not a "
             "migration target"
         )
@@ -224,7 +225,7 @@ def _legacy_partitioner(layout: TopicLayout, num_partitions: int) -> Partitioner
     if not legacy:
         return None
     if len(legacy) != num_partitions:
-        raise ValueError(
+        raise InvalidArgument(
             f"target wraps {len(legacy)} legacy partition(s), but num_partitions is "
             f"{num_partitions}"
         )
@@ -413,7 +414,7 @@ def audit_migration(
     count = len(keys)
     w = np.ones(count) if weights is None else check_weights("weights", weights)
     if len(w) != count:
-        raise ValueError(f"weights must hold one weight per key ({count}), got {len(w)}")
+        raise InvalidArgument(f"weights must hold one weight per key ({count}), got {len(w)}")
     src, col, at_risk = plan.place(keys)
     risky = np.flatnonzero(at_risk)
     heaviest = risky[np.argsort(-w[risky], kind="stable")[:sample_size]]
@@ -434,19 +435,21 @@ def _batch(keys: Any) -> Any:
     a length (a generator) as a list; a NumPy array that is strided or misaligned (a slice
     ``a[::2]``, a field of a packed record) as a contiguous copy."""
     if isinstance(keys, str | bytes | bytearray):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"keys must be a batch of keys, not a single {type(keys).__name__}; "
             "wrap one key in a list"
         )
     if isinstance(keys, np.ndarray):
         if keys.ndim != 1:
-            raise TypeError(f"keys must be a one-dimensional array, got {keys.ndim} dimensions")
+            raise ArgumentTypeError(
+                f"keys must be a one-dimensional array, got {keys.ndim} dimensions"
+            )
         return np.require(keys, requirements=("C", "A"))
     if isinstance(keys, Sized):
         return keys
     if isinstance(keys, Iterable):
         return list(keys)
-    raise TypeError(
+    raise ArgumentTypeError(
         "keys must be a sequence or iterable of keys, a NumPy array or an Arrow array, "
         f"got {type(keys).__name__}"
     )

@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from keyshared._checks import check_int, check_weights
 from keyshared._core import MIN_FIRST_SPLIT, RING_SIZE, bucket_indices, equal_width_splits
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 
 _ITERATIONS = 64
 
@@ -33,12 +34,16 @@ def hash_b_histogram(
     width = _bin_width(bins)
     values = np.asarray(hash_b)
     if values.ndim != 1 or (len(values) and not np.issubdtype(values.dtype, np.integer)):
-        raise TypeError(f"hash_b must be a one-dimensional integer array, got {values.dtype}")
+        raise ArgumentTypeError(
+            f"hash_b must be a one-dimensional integer array, got {values.dtype}"
+        )
     if len(values) and (values.min() < 0 or values.max() > 0xFFFF):
-        raise ValueError("hash_b values must lie in [0, 0xffff]")
+        raise InvalidArgument("hash_b values must lie in [0, 0xffff]")
     w = None if weights is None else check_weights("weights", weights)
     if w is not None and w.shape != values.shape:
-        raise ValueError(f"weights must hold one weight per hashB ({len(values)}), got {w.shape}")
+        raise InvalidArgument(
+            f"weights must hold one weight per hashB ({len(values)}), got {w.shape}"
+        )
     return np.bincount(values.astype(np.int64) // width, weights=w, minlength=bins).astype(
         np.float64
     )
@@ -58,10 +63,10 @@ def skew(loads: npt.ArrayLike) -> float:
     ``loads`` is one-dimensional, finite and non-negative."""
     arr = np.asarray(loads, dtype=np.float64)
     if arr.ndim != 1:
-        raise ValueError(f"loads must be one-dimensional, got {arr.ndim} dimensions")
+        raise InvalidArgument(f"loads must be one-dimensional, got {arr.ndim} dimensions")
     bad = np.flatnonzero(~np.isfinite(arr) | (arr < 0))
     if len(bad):
-        raise ValueError(f"loads[{bad[0]}] = {arr[bad[0]]} is not a finite load >= 0")
+        raise InvalidArgument(f"loads[{bad[0]}] = {arr[bad[0]]} is not a finite load >= 0")
     total = float(arr.sum())
     return 1.0 if total == 0.0 else float(arr.max()) * len(arr) / total
 
@@ -163,7 +168,7 @@ def _refine(prefix: npt.NDArray[np.float64], cuts: list[int], n: int) -> list[in
 def _bin_width(bins: int) -> int:
     n = check_int("bins", bins, minimum=1, maximum=RING_SIZE)
     if RING_SIZE % n:
-        raise ValueError(f"bins must be a power of two dividing 65536, got {n}")
+        raise InvalidArgument(f"bins must be a power of two dividing 65536, got {n}")
     return RING_SIZE // n
 
 

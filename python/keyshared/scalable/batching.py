@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from keyshared._checks import check_int
 from keyshared._core import bucket_indices, entry_bucket
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.routing.hashing import key_hash, key_hashes
 from keyshared.scalable.layout import Segment, TopicLayout
 from keyshared.scalable.ownership import BucketAssignment
@@ -234,23 +235,25 @@ def _entry(group: _Group, batch: _OpenBatch) -> EntryBatch:
 
 def _check_layout(layout: TopicLayout) -> TopicLayout:
     if not isinstance(layout, TopicLayout):
-        raise TypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
+        raise ArgumentTypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
     return layout
 
 
 def _sizes(payload_sizes: object, n: int) -> npt.NDArray[np.int64]:
     sizes = np.asarray(payload_sizes)
     if sizes.shape != (n,):
-        raise ValueError(f"payload_sizes must hold one size per key ({n}), got shape {sizes.shape}")
+        raise InvalidArgument(
+            f"payload_sizes must hold one size per key ({n}), got shape {sizes.shape}"
+        )
     if n and not np.issubdtype(sizes.dtype, np.integer):
-        raise TypeError(f"payload_sizes must be integers, got dtype {sizes.dtype}")
+        raise ArgumentTypeError(f"payload_sizes must be integers, got dtype {sizes.dtype}")
     if n and sizes.min() < 0:
-        raise ValueError(f"payload_sizes must not be negative (index {int(np.argmin(sizes))})")
+        raise InvalidArgument(f"payload_sizes must not be negative (index {int(np.argmin(sizes))})")
     # Batch sizes are summed as int64: refuse what would wrap rather than cut wrong batches.
     if n and int(sizes.max()) > _MAX_TOTAL_BYTES // n:
         total = sum(sizes.tolist())
         if total > _MAX_TOTAL_BYTES:
-            raise ValueError(
+            raise InvalidArgument(
                 f"payload_sizes add up to {total} B, more than one call can batch"
                 f" ({_MAX_TOTAL_BYTES} B); pass them in smaller calls"
             )
@@ -412,12 +415,12 @@ def route_entries(
     _check_segment_assignment(segment, assignment)
     lo, hi = np.asarray(entry_hash_min), np.asarray(entry_hash_max)
     if lo.shape != hi.shape or lo.ndim != 1:
-        raise ValueError(
+        raise InvalidArgument(
             "entry_hash_min and entry_hash_max must be one-dimensional arrays of one length,"
             f" got shapes {lo.shape} and {hi.shape}"
         )
     if len(lo) and (lo > hi).any():
-        raise ValueError(
+        raise InvalidArgument(
             f"entry_hash_min is above entry_hash_max at index {int(np.argmax(lo > hi))}"
         )
     first = bucket_indices(lo, segment.bucket_splits)
@@ -430,11 +433,13 @@ def route_entries(
 
 def _check_segment_assignment(segment: Segment, assignment: BucketAssignment) -> None:
     if not isinstance(segment, Segment):
-        raise TypeError(f"segment must be a Segment, got {type(segment).__name__}")
+        raise ArgumentTypeError(f"segment must be a Segment, got {type(segment).__name__}")
     if not isinstance(assignment, BucketAssignment):
-        raise TypeError(f"assignment must be a BucketAssignment, got {type(assignment).__name__}")
+        raise ArgumentTypeError(
+            f"assignment must be a BucketAssignment, got {type(assignment).__name__}"
+        )
     if assignment.bucket_count != segment.bucket_count:
-        raise ValueError(
+        raise InvalidArgument(
             f"assignment has {assignment.bucket_count} buckets but segment"
             f" {segment.segment_id} has {segment.bucket_count}"
         )

@@ -12,6 +12,7 @@ After a successful apply, advance the cooldown clocks with
 from __future__ import annotations
 
 from keyshared._checks import check_int
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.scalable.layout import TopicLayout
 from keyshared.scalable.policy import (
     AutoScalePolicy,
@@ -39,18 +40,18 @@ def apply_decision(
     when the policy is an :class:`~keyshared.InvalidPolicy` (which only ever decides
     NoAction)."""
     if not isinstance(layout, TopicLayout):
-        raise TypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
+        raise ArgumentTypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
     if not isinstance(policy, AutoScalePolicy | InvalidPolicy):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"policy must be an AutoScalePolicy or InvalidPolicy, got {type(policy).__name__}"
         )
     check_int("now_ms", now_ms, minimum=0)
     if isinstance(decision, NoAction):
         return layout
     if not isinstance(decision, Split | Merge | Rebucket):
-        raise TypeError(f"decision must be a Decision, got {type(decision).__name__}")
+        raise ArgumentTypeError(f"decision must be a Decision, got {type(decision).__name__}")
     if isinstance(policy, InvalidPolicy):
-        raise ValueError(
+        raise InvalidArgument(
             f"cannot apply {type(decision).__name__}: the policy is invalid ({policy.reason})"
         )
     if isinstance(decision, Split):
@@ -75,9 +76,9 @@ def _rebucket(
         maximum=policy.max_entry_buckets_per_segment,
     )
     if not decision.segment_ids:
-        raise ValueError("a Rebucket decision must name at least one segment")
+        raise InvalidArgument("a Rebucket decision must name at least one segment")
     if len(set(decision.segment_ids)) != len(decision.segment_ids):
-        raise ValueError(f"Rebucket names a segment twice: {list(decision.segment_ids)}")
+        raise InvalidArgument(f"Rebucket names a segment twice: {list(decision.segment_ids)}")
     for segment_id in decision.segment_ids:
         layout = layout.rebucket_segment(segment_id, count, now_ms)
     return layout

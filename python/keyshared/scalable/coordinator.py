@@ -35,6 +35,7 @@ from types import MappingProxyType
 
 from keyshared._checks import check_bool, check_instance, check_int, check_mapping
 from keyshared._core import HashRange
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.scalable.layout import Segment, TopicLayout
 from keyshared.scalable.topic_name import SegmentTopicName, TopicDomain, TopicName
 from keyshared.versions import M1, SCALABLE_TOPICS
@@ -105,7 +106,7 @@ def compute_assignment(
     topic names. Deterministic: a new controller leader computes the same."""
     m1 = SCALABLE_TOPICS.check(pulsar_version) == M1
     if not isinstance(layout, TopicLayout):
-        raise TypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
+        raise ArgumentTypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
     _check_topic(topic)
     names = sorted(_check_names("consumer_names", consumer_names))
     if not names:
@@ -164,9 +165,9 @@ def _check_topic(topic: object) -> None:
     """A scalable topic's name: its segments' topic names are made from it, and a wrong
     domain would only fail there, at the first assignment with consumers."""
     if not isinstance(topic, TopicName):
-        raise TypeError(f"topic must be a TopicName, got {type(topic).__name__}")
+        raise ArgumentTypeError(f"topic must be a TopicName, got {type(topic).__name__}")
     if topic.domain is not TopicDomain.topic:
-        raise ValueError(
+        raise InvalidArgument(
             f"topic must be a scalable topic (domain 'topic'), got {topic.domain.value!r}: {topic}"
         )
 
@@ -174,7 +175,7 @@ def _check_topic(topic: object) -> None:
 def _check_segment_ids(arg: str, segment_ids: object) -> frozenset[int]:
     """A collection of segment ids (ints >= 0); a lone int, str or bytes is refused."""
     if isinstance(segment_ids, str | bytes) or not isinstance(segment_ids, Iterable):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{arg} must be a collection of segment ids (int), got {type(segment_ids).__name__}"
         )
     return frozenset(check_int(f"{arg}[{i}]", sid, minimum=0) for i, sid in enumerate(segment_ids))
@@ -183,15 +184,15 @@ def _check_segment_ids(arg: str, segment_ids: object) -> frozenset[int]:
 def _check_names(arg: str, consumer_names: Iterable[str]) -> list[str]:
     # A lone str is iterable too: taken as names, it would be one consumer per letter.
     if isinstance(consumer_names, str | bytes):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{arg} must be an iterable of str, got a lone {type(consumer_names).__name__}"
         )
     names = list(consumer_names)
     for i, name in enumerate(names):
         if not isinstance(name, str):
-            raise TypeError(f"{arg}[{i}] must be a str, got {type(name).__name__}")
+            raise ArgumentTypeError(f"{arg}[{i}] must be a str, got {type(name).__name__}")
     if len(set(names)) != len(names):
-        raise ValueError(f"{arg} repeats a name: {names}")
+        raise InvalidArgument(f"{arg} repeats a name: {names}")
     return names
 
 
@@ -228,16 +229,18 @@ class SubscriptionCoordinator:
     def __post_init__(self) -> None:
         SCALABLE_TOPICS.check(self.pulsar_version)
         if not isinstance(self.subscription_name, str):
-            raise TypeError("subscription_name must be a str")
+            raise ArgumentTypeError("subscription_name must be a str")
         _check_topic(self.topic)
         if not isinstance(self.layout, TopicLayout):
-            raise TypeError(f"layout must be a TopicLayout, got {type(self.layout).__name__}")
+            raise ArgumentTypeError(
+                f"layout must be a TopicLayout, got {type(self.layout).__name__}"
+            )
         check_bool("drain_checker", self.drain_checker)
         check_int("grace_period_ms", self.grace_period_ms, minimum=0)
         check_mapping("sessions", self.sessions)
         for name, session in self.sessions.items():
             if not isinstance(session, ConsumerSession) or session.consumer_name != name:
-                raise ValueError(f"sessions[{name!r}] must be that consumer's ConsumerSession")
+                raise InvalidArgument(f"sessions[{name!r}] must be that consumer's ConsumerSession")
         drained = _check_segment_ids("drained_segment_ids", self.drained_segment_ids)
         object.__setattr__(self, "sessions", MappingProxyType(dict(self.sessions)))
         object.__setattr__(self, "drained_segment_ids", drained)
@@ -340,7 +343,7 @@ class SubscriptionCoordinator:
         ids = _check_segment_ids("segment_ids", segment_ids)
         for sid in ids:
             if sid not in self.layout.segments or self.layout.segments[sid].is_active:
-                raise ValueError(f"segment {sid} is not a sealed segment of the layout")
+                raise InvalidArgument(f"segment {sid} is not a sealed segment of the layout")
         return replace(self, drained_segment_ids=self.drained_segment_ids | ids)
 
     def _without(self, name: str) -> SubscriptionCoordinator:

@@ -42,6 +42,7 @@ from keyshared._core import (
     equal_width_splits,
 )
 from keyshared._reader import json_form, read, read_list
+from keyshared.errors import ArgumentTypeError, InvalidArgument, RefusedChange
 from keyshared.routing.router import HashingScheme, check_scheme
 from keyshared.versions import SCALABLE_TOPICS, segment_half
 
@@ -64,10 +65,10 @@ def format_descriptor(hash_range: HashRange, segment_id: int) -> str:
 def parse_descriptor(descriptor: str) -> tuple[HashRange, int]:
     """``(hash_range, segment_id)`` of a descriptor such as ``"0000-7fff-1"``."""
     if not isinstance(descriptor, str):
-        raise TypeError(f"descriptor must be a str, got {type(descriptor).__name__}")
+        raise ArgumentTypeError(f"descriptor must be a str, got {type(descriptor).__name__}")
     text, sep, seg = descriptor.rpartition("-")
     if not sep or not seg.isdigit() or not seg.isascii():
-        raise ValueError(f'descriptor {descriptor!r} is not like "0000-7fff-1"')
+        raise InvalidArgument(f'descriptor {descriptor!r} is not like "0000-7fff-1"')
     return HashRange.from_hex(text), int(seg)
 
 
@@ -90,7 +91,7 @@ def _check_ids(name: str, ids: Iterable[object]) -> tuple[int, ...]:
         check_int(f"{name}[{i}]", v, minimum=0, maximum=MAX_SEGMENT_ID) for i, v in enumerate(ids)
     )
     if len(set(out)) != len(out):
-        raise ValueError(f"{name} has a repeated id: {list(out)}")
+        raise InvalidArgument(f"{name} has a repeated id: {list(out)}")
     return out
 
 
@@ -131,7 +132,9 @@ class Segment:
     def __post_init__(self) -> None:
         check_int("segment_id", self.segment_id, minimum=0, maximum=MAX_SEGMENT_ID)
         if not isinstance(self.hash_range, HashRange):
-            raise TypeError(f"hash_range must be a HashRange, got {type(self.hash_range).__name__}")
+            raise ArgumentTypeError(
+                f"hash_range must be a HashRange, got {type(self.hash_range).__name__}"
+            )
         object.__setattr__(self, "state", SegmentState(self.state))
         object.__setattr__(self, "parent_ids", _check_ids("parent_ids", self.parent_ids))
         object.__setattr__(self, "child_ids", _check_ids("child_ids", self.child_ids))
@@ -148,7 +151,7 @@ class Segment:
             check_int("sealed_at_epoch", self.sealed_at_epoch, minimum=created_epoch)
         if self.legacy_topic_name is not None and not isinstance(self.legacy_topic_name, str):
             kind = type(self.legacy_topic_name).__name__
-            raise TypeError(f"legacy_topic_name must be a str or None, got {kind}")
+            raise ArgumentTypeError(f"legacy_topic_name must be a str or None, got {kind}")
         check_scheme("legacy_hashing_scheme", self.legacy_hashing_scheme)
 
     @property
@@ -219,17 +222,17 @@ class Segment:
 
 def _hash_range(path: str, text: object) -> HashRange:
     if not isinstance(text, str):
-        raise TypeError(f'{path} must be a str like "0000-7fff"')
+        raise ArgumentTypeError(f'{path} must be a str like "0000-7fff"')
     try:
         return HashRange.from_hex(text)
     except ValueError as e:
-        raise ValueError(f"{path}: {e}") from None
+        raise InvalidArgument(f"{path}: {e}") from None
 
 
 def _state(path: str, value: object) -> SegmentState:
     name = str(value).upper()
     if name not in SegmentState.__members__:
-        raise ValueError(f"{path} must be ACTIVE or SEALED, got {value!r}")
+        raise InvalidArgument(f"{path} must be ACTIVE or SEALED, got {value!r}")
     return SegmentState(name)
 
 
@@ -240,7 +243,7 @@ def _hashing_scheme(path: str, value: object) -> HashingScheme | None:
         return HashingScheme(value)
     except ValueError:
         names = [s.value for s in HashingScheme]
-        raise ValueError(f"{path} must be one of {names} or null, got {value!r}") from None
+        raise InvalidArgument(f"{path} must be one of {names} or null, got {value!r}") from None
 
 
 def _scheme_entry(scheme: HashingScheme | None) -> dict[str, str]:
@@ -256,7 +259,7 @@ def _segments_by_id(path: str, items: object) -> dict[int, Segment]:
     segments = read_list(path, items, lambda p, v: read(Segment, v, p))
     by_id = {s.segment_id: s for s in segments}
     if len(by_id) != len(segments):
-        raise ValueError(f"{path} repeats a segment id")
+        raise InvalidArgument(f"{path} repeats a segment id")
     return by_id
 
 
@@ -286,9 +289,11 @@ class TopicLayout:
         by_id: dict[int, Segment] = {}
         for key, seg in self.segments.items():
             if not isinstance(seg, Segment):
-                raise TypeError(f"segments[{key!r}] must be a Segment, got {type(seg).__name__}")
+                raise ArgumentTypeError(
+                    f"segments[{key!r}] must be a Segment, got {type(seg).__name__}"
+                )
             if key != seg.segment_id:
-                raise ValueError(f"segments[{key!r}] holds segment {seg.segment_id}")
+                raise InvalidArgument(f"segments[{key!r}] holds segment {seg.segment_id}")
             by_id[seg.segment_id] = seg
         object.__setattr__(self, "segments", MappingProxyType(dict(sorted(by_id.items()))))
         _check_dag(by_id, self.next_segment_id, self.epoch)
@@ -308,7 +313,7 @@ class TopicLayout:
         check_int("now_ms", now_ms, minimum=0)
         buckets = buckets_for_budget(bucket_budget, n)
         if buckets > RING_SIZE:
-            raise ValueError(
+            raise InvalidArgument(
                 f"bucket_budget gives {buckets} buckets per segment, above {RING_SIZE}"
             )
         splits = tuple(equal_width_splits(buckets))
@@ -342,11 +347,11 @@ class TopicLayout:
         """The segment with this id; ValueError naming the id if there is none."""
         if isinstance(segment_id, bool):
             # True == 1 as a dict key, but a bool is never meant as a segment id.
-            raise TypeError("segment_id must be an int, got bool")
+            raise ArgumentTypeError("segment_id must be an int, got bool")
         try:
             return self.segments[segment_id]
         except (KeyError, TypeError):
-            raise ValueError(f"segment {segment_id!r} is not in the layout") from None
+            raise InvalidArgument(f"segment {segment_id!r} is not in the layout") from None
 
     def find_active_segment(self, segment_hash: int) -> Segment:
         """The active segment whose range holds ``segment_hash`` (in ``[0, 0xFFFF]``)."""
@@ -469,7 +474,7 @@ class TopicLayout:
         try:
             low, high = seg.hash_range.split()
         except ValueError as e:
-            raise ValueError(f"cannot split segment {seg.segment_id}: {e}") from None
+            raise RefusedChange(f"cannot split segment {seg.segment_id}: {e}") from None
         first, epoch = self.next_segment_id, self.epoch + 1
         splits = tuple(equal_width_splits(max(1, seg.bucket_count // 2)))
         children = [
@@ -496,9 +501,9 @@ class TopicLayout:
         b = self._active_segment(segment_id_2, "merge")
         check_int("now_ms", now_ms, minimum=0)
         if a.segment_id == b.segment_id:
-            raise ValueError(f"cannot merge segment {a.segment_id} with itself")
+            raise RefusedChange(f"cannot merge segment {a.segment_id} with itself")
         if not a.hash_range.is_adjacent_to(b.hash_range):
-            raise ValueError(
+            raise RefusedChange(
                 f"segments {a.segment_id} ({a.hash_range}) and {b.segment_id} ({b.hash_range})"
                 " are not adjacent"
             )
@@ -534,16 +539,16 @@ class TopicLayout:
         check_int("now_ms", now_ms, minimum=0)
         if bucket_splits is None:
             if n == seg.bucket_count:
-                raise ValueError(f"segment {seg.segment_id} already has {n} bucket(s)")
+                raise RefusedChange(f"segment {seg.segment_id} already has {n} bucket(s)")
             splits = tuple(equal_width_splits(n))
         else:
             splits = _check_splits("bucket_splits", bucket_splits)
             if len(splits) != n - 1:
-                raise ValueError(
+                raise InvalidArgument(
                     f"bucket_splits has {len(splits)} split point(s); {n} buckets need {n - 1}"
                 )
             if splits == seg.bucket_splits:
-                raise ValueError(f"segment {seg.segment_id} already has these bucket splits")
+                raise RefusedChange(f"segment {seg.segment_id} already has these bucket splits")
         new_id, epoch = self.next_segment_id, self.epoch + 1
         successor = Segment(
             new_id,
@@ -560,7 +565,7 @@ class TopicLayout:
         its parents and children; epoch + 1."""
         seg = self.segment(segment_id)
         if seg.is_active:
-            raise ValueError(f"cannot prune segment {seg.segment_id}: it is active")
+            raise RefusedChange(f"cannot prune segment {seg.segment_id}: it is active")
         segments = dict(self.segments)
         del segments[seg.segment_id]
         for cid in seg.child_ids:
@@ -578,7 +583,7 @@ class TopicLayout:
     def _active_segment(self, segment_id: int, action: str) -> Segment:
         seg = self.segment(segment_id)
         if not seg.is_active:
-            raise ValueError(f"cannot {action} segment {seg.segment_id}: it is sealed")
+            raise RefusedChange(f"cannot {action} segment {seg.segment_id}: it is sealed")
         return seg
 
     def _apply(self, changed: Iterable[Segment], next_segment_id: int) -> TopicLayout:
@@ -649,25 +654,29 @@ def _check_dag(segments: Mapping[int, Segment], next_segment_id: int, epoch: int
     children_of = {sid: frozenset(seg.child_ids) for sid, seg in segments.items()}
     for sid, seg in segments.items():
         if sid >= next_segment_id:
-            raise ValueError(f"segment {sid} is not below next_segment_id ({next_segment_id})")
+            raise InvalidArgument(f"segment {sid} is not below next_segment_id ({next_segment_id})")
         if max(seg.created_at_epoch, seg.sealed_at_epoch) > epoch:
-            raise ValueError(f"segment {sid} records an epoch above the layout's ({epoch})")
+            raise InvalidArgument(f"segment {sid} records an epoch above the layout's ({epoch})")
         if seg.is_active and seg.child_ids:
-            raise ValueError(f"segment {sid} is active but has children {list(seg.child_ids)}")
+            raise InvalidArgument(f"segment {sid} is active but has children {list(seg.child_ids)}")
         for pid in seg.parent_ids:
             parent = segments.get(pid)
             if parent is None:
-                raise ValueError(f"segment {sid} names parent {pid}, which is not in the layout")
+                raise InvalidArgument(
+                    f"segment {sid} names parent {pid}, which is not in the layout"
+                )
             if pid >= sid:
-                raise ValueError(f"segment {sid} names parent {pid}, which is not older")
+                raise InvalidArgument(f"segment {sid} names parent {pid}, which is not older")
             if sid not in children_of[pid]:
-                raise ValueError(f"segment {sid} names parent {pid}, which does not name it")
+                raise InvalidArgument(f"segment {sid} names parent {pid}, which does not name it")
         for cid in seg.child_ids:
             child = segments.get(cid)
             if child is None:
-                raise ValueError(f"segment {sid} names child {cid}, which is not in the layout")
+                raise InvalidArgument(
+                    f"segment {sid} names child {cid}, which is not in the layout"
+                )
             if sid not in parents_of[cid]:
-                raise ValueError(f"segment {sid} names child {cid}, which does not name it")
+                raise InvalidArgument(f"segment {sid} names child {cid}, which does not name it")
 
 
 def _check_tiling(active: Sequence[Segment]) -> None:

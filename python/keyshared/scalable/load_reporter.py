@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from keyshared._checks import check_int, check_rate
+from keyshared.errors import ArgumentTypeError
 from keyshared.scalable.policy import SegmentLoadStats, is_material_change
 
 #: Pulsar's default relative threshold: a rate must move by more than 25%.
@@ -30,14 +31,14 @@ def _key(topic: str, segment_id: int, where: str = "") -> _Key:
     """``(topic, segment_id)`` checked; ``where`` prefixes the names in errors (a key of
     ``last_written``)."""
     if not isinstance(topic, str):
-        raise TypeError(f"{where}topic must be a str, got {type(topic).__name__}")
+        raise ArgumentTypeError(f"{where}topic must be a str, got {type(topic).__name__}")
     return topic, check_int(f"{where}segment_id", segment_id, minimum=0)
 
 
 def _written_key(key: object) -> _Key:
     """A key of ``last_written``: a ``(topic, segment_id)`` pair."""
     if not isinstance(key, tuple) or len(key) != 2:
-        raise TypeError(f"last_written key {key!r} must be a (topic, segment_id) tuple")
+        raise ArgumentTypeError(f"last_written key {key!r} must be a (topic, segment_id) tuple")
     return _key(key[0], key[1], f"last_written key {key!r}: ")
 
 
@@ -55,13 +56,13 @@ class SegmentLoadReporter:
         threshold = check_rate("rate_change_threshold", self.rate_change_threshold)
         object.__setattr__(self, "rate_change_threshold", threshold)
         if not isinstance(self.last_written, Mapping):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"last_written must be a mapping, got {type(self.last_written).__name__}"
             )
         for key, stats in self.last_written.items():
             topic, segment_id = _written_key(key)
             if not isinstance(stats, SegmentLoadStats):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"last_written[{topic!r}, {segment_id}] must be SegmentLoadStats,"
                     f" got {type(stats).__name__}"
                 )
@@ -74,7 +75,9 @@ class SegmentLoadReporter:
         segment always is), and the reporter that remembers it as written."""
         key = _key(topic, segment_id)
         if not isinstance(current, SegmentLoadStats):
-            raise TypeError(f"current must be SegmentLoadStats, got {type(current).__name__}")
+            raise ArgumentTypeError(
+                f"current must be SegmentLoadStats, got {type(current).__name__}"
+            )
         last = self.last_written.get(key)
         if last is not None and not is_material_change(last, current, self.rate_change_threshold):
             return False, self

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from keyshared._checks import check_int
 from keyshared._core import RING_SIZE, HashRange, buckets_for_budget, equal_width_splits
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.routing.router import HashingScheme, check_scheme
 from keyshared.scalable.layout import Segment, SegmentState, TopicLayout, equal_width_ranges
 from keyshared.scalable.topic_name import TopicDomain, TopicName
@@ -37,11 +38,11 @@ def create_migrated_metadata(
     (Pulsar's ``createMigratedMetadata`` records none)."""
     base = TopicName.get(persistent_base) if isinstance(persistent_base, str) else persistent_base
     if not isinstance(base, TopicName):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"persistent_base must be a TopicName or str, got {type(persistent_base).__name__}"
         )
     if base.domain is not TopicDomain.persistent:
-        raise ValueError(f"persistent_base must be a persistent:// topic, got {base}")
+        raise InvalidArgument(f"persistent_base must be a persistent:// topic, got {base}")
     check_int("partitions", partitions, maximum=RING_SIZE)
     check_int("entry_bucket_budget", entry_bucket_budget, minimum=1)
     check_int("now_ms", now_ms, minimum=0)

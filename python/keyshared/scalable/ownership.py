@@ -28,6 +28,7 @@ from keyshared._core import (
     validate_bucket_boundaries,
 )
 from keyshared.dispatch.draining import DrainingHashesTracker, PendingAcksMap
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.scalable.layout import Segment
 
 
@@ -43,7 +44,7 @@ class BucketConsumer:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
-            raise TypeError(f"name must be a str, got {type(self.name).__name__}")
+            raise ArgumentTypeError(f"name must be a str, got {type(self.name).__name__}")
         check_int("consumer_id", self.consumer_id, minimum=0, maximum=2**64 - 1)
 
     def _order(self) -> tuple[bytes, int]:
@@ -60,13 +61,13 @@ def _consumers(consumers: Iterable[BucketConsumer | int]) -> list[BucketConsumer
     """Consumers in (name, id) order; a bare int is a consumer with an empty name."""
     if isinstance(consumers, str | bytes | bytearray):
         # Iterating text or bytes would make a consumer of each character or byte.
-        raise TypeError(
+        raise ArgumentTypeError(
             f"consumers must be an iterable of consumers, got {type(consumers).__name__}"
         )
     out = [c if isinstance(c, BucketConsumer) else BucketConsumer("", c) for c in consumers]
     ids = [c.consumer_id for c in out]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"consumers repeat a consumer id: {sorted(ids)}")
+        raise InvalidArgument(f"consumers repeat a consumer id: {sorted(ids)}")
     return sorted(out)
 
 
@@ -149,7 +150,9 @@ def sticky_assignment(
     most buckets in place of any balanced assignment.
     """
     if not isinstance(previous, BucketAssignment):
-        raise TypeError(f"previous must be a BucketAssignment, got {type(previous).__name__}")
+        raise ArgumentTypeError(
+            f"previous must be a BucketAssignment, got {type(previous).__name__}"
+        )
     ordered = _consumers(consumers)
     n = previous.bucket_count
     if not ordered:
@@ -203,9 +206,11 @@ def lost_buckets(before: BucketAssignment, after: BucketAssignment) -> dict[int,
 def _check_same_segment(before: BucketAssignment, after: BucketAssignment) -> None:
     for name, value in (("before", before), ("after", after)):
         if not isinstance(value, BucketAssignment):
-            raise TypeError(f"{name} must be a BucketAssignment, got {type(value).__name__}")
+            raise ArgumentTypeError(
+                f"{name} must be a BucketAssignment, got {type(value).__name__}"
+            )
     if before.bucket_count != after.bucket_count:
-        raise ValueError(
+        raise InvalidArgument(
             f"before has {before.bucket_count} buckets and after {after.bucket_count}:"
             " a segment's bucket count never changes (a rollover is a new segment)"
         )
@@ -250,7 +255,7 @@ class BucketHandoff:
         unblocking_handler: Callable[[int], object] | None = None,
     ) -> None:
         if not isinstance(segment, Segment):
-            raise TypeError(f"segment must be a Segment, got {type(segment).__name__}")
+            raise ArgumentTypeError(f"segment must be a Segment, got {type(segment).__name__}")
         n = segment.bucket_count
         self._ranges = segment.bucket_ranges()
         self._hashes = [segment.canonical_bucket_hash(b) for b in range(n)]
@@ -331,7 +336,7 @@ class BucketHandoff:
         held = end - first
         if holder != consumer_id or held < count:
             have = held if holder == consumer_id else 0
-            raise ValueError(
+            raise InvalidArgument(
                 f"consumer {consumer_id} has {have} pending message(s) of bucket {b},"
                 f" cannot ack {count}"
             )

@@ -32,6 +32,7 @@ from keyshared._checks import (
 )
 from keyshared._core import RING_SIZE, equal_width_splits
 from keyshared._reader import MissingValue, build, field_path, json_form, read
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.scalable.layout import Segment, TopicLayout
 from keyshared.versions import M1, SCALABLE_TOPICS
 
@@ -88,7 +89,9 @@ class SegmentLoadSample:
 
     def __post_init__(self) -> None:
         if not isinstance(self.stats, SegmentLoadStats):
-            raise TypeError(f"stats must be SegmentLoadStats, got {type(self.stats).__name__}")
+            raise ArgumentTypeError(
+                f"stats must be SegmentLoadStats, got {type(self.stats).__name__}"
+            )
         check_int("modified_at_ms", self.modified_at_ms, minimum=0)
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,7 +103,7 @@ class SegmentLoadSample:
         """A sample from its flat JSON form (a missing rate is 0); errors name the field."""
         flat = dict(check_mapping(name, data))
         if "modified_at_ms" not in flat:
-            raise ValueError(f"{name}.modified_at_ms is missing")
+            raise InvalidArgument(f"{name}.modified_at_ms is missing")
         modified_at_ms = flat.pop("modified_at_ms")
         stats = read(SegmentLoadStats, flat, name)
         return build(cls, name, stats=stats, modified_at_ms=modified_at_ms)
@@ -162,13 +165,13 @@ class AutoScalePolicy:
             "max_entry_buckets_per_segment", self.max_entry_buckets_per_segment, maximum=RING_SIZE
         )
         if self.max_segments < self.min_segments:
-            raise ValueError(
+            raise InvalidArgument(
                 f"max_segments ({self.max_segments}) must be >= min_segments ({self.min_segments})"
             )
         for rate in _RATES:
             split, merge = getattr(self, f"split_{rate}"), getattr(self, f"merge_{rate}")
             if split <= merge:
-                raise ValueError(
+                raise InvalidArgument(
                     f"split_{rate} ({split:g}) must be above merge_{rate} ({merge:g}): "
                     "the dead band between them prevents split/merge flapping"
                 )
@@ -201,7 +204,7 @@ class AutoScalePolicy:
         :class:`InvalidPolicy` instead)."""
         resolved = resolve_auto_scale_config(self, namespace_override, topic_override)
         if isinstance(resolved, InvalidPolicy):
-            raise ValueError(resolved.reason)
+            raise InvalidArgument(resolved.reason)
         return resolved
 
     def to_dict(self) -> dict[str, Any]:
@@ -243,7 +246,7 @@ class AutoScalePolicyOverride:
     def __init__(self, **fields: Any) -> None:
         unknown = sorted(set(fields) - _POLICY_FIELDS.keys())
         if unknown:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"AutoScalePolicyOverride got unknown field(s) {', '.join(unknown)}:"
                 " it takes AutoScalePolicy's fields"
             )
@@ -307,7 +310,7 @@ class InvalidPolicy:
 
     def __post_init__(self) -> None:
         if not isinstance(self.reason, str):
-            raise TypeError(f"reason must be a str, got {type(self.reason).__name__}")
+            raise ArgumentTypeError(f"reason must be a str, got {type(self.reason).__name__}")
 
     @property
     def enabled(self) -> bool:
@@ -331,7 +334,7 @@ def resolve_auto_scale_config(
     elif isinstance(broker, AutoScalePolicy):
         chosen = asdict(broker)
     else:
-        raise TypeError(
+        raise ArgumentTypeError(
             "broker must be an AutoScalePolicy or AutoScalePolicyOverride,"
             f" got {type(broker).__name__}"
         )
@@ -340,7 +343,7 @@ def resolve_auto_scale_config(
         if override is None:
             continue
         if not isinstance(override, AutoScalePolicyOverride):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{name} must be an AutoScalePolicyOverride, got {type(override).__name__}"
             )
         chosen.update(override.set_fields())
@@ -510,19 +513,19 @@ class _Context:
         """:func:`decide`'s arguments, checked. The others are checked even when the policy
         is invalid; a disabled policy stands in for it then."""
         if not isinstance(policy, AutoScalePolicy | InvalidPolicy):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"policy must be an AutoScalePolicy or InvalidPolicy, got {type(policy).__name__}"
             )
         if not isinstance(layout, TopicLayout):
-            raise TypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
+            raise ArgumentTypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
         check_mapping("load_by_segment", load_by_segment)
         for sid, sample in load_by_segment.items():
             if sid not in layout.segments:
-                raise ValueError(
+                raise InvalidArgument(
                     f"load_by_segment names segment {sid!r}, which is not in the layout"
                 )
             if not isinstance(sample, SegmentLoadSample):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"load_by_segment[{sid}] must be a SegmentLoadSample,"
                     f" got {type(sample).__name__}"
                 )
@@ -748,7 +751,7 @@ class LastOperationTimes:
             return replace(self, last_rebucket_at_ms=now_ms)
         if isinstance(decision, NoAction):
             return self
-        raise TypeError(f"decision must be a Decision, got {type(decision).__name__}")
+        raise ArgumentTypeError(f"decision must be a Decision, got {type(decision).__name__}")
 
 
 def last_operation_times(layout: TopicLayout) -> LastOperationTimes:
@@ -860,7 +863,7 @@ def _samples(path: str, data: object) -> dict[int, SegmentLoadSample]:
     for key, value in check_mapping(path, data).items():
         sid = parse_id(path, key)
         if sid in out:
-            raise ValueError(f"{path} names segment {sid} twice")
+            raise InvalidArgument(f"{path} names segment {sid} twice")
         out[sid] = SegmentLoadSample.from_dict(value, f"{path}[{sid}]")
     return out
 

@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from keyshared._checks import check_int
 from keyshared._core import HashRange
+from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.scalable.layout import format_descriptor, parse_descriptor
 
 #: Pulsar's defaults for a name given without tenant and namespace.
@@ -50,14 +51,16 @@ class TopicName:
         for name in ("tenant", "namespace_portion", "local_name"):
             value = getattr(self, name)
             if not isinstance(value, str):
-                raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+                raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}")
             if not value or "/" in value:
-                raise ValueError(f"{name} must be non-empty and without '/', got {value!r}")
+                raise InvalidArgument(f"{name} must be non-empty and without '/', got {value!r}")
         is_segment = self.domain is TopicDomain.segment
         if is_segment != (self.segment_range is not None) or is_segment != (
             self.segment_id is not None
         ):
-            raise ValueError("segment_range and segment_id are set exactly for the segment domain")
+            raise InvalidArgument(
+                "segment_range and segment_id are set exactly for the segment domain"
+            )
         if self.segment_id is not None:
             check_int("segment_id", self.segment_id, minimum=0)
 
@@ -67,7 +70,7 @@ class TopicName:
         descriptor as a fourth part). A name without a domain is ``persistent``; a bare
         local name is in ``public/default``, as in Pulsar."""
         if not isinstance(name, str):
-            raise TypeError(f"topic name must be a str, got {type(name).__name__}")
+            raise ArgumentTypeError(f"topic name must be a str, got {type(name).__name__}")
         scheme, sep, rest = name.partition("://")
         if not sep:
             scheme, rest = TopicDomain.persistent.value, name
@@ -76,18 +79,18 @@ class TopicName:
         try:
             domain = TopicDomain(scheme)
         except ValueError:
-            raise ValueError(f"topic name {name!r} has an unknown domain {scheme!r}") from None
+            raise InvalidArgument(f"topic name {name!r} has an unknown domain {scheme!r}") from None
         parts = rest.split("/")
         if domain is TopicDomain.segment:
             if len(parts) != 4:
-                raise ValueError(
+                raise InvalidArgument(
                     f"segment topic name {name!r} is not like"
                     ' "segment://tenant/ns/topic/0000-7fff-1"'
                 )
             hash_range, segment_id = parse_descriptor(parts[3])
             return cls(domain, parts[0], parts[1], parts[2], hash_range, segment_id)
         if len(parts) != 3:
-            raise ValueError(f'topic name {name!r} is not like "{scheme}://tenant/ns/topic"')
+            raise InvalidArgument(f'topic name {name!r} is not like "{scheme}://tenant/ns/topic"')
         return cls(domain, parts[0], parts[1], parts[2])
 
     @property
@@ -103,7 +106,7 @@ class TopicName:
         """Partition ``index`` of this (partitioned) topic: ``...-partition-{index}``."""
         check_int("index", index, minimum=0)
         if self.is_segment:
-            raise ValueError(f"a segment topic has no partitions: {self}")
+            raise InvalidArgument(f"a segment topic has no partitions: {self}")
         return TopicName(
             self.domain,
             self.tenant,
@@ -120,9 +123,9 @@ class TopicName:
 
 def _segment_topic(topic: TopicName, what: str) -> TopicName:
     if not isinstance(topic, TopicName):
-        raise TypeError(f"{what} must be a TopicName, got {type(topic).__name__}")
+        raise ArgumentTypeError(f"{what} must be a TopicName, got {type(topic).__name__}")
     if not topic.is_segment:
-        raise ValueError(f"expected the segment domain, got {topic.domain.value!r}: {topic}")
+        raise InvalidArgument(f"expected the segment domain, got {topic.domain.value!r}: {topic}")
     return topic
 
 
@@ -134,13 +137,17 @@ class SegmentTopicName:
         """The name of segment ``segment_id`` (with ``hash_range``) of the scalable topic
         ``parent_topic``, whose domain must be ``topic``."""
         if not isinstance(parent_topic, TopicName):
-            raise TypeError(f"parent_topic must be a TopicName, got {type(parent_topic).__name__}")
+            raise ArgumentTypeError(
+                f"parent_topic must be a TopicName, got {type(parent_topic).__name__}"
+            )
         if parent_topic.domain is not TopicDomain.topic:
-            raise ValueError(
+            raise InvalidArgument(
                 f"parent_topic must have the domain 'topic', got {parent_topic.domain.value!r}"
             )
         if not isinstance(hash_range, HashRange):
-            raise TypeError(f"hash_range must be a HashRange, got {type(hash_range).__name__}")
+            raise ArgumentTypeError(
+                f"hash_range must be a HashRange, got {type(hash_range).__name__}"
+            )
         check_int("segment_id", segment_id, minimum=0)
         return TopicName(
             TopicDomain.segment,

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from keyshared.errors import InvalidArgument
 from keyshared.scalable.layout import TopicLayout
 from keyshared.scalable.policy import AutoScalePolicy
 from keyshared.simulate.scenario import (
@@ -161,9 +162,9 @@ BUILTIN: dict[str, Callable[[float], Scenario]] = {
 def builtin_scenario(name: str, scale: float = 1.0) -> Scenario:
     """A built-in scenario by name, shrunk (or grown) by ``scale`` (> 0)."""
     if name not in BUILTIN:
-        raise ValueError(f"no built-in scenario {name!r}; choose from {', '.join(BUILTIN)}")
+        raise InvalidArgument(f"no built-in scenario {name!r}; choose from {', '.join(BUILTIN)}")
     if not 0 < scale <= 100:
-        raise ValueError(f"scale must be in (0, 100], got {scale}")
+        raise InvalidArgument(f"scale must be in (0, 100], got {scale}")
     return BUILTIN[name](scale)
 
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from keyshared.errors import InvalidArgument
 from keyshared.simulate.builtin import BUILTIN, builtin_scenario
 from keyshared.simulate.engine import simulate
 from keyshared.simulate.invariants import InvariantViolation
@@ -83,10 +84,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _scenario(args: argparse.Namespace) -> Scenario:
     if (args.path is None) == (args.scenario is None):
-        raise ValueError("give a scenario file or --scenario NAME (one of them)")
+        raise InvalidArgument("give a scenario file or --scenario NAME (one of them)")
     if args.scenario is None:
         if args.scale is not None:
-            raise ValueError("--scale applies to built-in scenarios only")
+            raise InvalidArgument("--scale applies to built-in scenarios only")
         return Scenario.from_file(args.path)
     return builtin_scenario(args.scenario, 1.0 if args.scale is None else args.scale)
 
@@ -94,10 +95,10 @@ def _scenario(args: argparse.Namespace) -> Scenario:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     scenario = _scenario(args)
     if args.seed is not None and args.seed < 0:
-        raise ValueError(f"--seed must not be negative, got {args.seed}")
+        raise InvalidArgument(f"--seed must not be negative, got {args.seed}")
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         # Said before the run rather than after it.
-        raise ValueError(
+        raise InvalidArgument(
             "the plots need matplotlib: install keyshared[simulate], or pass --no-plots"
         )
     show = sys.stderr.isatty() if args.progress is None else args.progress

@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from keyshared.errors import InvalidArgument
 from keyshared.scalable.controller import apply_decision
 from keyshared.scalable.coordinator import compute_assignment
 from keyshared.scalable.layout import TopicLayout
@@ -119,7 +120,7 @@ class Controller:
         self, layout: TopicLayout, policy: AutoScalePolicy, assignment: Assignment = "buckets"
     ) -> None:
         if assignment not in ASSIGNMENTS:
-            raise ValueError(f'assignment must be "buckets" or "segments", got {assignment!r}')
+            raise InvalidArgument(f'assignment must be "buckets" or "segments", got {assignment!r}')
         self.layout = layout
         self.policy = policy
         self.assignment = assignment

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from keyshared._checks import check_int, check_keys, check_mapping, check_name, check_rate
 from keyshared._core import RING_SIZE
 from keyshared._reader import build, field_path, json_form, read
-from keyshared.errors import ScenarioError
+from keyshared.errors import ArgumentTypeError, InvalidArgument, ScenarioError
 from keyshared.scalable.batching import DEFAULT_MAX_BYTES, DEFAULT_MAX_MESSAGES
 from keyshared.scalable.layout import TopicLayout
 from keyshared.scalable.policy import AutoScalePolicy
@@ -46,9 +46,11 @@ class KeySpec:
     def __post_init__(self) -> None:
         check_int("count", self.count, minimum=1, maximum=1_000_000)
         if not isinstance(self.prefix, str):
-            raise TypeError(f"prefix must be a str, got {type(self.prefix).__name__}")
+            raise ArgumentTypeError(f"prefix must be a str, got {type(self.prefix).__name__}")
         if self.distribution not in ("uniform", "zipf"):
-            raise ValueError(f'distribution must be "uniform" or "zipf", got {self.distribution!r}')
+            raise InvalidArgument(
+                f'distribution must be "uniform" or "zipf", got {self.distribution!r}'
+            )
         check_rate("zipf_exponent", self.zipf_exponent)
 
 
@@ -139,7 +141,9 @@ class ConsumerSpec:
         if self.leave_ms is not None:
             check_int("leave_ms", self.leave_ms, minimum=self.join_ms + 1)
         if not 0.0 <= check_rate("nack_probability", self.nack_probability) < 1.0:
-            raise ValueError(f"nack_probability must be in [0, 1), got {self.nack_probability}")
+            raise InvalidArgument(
+                f"nack_probability must be in [0, 1), got {self.nack_probability}"
+            )
 
     def names(self) -> list[str]:
         """The names of the ``count`` consumers."""
@@ -193,11 +197,11 @@ class WindowSpec:
             minimum=self.base_redelivery_delay_ms,
         )
         if self.backoff_strategy not in ("fixed", "exponential"):
-            raise ValueError(
+            raise InvalidArgument(
                 f'backoff_strategy must be "fixed" or "exponential", got {self.backoff_strategy!r}'
             )
         if self.poison_policy not in ("drop", "dead_letter", "block"):
-            raise ValueError(
+            raise InvalidArgument(
                 'poison_policy must be "drop", "dead_letter" or "block",'
                 f" got {self.poison_policy!r}"
             )
@@ -226,9 +230,13 @@ class TopicSpec:
     def __post_init__(self) -> None:
         check_name("name", self.name)
         if self.assignment not in ASSIGNMENTS:
-            raise ValueError(f'assignment must be "buckets" or "segments", got {self.assignment!r}')
+            raise InvalidArgument(
+                f'assignment must be "buckets" or "segments", got {self.assignment!r}'
+            )
         if not isinstance(self.layout, TopicLayout):
-            raise TypeError(f"layout must be a TopicLayout, got {type(self.layout).__name__}")
+            raise ArgumentTypeError(
+                f"layout must be a TopicLayout, got {type(self.layout).__name__}"
+            )
         check_int("count", self.count, minimum=1, maximum=10_000)
         _check_unique("producers", [p.name for p in self.producers])
         _check_unique("consumers", [n for c in self.consumers for n in c.names()])
@@ -267,7 +275,9 @@ class Scenario:
     def __post_init__(self) -> None:
         check_name("name", self.name)
         if not isinstance(self.description, str):
-            raise TypeError(f"description must be a str, got {type(self.description).__name__}")
+            raise ArgumentTypeError(
+                f"description must be a str, got {type(self.description).__name__}"
+            )
         check_int("seed", self.seed, minimum=0, maximum=2**63 - 1)
         check_int("duration_ms", self.duration_ms, minimum=1)
         if self.max_time_ms is not None:
@@ -276,10 +286,12 @@ class Scenario:
         for name in ("policy_interval_ms", "load_report_interval_ms", "sample_interval_ms"):
             value = check_int(name, getattr(self, name), minimum=self.tick_ms)
             if value % self.tick_ms:
-                raise ValueError(f"{name} ({value}) must be a multiple of tick_ms ({self.tick_ms})")
+                raise InvalidArgument(
+                    f"{name} ({value}) must be a multiple of tick_ms ({self.tick_ms})"
+                )
         check_int("load_rate_window_ms", self.load_rate_window_ms, minimum=self.tick_ms)
         if not self.topics:
-            raise ValueError("topics must hold at least one topic")
+            raise InvalidArgument("topics must hold at least one topic")
         _check_unique("topics", [n for t in self.topics for n in t.replica_names()])
         _check_times(self)
 
@@ -333,7 +345,7 @@ def _payload(path: str, data: object) -> PayloadSpec:
     raw = dict(check_mapping(path, data))
     if "bytes" in raw:
         if "min_bytes" in raw or "max_bytes" in raw:
-            raise ValueError(f"{path}: give bytes, or min_bytes and max_bytes, not both")
+            raise InvalidArgument(f"{path}: give bytes, or min_bytes and max_bytes, not both")
         size = raw.pop("bytes")
         raw.update(min_bytes=size, max_bytes=size)
     return read(PayloadSpec, raw, path)
@@ -346,7 +358,7 @@ def _layout(path: str, data: object) -> TopicLayout:
     check_keys(path, raw, {"segments", "bucket_budget", "dag"})
     if "dag" in raw:
         if len(raw) > 1:
-            raise ValueError(f"{path}: give dag, or segments and bucket_budget, not both")
+            raise InvalidArgument(f"{path}: give dag, or segments and bucket_budget, not both")
         return TopicLayout.from_dict(raw["dag"], field_path(path, "dag"))
 
     def initial(segments: object = 1, bucket_budget: Any = 4) -> TopicLayout:
@@ -363,13 +375,13 @@ def _check_times(scenario: Scenario) -> None:
     for t, topic in enumerate(scenario.topics):
         for p, producer in enumerate(topic.producers):
             if producer.start_ms >= scenario.duration_ms:
-                raise ValueError(
+                raise InvalidArgument(
                     f"topics[{t}].producers[{p}].start_ms ({producer.start_ms}) must be before"
                     f" duration_ms ({scenario.duration_ms})"
                 )
         for c, consumer in enumerate(topic.consumers):
             if consumer.join_ms >= horizon:
-                raise ValueError(
+                raise InvalidArgument(
                     f"topics[{t}].consumers[{c}].join_ms ({consumer.join_ms}) must be before"
                     f" the end of the run ({horizon} ms)"
                 )
@@ -378,7 +390,7 @@ def _check_times(scenario: Scenario) -> None:
 def _check_positive(name: str, value: object) -> float:
     number = check_rate(name, value)
     if number <= 0.0:
-        raise ValueError(f"{name} must be above 0, got {value}")
+        raise InvalidArgument(f"{name} must be above 0, got {value}")
     return number
 
 
@@ -386,7 +398,7 @@ def _check_unique(what: str, names: list[str]) -> None:
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise ValueError(f"{what} repeat the name {name!r}")
+            raise InvalidArgument(f"{what} repeat the name {name!r}")
         seen.add(name)
 
 

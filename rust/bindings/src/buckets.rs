@@ -3,7 +3,7 @@ use pyo3::prelude::*;
 
 use crate::errors::Raise;
 
-use crate::conversions::{arg, Int, RingHash, RingHashes, Splits, Threads};
+use crate::conversions::{arg, instance, Int, RingHash, RingHashes, Splits, Text, Threads};
 use keyshared_kernels::buckets::{self, HashRange};
 
 #[doc = stub_doc!("HashRange")]
@@ -36,8 +36,9 @@ impl PyHashRange {
 
     #[doc = stub_doc!("HashRange.from_hex")]
     #[staticmethod]
-    fn from_hex(text: &str) -> PyResult<Self> {
-        Ok(Self(HashRange::parse_hex(text).py()?))
+    fn from_hex(text: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let Text(text) = arg(text, "text")?;
+        Ok(Self(HashRange::parse_hex(&text).py()?))
     }
 
     #[doc = stub_doc!("HashRange.start")]
@@ -71,8 +72,9 @@ impl PyHashRange {
     }
 
     #[doc = stub_doc!("HashRange.is_adjacent_to")]
-    fn is_adjacent_to(&self, other: PyHashRange) -> bool {
-        self.0.is_adjacent_to(other.0)
+    fn is_adjacent_to(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let other = instance::<Self>(other, "other")?.get().0;
+        Ok(self.0.is_adjacent_to(other))
     }
 
     #[doc = stub_doc!("HashRange.split")]
@@ -82,8 +84,9 @@ impl PyHashRange {
     }
 
     #[doc = stub_doc!("HashRange.merge")]
-    fn merge(&self, other: PyHashRange) -> PyResult<Self> {
-        Ok(Self(self.0.merge(other.0).py()?))
+    fn merge(&self, other: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let other = instance::<Self>(other, "other")?.get().0;
+        Ok(Self(self.0.merge(other).py()?))
     }
 
     #[doc = stub_doc!("HashRange.to_hex")]

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::str::FromStr;
 
 use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyMapping, PyString, PyTuple};
@@ -16,7 +16,7 @@ use strum::VariantNames;
 
 use crate::buckets::PyHashRange;
 use crate::draining::PyDrainingHashesTracker;
-use crate::errors::Raise;
+use crate::errors::{invalid, wrong_type, Raise};
 use crate::pending_acks::PyPendingAcksMap;
 use keyshared_kernels::buckets::{ring_hash, validate_splits, HashRange};
 use keyshared_kernels::cursor::MAX_OFFSET;
@@ -94,11 +94,11 @@ fn key_bytes_named<'a>(
     if let Ok(s) = obj.cast::<PyString>() {
         s.to_str()
             .map(str::as_bytes)
-            .map_err(|e| PyValueError::new_err(format!("{} is not valid text: {e}", what())))
+            .map_err(|e| invalid(format!("{} is not valid text: {e}", what())))
     } else if let Ok(b) = obj.cast::<PyBytes>() {
         Ok(b.as_bytes())
     } else {
-        Err(PyTypeError::new_err(format!(
+        Err(wrong_type(format!(
             "{} must be str or bytes, got {}",
             what(),
             type_name(obj)
@@ -110,22 +110,39 @@ argument!(
     /// A `str` argument as Rust text; lone surrogates are refused by name.
     Text(String) = |obj, what| {
         let text = obj.cast::<PyString>().map_err(|_| {
-            PyTypeError::new_err(format!("{what} must be a str, got {}", type_name(obj)))
+            wrong_type(format!("{what} must be a str, got {}", type_name(obj)))
         })?;
         key_bytes(text.as_any(), what).map(|b| String::from_utf8_lossy(b).into_owned())
     }
 );
 
 /// `err` with `prefix` (where it happened) put before its message, keeping TypeError a
-/// TypeError; any other error becomes a ValueError.
+/// TypeError (an `ArgumentTypeError`); any other error becomes an `InvalidArgument`.
 pub fn prefixed(err: PyErr, prefix: &str) -> PyErr {
     Python::attach(|py| {
         let message = format!("{prefix} {}", err.value(py));
         if err.is_instance_of::<PyTypeError>(py) {
-            PyTypeError::new_err(message)
+            wrong_type(message)
         } else {
-            PyValueError::new_err(message)
+            invalid(message)
         }
+    })
+}
+
+/// The argument `obj`, called `what`, as an instance of the native class `T`; anything else
+/// is an `ArgumentTypeError` naming the argument (PyO3's own extraction would raise a bare
+/// TypeError).
+pub fn instance<'a, 'py, T: pyo3::PyClass>(
+    obj: &'a Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<&'a Bound<'py, T>> {
+    obj.cast::<T>().map_err(|_| {
+        let class = obj
+            .py()
+            .get_type::<T>()
+            .name()
+            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        wrong_type(format!("{what} must be a {class}, got {}", type_name(obj)))
     })
 }
 
@@ -145,9 +162,9 @@ fn int_value(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
     refuse_bool(obj, what)?;
     obj.extract::<i64>().map_err(|err| {
         if err.is_instance_of::<PyOverflowError>(obj.py()) {
-            PyValueError::new_err(format!("{what} = {obj} is out of range"))
+            invalid(format!("{what} = {obj} is out of range"))
         } else {
-            PyTypeError::new_err(format!("{what} must be an int, got {}", type_name(obj)))
+            wrong_type(format!("{what} must be an int, got {}", type_name(obj)))
         }
     })
 }
@@ -155,12 +172,19 @@ fn int_value(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
 /// `bool` is an `int` subclass, but `True` as an id or a hash is a mistake, not a 1.
 fn refuse_bool(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
     if obj.is_instance_of::<PyBool>() {
-        return Err(PyTypeError::new_err(format!(
-            "{what} must be an int, got bool"
-        )));
+        return Err(wrong_type(format!("{what} must be an int, got bool")));
     }
     Ok(())
 }
+
+argument!(
+    /// A `bool` argument; an int or anything else is a mistake, not a truth value.
+    Flag(bool) = |obj, what| {
+        obj.cast::<PyBool>()
+            .map(|b| b.is_true())
+            .map_err(|_| wrong_type(format!("{what} must be a bool, got {}", type_name(obj))))
+    }
+);
 
 argument!(
     /// A 16-bit ring hash.
@@ -180,7 +204,7 @@ argument!(
         let n = int_value(obj, what)?;
         match usize::try_from(n) {
             Ok(n) if n >= 1 => Ok(n),
-            _ => Err(PyValueError::new_err(format!("{what} must be at least 1, got {n}"))),
+            _ => Err(invalid(format!("{what} must be at least 1, got {n}"))),
         }
     }
 );
@@ -197,7 +221,7 @@ argument!(
     DefaultThreads(usize) = |obj, what| {
         let n = int_value(obj, what)?;
         usize::try_from(n).map_err(|_| {
-            PyValueError::new_err(format!("{what} must be 0 (one per core) or more, got {n}"))
+            invalid(format!("{what} must be 0 (one per core) or more, got {n}"))
         })
     }
 );
@@ -211,9 +235,9 @@ fn consumer_value(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     refuse_bool(obj, what)?;
     obj.extract::<u64>().map_err(|err| {
         if err.is_instance_of::<PyOverflowError>(obj.py()) {
-            PyValueError::new_err(format!("{what} must be in [0, 2**64 - 1], got {obj}"))
+            invalid(format!("{what} must be in [0, 2**64 - 1], got {obj}"))
         } else {
-            PyTypeError::new_err(format!("{what} must be an int, got {}", type_name(obj)))
+            wrong_type(format!("{what} must be an int, got {}", type_name(obj)))
         }
     })
 }
@@ -246,13 +270,12 @@ fn bounded_value(obj: &Bound<'_, PyAny>, what: &str, max: u64, bound: &str) -> P
             return Ok(v);
         }
     }
-    let out_of_range =
-        || PyValueError::new_err(format!("{what} must be in [0, {bound}], got {obj}"));
+    let out_of_range = || invalid(format!("{what} must be in [0, {bound}], got {obj}"));
     let value = obj.extract::<i128>().map_err(|err| {
         if err.is_instance_of::<PyOverflowError>(obj.py()) {
             out_of_range()
         } else {
-            PyTypeError::new_err(format!("{what} must be an int, got {}", type_name(obj)))
+            wrong_type(format!("{what} must be an int, got {}", type_name(obj)))
         }
     })?;
     u64::try_from(value)
@@ -286,7 +309,7 @@ argument!(
     Size(usize) = |obj, what| {
         let value = int_value(obj, what)?;
         usize::try_from(value)
-            .map_err(|_| PyValueError::new_err(format!("{what} must not be negative, got {value}")))
+            .map_err(|_| invalid(format!("{what} must not be negative, got {value}")))
     }
 );
 
@@ -300,7 +323,7 @@ argument!(
     StickyKeyHash(u16) = |obj, what| {
         let value = int_value(obj, what)?;
         u16::try_from(value).ok().filter(|&h| h != 0).ok_or_else(|| {
-            PyValueError::new_err(format!("{what} must be in [1, 65535], got {value}"))
+            invalid(format!("{what} must be in [1, 65535], got {value}"))
         })
     }
 );
@@ -353,7 +376,7 @@ pub fn route<'a>(
     ) {
         (Some(h), None) => Ok(Route::Stamped(arg::<RingHash>(h, "entry_hash_min")?.0)),
         (None, Some(k)) => Ok(Route::Key(key_bytes(k, "key")?)),
-        _ => Err(PyTypeError::new_err(
+        _ => Err(wrong_type(
             "give exactly one of entry_hash_min (stamped entry) and key",
         )),
     }
@@ -364,7 +387,7 @@ pub fn named<E: FromStr + VariantNames>(what: &str, name: &str) -> PyResult<E> {
     name.parse().map_err(|_| {
         let quoted: Vec<String> = E::VARIANTS.iter().map(|v| format!("\"{v}\"")).collect();
         let (last, rest) = quoted.split_last().expect("an enum has variants");
-        PyValueError::new_err(format!(
+        invalid(format!(
             "{what} must be {} or {last}, got {name:?}",
             rest.join(", ")
         ))
@@ -426,7 +449,7 @@ argument!(
         if obj.is_callable() {
             return Ok(obj.clone().unbind());
         }
-        Err(PyTypeError::new_err(format!(
+        Err(wrong_type(format!(
             "{what} must be callable or None, got {}",
             type_name(obj)
         )))
@@ -440,8 +463,7 @@ pub fn sequence<'py>(
     what: &str,
     expected: &str,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    let not_one =
-        || PyTypeError::new_err(format!("{what} must be {expected}, got {}", type_name(obj)));
+    let not_one = || wrong_type(format!("{what} must be {expected}, got {}", type_name(obj)));
     if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
         return Err(not_one());
     }
@@ -508,7 +530,7 @@ fn not_ints(obj: &Bound<'_, PyAny>, what: &str) -> PyErr {
         Ok(a) => format!("dtype {} with {} dimensions", a.dtype(), a.ndim()),
         Err(_) => type_name(obj),
     };
-    PyTypeError::new_err(format!(
+    wrong_type(format!(
         "{what} must be a one-dimensional array of integers, got {got}"
     ))
 }
@@ -522,7 +544,7 @@ fn checked_values<T>(
 ) -> PyResult<Vec<T>> {
     let check = |(i, v): (usize, i128)| {
         if v < min || v > max {
-            return Err(PyValueError::new_err(format!(
+            return Err(invalid(format!(
                 "{what}[{i}] = {v} is outside [{min}, {max}]"
             )));
         }
@@ -576,9 +598,9 @@ fn item_values(obj: &Bound<'_, PyAny>, what: &str) -> Result<Vec<i128>, Option<P
             refuse_bool(&item, &what)?;
             item.extract::<i128>().map_err(|err| {
                 if err.is_instance_of::<PyOverflowError>(obj.py()) {
-                    PyValueError::new_err(format!("{what} = {item} is out of range"))
+                    invalid(format!("{what} = {item} is out of range"))
                 } else {
-                    PyTypeError::new_err(format!("{what} must be an int, got {}", type_name(&item)))
+                    wrong_type(format!("{what} must be an int, got {}", type_name(&item)))
                 }
             })
         })
@@ -670,7 +692,7 @@ argument!(
 
 fn hash_range(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<HashRange> {
     let range = obj.cast::<PyHashRange>().map_err(|_| {
-        PyTypeError::new_err(format!(
+        wrong_type(format!(
             "{what} must be a HashRange, got {}",
             type_name(obj)
         ))
@@ -694,7 +716,7 @@ fn range_bounds(item: &Bound<'_, PyAny>, what: &str) -> PyResult<(i64, i64)> {
         return Ok((i64::from(r.start()), i64::from(r.end())));
     }
     let bad = || {
-        PyTypeError::new_err(format!(
+        wrong_type(format!(
             "{what} must be a HashRange or a (start, end) pair of ints, got {}",
             type_name(item)
         ))
@@ -714,7 +736,7 @@ argument!(
     /// it would make a pattern of each character).
     KeyPatterns(Vec<Box<[u8]>>) = |obj, what| {
         if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
-            return Err(PyTypeError::new_err(format!(
+            return Err(wrong_type(format!(
                 "{what} must be an iterable of str or bytes patterns, not a single pattern"
             )));
         }
@@ -745,7 +767,7 @@ argument!(
     /// `{consumer_id: [HashRange, ...]}` from a mapping.
     ConsumerRanges(BTreeMap<u64, Vec<HashRange>>) = |obj, what| {
         let mapping = obj.cast::<PyMapping>().map_err(|_| {
-            PyTypeError::new_err(format!(
+            wrong_type(format!(
                 "{what} must be a mapping of consumer id to hash ranges, got {}",
                 type_name(obj)
             ))
@@ -771,7 +793,7 @@ argument!(
 
 fn assignment(item: &Bound<'_, PyAny>, what: &str) -> PyResult<(HashRange, u64)> {
     let bad = || {
-        PyTypeError::new_err(format!(
+        wrong_type(format!(
             "{what} must be a (HashRange, consumer id) pair, got {}",
             type_name(item)
         ))
@@ -817,9 +839,9 @@ fn dict_items<'py>(
     obj: &Bound<'py, PyAny>,
     what: &str,
 ) -> PyResult<Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
-    let dict = obj.cast::<PyDict>().map_err(|_| {
-        PyTypeError::new_err(format!("{what} must be a dict, got {}", type_name(obj)))
-    })?;
+    let dict = obj
+        .cast::<PyDict>()
+        .map_err(|_| wrong_type(format!("{what} must be a dict, got {}", type_name(obj))))?;
     Ok(dict.iter().collect())
 }
 
@@ -828,7 +850,7 @@ pub fn same_lengths(lengths: &[(&str, usize)]) -> PyResult<()> {
     let (first, n) = lengths[0];
     for &(name, len) in &lengths[1..] {
         if len != n {
-            return Err(PyValueError::new_err(format!(
+            return Err(invalid(format!(
                 "{name} has {len} items but {first} has {n}"
             )));
         }
@@ -850,19 +872,19 @@ impl<'py> FromArg<'py> for WiredMaps<'py> {
         for (i, item) in pending_acks.try_iter()?.enumerate() {
             let item = item?;
             let map = item.cast::<PyPendingAcksMap>().map_err(|_| {
-                PyTypeError::new_err(format!(
+                wrong_type(format!(
                     "{what}[{i}] must be a PendingAcksMap, got {}",
                     type_name(&item)
                 ))
             })?;
             let Some(own) = map.get().tracker.as_ref() else {
-                return Err(PyValueError::new_err(format!(
+                return Err(invalid(format!(
                     "{what}[{i}] has no tracker to register draining hashes in"
                 )));
             };
             match &tracker {
                 Some(t) if !t.is(own) => {
-                    return Err(PyValueError::new_err(format!(
+                    return Err(invalid(format!(
                         "{what}[{i}] is wired to another tracker than {what}[0]"
                     )))
                 }
@@ -870,7 +892,7 @@ impl<'py> FromArg<'py> for WiredMaps<'py> {
                 None => tracker = Some(own.clone_ref(item.py())),
             }
             if maps.iter().any(|m| m.is(map)) {
-                return Err(PyValueError::new_err(format!("{what}[{i}] is given twice")));
+                return Err(invalid(format!("{what}[{i}] is given twice")));
             }
             maps.push(map.clone());
         }
@@ -918,7 +940,7 @@ argument!(
 
 fn segment_route(item: &Bound<'_, PyAny>, what: &str) -> PyResult<SegmentRoute> {
     let bad = || {
-        PyTypeError::new_err(format!(
+        wrong_type(format!(
             "{what} must be a (segment_id, HashRange, splits) triple, got {}",
             type_name(item)
         ))

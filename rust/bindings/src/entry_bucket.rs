@@ -2,10 +2,9 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use numpy::PyArray1;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::errors::Raise;
+use crate::errors::{invalid, Raise};
 
 use super::buckets::PyHashRange;
 use super::impacted::PyImpactedConsumersResult;
@@ -163,7 +162,7 @@ impl PyEntryBucketSelector {
         let mut out = vec![0u64; hashes.len()];
         let selected = detached(py, &self.state, |s| s.select_many(&hashes, &mut out));
         if !selected && !hashes.is_empty() {
-            return Err(PyValueError::new_err("the selector has no consumers"));
+            return Err(invalid("the selector has no consumers"));
         }
         Ok(PyArray1::from_vec(py, out))
     }

@@ -1,12 +1,44 @@
-//! Kernel errors as Python exceptions: bad input is a `ValueError`, something a stateful
-//! kernel does not hold is a `KeyError`.
+//! Kernel errors as Python exceptions, all of them classes of `keyshared.errors`: bad input is
+//! an `InvalidArgument` (a ValueError), an argument of the wrong type an `ArgumentTypeError` (a
+//! TypeError), something a stateful kernel does not hold a `NotFound` or, for a consumer, an
+//! `UnknownConsumer` (KeyErrors). The bindings raise through the constructors below, never a
+//! built-in exception, so that one `except KeysharedError` catches every mistake a caller makes.
 
-use pyo3::exceptions::{PyKeyError, PyValueError};
+use std::fmt::Display;
+
 use pyo3::prelude::*;
 
 use crate::conversions::routing_key_object;
 use keyshared_kernels::error::{InvalidInput, KeyConflict, NotFound, StateError};
 use keyshared_kernels::routing_key::RoutingKey;
+
+/// The classes of `keyshared.errors`, imported on first use.
+pub mod classes {
+    pyo3::import_exception!(keyshared.errors, InvalidArgument);
+    pyo3::import_exception!(keyshared.errors, ArgumentTypeError);
+    pyo3::import_exception!(keyshared.errors, NotFound);
+    pyo3::import_exception!(keyshared.errors, UnknownConsumer);
+}
+
+/// An `InvalidArgument` (a ValueError): an argument's value is one the call cannot take.
+pub fn invalid(message: impl Display) -> PyErr {
+    classes::InvalidArgument::new_err(message.to_string())
+}
+
+/// An `ArgumentTypeError` (a TypeError): an argument's type is one the call does not take.
+pub fn wrong_type(message: impl Display) -> PyErr {
+    classes::ArgumentTypeError::new_err(message.to_string())
+}
+
+/// An `UnknownConsumer` (a KeyError) whose message is `message`.
+pub fn unknown_consumer(message: impl Display) -> PyErr {
+    classes::UnknownConsumer::new_err(message.to_string())
+}
+
+/// A `NotFound` (a KeyError) whose message is `message`.
+pub fn not_found(message: impl Display) -> PyErr {
+    classes::NotFound::new_err(message.to_string())
+}
 
 /// The Python exception a kernel error raises.
 pub trait ToPyErr: Sized {
@@ -21,7 +53,7 @@ pub trait ToPyErr: Sized {
 
 impl ToPyErr for InvalidInput {
     fn to_py_err_in(self, batch: Option<&str>) -> PyErr {
-        PyValueError::new_err(message(self, batch))
+        invalid(message(self, batch))
     }
 }
 
@@ -32,6 +64,7 @@ fn message(error: InvalidInput, batch: Option<&str>) -> String {
             None => format!("item {index}: {}", message(*error, None)),
         },
         InvalidInput::Message(message) => message,
+        e @ InvalidInput::ConsumerExists { .. } => e.to_string(),
         InvalidInput::OutOfRange { what, value, max } => {
             format!("{what} must be in [0, {}], got {value}", python_bound(max))
         }
@@ -85,7 +118,11 @@ fn key_conflict(conflict: &KeyConflict) -> String {
 
 impl ToPyErr for NotFound {
     fn to_py_err_in(self, _batch: Option<&str>) -> PyErr {
-        PyKeyError::new_err(self.0)
+        if self.is_consumer() {
+            unknown_consumer(self)
+        } else {
+            not_found(self)
+        }
     }
 }
 

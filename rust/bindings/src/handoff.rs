@@ -3,7 +3,7 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 
 use super::impacted::PyImpactedConsumersResult;
-use crate::conversions::{arg, opt_arg, ConsumerId, WiredMaps};
+use crate::conversions::{arg, instance, opt_arg, ConsumerId, WiredMaps};
 use crate::pending_acks::PyPendingAcksMap;
 use crate::state::{lock, lock_maps, notify};
 use keyshared_kernels::handoff;
@@ -14,10 +14,11 @@ use keyshared_kernels::pending_acks::PendingAcks;
 #[pyo3(signature = (impacted, pending_acks, skip_consumer=None))]
 fn register_draining_hashes(
     py: Python<'_>,
-    impacted: &Bound<'_, PyImpactedConsumersResult>,
+    impacted: &Bound<'_, PyAny>,
     pending_acks: &Bound<'_, PyAny>,
     skip_consumer: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(usize, usize)> {
+    let impacted = instance::<PyImpactedConsumersResult>(impacted, "impacted")?;
     let skip = opt_arg::<ConsumerId>(skip_consumer, "skip_consumer")?.map(|s| s.0);
     let WiredMaps(maps, tracker) = arg(pending_acks, "pending_acks")?;
     let Some(tracker) = tracker else {

@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 
 use super::buckets::PyHashRange;
-use crate::conversions::{arg, opt_arg, Assignments, ConsumerRanges, Snapshot};
+use crate::conversions::{arg, instance, opt_arg, Assignments, ConsumerRanges, Snapshot};
 use keyshared_kernels::buckets::HashRange;
 use keyshared_kernels::impacted::{impacted_consumers, validate_assignments, ImpactedConsumers};
 use keyshared_kernels::ring::ranges_by_consumer;
@@ -131,10 +131,11 @@ impl PyConsumerHashAssignmentsSnapshot {
     fn resolve_impacted_consumers(
         &self,
         py: Python<'_>,
-        assignments_after: &Self,
-    ) -> PyImpactedConsumersResult {
-        let result = py.detach(|| impacted_consumers(&self.0, &assignments_after.0));
-        PyImpactedConsumersResult(result)
+        assignments_after: &Bound<'_, PyAny>,
+    ) -> PyResult<PyImpactedConsumersResult> {
+        let after = instance::<Self>(assignments_after, "assignments_after")?.get();
+        let result = py.detach(|| impacted_consumers(&self.0, &after.0));
+        Ok(PyImpactedConsumersResult(result))
     }
 
     fn __len__(&self) -> usize {

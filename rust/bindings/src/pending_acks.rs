@@ -1,11 +1,10 @@
 use std::sync::Mutex;
 
 use numpy::PyArray1;
-use pyo3::exceptions::PyTypeError;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 
-use crate::errors::Raise;
+use crate::errors::{wrong_type, Raise};
 use pyo3::PyTraverseError;
 
 use super::draining::PyDrainingHashesTracker;
@@ -197,7 +196,7 @@ impl PyPendingAcksMap {
             )),
             (None, None) => None,
             _ => {
-                return Err(PyTypeError::new_err(
+                return Err(wrong_type(
                     "remove takes batch_size and sticky_key_hash together, or neither",
                 ))
             }

@@ -6,8 +6,8 @@ use crate::errors::Raise;
 
 use super::draining::PyDrainingHashesTracker;
 use crate::conversions::{
-    arg, opt_arg, queued_position, same_lengths, Callback, ConsumersByHash, I64s, Int,
-    OptConsumerIds, Permits, RingHash, RingHashSet, RingHashes, Size,
+    arg, arg_or, opt_arg, queued_position, same_lengths, Callback, ConsumersByHash, Flag, I64s,
+    Int, OptConsumerIds, Permits, RingHash, RingHashSet, RingHashes, Size,
 };
 use crate::state::{detached, lock, with_state};
 use keyshared_kernels::redelivery::{
@@ -44,13 +44,19 @@ impl PyMessageRedeliveryController {
 #[pymethods]
 impl PyMessageRedeliveryController {
     #[new]
-    #[pyo3(signature = (allow_out_of_order_delivery=false))]
-    fn new(allow_out_of_order_delivery: bool) -> Self {
-        Self {
-            state: Mutex::new(MessageRedeliveryController::new(
-                allow_out_of_order_delivery,
-            )),
-        }
+    #[pyo3(
+        signature = (allow_out_of_order_delivery=None),
+        text_signature = "(allow_out_of_order_delivery=False)"
+    )]
+    fn new(allow_out_of_order_delivery: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let Flag(allow) = arg_or(
+            allow_out_of_order_delivery,
+            "allow_out_of_order_delivery",
+            Flag(false),
+        )?;
+        Ok(Self {
+            state: Mutex::new(MessageRedeliveryController::new(allow)),
+        })
     }
 
     #[doc = stub_doc!("MessageRedeliveryController.allow_out_of_order_delivery")]

@@ -1,10 +1,9 @@
 use std::sync::Mutex;
 
 use numpy::PyArray1;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::errors::Raise;
+use crate::errors::{invalid, unknown_consumer, Raise};
 use pyo3::types::PyBytes;
 
 use super::buckets::PyHashRange;
@@ -138,7 +137,7 @@ impl PyConsistentHashingSelector {
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let RingHashes(hashes) = arg(sticky_key_hashes, "sticky_key_hashes")?;
         let out = detached(py, &self.state, |s| s.select_many(&hashes))
-            .ok_or_else(|| PyValueError::new_err("the ring has no consumers"))?;
+            .ok_or_else(|| invalid("the ring has no consumers"))?;
         Ok(PyArray1::from_vec(py, out))
     }
 
@@ -226,12 +225,8 @@ impl PyKeySharedConsumerState {
         consumer_id: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
-        let filters =
-            with_state(py, &self.state, |s| s.key_filters(consumer)).ok_or_else(|| {
-                pyo3::exceptions::PyKeyError::new_err(format!(
-                    "consumer {consumer} is not in the state"
-                ))
-            })?;
+        let filters = with_state(py, &self.state, |s| s.key_filters(consumer))
+            .ok_or_else(|| unknown_consumer(format!("consumer {consumer} is not in the state")))?;
         Ok(filters.iter().map(|f| PyBytes::new(py, f)).collect())
     }
 

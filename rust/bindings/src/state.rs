@@ -23,9 +23,9 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
+use crate::errors;
 use crate::pending_acks::PyPendingAcksMap;
 use keyshared_kernels::pending_acks::PendingAcks;
 
@@ -63,7 +63,7 @@ pub fn lock<S>(state: &Mutex<S>) -> MutexGuard<'_, S> {
 /// there, and could then be neither removed nor added through it.
 pub fn check_unowned(owner: Option<&str>) -> PyResult<()> {
     match owner {
-        Some(owner) => Err(PyTypeError::new_err(format!(
+        Some(owner) => Err(errors::wrong_type(format!(
             "this selector is a {owner}'s: add and remove consumers through the dispatcher"
         ))),
         None => Ok(()),

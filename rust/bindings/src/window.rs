@@ -4,7 +4,8 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 
 use crate::conversions::{
-    arg, arg_or, named, routing_key_object, ConsumerId, ConsumerSet, Count, Millis, Offset, Text,
+    arg, arg_or, instance, named, routing_key_object, ConsumerId, ConsumerSet, Count, Millis,
+    Offset, Text,
 };
 use crate::errors::Raise;
 use crate::rings::PyKeySharedConsumerState;
@@ -583,13 +584,13 @@ impl PyInFlightWindow {
         py: Python<'_>,
         offset: &Bound<'_, PyAny>,
         key: &Bound<'_, PyAny>,
-        state: &Bound<'_, PyKeySharedConsumerState>,
+        state: &Bound<'_, PyAny>,
         now_ms: &Bound<'_, PyAny>,
     ) -> PyResult<(PyWindowAction, Option<u64>)> {
         let Offset(offset) = arg(offset, "offset")?;
         let key: RoutingKey = arg(key, "key")?;
         let Millis(now) = arg(now_ms, "now_ms")?;
-        let ring = state.get();
+        let ring = instance::<PyKeySharedConsumerState>(state, "state")?.get();
         let (action, cursor) = with_state(py, &self.state, |w| {
             w.dispatch_polled(offset, &key, &lock(&ring.state), now)
         })
@@ -603,7 +604,7 @@ impl PyInFlightWindow {
         &self,
         py: Python<'_>,
         now_ms: &Bound<'_, PyAny>,
-        state: &Bound<'_, PyKeySharedConsumerState>,
+        state: &Bound<'_, PyAny>,
         inactive_consumers: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(Vec<PyWindowAction>, Option<u64>)> {
         let Millis(now) = arg(now_ms, "now_ms")?;
@@ -611,7 +612,7 @@ impl PyInFlightWindow {
             Some(ids) if !ids.is_none() => arg::<ConsumerSet>(ids, "inactive_consumers")?.0,
             _ => HashSet::new(),
         };
-        let ring = state.get();
+        let ring = instance::<PyKeySharedConsumerState>(state, "state")?.get();
         let (actions, cursor) = with_state(py, &self.state, |w| {
             w.handle_heartbeat(now, &mut lock(&ring.state), &inactive)
         });

@@ -227,7 +227,7 @@ impl BucketCheckpoints {
         }
         for (i, (&s, &b)) in segment_ids.iter().zip(buckets).enumerate() {
             if !self.cursors.contains_key(&(s, b)) {
-                return Err(NotFound(format!("[{i}]: {}", not_open(s, b).0)).into());
+                return Err(not_open(s, b).at(i).into());
             }
             check_offset(i128::from(offsets[i]), &format!("offsets[{i}]"))?;
         }
@@ -260,9 +260,7 @@ impl BucketCheckpoints {
 }
 
 fn not_open(segment_id: u64, bucket: u32) -> NotFound {
-    NotFound(format!(
-        "bucket {bucket} of segment {segment_id} is not open"
-    ))
+    NotFound::Bucket { segment_id, bucket }
 }
 
 #[cfg(test)]

@@ -55,9 +55,10 @@ impl KeySharedConsumerState {
     /// an error.
     pub fn add_consumer(&mut self, consumer: u64, filters: Vec<Box<[u8]>>) -> KernelResult<()> {
         if self.contains(consumer) {
-            return Err(InvalidInput::Message(format!(
-                "consumer {consumer} was already added"
-            )));
+            return Err(InvalidInput::ConsumerExists {
+                consumer,
+                status: "was already added",
+            });
         }
         if let Some(i) = filters.iter().position(|f| f.is_empty()) {
             return Err(InvalidInput::new("an empty filter would match only the empty key").at(i));
@@ -74,7 +75,11 @@ impl KeySharedConsumerState {
         let before = self.consumers.len();
         self.consumers.retain(|c| c.id != consumer);
         if self.consumers.len() == before {
-            return Err(NotFound(format!("consumer {consumer} is not in the state")).into());
+            return Err(NotFound::Consumer {
+                consumer,
+                status: "in the state",
+            }
+            .into());
         }
         self.rebuild();
         Ok(())

@@ -151,9 +151,11 @@ impl EntryBucketSelector {
     /// Adds a consumer; an id already connected is an error.
     pub fn add_consumer(&mut self, consumer: u64, name: &str) -> StateResult<ImpactedConsumers> {
         if self.contains(consumer) {
-            return Err(
-                InvalidInput::Message(format!("consumer {consumer} is already connected")).into(),
-            );
+            return Err(InvalidInput::ConsumerExists {
+                consumer,
+                status: "is already connected",
+            }
+            .into());
         }
         let member = Member {
             name: name.to_owned(),

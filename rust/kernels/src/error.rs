@@ -17,6 +17,10 @@ pub enum InvalidInput {
     /// A message's key conflicts with what the in-flight window holds for it.
     #[error(transparent)]
     Key(#[from] KeyConflict),
+    /// Consumer `consumer` is already held; `status` says how ("was already added", "is
+    /// already connected").
+    #[error("consumer {consumer} {status}")]
+    ConsumerExists { consumer: u64, status: &'static str },
     /// Item `index` of a batch is wrong; the caller, who knows the batch's name, says which.
     #[error("item {index}: {error}")]
     Item {
@@ -63,11 +67,40 @@ pub enum KeyConflict {
 
 pub type KernelResult<T> = Result<T, InvalidInput>;
 
-/// Something a stateful kernel was asked about that it does not hold (a consumer, a
-/// checkpoint); Python sees a KeyError.
+/// Something a stateful kernel was asked about that it does not hold; Python sees a KeyError
+/// (`keyshared.errors.UnknownConsumer` for a consumer, `NotFound` otherwise).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{0}")]
-pub struct NotFound(pub String);
+pub enum NotFound {
+    /// A consumer the kernel does not hold; `status` is what it would be if held
+    /// ("connected", "in the state").
+    #[error("consumer {consumer} is not {status}")]
+    Consumer { consumer: u64, status: &'static str },
+    /// A cursor's bucket that is not open.
+    #[error("bucket {bucket} of segment {segment_id} is not open")]
+    Bucket { segment_id: u64, bucket: u32 },
+    /// Item `index` of a batch names something the kernel does not hold.
+    #[error("[{index}]: {error}")]
+    Item { index: usize, error: Box<NotFound> },
+}
+
+impl NotFound {
+    /// This error, as the error of item `index` of a batch.
+    pub fn at(self, index: usize) -> Self {
+        Self::Item {
+            index,
+            error: Box::new(self),
+        }
+    }
+
+    /// Whether what is missing is a consumer.
+    pub fn is_consumer(&self) -> bool {
+        match self {
+            Self::Consumer { .. } => true,
+            Self::Bucket { .. } => false,
+            Self::Item { error, .. } => error.is_consumer(),
+        }
+    }
+}
 
 /// A failure of a stateful kernel: bad input, or a key it does not hold.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -184,9 +184,10 @@ impl ConsistentHashingSelector {
         name: &[u8],
     ) -> KernelResult<Option<ImpactedConsumers>> {
         if self.contains(consumer) {
-            return Err(InvalidInput::Message(format!(
-                "consumer {consumer} was already added"
-            )));
+            return Err(InvalidInput::ConsumerExists {
+                consumer,
+                status: "was already added",
+            });
         }
         let index = self.name_index.allocate(consumer, name);
         for i in 0..self.number_of_points {

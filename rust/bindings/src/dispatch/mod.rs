@@ -9,14 +9,13 @@ mod sticky;
 use std::collections::BTreeMap;
 use std::sync::MutexGuard;
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyTuple, PyType};
 use strum::VariantArray;
 
 use crate::conversions::{arg, key_bytes, opt_arg, type_name, ConsumerId, QueuedId, StickyKeyHash};
-use crate::errors::Raise;
+use crate::errors::{self, Raise};
 use crate::pending_acks::PyPendingAcksMap;
 use crate::state::lock_maps;
 use keyshared_kernels::dispatch::sticky::{Dispatched, HoldReason, ReadEntry};
@@ -95,7 +94,7 @@ fn hold_reason(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<HoldReason> {
         .position(|m| m.bind(obj.py()).is(obj))
         .map(|i| HoldReason::VARIANTS[i])
         .ok_or_else(|| {
-            PyTypeError::new_err(format!(
+            errors::wrong_type(format!(
                 "{what} must be a HoldReason or None, got {}",
                 type_name(obj)
             ))

@@ -1,6 +1,6 @@
 use std::sync::Mutex;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PySequence, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
@@ -12,7 +12,7 @@ use crate::conversions::{
     Size, StickyKeyHash,
 };
 use crate::draining::PyDrainingHashesTracker;
-use crate::errors::Raise;
+use crate::errors::{self, Raise};
 use crate::pending_acks::{Ack, PyPendingAcksMap};
 use crate::redelivery::{look_ahead_config, PyMessageRedeliveryController};
 use crate::rings::PyConsistentHashingSelector;
@@ -190,7 +190,7 @@ impl PyStickyKeyDispatcher {
         let mut results = self.read(py, vec![entry], false)?;
         results
             .pop()
-            .ok_or_else(|| PyValueError::new_err("the read returned no result"))
+            .ok_or_else(|| PyRuntimeError::new_err("the read returned no result"))
     }
 
     // Every entry is converted before the read, which runs without the GIL.
@@ -325,7 +325,7 @@ fn items_of<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyS
 }
 
 fn not_a_sequence(obj: &Bound<'_, PyAny>, what: &str) -> PyErr {
-    PyTypeError::new_err(format!("{what} must be a sequence, got {}", type_name(obj)))
+    errors::wrong_type(format!("{what} must be a sequence, got {}", type_name(obj)))
 }
 
 /// Entry `index` of a read. Plain ints in range convert without building names; anything
@@ -335,7 +335,7 @@ fn read_entry(obj: &Bound<'_, PyAny>, index: usize) -> PyResult<ReadEntry> {
     let items = items_of(obj, &where_())?;
     let n = items.len()?;
     if n != 4 {
-        return Err(PyValueError::new_err(format!(
+        return Err(errors::invalid(format!(
             "{} must be {ENTRY}, got {n} items",
             where_()
         )));

@@ -208,7 +208,11 @@ pub fn disconnect<S: Selector, A: DerefMut<Target = PendingAcks>, Q: Queue>(
 
 /// The one error for a consumer a dispatcher does not have.
 pub fn not_connected(consumer: u64) -> StateError {
-    NotFound(format!("consumer {consumer} is not connected")).into()
+    NotFound::Consumer {
+        consumer,
+        status: "connected",
+    }
+    .into()
 }
 
 fn requeue(
