@@ -277,6 +277,9 @@ impl<O: Offset> Keys for OffsetKeys<'_, O> {
     }
 
     fn all_utf8(&self) -> bool {
+        if self.all_ascii() {
+            return true;
+        }
         // Keys end to end are valid UTF-8 and no key starts inside a character: then each
         // key is valid on its own.
         let starts_whole = self.offsets.iter().all(|o| {

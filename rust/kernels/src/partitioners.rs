@@ -182,12 +182,15 @@ pub fn murmur2(data: &[u8]) -> i32 {
         k = k.wrapping_mul(M);
         h = h.wrapping_mul(M) ^ k;
     }
-    let tail = words.remainder();
-    if !tail.is_empty() {
-        for (i, &b) in tail.iter().enumerate() {
-            h ^= u32::from(b) << (8 * i);
-        }
-        h = h.wrapping_mul(M);
+    // The 1..3 tail bytes as one little-endian word, without a loop over them.
+    let tail = match *words.remainder() {
+        [a] => Some(u32::from(a)),
+        [a, b] => Some(u32::from(a) | u32::from(b) << 8),
+        [a, b, c] => Some(u32::from(a) | u32::from(b) << 8 | u32::from(c) << 16),
+        _ => None,
+    };
+    if let Some(tail) = tail {
+        h = (h ^ tail).wrapping_mul(M);
     }
     h ^= h >> 13;
     h = h.wrapping_mul(M);
@@ -258,32 +261,44 @@ const POW31: [u32; 9] = {
     p
 };
 
-/// `b[0]*31^7 + b[1]*31^6 + ... + b[7]`: eight steps of Java's hash at once, the products
-/// independent of each other (one serial step per byte would chain eight multiplies).
+/// `b[0]*31^7 + b[1]*31^6 + ... + b[7]` (wrapping) of eight bytes read as a little-endian
+/// u64: eight steps of Java's hash at once, combined pairwise within the word (SWAR) rather
+/// than chained a byte at a time.
 #[inline(always)]
-fn block8(b: [u8; 8]) -> u32 {
-    let mut s = 0u32;
-    for i in 0..8 {
-        s = s.wrapping_add(u32::from(b[i]).wrapping_mul(POW31[7 - i]));
-    }
-    s
+fn block8(x: u64) -> u32 {
+    const BYTES: u64 = 0x00FF_00FF_00FF_00FF;
+    const PAIRS: u64 = 0x0000_FFFF_0000_FFFF;
+    // b[2i]*31 + b[2i+1] in each 16-bit lane (at most 255*32: no carry across lanes).
+    let pairs = (x & BYTES) * 31 + ((x >> 8) & BYTES);
+    // Two pairs a 32-bit lane: p[2i]*31^2 + p[2i+1] (under 2^23).
+    let quads = (pairs & PAIRS) * 961 + ((pairs >> 16) & PAIRS);
+    (quads as u32)
+        .wrapping_mul(POW31[4])
+        .wrapping_add((quads >> 32) as u32)
 }
 
 /// Java's `String.hashCode` continued from `h` over ASCII bytes (each its own unit),
 /// eight bytes a step.
 #[inline]
 pub fn ascii_string_hash(mut h: u32, bytes: &[u8]) -> u32 {
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
     let mut blocks = bytes.chunks_exact(8);
     for b in &mut blocks {
-        let b: [u8; 8] = b.try_into().unwrap_or_default();
-        h = h.wrapping_mul(POW31[8]).wrapping_add(block8(b));
+        h = h.wrapping_mul(POW31[8]).wrapping_add(block8(word(b)));
     }
-    let rest = blocks.remainder();
-    if !rest.is_empty() {
-        // The last 0..7 bytes right-aligned in a zeroed block: leading zeros add nothing.
-        let mut b = [0u8; 8];
-        b[8 - rest.len()..].copy_from_slice(rest);
-        h = h.wrapping_mul(POW31[rest.len()]).wrapping_add(block8(b));
+    let rest = blocks.remainder().len();
+    if rest > 0 {
+        // The last 1..7 bytes as the high bytes of a block whose low bytes are zero, which
+        // add nothing: from the key's last eight bytes where it has them.
+        let x = match bytes.len() >= 8 {
+            true => word(&bytes[bytes.len() - 8..]) >> (8 * (8 - rest)) << (8 * (8 - rest)),
+            false => {
+                let mut b = [0u8; 8];
+                b[8 - rest..].copy_from_slice(bytes);
+                u64::from_le_bytes(b)
+            }
+        };
+        h = h.wrapping_mul(POW31[rest]).wrapping_add(block8(x));
     }
     h
 }
