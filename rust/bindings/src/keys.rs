@@ -519,7 +519,10 @@ fn pack_numpy(
 ) -> PyResult<PackedKeys> {
     let dtype = array.dtype();
     let null = |packed: &mut PackedKeys, i: usize| match nulls {
-        true => Ok(packed.push_null()),
+        true => {
+            packed.push_null();
+            Ok(())
+        }
         false => Err(masked_error(i)),
     };
     match dtype.kind() {

@@ -558,7 +558,7 @@ impl Divisor {
     }
 
     #[inline(always)]
-    pub fn rem(self, a: u32) -> u32 {
+    pub fn remainder(self, a: u32) -> u32 {
         let low = self.m.wrapping_mul(u64::from(a));
         ((u128::from(low) * u128::from(self.n)) >> 64) as u32
     }
@@ -567,8 +567,8 @@ impl Divisor {
     /// remainder less that of `2^31` is the one wanted.
     #[inline(always)]
     pub fn pmod(self, h: i32) -> u32 {
-        let shifted = self.rem((h as u32) ^ 0x8000_0000);
-        let offset = self.rem(0x8000_0000);
+        let shifted = self.remainder((h as u32) ^ 0x8000_0000);
+        let offset = self.remainder(0x8000_0000);
         match shifted >= offset {
             true => shifted - offset,
             false => shifted + self.n - offset,
@@ -602,7 +602,7 @@ impl KeyMap for BytePartitions {
     fn map<K: Keys>(&self, keys: &K, a: &mut [MaybeUninit<i64>], b: &mut [MaybeUninit<()>]) {
         b.fill(MaybeUninit::new(()));
         let d = self.d;
-        let part = |x: u32| i64::from(d.rem(x));
+        let part = |x: u32| i64::from(d.remainder(x));
         match self.p {
             Partitioner::Kafka
             | Partitioner::LibrdkafkaMurmur2
@@ -658,7 +658,7 @@ impl IntPartitioner {
             Self::IcebergBucket => keys.map(
                 threads,
                 typing,
-                |k| i64::from(d.rem(to_positive(iceberg_hash(k.into())))),
+                |k| i64::from(d.remainder(to_positive(iceberg_hash(k.into())))),
                 null,
             ),
             Self::SparkBucket => keys.map(
@@ -738,7 +738,11 @@ mod tests {
         ] {
             let d = Divisor::new(n(count));
             for &a in &values {
-                assert_eq!(i64::from(d.rem(a)), i64::from(a) % count, "{a} % {count}");
+                assert_eq!(
+                    i64::from(d.remainder(a)),
+                    i64::from(a) % count,
+                    "{a} % {count}"
+                );
                 let h = a as i32;
                 assert_eq!(d.pmod(h), pmod(h, count as u32), "pmod({h}, {count})");
             }
