@@ -1,28 +1,44 @@
-"""Prints, per benchmark group, how each peer compares with keyshared, and checks the floors.
+"""Prints, per benchmark group, how each peer compares with keyshared, and checks the floors
+and the ceilings.
 
 Usage: python benches/ratios.py RESULTS.json  (pytest-benchmark's --benchmark-json output).
-Exits 1 when a ratio that ran is below its floor.
+Exits 1 when a ratio that ran is below its floor, or a time per key above its ceiling.
 """
 
 import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 OURS = "keyshared"
 #: keyshared's extra_info key, followed by a peer's name, for the median over rounds of the
 #: peer's time over keyshared's when each round was paired with a run of the peer just before
 #: it: the floor then compares rounds run side by side rather than two tests' medians.
 PAIRED = "paired ratio vs "
+#: The extra_info key of how many keys one round of a benchmark handles.
+KEYS = "keys"
 
 
 @dataclass(frozen=True)
 class Floor:
-    """median(peer) / median(keyshared) must be at least `at_least` in `group`."""
+    """median(peer) / median(ours) must be at least `at_least` in `group`, `ours` being one of
+    keyshared's variants there (keyshared over a Python list, keyshared-arrow, ...)."""
 
     group: str
     peer: str
     at_least: float
+    ours: str = OURS
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """median(lib) / its extra_info["keys"] must be at most `ns_per_key` nanoseconds in
+    `group`: an absolute speed, where a floor is relative to a peer."""
+
+    group: str
+    lib: str
+    ns_per_key: float
 
 
 FLOORS = [
@@ -44,6 +60,19 @@ FLOORS = [
     Floor("iceberg-bucket-string", "pyiceberg-loop", 20.0),
     Floor("iceberg-bucket-long", "pyiceberg-loop", 30.0),
     Floor("murmur3-partition", "mmh3-loop", 1.5),
+    # Each partitioner at twice the speed of its JVM implementation or more, one thread each,
+    # over a Python list and over Arrow (benches/test_partitioners.py says how the JVM is timed).
+    *(
+        Floor(group, "jvm", 2.0, ours)
+        for group in (
+            "kafka-partition",
+            "murmur3-partition",
+            "java-string-hash-partition",
+            "iceberg-bucket-string",
+        )
+        for ours in (OURS, "keyshared-arrow")
+    ),
+    Floor("ring-select-batch", "jvm", 2.0),
     # keyshared is the JVM ks_route here: 2.5x faster than the Arrow UDF and the pandas UDF,
     # within 1.6x of Spark's built-in hash() (1 / 1.6 = 0.625).
     Floor("spark-route-5m", "keyshared-arrow", 2.5),
@@ -54,30 +83,47 @@ FLOORS = [
 ]
 
 
-def paired_ratios(results: dict) -> dict[tuple[str, str], float]:
-    """(group, peer) -> the paired ratio keyshared's benchmark in that group recorded."""
+CEILINGS = [
+    Ceiling("key-hashes-arrow-1thread", OURS, 2.5),
+]
+
+
+def lib_name(bench: dict[str, Any]) -> str:
+    return str(bench.get("param") or bench["name"])
+
+
+def paired_ratios(results: dict[str, Any]) -> dict[tuple[str, str, str], float]:
+    """(group, ours, peer) -> the paired ratio the benchmark `ours` in that group recorded."""
     return {
-        (bench["group"], key.removeprefix(PAIRED)): value
+        (bench["group"], lib_name(bench), key.removeprefix(PAIRED)): value
         for bench in results["benchmarks"]
-        if (bench.get("param") or bench["name"]) == OURS
         for key, value in bench.get("extra_info", {}).items()
         if key.startswith(PAIRED)
     }
 
 
-def medians(results: dict) -> dict[str, dict[str, float]]:
+def key_counts(results: dict[str, Any]) -> dict[tuple[str, str], int]:
+    """(group, lib) -> the keys one round handles, where the benchmark recorded them."""
+    return {
+        (bench["group"], lib_name(bench)): bench["extra_info"][KEYS]
+        for bench in results["benchmarks"]
+        if KEYS in bench.get("extra_info", {})
+    }
+
+
+def medians(results: dict[str, Any]) -> dict[str, dict[str, float]]:
     by_group: dict[str, dict[str, float]] = {}
     for bench in results["benchmarks"]:
-        lib = bench.get("param") or bench["name"]
+        lib = lib_name(bench)
         by_group.setdefault(bench["group"], {})[lib] = bench["stats"]["median"]
     return by_group
 
 
-def measures(results: dict) -> dict[str, list[str]]:
+def measures(results: dict[str, Any]) -> dict[str, list[str]]:
     """What benchmarks report besides time (memory, rates), as lines per group."""
     lines: dict[str, list[str]] = {}
     for bench in results["benchmarks"]:
-        lib = bench.get("param") or bench["name"]
+        lib = lib_name(bench)
         for key, value in bench.get("extra_info", {}).items():
             shown = f"{value:,}" if isinstance(value, int | float) else value
             lines.setdefault(bench["group"], []).append(f"  {lib}: {key} = {shown}")
@@ -87,36 +133,80 @@ def measures(results: dict) -> dict[str, list[str]]:
 def report(
     by_group: dict[str, dict[str, float]],
     extra: dict[str, list[str]],
-    paired: dict[tuple[str, str], float],
+    paired: dict[tuple[str, str, str], float],
+    keys: dict[tuple[str, str], int],
 ) -> list[str]:
-    """Prints one table per group; returns the floors that failed."""
+    """Prints one table per group; returns the floors and ceilings that failed."""
     failed = []
     for group, libs in sorted(by_group.items()):
         ours = libs.get(OURS)
         print(f"\n{group}")
         for lib, median in sorted(libs.items(), key=lambda kv: kv[1]):
+            count = keys.get((group, lib))
+            per_key = "" if count is None else f"{median * 1e9 / count:8.2f} ns/key"
             ratio = "" if ours is None else f"{median / ours:8.2f}x keyshared's time"
-            print(f"  {lib:<22} {median * 1e3:12.3f} ms  {ratio}")
+            print(f"  {lib:<22} {median * 1e3:12.3f} ms  {per_key}  {ratio}".rstrip())
         print(*extra.get(group, []), sep="\n")
-        for floor in (f for f in FLOORS if f.group == group):
-            if ours is None or floor.peer not in libs:
-                print(f"  floor vs {floor.peer}: not run")
-                continue
-            how = "paired rounds" if (group, floor.peer) in paired else "medians"
-            ratio = paired.get((group, floor.peer), libs[floor.peer] / ours)
-            ok = ratio >= floor.at_least
-            verdict = "ok" if ok else "FAIL"
-            print(f"  floor vs {floor.peer} ({how}): {ratio:.2f} >= {floor.at_least:g}  {verdict}")
-            if not ok:
-                failed.append(f"{group}: {ratio:.2f}x vs {floor.peer}, floor {floor.at_least:g}")
+        failed += check_floors(group, libs, paired)
+        failed += check_ceilings(group, libs, keys)
+    return failed
+
+
+def check_floors(
+    group: str, libs: dict[str, float], paired: dict[tuple[str, str, str], float]
+) -> list[str]:
+    failed = []
+    for floor in (f for f in FLOORS if f.group == group):
+        which = "" if floor.ours == OURS else f" {floor.ours}"
+        if floor.ours not in libs or floor.peer not in libs:
+            print(f"  floor{which} vs {floor.peer}: not run")
+            continue
+        key = (group, floor.ours, floor.peer)
+        how = "paired rounds" if key in paired else "medians"
+        ratio = paired.get(key, libs[floor.peer] / libs[floor.ours])
+        ok = ratio >= floor.at_least
+        verdict = "ok" if ok else "FAIL"
+        print(
+            f"  floor{which} vs {floor.peer} ({how}): {ratio:.2f} >= {floor.at_least:g}  {verdict}"
+        )
+        if not ok:
+            failed.append(
+                f"{group}:{which} {ratio:.2f}x vs {floor.peer}, floor {floor.at_least:g}"
+                if which
+                else f"{group}: {ratio:.2f}x vs {floor.peer}, floor {floor.at_least:g}"
+            )
+    return failed
+
+
+def check_ceilings(
+    group: str, libs: dict[str, float], keys: dict[tuple[str, str], int]
+) -> list[str]:
+    failed = []
+    for ceiling in (c for c in CEILINGS if c.group == group):
+        if ceiling.lib not in libs:
+            print(f"  ceiling {ceiling.lib}: not run")
+            continue
+        count = keys.get((group, ceiling.lib))
+        if not count:
+            print(f"  ceiling {ceiling.lib}: FAIL, no key count in extra_info[{KEYS!r}]")
+            failed.append(f"{group}: {ceiling.lib} recorded no key count for its ceiling")
+            continue
+        ns = libs[ceiling.lib] * 1e9 / count
+        ok = ns <= ceiling.ns_per_key
+        verdict = "ok" if ok else "FAIL"
+        print(f"  ceiling {ceiling.lib}: {ns:.2f} ns/key <= {ceiling.ns_per_key:g}  {verdict}")
+        if not ok:
+            failed.append(f"{group}: {ceiling.lib} {ns:.2f} ns/key, ceiling {ceiling.ns_per_key:g}")
     return failed
 
 
 def main(path: str) -> int:
     results = json.loads(Path(path).read_text())
-    failed = report(medians(results), measures(results), paired_ratios(results))
+    failed = report(
+        medians(results), measures(results), paired_ratios(results), key_counts(results)
+    )
     for line in failed:
-        print(f"FLOOR FAILED: {line}", file=sys.stderr)
+        print(f"LIMIT FAILED: {line}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -201,7 +201,7 @@ def test_cursor_ack_single_call(benchmark: Any, lib: str) -> None:
 
 def python_sticky_dispatcher() -> ModuleType:
     """The Python dispatcher the kernel replaced, from the tests (its one copy)."""
-    path = Path(__file__).parent.parent / "tests" / "python_sticky_dispatcher.py"
+    path = Path(__file__).parent.parent / "tests" / "support" / "python_sticky_dispatcher.py"
     spec = importlib.util.spec_from_file_location("python_sticky_dispatcher", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

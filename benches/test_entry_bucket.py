@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from keyshared import EntryBucketConsumerSelector, EntryBucketDispatcher, equal_width_splits
+from keyshared import EntryBucketDispatcher
+from keyshared.routing import equal_width_splits
+from keyshared.scalable import EntryBucketConsumerSelector
 
 N = 1_000_000
 BUCKETS = 256

@@ -1,6 +1,8 @@
 """Hashing and bucketing kernels against the peers a user would otherwise pick."""
 
 import bisect
+import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -9,9 +11,11 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
+from ratios import KEYS
 
 import keyshared as ks
 
+KEY_HASH_ROUNDS = 50
 SPLITS = sorted({(i * 7919 * 7) % 0xFFFE + 2 for i in range(63)})  # unequal, 63 splits, all >= 2
 
 
@@ -82,11 +86,11 @@ def test_bucket_index(benchmark: Any, lib: str) -> None:
     as_list = hash_b.tolist()
     splits = np.array(SPLITS)
     run: Callable[[], object] = {
-        "keyshared": lambda: ks.bucket_indices(hash_b, SPLITS),
+        "keyshared": lambda: ks.routing.bucket_indices(hash_b, SPLITS),
         "bisect-loop": lambda: [bisect.bisect_right(SPLITS, h) for h in as_list],
         "numpy-searchsorted": lambda: np.searchsorted(splits, hash_b, side="right"),
     }[lib]
-    assert_same(run(), ks.bucket_indices(hash_b, SPLITS))
+    assert_same(run(), ks.routing.bucket_indices(hash_b, SPLITS))
     benchmark(run)
 
 
@@ -111,3 +115,26 @@ def test_route_arrow(benchmark: Any, lib: str, key_arrow: pa.Array, key_list: li
     }[lib]
     assert_same(run(), table.route_keys(key_arrow))
     benchmark(run)
+
+
+@pytest.mark.benchmark(group="key-hashes-arrow-1thread")
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("lib", ["keyshared"])
+def test_key_hashes_arrow_one_thread(benchmark: Any, lib: str, fixed_keys: list[str]) -> None:
+    """key_hashes of 1M keys of 23 bytes from Arrow on one core: benches/ratios.py holds its
+    median per key to a ceiling."""
+    arrow = pa.array(fixed_keys, pa.string())
+    expected = np.fromiter((mmh3.hash(k, signed=False) for k in fixed_keys), np.uint32)
+    assert_same(ks.key_hashes(arrow), expected)
+    cpu: list[int] = []
+
+    def run() -> None:
+        start = time.process_time_ns()
+        ks.key_hashes(arrow)
+        cpu.append(time.process_time_ns() - start)
+
+    benchmark.pedantic(run, rounds=KEY_HASH_ROUNDS, iterations=1, warmup_rounds=2)
+    benchmark.extra_info[KEYS] = len(fixed_keys)
+    # Beside the wall-clock median the ceiling checks: the CPU time, which a machine's other
+    # work does not stretch.
+    benchmark.extra_info["cpu ns/key"] = round(statistics.median(cpu) / len(fixed_keys), 2)

@@ -14,13 +14,8 @@ import numpy as np
 import pytest
 
 import keyshared as ks
-from keyshared import (
-    AutoScalePolicy,
-    BucketedBatcher,
-    SegmentLoadSample,
-    SegmentLoadStats,
-    TopicLayout,
-)
+from keyshared import AutoScalePolicy, BucketedBatcher, TopicLayout
+from keyshared.scalable import SegmentLoadSample, SegmentLoadStats
 
 NOW = 10_000_000
 

@@ -1,19 +1,27 @@
-"""Batch consumer selection on Pulsar's consistent-hashing ring against what a user would
-write instead: a Python loop over a bisected point list, and NumPy's searchsorted. Each
-peer builds its own ring from Pulsar's formula and must pick the same consumers."""
+"""Batch consumer selection on Pulsar's consistent-hashing ring against Pulsar's own selector
+(jvm: ConsistentHashingStickyKeyConsumerSelector.select from the broker's jar, looped on one
+thread and timed as benches/test_partitioners.py says) and what a user would write instead: a
+Python loop over a bisected point list, and NumPy's searchsorted. Each peer builds its own
+ring from Pulsar's formula and must pick the same consumers for the sticky key hashes of the
+same 1M keys of 23 bytes."""
 
 import bisect
+from collections.abc import Callable
 from typing import Any
 
 import mmh3
 import numpy as np
 import pytest
+from jvm import Loop, time_beside_jvm, time_jvm
+from ratios import KEYS
 
+import keyshared as ks
 from keyshared import ConsistentHashingStickyKeyConsumerSelector
 
-N = 1_000_000
 CONSUMERS = 10
 POINTS = 100
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def point_hash(key: str) -> int:
@@ -43,17 +51,27 @@ class PyRing:
 
 
 @pytest.mark.benchmark(group="ring-select-batch")
-@pytest.mark.parametrize("lib", ["keyshared", "python", "numpy"])
-def test_ring_select_batch(benchmark: Any, lib: str) -> None:
-    hashes = np.random.default_rng(5).integers(1, 0x10000, N, dtype=np.uint16)
+@pytest.mark.parametrize("lib", ["keyshared", "jvm", "python", "numpy"])
+def test_ring_select_batch(
+    benchmark: Any, lib: str, fixed_keys: list[str], jvm_loop: Callable[..., Loop]
+) -> None:
+    # The hashes are made once, outside the timing: every peer times select alone (the JVM
+    # makes its own with the selector's makeStickyKeyHash).
+    hashes = ks.routing.sticky_key_hashes(fixed_keys)
     ring = PyRing()
-    expected = ring.select_many(hashes.tolist())
+    expected = np.array(ring.select_many(hashes.tolist()))
+    selector = ConsistentHashingStickyKeyConsumerSelector(POINTS)
+    for c in range(CONSUMERS):
+        selector.add_consumer(c, f"c{c}")
+    assert np.array_equal(selector.select_many(hashes), expected)
+    loop = jvm_loop("selector", consumers=CONSUMERS, number_of_points=POINTS)
     if lib == "keyshared":
-        selector = ConsistentHashingStickyKeyConsumerSelector(POINTS)
-        for c in range(CONSUMERS):
-            selector.add_consumer(c, f"c{c}")
-        picked = benchmark(selector.select_many, hashes)
-    elif lib == "python":
+        time_beside_jvm(benchmark, lambda: selector.select_many(hashes), loop, len(hashes))
+        return
+    if lib == "jvm":
+        time_jvm(benchmark, loop, expected)
+        return
+    if lib == "python":
         as_list = hashes.tolist()
         picked = benchmark(ring.select_many, as_list)
     else:
@@ -62,5 +80,5 @@ def test_ring_select_batch(benchmark: Any, lib: str) -> None:
         picked = benchmark(
             lambda: owners[np.searchsorted(points, hashes, side="left") % len(points)]
         )
-    assert np.asarray(picked).tolist() == expected
-    benchmark.extra_info["hashes"] = N
+    assert np.array_equal(np.asarray(picked), expected)
+    benchmark.extra_info[KEYS] = len(hashes)

@@ -25,7 +25,7 @@ with atheris.instrument_imports(include=["keyshared"]):
     import keyshared as ks
 
 LAYOUT = ks.TopicLayout.initial(3, bucket_budget=12)
-STATE = ks.KeySharedConsumerState()
+STATE = ks.dispatch.KeySharedConsumerState()
 STATE.add_consumer(1, key_filters=["a*"])
 STATE.add_consumer(2)
 NULL_KEYS: list[str | bytes | None] = [None, "", "null", b"\xff"]

@@ -8,6 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYSHARED_BUILD=release scripts/setup.sh
+# The JVM peers of the partitioner groups run in the Pulsar oracle of the newest release.
+PULSAR_VERSIONS=4.2.4 scripts/pulsar.sh
 export PATH="$PWD/.venv/bin:$PATH"
 mode=run
 case "${1:-}" in --save-baseline|--gate) mode=${1#--}; shift ;; esac

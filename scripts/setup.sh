@@ -71,8 +71,9 @@ if [ "$(cat "$venv/.jar" 2>/dev/null)" != "$want" ] || [ ! -f "$jar" ]; then
   echo "$want" >"$venv/.jar"
 fi
 
+# The stub is an input too: the module's docstrings are built from it (rust/bindings/build.rs).
 sources=$(find rust -name '*.rs' -o -name Cargo.toml | sort)
-want=$( (echo "$build"; fingerprint Cargo.toml Cargo.lock pyproject.toml $sources) | sha256sum)
+want=$( (echo "$build"; fingerprint Cargo.toml Cargo.lock pyproject.toml python/keyshared/_core.pyi $sources) | sha256sum)
 if [ "$(cat "$venv/.extension" 2>/dev/null)" != "$want" ] \
   || ! ls python/keyshared/_core*.so >/dev/null 2>&1; then
   log "building the native extension ($build)"

@@ -1,8 +1,8 @@
-"""The Spark half of the migration audit (:mod:`keyshared.audit`): count messages per key,
+"""The Spark half of the migration audit (:mod:`keyshared.scalable.audit`): count messages per key,
 place each distinct key once with the library on Arrow batches, and bring back to the driver
 one row per (source partition, target column) and the heaviest keys at risk.
 
-Keys are placed by :meth:`keyshared.audit.MigrationPlan.place` inside ``mapInArrow``, so
+Keys are placed by :meth:`keyshared.scalable.audit.MigrationPlan.place` inside ``mapInArrow``, so
 the numbers are the library's to the message; a key the source partitioner gives no fixed
 partition (a null key, for most) is counted as unkeyed, as the library counts it.
 """
@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, Observation, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-from keyshared.audit import INT_PARTITIONERS, MigrationAudit, MigrationPlan, display_key
+from keyshared.scalable import INT_PARTITIONERS, MigrationAudit, MigrationPlan, display_key
 from spark_udfs.bucketing import MESSAGES
 from spark_udfs.sources import INT_KEY, KEY
 

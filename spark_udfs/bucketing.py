@@ -14,7 +14,7 @@ import numpy.typing as npt
 from pyspark.sql import DataFrame, Observation, Row, SparkSession
 from pyspark.sql import functions as F
 
-from keyshared.audit import display_key
+from keyshared.scalable import display_key
 from spark_udfs.jvm import Engine, choose_engine
 from spark_udfs.layouts import Layout
 from spark_udfs.sources import KEY, SIZE

@@ -10,7 +10,7 @@ and traffic-balanced bucket boundaries, as JSON, Markdown and a PNG chart.
                              [--audit-from PARTITIONER:N [--audit-to-partitions M]]
 
 With no ``--input`` it generates a Zipf-skewed key set on Spark. ``--audit-from`` adds a
-migration audit (:mod:`keyshared.audit`): from N partitions placed by PARTITIONER to the
+migration audit (:mod:`keyshared.scalable.audit`): from N partitions placed by PARTITIONER to the
 layout (or to M partitions), traffic in messages, null keys unkeyed, with a heatmap. It runs
 on local Spark by default, and on any cluster through ``spark-submit spark_udfs/job.py ...``.
 
@@ -34,8 +34,9 @@ from pyspark.errors import AnalysisException, PythonException, SparkRuntimeExcep
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from keyshared import MIN_FIRST_SPLIT, RING_SIZE, AutoScalePolicy, TopicLayout
-from keyshared.audit import DEFAULT_SAMPLE_SIZE, MAX_PARTITIONS, MigrationPlan
+from keyshared import AutoScalePolicy, TopicLayout
+from keyshared.routing import MIN_FIRST_SPLIT, RING_SIZE
+from keyshared.scalable import DEFAULT_SAMPLE_SIZE, MAX_PARTITIONS, MigrationPlan
 from keyshared.versions import SCALABLE_TOPICS, segment_half
 from spark_udfs.audit import count_migration
 from spark_udfs.bucketing import count_load

@@ -1,12 +1,12 @@
 """``ks_partition(key, num_partitions, partitioner)`` in Spark: the partition another system's
-partitioner (``keyshared.partitioners.Partitioner``: Kafka, librdkafka, the Pulsar client,
+partitioner (``keyshared.routing.partitioners.Partitioner``: Kafka, librdkafka, the Pulsar client,
 Iceberg, Spark's own ``bucketBy``, Sarama, kafka-go) gives each key, NULL where that system
 picks no fixed partition (a null key, but under ``librdkafka:consistent``, ``murmur2`` and
 ``fnv1a``, which hash it as an empty one; an empty one under ``consistent_random``).
 
 Two engines, as for the other functions: the JVM function (``io.keyshared.spark
 .PartitionExpression``, native, code-generated) and an Arrow UDF over
-``keyshared.partitioners.partitions``. Keys are string or binary (a string as its UTF-8
+``keyshared.routing.partitioners.partitions``. Keys are string or binary (a string as its UTF-8
 bytes); ``iceberg:bucket`` and ``spark:bucket`` also take int and bigint keys, which Spark
 hashes apart. The partitioner and the partition count are constants: the JVM function checks
 them at analysis, the Arrow UDF when it runs, with the library's messages.
@@ -31,7 +31,7 @@ from pyspark.sql.types import (
     StringType,
 )
 
-from keyshared.partitioners import KeyType, Partitioner, partition, partitions
+from keyshared.routing import KeyType, Partitioner, partition, partitions
 from spark_udfs import jvm
 
 if TYPE_CHECKING:

@@ -12,13 +12,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from keyshared import (
-    AutoScalePolicy,
+from keyshared import AutoScalePolicy, TopicLayout, decide
+from keyshared.scalable import (
     SegmentLoadSample,
     SegmentLoadStats,
-    TopicLayout,
     balanced_splits,
-    decide,
     hash_b_histogram,
     skew,
 )

@@ -37,7 +37,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from keyshared import RoutingTable, TopicLayout, key_hashes, split_hashes, sticky_key_hashes
+from keyshared import RoutingTable, TopicLayout, key_hashes, split_hashes
+from keyshared.routing import sticky_key_hashes
 from keyshared.versions import SCALABLE_TOPICS
 from spark_udfs import jvm, partitioning
 from spark_udfs.layouts import Layout, routing_table, routing_table_from_json

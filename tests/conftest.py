@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
-    from pulsar_broker import PulsarBroker, ScalableBroker, V5Client
-    from pulsar_oracle import Oracle
     from pyspark.sql import SparkSession
+    from support.pulsar_broker import PulsarBroker, ScalableBroker, V5Client
+    from support.pulsar_oracle import Oracle
 
 # Two shared cores make wall-clock deadlines meaningless; correctness is what is tested here.
 settings.register_profile("keyshared", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -38,7 +38,7 @@ def spark() -> Iterator["SparkSession"]:
 @pytest.fixture(scope="session")
 def oracle() -> Iterator["Oracle"]:
     """Pulsar's own classes, newest release (built by scripts/pulsar.sh)."""
-    from pulsar_oracle import NEWEST, Oracle
+    from support.pulsar_oracle import NEWEST, Oracle
 
     with Oracle(NEWEST) as running:
         yield running
@@ -47,7 +47,7 @@ def oracle() -> Iterator["Oracle"]:
 @pytest.fixture(scope="session")
 def oracle_lts() -> Iterator["Oracle"]:
     """Pulsar's own classes, the 4.0 LTS line."""
-    from pulsar_oracle import LTS, Oracle
+    from support.pulsar_oracle import LTS, Oracle
 
     with Oracle(LTS) as running:
         yield running
@@ -56,7 +56,7 @@ def oracle_lts() -> Iterator["Oracle"]:
 @pytest.fixture(scope="session")
 def oracle_milestone() -> Iterator["Oracle"]:
     """Pulsar's own classes, the 5.0 milestone: the scalable-topic classes."""
-    from pulsar_oracle import MILESTONE, Oracle
+    from support.pulsar_oracle import MILESTONE, Oracle
 
     with Oracle(MILESTONE) as running:
         yield running
@@ -64,8 +64,8 @@ def oracle_milestone() -> Iterator["Oracle"]:
 
 @pytest.fixture(scope="session")
 def pulsar_broker() -> Iterator["PulsarBroker"]:
-    """A Pulsar standalone broker, newest release, on 127.0.0.1 (tests/pulsar_broker.py)."""
-    from pulsar_broker import PulsarBroker
+    """A Pulsar standalone broker, newest release, on 127.0.0.1 (tests/support/pulsar_broker.py)."""
+    from support.pulsar_broker import PulsarBroker
 
     with PulsarBroker() as running:
         yield running
@@ -74,8 +74,8 @@ def pulsar_broker() -> Iterator["PulsarBroker"]:
 @pytest.fixture(scope="session")
 def m1_broker() -> Iterator["ScalableBroker"]:
     """A Pulsar 5.0.0-M1 standalone broker with scalable topics, auto split/merge acting
-    within seconds in public/default and never in public/manual (tests/pulsar_broker.py)."""
-    from pulsar_broker import ScalableBroker
+    within seconds in public/default and never in public/manual (tests/support/pulsar_broker.py)."""
+    from support.pulsar_broker import ScalableBroker
 
     with ScalableBroker() as running:
         yield running
@@ -83,8 +83,8 @@ def m1_broker() -> Iterator["ScalableBroker"]:
 
 @pytest.fixture(scope="session")
 def v5_client(m1_broker: "ScalableBroker") -> Iterator["V5Client"]:
-    """Pulsar 5.0.0-M1's V5 Java client on ``m1_broker`` (tests/pulsar_broker.py)."""
-    from pulsar_broker import V5Client
+    """Pulsar 5.0.0-M1's V5 Java client on ``m1_broker`` (tests/support/pulsar_broker.py)."""
+    from support.pulsar_broker import V5Client
 
     with V5Client(m1_broker) as running:
         yield running
@@ -100,7 +100,7 @@ def pulsar_release(request: pytest.FixtureRequest) -> "Oracle":
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    from pulsar_oracle import COMPARISONS, KEPT
+    from support.pulsar_oracle import COMPARISONS, KEPT
 
     if not COMPARISONS:
         return
@@ -120,9 +120,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     )
 
 
-# Plain `pytest` runs the fast suite; scripts/test.sh passes `-m ""` to run everything.
-SLOW_MODULES = {"test_packaging"}
-PULSAR_MODULES = ("test_oracle_", "test_broker_")
+# Plain `pytest` runs the fast suite; scripts/test.sh passes `-m ""` to run everything. Each
+# folder's conftest marks its kind; a test elsewhere that takes Pulsar's classes, a broker or
+# Spark through a fixture is marked here as well.
 PULSAR_FIXTURES = {
     "oracle",
     "oracle_lts",
@@ -136,14 +136,10 @@ PULSAR_FIXTURES = {
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        module = item.path.stem
-        if module.startswith("test_spark") or "spark" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "spark" in fixtures:
             item.add_marker(pytest.mark.spark)
-        if module in SLOW_MODULES:
-            item.add_marker(pytest.mark.slow)
-        if module.startswith(PULSAR_MODULES) or PULSAR_FIXTURES.intersection(
-            getattr(item, "fixturenames", ())
-        ):
+        if PULSAR_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.pulsar)
 
 

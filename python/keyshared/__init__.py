@@ -1,255 +1,112 @@
 """keyshared: routing and policy kernels for Key_Shared consumption of scalable topics.
 
-The native kernels live in ``keyshared._core``; this package re-exports them by concept
-(``hashing``, ``buckets``) and adds the pure-Python layers.
+The names a user starts from are here; every other name lives in the package of its concept:
+
+- :mod:`keyshared.routing`: the pinned key hash and its halves, hash ranges and bucket lookup,
+  the segment router, legacy partitioned-topic schemes and other systems' partitioners;
+- :mod:`keyshared.scalable`: segment layouts and topic names, segment assignment, the auto
+  split / merge / rebucket policy, load reports, entry-bucketed batching and migration;
+- :mod:`keyshared.dispatch`: the dispatchers, selectors, draining hashes and pending acks,
+  redelivery, bucket ownership, the safe cursor and the in-flight window;
+- :mod:`keyshared.explain`: a live subscription or scalable topic, explained;
+- :mod:`keyshared.loadbalance`, :mod:`keyshared.simulate`: Pulsar's load-balancer policies and
+  the Key_Shared simulator;
+- :mod:`keyshared.errors`: the library's exceptions; :mod:`keyshared.versions`: the Pulsar
+  releases it can reproduce.
+
+The native kernels live in ``keyshared._core``.
 """
 
+from keyshared import dispatch, errors, explain, routing, scalable, versions
 from keyshared._core import __version__
-from keyshared.audit import MigrationAudit, audit_migration
-from keyshared.balancing import (
-    BalancedSplits,
-    balanced_splits,
-    bucket_loads,
-    hash_b_histogram,
-    skew,
-)
-from keyshared.batching import BucketedBatcher, EntryBatch, route_entries, route_entry
-from keyshared.buckets import (
-    MIN_FIRST_SPLIT,
-    RING_SIZE,
-    HashRange,
-    RoutingTable,
-    bucket_index,
-    bucket_indices,
-    bucket_ranges,
-    buckets_for_budget,
-    canonical_bucket_hash,
-    entry_bucket,
-    equal_width_splits,
-)
-from keyshared.controller import apply_decision
-from keyshared.coordinator import (
-    AssignedSegment,
-    ConsumerAssignment,
-    ConsumerSession,
-    SubscriptionCoordinator,
-    compute_assignment,
-)
-from keyshared.cursor import BucketCheckpoints, SafeCursor
 from keyshared.dispatch import (
+    ConsistentHashingStickyKeyConsumerSelector,
     DispatchResult,
+    DrainingHashesTracker,
     EntryBucketDispatcher,
-    HoldReason,
+    InFlightWindow,
+    PendingAcksMap,
+    SafeCursor,
     StickyKeyDispatcher,
 )
-from keyshared.draining import (
-    ConsumerDrainingHashesStats,
-    DrainingHash,
-    DrainingHashEntry,
-    DrainingHashesTracker,
-    PendingAcksMap,
-)
-from keyshared.explain import (
-    Explanation,
-    KeySharedSubscription,
-    explain_subscription,
-    read_subscription,
-)
-from keyshared.hashing import (
+from keyshared.explain import explain_subscription, read_subscription
+from keyshared.routing import (
     HASH_VERSION,
     NONE_KEY,
-    bucket_hash,
-    get_num_threads,
+    HashRange,
+    Partitioner,
+    RoutingTable,
+    SegmentRouter,
+    bucket_index,
     key_hash,
     key_hashes,
-    make_sticky_key_hash,
-    make_sticky_key_hashes,
-    message_sticky_key_hash,
-    resolve_sticky_key,
-    segment_hash,
+    partition,
+    partitions,
     set_num_threads,
     split_hashes,
     sticky_key_hash,
-    sticky_key_hashes,
 )
-from keyshared.layout import (
+from keyshared.scalable import (
+    AutoScalePolicy,
+    BucketedBatcher,
+    Decision,
     Segment,
     SegmentState,
+    SubscriptionCoordinator,
     TopicLayout,
-    format_descriptor,
-    parse_descriptor,
-)
-from keyshared.load_reporter import SegmentLoadReporter
-from keyshared.migration import create_migrated_metadata
-from keyshared.ownership import (
-    BucketAssignment,
-    BucketConsumer,
-    BucketHandoff,
-    BucketMove,
-    EntryBucketConsumerSelector,
-    contiguous_assignment,
-    impacted_consumers,
-    lost_buckets,
-    moved_buckets,
-    register_draining_hashes,
-    sticky_assignment,
-    validate_bucket_boundaries,
-)
-from keyshared.partitioners import Partitioner, partition, partitions
-from keyshared.policy import (
-    AutoScalePolicy,
-    AutoScalePolicyEvaluator,
-    AutoScalePolicyOverride,
-    Decision,
-    DecisionSnapshot,
-    InvalidPolicy,
-    LastOperationTimes,
-    Merge,
-    NoAction,
-    Rebucket,
-    SegmentLoadSample,
-    SegmentLoadStats,
-    Split,
+    TopicName,
+    apply_decision,
+    audit_migration,
+    compute_assignment,
+    create_migrated_metadata,
     decide,
-    is_material_change,
-    last_operation_times,
-    resolve_auto_scale_config,
-)
-from keyshared.redelivery import (
-    MessageRedeliveryController,
-    get_available_permits,
-    get_effective_look_ahead_limit,
-)
-from keyshared.rings import (
-    ConsistentHashingStickyKeyConsumerSelector,
-    ConsumerHashAssignmentsSnapshot,
-    ImpactedConsumersResult,
-    KeySharedConsumerState,
-)
-from keyshared.router import ActiveSegment, HashingScheme, SegmentRouter, choose_partition
-from keyshared.topic_name import SegmentTopicName, TopicDomain, TopicName
-from keyshared.window import (
-    InFlightEntry,
-    InFlightWindow,
-    SubscriptionFailurePolicy,
-    WindowAction,
 )
 
+# With the concept packages, so that ``keyshared.routing.bucket_ranges`` and the like work after
+# ``import keyshared``.
 __all__ = [
     "HASH_VERSION",
-    "MIN_FIRST_SPLIT",
     "NONE_KEY",
-    "RING_SIZE",
-    "ActiveSegment",
-    "AssignedSegment",
     "AutoScalePolicy",
-    "AutoScalePolicyEvaluator",
-    "AutoScalePolicyOverride",
-    "BalancedSplits",
-    "BucketAssignment",
-    "BucketCheckpoints",
-    "BucketConsumer",
-    "BucketHandoff",
-    "BucketMove",
     "BucketedBatcher",
     "ConsistentHashingStickyKeyConsumerSelector",
-    "ConsumerAssignment",
-    "ConsumerDrainingHashesStats",
-    "ConsumerHashAssignmentsSnapshot",
-    "ConsumerSession",
     "Decision",
-    "DecisionSnapshot",
     "DispatchResult",
-    "DrainingHash",
-    "DrainingHashEntry",
     "DrainingHashesTracker",
-    "EntryBatch",
-    "EntryBucketConsumerSelector",
     "EntryBucketDispatcher",
-    "Explanation",
     "HashRange",
-    "HashingScheme",
-    "HoldReason",
-    "ImpactedConsumersResult",
-    "InFlightEntry",
     "InFlightWindow",
-    "InvalidPolicy",
-    "KeySharedConsumerState",
-    "KeySharedSubscription",
-    "LastOperationTimes",
-    "Merge",
-    "MessageRedeliveryController",
-    "MigrationAudit",
-    "NoAction",
     "Partitioner",
     "PendingAcksMap",
-    "Rebucket",
     "RoutingTable",
     "SafeCursor",
     "Segment",
-    "SegmentLoadReporter",
-    "SegmentLoadSample",
-    "SegmentLoadStats",
     "SegmentRouter",
     "SegmentState",
-    "SegmentTopicName",
-    "Split",
     "StickyKeyDispatcher",
     "SubscriptionCoordinator",
-    "SubscriptionFailurePolicy",
-    "TopicDomain",
     "TopicLayout",
     "TopicName",
-    "WindowAction",
     "__version__",
     "apply_decision",
     "audit_migration",
-    "balanced_splits",
-    "bucket_hash",
     "bucket_index",
-    "bucket_indices",
-    "bucket_loads",
-    "bucket_ranges",
-    "buckets_for_budget",
-    "canonical_bucket_hash",
-    "choose_partition",
     "compute_assignment",
-    "contiguous_assignment",
     "create_migrated_metadata",
     "decide",
-    "entry_bucket",
-    "equal_width_splits",
+    "dispatch",
+    "errors",
+    "explain",
     "explain_subscription",
-    "format_descriptor",
-    "get_available_permits",
-    "get_effective_look_ahead_limit",
-    "get_num_threads",
-    "hash_b_histogram",
-    "impacted_consumers",
-    "is_material_change",
     "key_hash",
     "key_hashes",
-    "last_operation_times",
-    "lost_buckets",
-    "make_sticky_key_hash",
-    "make_sticky_key_hashes",
-    "message_sticky_key_hash",
-    "moved_buckets",
-    "parse_descriptor",
     "partition",
     "partitions",
     "read_subscription",
-    "register_draining_hashes",
-    "resolve_auto_scale_config",
-    "resolve_sticky_key",
-    "route_entries",
-    "route_entry",
-    "segment_hash",
+    "routing",
+    "scalable",
     "set_num_threads",
-    "skew",
     "split_hashes",
-    "sticky_assignment",
     "sticky_key_hash",
-    "sticky_key_hashes",
-    "validate_bucket_boundaries",
+    "versions",
 ]

@@ -91,6 +91,8 @@ MIN_FIRST_SPLIT: Final[int]
 its canonical hash 1."""
 
 HASH_VERSION: Final[int]
+"""The version of ``key_hash`` (1): bumped only if the hash ever changed, which routing
+depends on it never doing."""
 
 # --- hashing ---------------------------------------------------------------------------
 
@@ -155,19 +157,23 @@ class HashRange:
     def __new__(cls, start: int, end: int) -> HashRange: ...
     @staticmethod
     def full() -> HashRange:
-        """``[0x0000, 0xFFFF]``."""
+        """The whole ring, ``[0x0000, 0xFFFF]``."""
 
     @staticmethod
     def from_hex(text: str) -> HashRange:
-        """Parses ``"0a0b-f0f0"``."""
+        """Parses the hex form ``"0a0b-f0f0"``; ValueError for any other text."""
 
     @property
-    def start(self) -> int: ...
+    def start(self) -> int:
+        """The first hash of the range."""
+
     @property
-    def end(self) -> int: ...
+    def end(self) -> int:
+        """The last hash of the range (inclusive)."""
+
     @property
     def size(self) -> int:
-        """``end - start + 1``."""
+        """How many hashes the range holds: ``end - start + 1``."""
 
     def contains(self, item: int | HashRange) -> bool:
         """Whether a hash in ``[0, 0xFFFF]`` or a whole range lies inside."""
@@ -184,7 +190,7 @@ class HashRange:
         """The union of two adjacent ranges; ValueError otherwise."""
 
     def to_hex(self) -> str:
-        """``"0a0b-f0f0"``."""
+        """The hex form, ``"0a0b-f0f0"``."""
 
     def __eq__(self, other: object, /) -> bool: ...
     def __ne__(self, other: object, /) -> bool: ...
@@ -210,7 +216,7 @@ def bucket_indices(
     hash_b: _Splits, splits: _Splits, *, threads: int | None = None
 ) -> npt.NDArray[np.int32]:
     """``bucket_index`` of every hashB (each in ``[0, 0xFFFF]``) of a one-dimensional integer
-    array or sequence of ints."""
+    array or sequence of ints. Releases the GIL; ``threads`` as for ``key_hashes``."""
 
 def entry_bucket(entry_hash_min: int, entry_hash_max: int, splits: _Splits) -> int:
     """The one bucket holding ``[entry_hash_min, entry_hash_max]``; ValueError if the entry
@@ -311,11 +317,17 @@ class DrainingHashEntry:
     it blocked."""
 
     @property
-    def consumer_id(self) -> int: ...
+    def consumer_id(self) -> int:
+        """The consumer holding the hash's pending messages."""
+
     @property
-    def ref_count(self) -> int: ...
+    def ref_count(self) -> int:
+        """How many of its pending messages hold the hash (>= 1)."""
+
     @property
-    def blocked_count(self) -> int: ...
+    def blocked_count(self) -> int:
+        """How many dispatches of the hash to other consumers it blocked."""
+
     def __eq__(self, other: object, /) -> bool: ...
     def __ne__(self, other: object, /) -> bool: ...
 
@@ -324,11 +336,18 @@ class DrainingHash:
     """One hash of a consumer's stats (Pulsar's ``DrainingHash``)."""
 
     @property
-    def hash(self) -> int: ...
+    def hash(self) -> int:
+        """The sticky key hash."""
+
     @property
-    def unack_msgs(self) -> int: ...
+    def unack_msgs(self) -> int:
+        """The consumer's pending messages of the hash (its entry's ``ref_count``)."""
+
     @property
-    def blocked_attempts(self) -> int: ...
+    def blocked_attempts(self) -> int:
+        """Dispatches of the hash to other consumers it blocked (its entry's
+        ``blocked_count``)."""
+
     def __eq__(self, other: object, /) -> bool: ...
     def __ne__(self, other: object, /) -> bool: ...
 
@@ -341,11 +360,17 @@ class ConsumerDrainingHashesStats:
     ``draining_hashes_cleared_total`` counts the consumer's entries that went away since."""
 
     @property
-    def draining_hashes_count(self) -> int: ...
+    def draining_hashes_count(self) -> int:
+        """How many hashes ``draining_hashes`` lists."""
+
     @property
-    def draining_hashes_cleared_total(self) -> int: ...
+    def draining_hashes_cleared_total(self) -> int:
+        """How many of the consumer's draining entries went away since its stats began."""
+
     @property
-    def draining_hashes_unacked_messages(self) -> int: ...
+    def draining_hashes_unacked_messages(self) -> int:
+        """The sum of the listed hashes' ``unack_msgs``."""
+
     @property
     def draining_hashes(self) -> list[DrainingHash]:
         """Per hash, ascending."""
@@ -365,9 +390,13 @@ class DrainingHashesTracker:
         cls, unblocking_handler: Callable[[int], object] | None = None, dispatcher_name: str = ""
     ) -> DrainingHashesTracker: ...
     @property
-    def dispatcher_name(self) -> str: ...
+    def dispatcher_name(self) -> str:
+        """The name given when built (empty by default)."""
+
     @property
-    def unblocking_handler(self) -> Callable[[int], object] | None: ...
+    def unblocking_handler(self) -> Callable[[int], object] | None:
+        """The handler given when built, or None."""
+
     def add_entry(self, consumer_id: int, sticky_key_hash: int) -> None:
         """One more pending message of the hash on ``consumer_id``'s entry (created at 1).
         ValueError for hash 0 or a hash another consumer is draining."""
@@ -437,15 +466,24 @@ class PendingAcksMap:
     go to ``sys.unraisablehook``."""
 
     PENDING_ACK_NOT_FOUND: Final[int]
+    """-1: what ``get_remaining_unacked`` and ``remove_and_get_remaining_unacked`` return for
+    an ack not pending (Pulsar's ``PENDING_ACK_NOT_FOUND``)."""
     def __new__(
         cls, consumer_id: int, tracker: DrainingHashesTracker | None = None
     ) -> PendingAcksMap: ...
     @property
-    def consumer_id(self) -> int: ...
+    def consumer_id(self) -> int:
+        """The consumer whose pending acks the map holds."""
+
     @property
-    def tracker(self) -> DrainingHashesTracker | None: ...
+    def tracker(self) -> DrainingHashesTracker | None:
+        """The draining-hashes tracker the map is wired to, or None."""
+
     @property
-    def closed(self) -> bool: ...
+    def closed(self) -> bool:
+        """Whether the map is closed, by ``for_each_and_close`` or by its dispatcher when the
+        consumer left: adds are refused."""
+
     def add_pending_ack_if_allowed(
         self, ledger_id: int, entry_id: int, batch_size: int, sticky_key_hash: int
     ) -> bool:
@@ -471,7 +509,8 @@ class PendingAcksMap:
         """Removes the ack; given batch size and hash (both), only on an exact match."""
 
     def remove_and_get(self, ledger_id: int, entry_id: int) -> tuple[int, int] | None:
-        """Removes the ack and returns its ``(batch_size, sticky_key_hash)``."""
+        """Removes the ack and returns its ``(batch_size, sticky_key_hash)``; None when not
+        pending."""
 
     def remove_and_get_remaining_unacked(self, ledger_id: int, entry_id: int) -> int:
         """Removes the ack and returns its remaining unacked count, or
@@ -505,7 +544,8 @@ class PendingAcksMap:
         how many."""
 
     def for_each(self, processor: Callable[[int, int, int, int], object]) -> None:
-        """Calls ``processor`` on every ack of a snapshot, in order."""
+        """Calls ``processor(ledger_id, entry_id, batch_size, sticky_key_hash)`` on every ack of
+        a snapshot, in order."""
 
     def for_each_and_close(self, processor: Callable[[int, int, int, int], object]) -> None:
         """Closes the map (later adds are refused), removes every ack, then calls
@@ -514,11 +554,15 @@ class PendingAcksMap:
     def for_each_and_clear(self, processor: Callable[[int, int, int, int], object]) -> None:
         """Removes every ack, then calls ``processor`` for each; adds stay allowed."""
 
-    def contains(self, ledger_id: int, entry_id: int) -> bool: ...
-    def get(self, ledger_id: int, entry_id: int) -> tuple[int, int] | None:
-        """``(batch_size, sticky_key_hash)`` of the ack."""
+    def contains(self, ledger_id: int, entry_id: int) -> bool:
+        """Whether the ack is pending."""
 
-    def size(self) -> int: ...
+    def get(self, ledger_id: int, entry_id: int) -> tuple[int, int] | None:
+        """``(batch_size, sticky_key_hash)`` of the ack; None when not pending."""
+
+    def size(self) -> int:
+        """How many acks are pending (as ``len``)."""
+
     def __len__(self) -> int: ...
     def to_list(self) -> list[_Ack]:
         """Every ack as ``(ledger_id, entry_id, batch_size, sticky_key_hash)``, in order."""
@@ -548,29 +592,49 @@ class MessageRedeliveryController:
 
     def __new__(cls, allow_out_of_order_delivery: bool = False) -> MessageRedeliveryController: ...
     @property
-    def allow_out_of_order_delivery(self) -> bool: ...
+    def allow_out_of_order_delivery(self) -> bool:
+        """Whether queued hashes let normal reads of the same hashes through."""
+
     def add(self, ledger_id: int, entry_id: int, sticky_key_hash: int | None = None) -> None:
         """Queues the position; None means the hash is not known. Hash 0 is a ValueError
         when ordering is enforced. Re-adding a position with another hash moves it."""
 
-    def remove(self, ledger_id: int, entry_id: int) -> bool: ...
+    def remove(self, ledger_id: int, entry_id: int) -> bool:
+        """Takes the position off the queue; False when it was not queued."""
+
     def remove_all_up_to(self, ledger_id: int, entry_id: int) -> int:
         """Removes every position at or below the mark; returns how many."""
 
-    def get_hash(self, ledger_id: int, entry_id: int) -> int | None: ...
-    def contains_sticky_key_hash(self, sticky_key_hash: int) -> bool: ...
-    def contains_sticky_key_hashes(self, sticky_key_hashes: Iterable[int]) -> bool: ...
-    def get_first_position_in_replay(self) -> tuple[int, int] | None: ...
+    def get_hash(self, ledger_id: int, entry_id: int) -> int | None:
+        """The hash the queued position was added with; None when it is not queued or its hash
+        is not known."""
+
+    def contains_sticky_key_hash(self, sticky_key_hash: int) -> bool:
+        """Whether a normal read of the hash must wait for queued entries of the same hash:
+        always False when out-of-order delivery is allowed, and for hash 0."""
+
+    def contains_sticky_key_hashes(self, sticky_key_hashes: Iterable[int]) -> bool:
+        """``contains_sticky_key_hash`` of any of the hashes."""
+
+    def get_first_position_in_replay(self) -> tuple[int, int] | None:
+        """The first queued position; None when the queue is empty."""
+
     def get_messages_to_replay_now(
         self, max_messages: int, filter: Callable[[int, int], object] | None = None
     ) -> list[tuple[int, int]]:
         """Queued positions in order that ``filter(ledger_id, entry_id)`` admits, at most
         ``max_messages``; the filter runs with nothing locked."""
 
-    def is_empty(self) -> bool: ...
-    def size(self) -> int: ...
+    def is_empty(self) -> bool:
+        """Whether no position is queued."""
+
+    def size(self) -> int:
+        """How many positions are queued (as ``len``)."""
+
     def __len__(self) -> int: ...
-    def clear(self) -> None: ...
+    def clear(self) -> None:
+        """Empties the queue."""
+
     def to_list(self) -> list[tuple[int, int, int | None]]:
         """``(ledger_id, entry_id, sticky_key_hash or None)`` in position order."""
 
@@ -643,9 +707,13 @@ class ImpactedConsumersResult:
         added_hash_ranges: Mapping[int, Iterable[HashRange]] | None = None,
     ) -> ImpactedConsumersResult: ...
     @property
-    def removed_hash_ranges(self) -> dict[int, list[HashRange]]: ...
+    def removed_hash_ranges(self) -> dict[int, list[HashRange]]:
+        """Per consumer id, the ranges it lost: sorted, adjacent ranges merged."""
+
     @property
-    def added_hash_ranges(self) -> dict[int, list[HashRange]]: ...
+    def added_hash_ranges(self) -> dict[int, list[HashRange]]:
+        """Per consumer id, the ranges it gained: sorted, adjacent ranges merged."""
+
     def is_empty(self) -> bool:
         """No consumer lost a range (gains alone leave it empty, as in Pulsar)."""
 
@@ -662,11 +730,15 @@ class ConsumerHashAssignmentsSnapshot:
         cls, hash_range_assignments: Iterable[tuple[HashRange, int]]
     ) -> ConsumerHashAssignmentsSnapshot: ...
     @staticmethod
-    def empty() -> ConsumerHashAssignmentsSnapshot: ...
+    def empty() -> ConsumerHashAssignmentsSnapshot:
+        """A snapshot assigning no hash."""
+
     @property
-    def hash_range_assignments(self) -> list[tuple[HashRange, int]]: ...
+    def hash_range_assignments(self) -> list[tuple[HashRange, int]]:
+        """The ``(range, consumer_id)`` pairs, sorted by range."""
+
     def get_ranges_by_consumer(self) -> dict[int, list[HashRange]]:
-        """Each consumer's ranges, sorted, adjacent ranges merged."""
+        """Each consumer's ranges, sorted, adjacent ranges merged; consumers by id."""
 
     def resolve_impacted_consumers(
         self, assignments_after: ConsumerHashAssignmentsSnapshot
@@ -696,16 +768,21 @@ class ConsistentHashingStickyKeyConsumerSelector:
         range_max_value: int = 65535,
     ) -> ConsistentHashingStickyKeyConsumerSelector: ...
     @property
-    def number_of_points(self) -> int: ...
+    def number_of_points(self) -> int:
+        """How many ring points each consumer has."""
+
     @property
-    def add_or_remove_returns_impacted_consumers_result(self) -> bool: ...
+    def add_or_remove_returns_impacted_consumers_result(self) -> bool:
+        """Whether ``add_consumer`` and ``remove_consumer`` return the impacted consumers
+        (else None)."""
+
     @property
     def key_hash_range(self) -> HashRange:
-        """``[1, range_max_value]``."""
+        """``[1, range_max_value]``: the range keys and ring points hash to."""
 
     @property
     def consumer_ids(self) -> list[int]:
-        """Ascending."""
+        """The consumers in the ring, ascending."""
 
     def make_sticky_key_hash(self, key: str | bytes) -> int:
         """Pulsar's ``makeStickyKeyHash(key)`` over ``key_hash_range``."""
@@ -727,7 +804,10 @@ class ConsistentHashingStickyKeyConsumerSelector:
         """Each consumer's ranges, sorted, adjacent ones merged; together they tile
         ``key_hash_range``."""
 
-    def get_consumer_hash_assignments_snapshot(self) -> ConsumerHashAssignmentsSnapshot: ...
+    def get_consumer_hash_assignments_snapshot(self) -> ConsumerHashAssignmentsSnapshot:
+        """The ring's assignments now, to compare with a later snapshot
+        (``resolve_impacted_consumers``)."""
+
     def __len__(self) -> int: ...
     def __contains__(self, consumer_id: int, /) -> bool: ...
 
@@ -774,21 +854,32 @@ class EntryBucketConsumerSelector:
         """From declared bucket ranges, checked as ``validate_bucket_boundaries`` does."""
 
     @property
-    def bucket_ranges(self) -> list[HashRange]: ...
+    def bucket_ranges(self) -> list[HashRange]:
+        """The buckets, as ranges tiling ``[0, 0xFFFF]``."""
+
     @property
-    def bucket_splits(self) -> list[int]: ...
+    def bucket_splits(self) -> list[int]:
+        """The split points: where each bucket but the first starts."""
+
     @property
-    def bucket_count(self) -> int: ...
+    def bucket_count(self) -> int:
+        """How many buckets the segment has."""
+
     @property
     def key_hash_range(self) -> HashRange:
         """``[0, 65535]``."""
 
     @property
     def consumer_ids(self) -> list[int]:
-        """In (name, id) order."""
+        """The connected consumers' ids, in (name, id) order."""
 
-    def bucket_index_of_hash(self, hash: int) -> int: ...
-    def canonical_hash_of_bucket(self, bucket: int) -> int: ...
+    def bucket_index_of_hash(self, hash: int) -> int:
+        """The index of the bucket holding ``hash`` (any 16-bit hash)."""
+
+    def canonical_hash_of_bucket(self, bucket: int) -> int:
+        """The bucket's canonical hash: its start, 1 for bucket 0; ValueError for a bucket
+        index out of range."""
+
     def canonical_hash_of(self, hash: int) -> int:
         """Any 16-bit hash as its bucket's canonical hash."""
 
@@ -796,10 +887,11 @@ class EntryBucketConsumerSelector:
         """The key's hashB (0 becoming 1) as its bucket's canonical hash."""
 
     def add_consumer(self, consumer_id: int, name: str | None = None) -> ImpactedConsumersResult:
-        """ValueError for an id already connected."""
+        """Adds the consumer (ValueError for an id already connected); the impacted consumers."""
 
     def remove_consumer(self, consumer_id: int) -> ImpactedConsumersResult:
-        """An id not connected changes nothing (an empty result)."""
+        """Removes the consumer; the impacted consumers. An id not connected changes nothing (an
+        empty result)."""
 
     def select(self, hash: int) -> int | None:
         """The owner of the bucket holding ``hash``; None with no consumer."""
@@ -823,8 +915,10 @@ class EntryBucketDispatcher:
     a stamped entry by its ``entry_hash_min``, an unstamped one by its key. Each consumer's
     pending acks are a ``PendingAcksMap`` wired to ``tracker`` under canonical bucket hashes,
     so a bucket that moves is withheld from its new owner until the previous owner's acks
-    drain; consumer changes hand off through ``register_draining_hashes``' rule.
-    Thread-safe: changes and dispatches are serialized; a call that raises changes
+    drain; consumer changes hand off through ``register_draining_hashes``' rule. It keeps
+    ``StickyKeyDispatcher``'s contract: the same ``add_consumer``, ``remove_consumer``,
+    ``pending_acks``, ``select`` and ``ack``, and a consumer not connected is a KeyError in
+    each. Thread-safe: changes and dispatches are serialized; a call that raises changes
     nothing."""
 
     def __new__(
@@ -850,15 +944,26 @@ class EntryBucketDispatcher:
 
     @property
     def tracker(self) -> DrainingHashesTracker: ...
-    def add_consumer(self, consumer_id: int, name: str | None = None) -> PendingAcksMap:
-        """ValueError for an id already connected; returns the consumer's pending acks."""
+    def add_consumer(self, consumer_id: int, name: str | bytes = "") -> PendingAcksMap:
+        """Connects a consumer and returns its pending-acks map. ValueError for an id
+        already connected or a name that is not UTF-8. Buckets it takes from others drain
+        first."""
 
     def remove_consumer(self, consumer_id: int) -> list[tuple[int, int, int, int]]:
-        """The consumer's pending acks ``(ledger_id, entry_id, batch_size, sticky_key_hash)``
-        in order, for redelivery; an id not connected changes nothing (``[]``)."""
+        """Disconnects a consumer (KeyError, changing nothing, if it is not connected). Its
+        pending acks are closed and returned, in order, as ``(ledger_id, entry_id,
+        batch_size, sticky_key_hash)``, for the caller to redeliver."""
 
     def pending_acks(self, consumer_id: int) -> PendingAcksMap:
-        """KeyError for an id not connected."""
+        """The consumer's pending-acks map (KeyError if it is not connected)."""
+
+    def select(self, sticky_key_hash: int) -> int | None:
+        """The consumer that owns the hash's bucket (``[0, 65535]``); None with no
+        consumer."""
+
+    def ack(self, consumer_id: int, ledger_id: int, entry_id: int) -> bool:
+        """The consumer acked an entry (KeyError if it is not connected); False if the
+        entry was not pending there."""
 
     def sticky_key_hash(
         self, entry_hash_min: int | None = None, key: str | bytes | None = None
@@ -888,9 +993,6 @@ class EntryBucketDispatcher:
         """``dispatch`` of each stamped entry in order: the selected consumer of each
         (0 with no consumer) and whether it went. Every entry is checked first, a position
         twice in the batch included (ValueError naming ``entry_ids[i]``)."""
-
-    def ack(self, consumer_id: int, ledger_id: int, entry_id: int) -> bool:
-        """False if the entry was not pending for the consumer."""
 
     def withheld_buckets(self) -> tuple[int, ...]:
         """Buckets whose owner waits for another consumer's acks, ascending."""
@@ -977,15 +1079,17 @@ class StickyKeyDispatcher:
     that gets ranges back releases its own draining hashes in them. A leaving consumer's
     pending acks wait in ``redelivery`` (which empties when no consumer is left, as Pulsar
     rewinds the cursor). Without ``flow_control`` a consumer may always take 2**31 - 1
-    entries under its unacked limit. Thread-safe: changes and reads are serialized; a call
-    that raises changes nothing."""
+    entries under its unacked limit. A consumer not connected is a KeyError in every call
+    that names one (Pulsar logs such a removal as an error; a no-op would hide the
+    caller's mistake). Thread-safe: changes and reads are serialized; a call that raises
+    changes nothing."""
 
     def __new__(
         cls,
         number_of_points: int = 100,
+        *,
         unblocking_handler: Callable[[int], object] | None = None,
         dispatcher_name: str = "",
-        *,
         flow_control: bool = False,
         look_ahead_per_consumer: int | None = None,
         look_ahead_per_subscription: int | None = None,
@@ -1006,19 +1110,26 @@ class StickyKeyDispatcher:
     def redelivery(self) -> MessageRedeliveryController: ...
     @property
     def flow_control(self) -> bool: ...
-    def add_consumer(self, consumer_id: int, name: str | bytes) -> PendingAcksMap:
-        """Adds the consumer to the ring (ValueError for an id already there); returns its
-        pending-acks map."""
+    def add_consumer(self, consumer_id: int, name: str | bytes = "") -> PendingAcksMap:
+        """Connects a consumer (on the ring, with no permits) and returns its pending-acks
+        map. ValueError for an id already connected. Hashes it takes from others drain
+        first."""
 
     def remove_consumer(self, consumer_id: int) -> list[tuple[int, int, int, int]]:
-        """Removes the consumer (KeyError if unknown). Its pending acks are closed and
-        returned, in order, as ``(ledger_id, entry_id, batch_size, sticky_key_hash)``; the
-        dispatcher also queues them in ``redelivery`` while other consumers remain."""
+        """Disconnects a consumer (KeyError, changing nothing, if it is not connected). Its
+        pending acks are closed and returned, in order, as ``(ledger_id, entry_id,
+        batch_size, sticky_key_hash)``; the dispatcher also queues them in ``redelivery``
+        while other consumers remain."""
 
     def pending_acks(self, consumer_id: int) -> PendingAcksMap:
-        """The consumer's pending-acks map (KeyError if unknown)."""
+        """The consumer's pending-acks map (KeyError if it is not connected)."""
 
-    def select(self, sticky_key_hash: int) -> int | None: ...
+    def select(self, sticky_key_hash: int) -> int | None:
+        """The consumer the ring gives the hash (``[0, 65535]``); None with no consumer."""
+
+    def ack(self, consumer_id: int, ledger_id: int, entry_id: int) -> bool:
+        """The consumer acked an entry (KeyError if it is not connected); False if the
+        entry was not pending there."""
     def dispatch(
         self, ledger_id: int, entry_id: int, sticky_key_hash: int, batch_size: int = 1
     ) -> DispatchResult:
@@ -1065,9 +1176,6 @@ class StickyKeyDispatcher:
         """The redelivery queue is below the look-ahead limit and some consumer has
         permits."""
 
-    def ack(self, consumer_id: int, ledger_id: int, entry_id: int) -> bool:
-        """False if the entry was not pending for the consumer."""
-
 @final
 class KeySharedConsumerState:
     """Danube's Key-Shared consumer state: 100 virtual nodes per consumer at
@@ -1079,7 +1187,7 @@ class KeySharedConsumerState:
     def __new__(cls) -> KeySharedConsumerState: ...
     @property
     def consumer_ids(self) -> list[int]:
-        """In the order added."""
+        """The consumers in the order added."""
 
     def add_consumer(
         self, consumer_id: int, key_filters: Iterable[str | bytes] | None = None
@@ -1090,9 +1198,16 @@ class KeySharedConsumerState:
     def remove_consumer(self, consumer_id: int) -> None:
         """KeyError for an unknown id."""
 
-    def key_filters(self, consumer_id: int) -> list[bytes]: ...
-    def disconnect_all(self) -> None: ...
-    def is_empty(self) -> bool: ...
+    def key_filters(self, consumer_id: int) -> list[bytes]:
+        """The consumer's key filters as bytes, in the order given; KeyError for an id not in
+        the state."""
+
+    def disconnect_all(self) -> None:
+        """Removes every consumer."""
+
+    def is_empty(self) -> bool:
+        """Whether no consumer is in the state."""
+
     def select_consumer(self, key: str | bytes) -> int | None:
         """The consumer for the key; None when no consumer accepts it."""
 
@@ -1116,15 +1231,19 @@ class SafeCursor:
 
     def __new__(cls, first_offset: int) -> SafeCursor: ...
     @property
-    def first_offset(self) -> int: ...
+    def first_offset(self) -> int:
+        """The offset the cursor starts at."""
+
     @property
-    def position(self) -> int | None: ...
+    def position(self) -> int | None:
+        """The safe position; None until ``first_offset`` is acked or skipped."""
+
     @property
     def pending(self) -> int:
         """Acks held beyond the first gap."""
 
     def ack(self, offset: int) -> int | None:
-        """The new position when it moved, else None."""
+        """Marks the offset acked; the new position when it moved, else None."""
 
     def skip(self, offset: int) -> int | None:
         """Like ``ack``: a skipped offset counts as done."""
@@ -1143,20 +1262,30 @@ class BucketCheckpoints:
 
     def __new__(cls) -> BucketCheckpoints: ...
     def open(self, segment_id: int, bucket: int, first_offset: int) -> None:
-        """ValueError if the bucket is open already."""
+        """Starts tracking the bucket from ``first_offset``; ValueError if it is open already."""
 
     def close(self, segment_id: int, bucket: int) -> int | None:
         """Stops tracking the bucket; its final position."""
 
-    def ack(self, segment_id: int, bucket: int, offset: int) -> int | None: ...
-    def skip(self, segment_id: int, bucket: int, offset: int) -> int | None: ...
+    def ack(self, segment_id: int, bucket: int, offset: int) -> int | None:
+        """``SafeCursor.ack`` on the bucket's cursor."""
+
+    def skip(self, segment_id: int, bucket: int, offset: int) -> int | None:
+        """``SafeCursor.skip`` on the bucket's cursor."""
+
     def ack_many(
         self, segment_ids: _IntArray, buckets: _IntArray, offsets: _IntArray
     ) -> dict[tuple[int, int], int]:
-        """Acks each triple (checked first); the buckets whose position moved, with it."""
+        """Acks ``(segment_ids[i], buckets[i], offsets[i])`` for every i (all checked first);
+        ``{(segment_id, bucket): new position}`` for the buckets whose position moved. Releases
+        the GIL."""
 
-    def position(self, segment_id: int, bucket: int) -> int | None: ...
-    def positions(self) -> dict[tuple[int, int], int | None]: ...
+    def position(self, segment_id: int, bucket: int) -> int | None:
+        """The bucket's position (None until its first offset is done)."""
+
+    def positions(self) -> dict[tuple[int, int], int | None]:
+        """Every open bucket's position, keyed by ``(segment_id, bucket)``."""
+
     def __len__(self) -> int: ...
     def __contains__(self, key: object, /) -> bool: ...
 
@@ -1182,20 +1311,38 @@ class SubscriptionFailurePolicy:
         dead_letter_topic: str | None = None,
     ) -> SubscriptionFailurePolicy: ...
     @property
-    def max_redelivery_count(self) -> int: ...
+    def max_redelivery_count(self) -> int:
+        """Redeliveries a message may have before it is out of retries."""
+
     @property
-    def ack_timeout_ms(self) -> int: ...
+    def ack_timeout_ms(self) -> int:
+        """How long a delivery waits for its ack before it counts as failed."""
+
     @property
-    def base_redelivery_delay_ms(self) -> int: ...
+    def base_redelivery_delay_ms(self) -> int:
+        """The redelivery delay after the first attempt."""
+
     @property
-    def max_redelivery_delay_ms(self) -> int: ...
+    def max_redelivery_delay_ms(self) -> int:
+        """The longest redelivery delay."""
+
     @property
-    def backoff_strategy(self) -> str: ...
+    def backoff_strategy(self) -> str:
+        """``"fixed"`` or ``"exponential"``."""
+
     @property
-    def poison_policy(self) -> str: ...
+    def poison_policy(self) -> str:
+        """What happens to a message out of retries: ``"drop"``, ``"dead_letter"`` or
+        ``"block"`` (it stays in flight, holding its key)."""
+
     @property
-    def dead_letter_topic(self) -> str | None: ...
-    def redelivery_delay_ms(self, attempt: int, requested_ms: int | None = None) -> int: ...
+    def dead_letter_topic(self) -> str | None:
+        """The topic ``"dead_letter"`` publishes to, as given."""
+
+    def redelivery_delay_ms(self, attempt: int, requested_ms: int | None = None) -> int:
+        """The wait before redelivery after ``attempt`` deliveries: the backoff's delay or
+        ``requested_ms``, whichever is longer, capped at ``max_redelivery_delay_ms``."""
+
     def __eq__(self, other: object, /) -> bool: ...
     def __ne__(self, other: object, /) -> bool: ...
 
@@ -1205,48 +1352,79 @@ class InFlightEntry:
     ``"waiting_to_retry"`` or ``"retry_exhausted"``; times in milliseconds."""
 
     @property
-    def offset(self) -> int: ...
+    def offset(self) -> int:
+        """The message's offset."""
+
     @property
-    def key(self) -> str | bytes: ...
+    def key(self) -> str | bytes:
+        """Its routing key, as given."""
+
     @property
-    def consumer_id(self) -> int: ...
+    def consumer_id(self) -> int:
+        """The consumer it was sent to."""
+
     @property
-    def delivery_attempt(self) -> int: ...
+    def delivery_attempt(self) -> int:
+        """How many times it was sent (1 for a first delivery)."""
+
     @property
-    def status(self) -> str: ...
+    def status(self) -> str:
+        """``"awaiting_ack"``, ``"waiting_to_retry"`` or ``"retry_exhausted"``."""
+
     @property
-    def first_sent_at_ms(self) -> int: ...
+    def first_sent_at_ms(self) -> int:
+        """When it was first sent."""
+
     @property
-    def last_sent_at_ms(self) -> int: ...
+    def last_sent_at_ms(self) -> int:
+        """When it was last sent."""
+
     @property
-    def ack_deadline_at_ms(self) -> int: ...
+    def ack_deadline_at_ms(self) -> int:
+        """When its ack times out (last sent plus the ack timeout)."""
+
     @property
-    def next_redelivery_at_ms(self) -> int: ...
+    def next_redelivery_at_ms(self) -> int:
+        """When its retry is due while ``"waiting_to_retry"``; otherwise when it was last
+        sent."""
+
     @property
-    def last_failure_reason(self) -> str | None: ...
+    def last_failure_reason(self) -> str | None:
+        """The reason its last failure gave (``"ack timeout"`` for a timeout); None before any
+        failure, or when its nack gave none."""
 
 @final
 class WindowAction:
     """What to do: ``kind`` is ``"deliver"``/``"redeliver"`` (send ``offset`` to
     ``consumer_id``), ``"skip"`` (no consumer takes the key; counted done), ``"block"``
-    (queued), ``"drop"`` or ``"dead_letter"`` (out of retries; counted done; publish to
-    ``dead_letter_topic`` for the latter) or ``"evict"`` (consumer evicted, its messages
-    counted done)."""
+    (queued behind its key or a full consumer), ``"drop"`` or ``"dead_letter"`` (out of
+    retries; counted done; publish to ``dead_letter_topic`` for the latter) or ``"evict"``
+    (consumer ``consumer_id`` evicted, its messages counted done)."""
 
     @property
-    def kind(self) -> str: ...
+    def kind(self) -> str:
+        """What to do: one of the kinds above."""
+
     @property
-    def offset(self) -> int | None: ...
+    def offset(self) -> int | None:
+        """The message's offset; None for ``"evict"``."""
+
     @property
-    def key(self) -> str | bytes | None: ...
+    def key(self) -> str | bytes | None:
+        """The message's key, as given; None for ``"evict"``."""
+
     @property
-    def consumer_id(self) -> int | None: ...
+    def consumer_id(self) -> int | None:
+        """The consumer to send to, that was picked (``"block"``), that held the message
+        (``"drop"``, ``"dead_letter"``) or that was evicted; None for ``"skip"``."""
+
     @property
     def attempt(self) -> int:
         """The delivery attempt (1 for a first delivery); 0 for skip, block and evict."""
 
     @property
-    def dead_letter_topic(self) -> str | None: ...
+    def dead_letter_topic(self) -> str | None:
+        """Where to publish a ``"dead_letter"`` message; None for other kinds."""
 
 @final
 class InFlightWindow:
@@ -1268,15 +1446,26 @@ class InFlightWindow:
         inactive_eviction_ticks: int = 6,
     ) -> InFlightWindow: ...
     @property
-    def max_window_size(self) -> int: ...
+    def max_window_size(self) -> int:
+        """The most messages in flight and queued together."""
+
     @property
-    def max_per_consumer(self) -> int: ...
+    def max_per_consumer(self) -> int:
+        """The most messages one consumer may have in flight."""
+
     @property
-    def inactive_eviction_ticks(self) -> int: ...
+    def inactive_eviction_ticks(self) -> int:
+        """How many heartbeats in a row a consumer may be reported inactive before it is
+        evicted."""
+
     @property
-    def failure_policy(self) -> SubscriptionFailurePolicy: ...
+    def failure_policy(self) -> SubscriptionFailurePolicy:
+        """The policy given when built, else the default one."""
+
     @property
-    def in_flight_count(self) -> int: ...
+    def in_flight_count(self) -> int:
+        """Messages in flight."""
+
     @property
     def blocked_count(self) -> int:
         """Queued messages, a taken one included."""
@@ -1295,8 +1484,9 @@ class InFlightWindow:
         """Queues a new message behind its key, or puts a taken one back in its place."""
 
     def take_unblocked(self) -> tuple[int, str | bytes] | None:
-        """The first queued message whose key is free; it holds the key until dispatched,
-        skipped or put back."""
+        """The first queued ``(offset, key)`` whose key is free, or None. It holds its key until
+        it is dispatched (``mark_dispatched``), skipped (``on_skipped``) or put back
+        (``push_blocked``, which returns it to its place)."""
 
     def on_ack(self, offset: int) -> tuple[str | bytes | None, int | None]:
         """``(freed key, new cursor)``; ``(None, None)`` for an offset not awaiting an ack."""
@@ -1308,7 +1498,8 @@ class InFlightWindow:
     def on_nack(
         self, offset: int, now_ms: int, delay_ms: int | None = None, reason: str | None = None
     ) -> str | None:
-        """Schedules a retry (or exhausts the message); its new status, or None."""
+        """Schedules a retry (or exhausts the message); its new status, or None for an offset
+        not in flight."""
 
     def remove_entry(self, offset: int) -> InFlightEntry | None:
         """Takes a message out of flight (its key frees) without counting it done."""
@@ -1319,19 +1510,30 @@ class InFlightWindow:
     def remove_consumer_entries(self, consumer_id: int) -> list[str | bytes]:
         """Evicts a consumer's messages, counted done; the keys freed."""
 
-    def get_safe_cursor(self) -> int | None: ...
+    def get_safe_cursor(self) -> int | None:
+        """The safe cursor: the last offset such that it and every offset from the first one
+        seen on are acked or skipped; None until then."""
+
     def has_capacity(self) -> bool:
         """In flight plus queued below ``max_window_size``."""
 
-    def consumer_has_capacity(self, consumer_id: int) -> bool: ...
-    def consumer_in_flight(self, consumer_id: int) -> int: ...
+    def consumer_has_capacity(self, consumer_id: int) -> bool:
+        """Whether the consumer has fewer than ``max_per_consumer`` messages in flight."""
+
+    def consumer_in_flight(self, consumer_id: int) -> int:
+        """How many messages the consumer has in flight."""
+
     def is_key_active(self, key: str | bytes) -> bool:
         """Whether a new message with this key must wait."""
 
-    def get_entry(self, offset: int) -> InFlightEntry | None: ...
-    def in_flight_entries(self) -> list[InFlightEntry]: ...
+    def get_entry(self, offset: int) -> InFlightEntry | None:
+        """The in-flight message at ``offset``, or None."""
+
+    def in_flight_entries(self) -> list[InFlightEntry]:
+        """Every in-flight message, by offset."""
+
     def blocked(self) -> list[tuple[int, str | bytes]]:
-        """Queued messages in release order."""
+        """Queued messages in release order (a taken one left out)."""
 
     def dispatch_polled(
         self, offset: int, key: str | bytes, state: KeySharedConsumerState, now_ms: int

@@ -15,7 +15,7 @@ Subcommands are entries of :data:`COMMANDS`; adding one is adding a :class:`Comm
 * ``keyshared simulate``: replay a scenario on virtual time and check ordering end to end;
 * ``keyshared explain STATS.json``: a live Key_Shared subscription from Pulsar's topic stats:
   who waits on whom and why, who owns what, what moves if a consumer joins or leaves; or a
-  scalable topic: what still drains and what waits for it (``keyshared.explain_command``);
+  scalable topic: what still drains and what waits for it (``keyshared.explain.command``);
 * ``keyshared audit``: where a partitioned topic's keys and traffic go in a migration to a
   layout or another partition count, and which keys' order is at risk.
 """
@@ -31,17 +31,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
-import keyshared.explain as explaining
-from keyshared import explain_command
+import keyshared.explain.subscription as explaining
 from keyshared._jsonfile import load_json
 from keyshared._text import dump as _dump
 from keyshared._text import percent as _percent
 from keyshared._text import table as _table
-from keyshared.audit import DEFAULT_SAMPLE_SIZE, MigrationAudit, audit_migration
-from keyshared.controller import apply_decision
-from keyshared.hashing import key_hashes
-from keyshared.layout import TopicLayout
-from keyshared.policy import DecisionSnapshot
+from keyshared.explain import command as explain_command
+from keyshared.routing.hashing import key_hashes
+from keyshared.scalable.audit import DEFAULT_SAMPLE_SIZE, MigrationAudit, audit_migration
+from keyshared.scalable.controller import apply_decision
+from keyshared.scalable.layout import TopicLayout
+from keyshared.scalable.policy import DecisionSnapshot
 from keyshared.simulate import command as simulate_command
 from keyshared.versions import SCALABLE_TOPICS, segment_half
 
@@ -486,3 +486,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except (ValueError, TypeError, OSError) as e:
         print(f"keyshared {command.name}: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+__all__ = [
+    "COMMANDS",
+    "EXIT_BAD_INPUT",
+    "Command",
+    "build_parser",
+    "main",
+]

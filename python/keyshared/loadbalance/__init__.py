@@ -27,92 +27,22 @@ any other value is a ``ValueError``. What ``"4.0"`` changes:
 :class:`TransferShedder` follows 4.2 only.
 """
 
-from keyshared.loadbalance.bundles import (
-    FULL_LOWER_BOUND,
-    FULL_UPPER_BOUND,
-    MAX_SPLIT_BUNDLES,
-    SPLIT_ALGORITHMS,
-    NamespaceBundle,
-    can_split_bundle,
-    flow_or_qps_equally_divide,
-    range_equally_divide,
-    specified_positions_divide,
-    split_algorithm_of,
-    split_bundles,
-    topic_count_equally_divide,
-    topic_hash,
-    topic_namespace,
+from keyshared.loadbalance import (
+    bundles,
+    model,
+    namespace_bundles,
+    shedders,
+    transfer_shedder,
 )
-from keyshared.loadbalance.model import (
-    DEFAULT_PULSAR_VERSION,
-    MB,
-    PULSAR_VERSIONS,
-    BrokerLoad,
-    LoadData,
-    MessageRates,
-    ResourceUsage,
-    ResourceWeights,
-    SheddingResult,
-    Unload,
-    bundle_namespace,
-)
-from keyshared.loadbalance.namespace_bundles import NamespaceBundles
-from keyshared.loadbalance.shedders import (
-    AvgShedder,
-    AvgShedderState,
-    OverloadShedder,
-    ThresholdShedder,
-    ThresholdShedderState,
-    UniformLoadShedder,
-)
-from keyshared.loadbalance.transfer_shedder import (
-    BrokerLoadEma,
-    ShedderInputs,
-    TransferShedder,
-    TransferShedderState,
-    TransferSheddingResult,
-    is_system_service_namespace,
-    top_k_bundles,
-)
+from keyshared.loadbalance.bundles import *
+from keyshared.loadbalance.model import *
+from keyshared.loadbalance.namespace_bundles import *
+from keyshared.loadbalance.shedders import *
+from keyshared.loadbalance.transfer_shedder import *
 
-__all__ = [
-    "DEFAULT_PULSAR_VERSION",
-    "FULL_LOWER_BOUND",
-    "FULL_UPPER_BOUND",
-    "MAX_SPLIT_BUNDLES",
-    "MB",
-    "PULSAR_VERSIONS",
-    "SPLIT_ALGORITHMS",
-    "AvgShedder",
-    "AvgShedderState",
-    "BrokerLoad",
-    "BrokerLoadEma",
-    "LoadData",
-    "MessageRates",
-    "NamespaceBundle",
-    "NamespaceBundles",
-    "OverloadShedder",
-    "ResourceUsage",
-    "ResourceWeights",
-    "ShedderInputs",
-    "SheddingResult",
-    "ThresholdShedder",
-    "ThresholdShedderState",
-    "TransferShedder",
-    "TransferShedderState",
-    "TransferSheddingResult",
-    "UniformLoadShedder",
-    "Unload",
-    "bundle_namespace",
-    "can_split_bundle",
-    "flow_or_qps_equally_divide",
-    "is_system_service_namespace",
-    "range_equally_divide",
-    "specified_positions_divide",
-    "split_algorithm_of",
-    "split_bundles",
-    "top_k_bundles",
-    "topic_count_equally_divide",
-    "topic_hash",
-    "topic_namespace",
-]
+__all__: list[str] = []
+__all__ += bundles.__all__
+__all__ += model.__all__
+__all__ += namespace_bundles.__all__
+__all__ += shedders.__all__
+__all__ += transfer_shedder.__all__

@@ -469,3 +469,22 @@ def _loads_by_hash(
 def _inside_or_none(bundle: NamespaceBundle, boundaries: list[int]) -> tuple[int, ...] | None:
     inside = all(bundle.lower_endpoint < b < bundle.upper_endpoint for b in boundaries)
     return tuple(boundaries) if boundaries and inside else None
+
+
+__all__ = [
+    "FULL_LOWER_BOUND",
+    "FULL_UPPER_BOUND",
+    "MAX_SPLIT_BUNDLES",
+    "SPLIT_ALGORITHMS",
+    "HashFunction",
+    "NamespaceBundle",
+    "can_split_bundle",
+    "flow_or_qps_equally_divide",
+    "range_equally_divide",
+    "specified_positions_divide",
+    "split_algorithm_of",
+    "split_bundles",
+    "topic_count_equally_divide",
+    "topic_hash",
+    "topic_namespace",
+]

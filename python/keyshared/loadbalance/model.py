@@ -279,3 +279,22 @@ class SheddingResult(Generic[StateT]):
     unloads: tuple[Unload, ...]
     reasons: tuple[str, ...]
     state: StateT
+
+
+__all__ = [
+    "DEFAULT_PULSAR_VERSION",
+    "MB",
+    "PULSAR_VERSIONS",
+    "SLA_OR_HEARTBEAT_NAMESPACE",
+    "BrokerLoad",
+    "LoadData",
+    "MessageRates",
+    "ResourceUsage",
+    "ResourceWeights",
+    "SheddingResult",
+    "Unload",
+    "bundle_namespace",
+    "check_pulsar_version",
+    "check_rates",
+    "is_sla_or_heartbeat_namespace",
+]

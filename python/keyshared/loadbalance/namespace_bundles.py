@@ -143,3 +143,8 @@ class NamespaceBundles:
         inner = tuple(child.lower_endpoint for child in children[1:])
         partitions = self.partitions[: index + 1] + inner + self.partitions[index + 1 :]
         return NamespaceBundles(self.namespace, partitions), children
+
+
+__all__ = [
+    "NamespaceBundles",
+]

@@ -733,3 +733,15 @@ def _check_state(state: _S | None, state_type: type[_S]) -> _S:
     if not isinstance(state, state_type):
         raise TypeError(f"state must be a {state_type.__name__}, got {type(state).__name__}")
     return state
+
+
+__all__ = [
+    "ADDITIONAL_THRESHOLD_PERCENT_MARGIN",
+    "LOWER_BOUNDARY_THRESHOLD_MARGIN",
+    "AvgShedder",
+    "AvgShedderState",
+    "OverloadShedder",
+    "ThresholdShedder",
+    "ThresholdShedderState",
+    "UniformLoadShedder",
+]

@@ -757,3 +757,15 @@ def _skip(
         load_std_after=after,
         label="Skip",
     )
+
+
+__all__ = [
+    "BrokerLoadEma",
+    "ShedderInputs",
+    "TopBundles",
+    "TransferShedder",
+    "TransferShedderState",
+    "TransferSheddingResult",
+    "is_system_service_namespace",
+    "top_k_bundles",
+]

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from keyshared.layout import TopicLayout
-from keyshared.policy import AutoScalePolicy
+from keyshared.scalable.layout import TopicLayout
+from keyshared.scalable.policy import AutoScalePolicy
 from keyshared.simulate.scenario import (
     ConsumerSpec,
     KeySpec,

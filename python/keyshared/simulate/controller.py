@@ -15,17 +15,17 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from keyshared.controller import apply_decision
-from keyshared.coordinator import compute_assignment
-from keyshared.layout import TopicLayout
-from keyshared.load_reporter import SegmentLoadReporter
-from keyshared.ownership import (
+from keyshared.scalable.controller import apply_decision
+from keyshared.scalable.coordinator import compute_assignment
+from keyshared.scalable.layout import TopicLayout
+from keyshared.scalable.load_reporter import SegmentLoadReporter
+from keyshared.scalable.ownership import (
     BucketAssignment,
     BucketConsumer,
     contiguous_assignment,
     sticky_assignment,
 )
-from keyshared.policy import (
+from keyshared.scalable.policy import (
     AutoScalePolicy,
     Decision,
     NoAction,
@@ -34,7 +34,7 @@ from keyshared.policy import (
     decide,
     last_operation_times,
 )
-from keyshared.topic_name import TopicName
+from keyshared.scalable.topic_name import TopicName
 
 #: The subscription every simulated topic has; the controller counts its consumers.
 SUBSCRIPTION = "sub"

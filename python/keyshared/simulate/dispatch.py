@@ -26,11 +26,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from keyshared.batching import route_entry
-from keyshared.cursor import BucketCheckpoints
-from keyshared.draining import DrainingHashesTracker, PendingAcksMap
-from keyshared.layout import Segment
-from keyshared.ownership import (
+from keyshared._core import (
+    BucketCheckpoints,
+    InFlightWindow,
+    KeySharedConsumerState,
+    SubscriptionFailurePolicy,
+)
+from keyshared.dispatch.draining import DrainingHashesTracker, PendingAcksMap
+from keyshared.scalable.batching import route_entry
+from keyshared.scalable.layout import Segment
+from keyshared.scalable.ownership import (
     BucketAssignment,
     ImpactedConsumersResult,
     assignment_ranges,
@@ -38,12 +43,10 @@ from keyshared.ownership import (
     moved_buckets,
     register_draining_hashes,
 )
-from keyshared.rings import KeySharedConsumerState
 from keyshared.simulate.invariants import TopicChecker
 from keyshared.simulate.model import Delivery, Entry
 from keyshared.simulate.scenario import WindowSpec
 from keyshared.simulate.store import TopicStore
-from keyshared.window import InFlightWindow, SubscriptionFailurePolicy
 
 
 class HandOff:

@@ -113,3 +113,10 @@ class Delivery:
         self.attempt = attempt
         self.dispatcher = dispatcher
         self.stale = False
+
+
+__all__ = [
+    "Delivery",
+    "Entry",
+    "Feedback",
+]

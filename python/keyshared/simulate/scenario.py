@@ -19,20 +19,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from keyshared._checks import check_int, check_keys, check_mapping, check_name, check_rate
+from keyshared._core import RING_SIZE
 from keyshared._reader import build, field_path, json_form, read
-from keyshared.batching import DEFAULT_MAX_BYTES, DEFAULT_MAX_MESSAGES
-from keyshared.buckets import RING_SIZE
-from keyshared.layout import TopicLayout
-from keyshared.policy import AutoScalePolicy
+from keyshared.errors import ScenarioError
+from keyshared.scalable.batching import DEFAULT_MAX_BYTES, DEFAULT_MAX_MESSAGES
+from keyshared.scalable.layout import TopicLayout
+from keyshared.scalable.policy import AutoScalePolicy
 from keyshared.simulate.controller import ASSIGNMENTS, Assignment
 
 KeyDistribution = Literal["uniform", "zipf"]
 Backoff = Literal["fixed", "exponential"]
 PoisonPolicy = Literal["drop", "dead_letter", "block"]
-
-
-class ScenarioError(ValueError):
-    """A scenario that cannot be read or does not validate; the message names the field."""
 
 
 @dataclass(frozen=True)

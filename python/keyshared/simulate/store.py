@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from keyshared.batching import EntryBatch
+from keyshared.scalable.batching import EntryBatch
 from keyshared.simulate.model import Entry
 
 _I64 = npt.NDArray[np.int64]

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from keyshared.batching import EntryBatch
-from keyshared.cursor import BucketCheckpoints
-from keyshared.ownership import BucketAssignment, BucketConsumer
+from keyshared._core import BucketCheckpoints
+from keyshared.scalable.batching import EntryBatch
+from keyshared.scalable.ownership import BucketAssignment, BucketConsumer
 from keyshared.simulate.controller import Controller, LoadReporter
 from keyshared.simulate.dispatch import HandOff, SegmentDispatcher, TopicContext
 from keyshared.simulate.invariants import EventTrail, TopicChecker

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from keyshared.batching import BucketedBatcher, EntryBatch
-from keyshared.layout import TopicLayout
+from keyshared.scalable.batching import BucketedBatcher, EntryBatch
+from keyshared.scalable.layout import TopicLayout
 from keyshared.simulate.model import Delivery
 from keyshared.simulate.scenario import BatchingSpec, ConsumerSpec, ProducerSpec
 

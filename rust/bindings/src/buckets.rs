@@ -6,7 +6,7 @@ use crate::errors::Raise;
 use crate::conversions::{arg, Int, RingHash, RingHashes, Splits, Threads};
 use keyshared_kernels::buckets::{self, HashRange};
 
-/// A range of 16-bit hashes, both ends inclusive: `0 <= start <= end <= 0xFFFF`.
+#[doc = stub_doc!("HashRange")]
 #[pyclass(
     name = "HashRange",
     module = "keyshared._core",
@@ -28,35 +28,37 @@ impl PyHashRange {
         Ok(Self(HashRange::new(start, end).py()?))
     }
 
-    /// The whole ring, `[0x0000, 0xFFFF]`.
+    #[doc = stub_doc!("HashRange.full")]
     #[staticmethod]
     fn full() -> Self {
         Self(HashRange::full())
     }
 
-    /// Parses the hex form `"0a0b-f0f0"`.
+    #[doc = stub_doc!("HashRange.from_hex")]
     #[staticmethod]
     fn from_hex(text: &str) -> PyResult<Self> {
         Ok(Self(HashRange::parse_hex(text).py()?))
     }
 
+    #[doc = stub_doc!("HashRange.start")]
     #[getter]
     fn start(&self) -> u16 {
         self.0.start()
     }
 
+    #[doc = stub_doc!("HashRange.end")]
     #[getter]
     fn end(&self) -> u16 {
         self.0.end()
     }
 
-    /// How many hashes the range holds: `end - start + 1`.
+    #[doc = stub_doc!("HashRange.size")]
     #[getter]
     fn size(&self) -> u32 {
         self.0.size()
     }
 
-    /// Whether a hash (an int in `[0, 0xFFFF]`) or a whole HashRange lies inside.
+    #[doc = stub_doc!("HashRange.contains")]
     fn contains(&self, item: &Bound<'_, PyAny>) -> PyResult<bool> {
         if let Ok(other) = item.cast::<PyHashRange>() {
             return Ok(self.0.contains_range(other.get().0));
@@ -68,23 +70,23 @@ impl PyHashRange {
         self.contains(item)
     }
 
-    /// True when the ranges touch end to start (either order) without overlapping.
+    #[doc = stub_doc!("HashRange.is_adjacent_to")]
     fn is_adjacent_to(&self, other: PyHashRange) -> bool {
         self.0.is_adjacent_to(other.0)
     }
 
-    /// `[start, mid]` and `[mid + 1, end]` with `mid = start + (end - start) // 2`.
+    #[doc = stub_doc!("HashRange.split")]
     fn split(&self) -> PyResult<(Self, Self)> {
         let (low, high) = self.0.split().py()?;
         Ok((Self(low), Self(high)))
     }
 
-    /// The union of two adjacent ranges.
+    #[doc = stub_doc!("HashRange.merge")]
     fn merge(&self, other: PyHashRange) -> PyResult<Self> {
         Ok(Self(self.0.merge(other.0).py()?))
     }
 
-    /// The hex form, `"0a0b-f0f0"`.
+    #[doc = stub_doc!("HashRange.to_hex")]
     // Python methods take `&self`; the name is the one users look for.
     #[allow(clippy::wrong_self_convention)]
     fn to_hex(&self) -> String {
@@ -104,13 +106,13 @@ impl PyHashRange {
     }
 }
 
-/// `[floor(i * 65536 / n) for i in 1..n-1]`; `[]` for n of 0 or 1.
+#[doc = stub_doc!("equal_width_splits")]
 #[pyfunction]
 fn equal_width_splits(n: &Bound<'_, PyAny>) -> PyResult<Vec<u16>> {
     buckets::equal_width_splits(arg::<Int>(n, "n")?.0).py()
 }
 
-/// The buckets described by ascending split points, as HashRanges tiling the ring.
+#[doc = stub_doc!("bucket_ranges")]
 #[pyfunction]
 fn bucket_ranges(splits: &Bound<'_, PyAny>) -> PyResult<Vec<PyHashRange>> {
     let Splits(splits) = arg(splits, "splits")?;
@@ -120,7 +122,7 @@ fn bucket_ranges(splits: &Bound<'_, PyAny>) -> PyResult<Vec<PyHashRange>> {
         .collect())
 }
 
-/// The index of the bucket holding `hash_b`: how many splits are `<= hash_b`.
+#[doc = stub_doc!("bucket_index")]
 #[pyfunction]
 fn bucket_index(hash_b: &Bound<'_, PyAny>, splits: &Bound<'_, PyAny>) -> PyResult<u32> {
     let RingHash(hash_b) = arg(hash_b, "hash_b")?;
@@ -130,8 +132,7 @@ fn bucket_index(hash_b: &Bound<'_, PyAny>, splits: &Bound<'_, PyAny>) -> PyResul
     ))
 }
 
-/// The one bucket holding every hashB of an entry; ValueError if the entry straddles a
-/// boundary.
+#[doc = stub_doc!("entry_bucket")]
 #[pyfunction]
 fn entry_bucket(
     entry_hash_min: &Bound<'_, PyAny>,
@@ -143,21 +144,21 @@ fn entry_bucket(
     buckets::entry_bucket(min, max, &arg::<Splits>(splits, "splits")?.0).py()
 }
 
-/// `max(start of bucket index, 1)`: the hash standing for a whole bucket.
+#[doc = stub_doc!("canonical_bucket_hash")]
 #[pyfunction]
 fn canonical_bucket_hash(index: &Bound<'_, PyAny>, splits: &Bound<'_, PyAny>) -> PyResult<u16> {
     let Int(index) = arg(index, "index")?;
     buckets::canonical_bucket_hash(index, &arg::<Splits>(splits, "splits")?.0).py()
 }
 
-/// `max(1, budget // segments)`.
+#[doc = stub_doc!("buckets_for_budget")]
 #[pyfunction]
 fn buckets_for_budget(budget: &Bound<'_, PyAny>, segments: &Bound<'_, PyAny>) -> PyResult<i64> {
     let Int(budget) = arg(budget, "budget")?;
     buckets::buckets_for_budget(budget, arg::<Int>(segments, "segments")?.0).py()
 }
 
-/// `bucket_index` of every hashB of a NumPy integer array, as an int32 array.
+#[doc = stub_doc!("bucket_indices")]
 #[pyfunction]
 #[pyo3(signature = (hash_b, splits, *, threads=None))]
 fn bucket_indices<'py>(

@@ -10,8 +10,7 @@ use crate::conversions::{arg, same_lengths, segment_bucket, Offset, Offsets, Seg
 use crate::state::{detached, with_state};
 use keyshared_kernels::cursor::{BucketCheckpoints, SafeCursor};
 
-/// The last offset such that it and every offset from `first_offset` on are acked or
-/// skipped; None until `first_offset` itself is. Offsets are ints in `[0, 2**63 - 1]`.
+#[doc = stub_doc!("SafeCursor")]
 #[pyclass(name = "SafeCursor", module = "keyshared._core", frozen)]
 pub struct PySafeCursor {
     state: Mutex<SafeCursor>,
@@ -27,39 +26,42 @@ impl PySafeCursor {
         })
     }
 
+    #[doc = stub_doc!("SafeCursor.first_offset")]
     #[getter]
     fn first_offset(&self, py: Python<'_>) -> u64 {
         with_state(py, &self.state, |c| c.first_offset())
     }
 
+    #[doc = stub_doc!("SafeCursor.position")]
     #[getter]
     fn position(&self, py: Python<'_>) -> Option<u64> {
         with_state(py, &self.state, |c| c.position())
     }
 
-    /// How many acks wait beyond the first gap.
+    #[doc = stub_doc!("SafeCursor.pending")]
     #[getter]
     fn pending(&self, py: Python<'_>) -> usize {
         with_state(py, &self.state, |c| c.pending())
     }
 
-    /// Marks an offset acked; returns the new position when it moved, else None.
+    #[doc = stub_doc!("SafeCursor.ack")]
     fn ack(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         let Offset(offset) = arg(offset, "offset")?;
         with_state(py, &self.state, |c| c.ack(offset)).py()
     }
 
-    /// Marks an offset skipped (done without a delivery); same rules as `ack`.
+    #[doc = stub_doc!("SafeCursor.skip")]
     fn skip(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         self.ack(py, offset)
     }
 
-    /// `ack` of every offset of an integer array; returns the new position if it moved.
+    #[doc = stub_doc!("SafeCursor.ack_many")]
     fn ack_many(&self, py: Python<'_>, offsets: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         let Offsets(offsets) = arg(offsets, "offsets")?;
         detached(py, &self.state, |c| c.ack_many(&offsets)).py()
     }
 
+    #[doc = stub_doc!("SafeCursor.is_done")]
     fn is_done(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<bool> {
         let Offset(offset) = arg(offset, "offset")?;
         Ok(with_state(py, &self.state, |c| c.is_done(offset)))
@@ -72,8 +74,7 @@ impl PySafeCursor {
     }
 }
 
-/// One safe cursor per (segment id, bucket index), each over its bucket's own offsets
-/// (PIP-486 checkpoints per bucket).
+#[doc = stub_doc!("BucketCheckpoints")]
 #[pyclass(name = "BucketCheckpoints", module = "keyshared._core", frozen)]
 pub struct PyBucketCheckpoints {
     state: Mutex<BucketCheckpoints>,
@@ -88,7 +89,7 @@ impl PyBucketCheckpoints {
         }
     }
 
-    /// Starts tracking a bucket from `first_offset`; ValueError if it is already open.
+    #[doc = stub_doc!("BucketCheckpoints.open")]
     fn open(
         &self,
         py: Python<'_>,
@@ -101,7 +102,7 @@ impl PyBucketCheckpoints {
         with_state(py, &self.state, |cp| cp.open(segment, bucket, first)).py()
     }
 
-    /// Stops tracking a bucket; returns its final position. KeyError if it is not open.
+    #[doc = stub_doc!("BucketCheckpoints.close")]
     fn close(
         &self,
         py: Python<'_>,
@@ -112,6 +113,7 @@ impl PyBucketCheckpoints {
         with_state(py, &self.state, |cp| cp.close(segment, bucket)).py()
     }
 
+    #[doc = stub_doc!("BucketCheckpoints.ack")]
     fn ack(
         &self,
         py: Python<'_>,
@@ -124,6 +126,7 @@ impl PyBucketCheckpoints {
         with_state(py, &self.state, |cp| cp.ack(segment, bucket, offset)).py()
     }
 
+    #[doc = stub_doc!("BucketCheckpoints.skip")]
     fn skip(
         &self,
         py: Python<'_>,
@@ -134,8 +137,7 @@ impl PyBucketCheckpoints {
         self.ack(py, segment_id, bucket, offset)
     }
 
-    /// Acks `(segment_ids[i], buckets[i], offsets[i])` for every i; returns
-    /// `{(segment_id, bucket): new position}` for the buckets whose position moved.
+    #[doc = stub_doc!("BucketCheckpoints.ack_many")]
     fn ack_many<'py>(
         &self,
         py: Python<'py>,
@@ -158,7 +160,7 @@ impl PyBucketCheckpoints {
         Ok(moved.into_iter().collect())
     }
 
-    /// A bucket's position; KeyError if it is not open.
+    #[doc = stub_doc!("BucketCheckpoints.position")]
     fn position(
         &self,
         py: Python<'_>,
@@ -172,7 +174,7 @@ impl PyBucketCheckpoints {
         .py()
     }
 
-    /// Every open bucket's position, keyed by `(segment_id, bucket)`.
+    #[doc = stub_doc!("BucketCheckpoints.positions")]
     fn positions(&self, py: Python<'_>) -> BTreeMap<(u64, u32), Option<u64>> {
         with_state(py, &self.state, |cp| cp.positions())
             .into_iter()

@@ -15,9 +15,7 @@ use keyshared_kernels::draining::{
     ConsumerDrainingStats, DrainingHashEntry, DrainingHashStat, DrainingHashes,
 };
 
-/// PIP-379's draining hashes of one dispatcher: per sticky key hash, the consumer still
-/// holding its pending messages, their count and the dispatches it blocked. Thread-safe;
-/// the unblocking handler runs after the change, with nothing locked, so it may call back.
+#[doc = stub_doc!("DrainingHashesTracker")]
 #[pyclass(name = "DrainingHashesTracker", module = "keyshared._core", frozen)]
 pub struct PyDrainingHashesTracker {
     pub(crate) state: Mutex<DrainingHashes>,
@@ -40,7 +38,7 @@ impl PyDrainingHashesTracker {
         signature = (unblocking_handler=None, dispatcher_name=String::new()),
         text_signature = "(unblocking_handler=None, dispatcher_name='')"
     )]
-    fn new(
+    pub(crate) fn new(
         unblocking_handler: Option<Bound<'_, PyAny>>,
         dispatcher_name: String,
     ) -> PyResult<Self> {
@@ -54,11 +52,13 @@ impl PyDrainingHashesTracker {
         })
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.dispatcher_name")]
     #[getter]
     fn dispatcher_name(&self) -> &str {
         &self.dispatcher_name
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.unblocking_handler")]
     #[getter]
     fn unblocking_handler(&self, py: Python<'_>) -> Option<Py<PyAny>> {
         self.handler(py)
@@ -78,6 +78,7 @@ impl PyDrainingHashesTracker {
         drop(handler);
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.add_entry")]
     fn add_entry(
         &self,
         py: Python<'_>,
@@ -89,6 +90,7 @@ impl PyDrainingHashesTracker {
         with_state(py, &self.state, |t| t.add_entry(consumer, hash)).py()
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.add_entries")]
     fn add_entries(
         &self,
         py: Python<'_>,
@@ -100,6 +102,7 @@ impl PyDrainingHashesTracker {
         detached(py, &self.state, |t| t.add_entries(consumer, &hashes)).py_in("sticky_key_hashes")
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.reduce_ref_count")]
     #[pyo3(signature = (consumer_id, sticky_key_hash, closing=false))]
     fn reduce_ref_count(
         &self,
@@ -118,6 +121,7 @@ impl PyDrainingHashesTracker {
         Ok(())
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.reduce_ref_counts")]
     #[pyo3(signature = (consumer_id, sticky_key_hashes, closing=false))]
     fn reduce_ref_counts(
         &self,
@@ -136,6 +140,7 @@ impl PyDrainingHashesTracker {
         Ok(())
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.should_block_sticky_key_hash")]
     fn should_block_sticky_key_hash(
         &self,
         py: Python<'_>,
@@ -149,6 +154,7 @@ impl PyDrainingHashesTracker {
         }))
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.should_block_sticky_key_hashes")]
     fn should_block_sticky_key_hashes<'py>(
         &self,
         py: Python<'py>,
@@ -174,6 +180,7 @@ impl PyDrainingHashesTracker {
         Ok(PyArray1::from_vec(py, out))
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.get_entry")]
     fn get_entry(
         &self,
         py: Python<'_>,
@@ -183,26 +190,31 @@ impl PyDrainingHashesTracker {
         Ok(with_state(py, &self.state, |t| t.get_entry(hash)).map(PyDrainingHashEntry))
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.start_batch")]
     fn start_batch(&self, py: Python<'_>) {
         with_state(py, &self.state, DrainingHashes::start_batch);
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.end_batch")]
     fn end_batch(&self, py: Python<'_>) -> PyResult<()> {
         let notice = with_state(py, &self.state, DrainingHashes::end_batch).py()?;
         notify(py, self.handler(py).as_ref(), notice);
         Ok(())
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.clear")]
     fn clear(&self, py: Python<'_>) {
         with_state(py, &self.state, DrainingHashes::clear);
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.consumer_removed")]
     fn consumer_removed(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<()> {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         with_state(py, &self.state, |t| t.consumer_removed(consumer));
         Ok(())
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.consumer_stats")]
     fn consumer_stats(
         &self,
         py: Python<'_>,
@@ -213,6 +225,7 @@ impl PyDrainingHashesTracker {
         Ok(PyConsumerDrainingHashesStats::from(stats))
     }
 
+    #[doc = stub_doc!("DrainingHashesTracker.memory_bytes")]
     fn memory_bytes(&self, py: Python<'_>) -> usize {
         with_state(py, &self.state, |t| t.memory_bytes())
     }
@@ -230,8 +243,7 @@ impl PyDrainingHashesTracker {
     }
 }
 
-/// A draining hash: the consumer holding its pending messages, how many (`ref_count`), and
-/// how many dispatches to other consumers it blocked (`blocked_count`).
+#[doc = stub_doc!("DrainingHashEntry")]
 #[pyclass(
     name = "DrainingHashEntry",
     module = "keyshared._core",
@@ -244,16 +256,19 @@ pub struct PyDrainingHashEntry(DrainingHashEntry);
 
 #[pymethods]
 impl PyDrainingHashEntry {
+    #[doc = stub_doc!("DrainingHashEntry.consumer_id")]
     #[getter]
     fn consumer_id(&self) -> u64 {
         self.0.consumer_id
     }
 
+    #[doc = stub_doc!("DrainingHashEntry.ref_count")]
     #[getter]
     fn ref_count(&self) -> u32 {
         self.0.ref_count
     }
 
+    #[doc = stub_doc!("DrainingHashEntry.blocked_count")]
     #[getter]
     fn blocked_count(&self) -> u32 {
         self.0.blocked_count
@@ -267,7 +282,7 @@ impl PyDrainingHashEntry {
     }
 }
 
-/// One hash of a consumer's stats: Pulsar's `DrainingHash`.
+#[doc = stub_doc!("DrainingHash")]
 #[pyclass(
     name = "DrainingHash",
     module = "keyshared._core",
@@ -278,8 +293,11 @@ impl PyDrainingHashEntry {
 )]
 #[derive(Clone, PartialEq)]
 pub struct PyDrainingHash {
+    #[doc = stub_doc!("DrainingHash.hash")]
     hash: u16,
+    #[doc = stub_doc!("DrainingHash.unack_msgs")]
     unack_msgs: u32,
+    #[doc = stub_doc!("DrainingHash.blocked_attempts")]
     blocked_attempts: u32,
 }
 
@@ -303,7 +321,7 @@ impl From<DrainingHashStat> for PyDrainingHash {
     }
 }
 
-/// A consumer's draining-hash stats, as Pulsar reports them per consumer.
+#[doc = stub_doc!("ConsumerDrainingHashesStats")]
 #[pyclass(
     name = "ConsumerDrainingHashesStats",
     module = "keyshared._core",
@@ -311,9 +329,13 @@ impl From<DrainingHashStat> for PyDrainingHash {
     get_all
 )]
 pub struct PyConsumerDrainingHashesStats {
+    #[doc = stub_doc!("ConsumerDrainingHashesStats.draining_hashes_count")]
     draining_hashes_count: u32,
+    #[doc = stub_doc!("ConsumerDrainingHashesStats.draining_hashes_cleared_total")]
     draining_hashes_cleared_total: u64,
+    #[doc = stub_doc!("ConsumerDrainingHashesStats.draining_hashes_unacked_messages")]
     draining_hashes_unacked_messages: u64,
+    #[doc = stub_doc!("ConsumerDrainingHashesStats.draining_hashes")]
     draining_hashes: Vec<PyDrainingHash>,
 }
 

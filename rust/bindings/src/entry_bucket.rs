@@ -16,10 +16,7 @@ use crate::state::{check_unowned, detached, with_state};
 use keyshared_kernels::buckets::HashRange;
 use keyshared_kernels::entry_bucket::EntryBucketSelector;
 
-/// PIP-486's entry-bucket selector (Pulsar's `EntryBucketConsumerSelector`): a segment's
-/// fixed buckets spread over the consumers sorted by (name, id), each owning a contiguous
-/// run of buckets. Hashes are 16-bit (key hash range `[0, 65535]`); every hash it makes is
-/// a bucket's canonical hash. Thread-safe.
+#[doc = stub_doc!("EntryBucketConsumerSelector")]
 #[pyclass(
     name = "EntryBucketConsumerSelector",
     module = "keyshared._core",
@@ -31,8 +28,7 @@ pub struct PyEntryBucketSelector {
     pub(crate) owner: Option<&'static str>,
 }
 
-/// Pulsar's `validateBucketBoundaries`: the bucket ranges a subscription declares, checked
-/// to be ascending, contiguous, from 0, tiling the ring, with bucket 0 at least `[0, 1]`.
+#[doc = stub_doc!("validate_bucket_boundaries")]
 #[pyfunction(name = "validate_bucket_boundaries")]
 fn validate_bucket_boundaries_py(ranges: &Bound<'_, PyAny>) -> PyResult<Vec<PyHashRange>> {
     Ok(arg::<BucketBoundaries>(ranges, "ranges")?
@@ -56,8 +52,7 @@ impl PyEntryBucketSelector {
         })
     }
 
-    /// A selector over bucket ranges as a subscription declares them (validated as Pulsar's
-    /// `validateBucketBoundaries` does).
+    #[doc = stub_doc!("EntryBucketConsumerSelector.from_bucket_ranges")]
     #[staticmethod]
     fn from_bucket_ranges(ranges: &Bound<'_, PyAny>) -> PyResult<Self> {
         let BucketBoundaries(ranges) = arg(ranges, "ranges")?;
@@ -67,6 +62,7 @@ impl PyEntryBucketSelector {
         })
     }
 
+    #[doc = stub_doc!("EntryBucketConsumerSelector.bucket_ranges")]
     #[getter]
     fn bucket_ranges(&self, py: Python<'_>) -> Vec<PyHashRange> {
         with_state(py, &self.state, |s| {
@@ -74,28 +70,31 @@ impl PyEntryBucketSelector {
         })
     }
 
+    #[doc = stub_doc!("EntryBucketConsumerSelector.bucket_splits")]
     #[getter]
     fn bucket_splits(&self, py: Python<'_>) -> Vec<u16> {
         with_state(py, &self.state, |s| s.bucket_splits().to_vec())
     }
 
+    #[doc = stub_doc!("EntryBucketConsumerSelector.bucket_count")]
     #[getter]
     fn bucket_count(&self, py: Python<'_>) -> usize {
         with_state(py, &self.state, |s| s.bucket_count())
     }
 
-    /// The range the selector's sticky key hashes come from: `[0, 65535]`.
+    #[doc = stub_doc!("EntryBucketConsumerSelector.key_hash_range")]
     #[getter]
     fn key_hash_range(&self) -> PyHashRange {
         PyHashRange(HashRange::full())
     }
 
-    /// The connected consumers' ids, in (name, id) order.
+    #[doc = stub_doc!("EntryBucketConsumerSelector.consumer_ids")]
     #[getter]
     fn consumer_ids(&self, py: Python<'_>) -> Vec<u64> {
         with_state(py, &self.state, |s| s.consumer_ids())
     }
 
+    #[doc = stub_doc!("EntryBucketConsumerSelector.bucket_index_of_hash")]
     fn bucket_index_of_hash(&self, py: Python<'_>, hash: &Bound<'_, PyAny>) -> PyResult<usize> {
         let RingHash(hash) = arg(hash, "hash")?;
         Ok(with_state(py, &self.state, |s| {
@@ -103,23 +102,25 @@ impl PyEntryBucketSelector {
         }))
     }
 
+    #[doc = stub_doc!("EntryBucketConsumerSelector.canonical_hash_of_bucket")]
     fn canonical_hash_of_bucket(&self, py: Python<'_>, bucket: &Bound<'_, PyAny>) -> PyResult<u16> {
         let Int(bucket) = arg(bucket, "bucket")?;
         with_state(py, &self.state, |s| s.canonical_hash_of_bucket(bucket)).py()
     }
 
+    #[doc = stub_doc!("EntryBucketConsumerSelector.canonical_hash_of")]
     fn canonical_hash_of(&self, py: Python<'_>, hash: &Bound<'_, PyAny>) -> PyResult<u16> {
         let RingHash(hash) = arg(hash, "hash")?;
         Ok(with_state(py, &self.state, |s| s.canonical_hash_of(hash)))
     }
 
-    /// The key's sticky hash: its hashB (0 becoming 1), as its bucket's canonical hash.
+    #[doc = stub_doc!("EntryBucketConsumerSelector.make_sticky_key_hash")]
     fn make_sticky_key_hash(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u16> {
         let key = key_bytes(key, "key")?;
         Ok(with_state(py, &self.state, |s| s.make_sticky_key_hash(key)))
     }
 
-    /// Adds a consumer (ValueError if its id is connected already); returns the impact.
+    #[doc = stub_doc!("EntryBucketConsumerSelector.add_consumer")]
     #[pyo3(signature = (consumer_id, name=None))]
     fn add_consumer(
         &self,
@@ -134,7 +135,7 @@ impl PyEntryBucketSelector {
         Ok(PyImpactedConsumersResult(impacted))
     }
 
-    /// Removes a consumer (one not connected changes nothing); returns the impact.
+    #[doc = stub_doc!("EntryBucketConsumerSelector.remove_consumer")]
     fn remove_consumer(
         &self,
         py: Python<'_>,
@@ -146,13 +147,13 @@ impl PyEntryBucketSelector {
         Ok(PyImpactedConsumersResult(impacted))
     }
 
-    /// The consumer owning the bucket of `hash` (any 16-bit hash); None with no consumer.
+    #[doc = stub_doc!("EntryBucketConsumerSelector.select")]
     fn select(&self, py: Python<'_>, hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         let RingHash(hash) = arg(hash, "hash")?;
         Ok(with_state(py, &self.state, |s| s.select(hash)))
     }
 
-    /// `select` of every hash, as a uint64 array; ValueError when no consumer is connected.
+    #[doc = stub_doc!("EntryBucketConsumerSelector.select_many")]
     fn select_many<'py>(
         &self,
         py: Python<'py>,
@@ -167,7 +168,7 @@ impl PyEntryBucketSelector {
         Ok(PyArray1::from_vec(py, out))
     }
 
-    /// Each owning consumer's hash ranges, adjacent buckets merged.
+    #[doc = stub_doc!("EntryBucketConsumerSelector.get_consumer_key_hash_ranges")]
     fn get_consumer_key_hash_ranges(&self, py: Python<'_>) -> BTreeMap<u64, Vec<PyHashRange>> {
         let ranges = with_state(py, &self.state, |s| s.consumer_key_hash_ranges());
         ranges
@@ -176,7 +177,7 @@ impl PyEntryBucketSelector {
             .collect()
     }
 
-    /// The owner of each bucket (consumer ids; empty while no consumer is connected).
+    #[doc = stub_doc!("EntryBucketConsumerSelector.bucket_owners")]
     fn bucket_owners(&self, py: Python<'_>) -> Vec<u64> {
         with_state(py, &self.state, |s| {
             s.assignments().into_iter().map(|a| a.1).collect()

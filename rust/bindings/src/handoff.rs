@@ -9,11 +9,7 @@ use crate::state::{lock, lock_maps, notify};
 use keyshared_kernels::handoff;
 use keyshared_kernels::pending_acks::PendingAcks;
 
-/// PIP-379's hand-off after a change of range owners (Pulsar's `registerDrainingHashes`):
-/// each consumer's pending acks in the ranges it lost are registered as draining in the
-/// maps' tracker, and each consumer releases its own draining entries in the ranges it got
-/// back. `skip_consumer` (the consumer just added or removed) is left out. Returns how many
-/// pending acks were registered and how many references released.
+#[doc = stub_doc!("register_draining_hashes")]
 #[pyfunction]
 #[pyo3(signature = (impacted, pending_acks, skip_consumer=None))]
 fn register_draining_hashes(

@@ -40,8 +40,7 @@ fn hash_ranges_repr(ranges: &[HashRange]) -> String {
     items.join(", ")
 }
 
-/// The consumers a change of hash-range assignments impacted (Pulsar's
-/// `ImpactedConsumersResult`): per consumer id, the ranges it lost and the ranges it gained.
+#[doc = stub_doc!("ImpactedConsumersResult")]
 #[pyclass(
     name = "ImpactedConsumersResult",
     module = "keyshared._core",
@@ -66,19 +65,19 @@ impl PyImpactedConsumersResult {
         Ok(Self(ImpactedConsumers::from_ranges(removed, added)))
     }
 
-    /// Per consumer id, the ranges it lost: sorted, adjacent ranges merged.
+    #[doc = stub_doc!("ImpactedConsumersResult.removed_hash_ranges")]
     #[getter]
     fn removed_hash_ranges(&self) -> PyRanges {
         py_ranges(&self.0.removed)
     }
 
-    /// Per consumer id, the ranges it gained: sorted, adjacent ranges merged.
+    #[doc = stub_doc!("ImpactedConsumersResult.added_hash_ranges")]
     #[getter]
     fn added_hash_ranges(&self) -> PyRanges {
         py_ranges(&self.0.added)
     }
 
-    /// No consumer lost a range (gains alone leave it empty, as in Pulsar).
+    #[doc = stub_doc!("ImpactedConsumersResult.is_empty")]
     fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -92,9 +91,7 @@ impl PyImpactedConsumersResult {
     }
 }
 
-/// The hash ranges assigned to each consumer at one point in time (Pulsar's
-/// `ConsumerHashAssignmentsSnapshot`): `(range, consumer_id)` pairs sorted by range, not
-/// overlapping.
+#[doc = stub_doc!("ConsumerHashAssignmentsSnapshot")]
 #[pyclass(
     name = "ConsumerHashAssignmentsSnapshot",
     module = "keyshared._core",
@@ -113,23 +110,24 @@ impl PyConsumerHashAssignmentsSnapshot {
         Ok(Self(pairs))
     }
 
+    #[doc = stub_doc!("ConsumerHashAssignmentsSnapshot.empty")]
     #[staticmethod]
     fn empty() -> Self {
         Self(Vec::new())
     }
 
-    /// The `(range, consumer_id)` pairs, sorted by range.
+    #[doc = stub_doc!("ConsumerHashAssignmentsSnapshot.hash_range_assignments")]
     #[getter]
     fn hash_range_assignments(&self) -> Vec<(PyHashRange, u64)> {
         self.0.iter().map(|&(r, c)| (PyHashRange(r), c)).collect()
     }
 
-    /// Each consumer's ranges, sorted, adjacent ranges merged; consumers by id.
+    #[doc = stub_doc!("ConsumerHashAssignmentsSnapshot.get_ranges_by_consumer")]
     fn get_ranges_by_consumer(&self) -> PyRanges {
         ranges_dict(&self.0)
     }
 
-    /// What changed from this snapshot to `assignments_after`, per consumer.
+    #[doc = stub_doc!("ConsumerHashAssignmentsSnapshot.resolve_impacted_consumers")]
     fn resolve_impacted_consumers(
         &self,
         py: Python<'_>,
@@ -153,8 +151,7 @@ impl PyConsumerHashAssignmentsSnapshot {
     }
 }
 
-/// The impacted consumers between two `{consumer_id: [HashRange, ...]}` snapshots (such as
-/// `get_consumer_key_hash_ranges()` before and after a change).
+#[doc = stub_doc!("impacted_consumers")]
 #[pyfunction(name = "impacted_consumers")]
 fn impacted_consumers_py(
     before: &Bound<'_, PyAny>,

@@ -1,5 +1,17 @@
 //! keyshared's Python module: the PyO3 layer over the `keyshared-kernels` crate. It converts
 //! arguments, releases the GIL around the work and turns kernel errors into Python exceptions.
+//!
+//! Its Python docs are written once, in `python/keyshared/_core.pyi`: build.rs copies each
+//! docstring of the stub to `OUT_DIR`, and an item takes its own with `stub_doc!`.
+
+/// The docstring the stub `python/keyshared/_core.pyi` gives `$item` (`"name"`, `"Class.name"`,
+/// or `"_core"` for the module), for a `#[doc = ...]` attribute. build.rs fails the build,
+/// naming the item, when the stub has none.
+macro_rules! stub_doc {
+    ($item:literal) => {
+        include_str!(concat!(env!("OUT_DIR"), "/stub_docs/", $item, ".txt"))
+    };
+}
 
 mod buckets;
 mod conversions;
@@ -22,6 +34,7 @@ mod window;
 
 use pyo3::prelude::*;
 
+#[doc = stub_doc!("_core")]
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The one version source: Cargo.toml's, which maturin also gives the wheel.

@@ -18,9 +18,7 @@ use keyshared_kernels::draining::DrainingHashes;
 use keyshared_kernels::error::{InvalidInput, KernelResult};
 use keyshared_kernels::pending_acks::{PendingAck, PendingAcks, WithNotice};
 
-/// One consumer's pending acks, `(ledger_id, entry_id) -> (batch_size, sticky_key_hash)` in
-/// key order, `batch_size` being the remaining unacked count (lowered by partial acks). Given a tracker, it acts as PIP-379's dispatcher wires it: adds are refused
-/// while another consumer drains the hash, and removals take references off the tracker.
+#[doc = stub_doc!("PendingAcksMap")]
 #[pyclass(name = "PendingAcksMap", module = "keyshared._core", frozen)]
 pub struct PyPendingAcksMap {
     /// The kernel's consumer id, kept outside the lock: the lock order reads it.
@@ -85,8 +83,6 @@ impl PyPendingAcksMap {
 
 #[pymethods]
 impl PyPendingAcksMap {
-    /// What `get_remaining_unacked` and `remove_and_get_remaining_unacked` return for an
-    /// ack that is not pending (Pulsar's `PENDING_ACK_NOT_FOUND`).
     #[classattr]
     const PENDING_ACK_NOT_FOUND: i32 = -1;
 
@@ -104,27 +100,31 @@ impl PyPendingAcksMap {
         })
     }
 
+    #[doc = stub_doc!("PendingAcksMap.consumer_id")]
     #[getter]
     fn consumer_id(&self) -> u64 {
         self.consumer_id
     }
 
-    /// The tracker's handler may hold this map (a bound method of its owner), so the
-    /// collector must see the map's reference to the tracker; the tracker clears the cycle.
+    // The tracker's handler may hold this map (a bound method of its owner), so the
+    // collector must see the map's reference to the tracker; the tracker clears the cycle.
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.tracker)
     }
 
+    #[doc = stub_doc!("PendingAcksMap.tracker")]
     #[getter(tracker)]
     fn get_tracker(&self, py: Python<'_>) -> Option<Py<PyDrainingHashesTracker>> {
         self.tracker.as_ref().map(|t| t.clone_ref(py))
     }
 
+    #[doc = stub_doc!("PendingAcksMap.closed")]
     #[getter]
     fn closed(&self, py: Python<'_>) -> bool {
         with_state(py, &self.state, |m| m.is_closed())
     }
 
+    #[doc = stub_doc!("PendingAcksMap.add_pending_ack_if_allowed")]
     fn add_pending_ack_if_allowed(
         &self,
         py: Python<'_>,
@@ -138,7 +138,7 @@ impl PyPendingAcksMap {
             .py()
     }
 
-    /// `add_pending_ack_if_allowed` for each i, in order; returns which were added.
+    #[doc = stub_doc!("PendingAcksMap.add_pending_acks_if_allowed")]
     fn add_pending_acks_if_allowed<'py>(
         &self,
         py: Python<'py>,
@@ -179,6 +179,7 @@ impl PyPendingAcksMap {
         Ok(PyArray1::from_vec(py, added))
     }
 
+    #[doc = stub_doc!("PendingAcksMap.remove")]
     #[pyo3(signature = (ledger_id, entry_id, batch_size=None, sticky_key_hash=None))]
     fn remove(
         &self,
@@ -208,7 +209,7 @@ impl PyPendingAcksMap {
         Ok(removed)
     }
 
-    /// Removes a pending ack, returning its `(batch_size, sticky_key_hash)`, or None.
+    #[doc = stub_doc!("PendingAcksMap.remove_and_get")]
     fn remove_and_get(
         &self,
         py: Python<'_>,
@@ -223,7 +224,7 @@ impl PyPendingAcksMap {
         Ok(removed)
     }
 
-    /// The ack's remaining unacked count; `PENDING_ACK_NOT_FOUND` (-1) when not pending.
+    #[doc = stub_doc!("PendingAcksMap.get_remaining_unacked")]
     fn get_remaining_unacked(
         &self,
         py: Python<'_>,
@@ -235,7 +236,7 @@ impl PyPendingAcksMap {
         Ok(found.map_or(Self::PENDING_ACK_NOT_FOUND, |(remaining, _)| remaining))
     }
 
-    /// Removes the ack, returning its remaining unacked count, or `PENDING_ACK_NOT_FOUND`.
+    #[doc = stub_doc!("PendingAcksMap.remove_and_get_remaining_unacked")]
     fn remove_and_get_remaining_unacked(
         &self,
         py: Python<'_>,
@@ -246,9 +247,7 @@ impl PyPendingAcksMap {
         Ok(removed.map_or(Self::PENDING_ACK_NOT_FOUND, |(remaining, _)| remaining))
     }
 
-    /// `acked_delta` more batch indexes of the ack were acked (a partial batch ack): its
-    /// remaining count goes down by that much. False, changing nothing, when the ack is not
-    /// pending or the count would go below zero.
+    #[doc = stub_doc!("PendingAcksMap.update_remaining_unacked")]
     fn update_remaining_unacked(
         &self,
         py: Python<'_>,
@@ -264,7 +263,7 @@ impl PyPendingAcksMap {
         .py()
     }
 
-    /// `update_remaining_unacked` for each i, in order; returns which were updated.
+    #[doc = stub_doc!("PendingAcksMap.update_remaining_unacked_many")]
     fn update_remaining_unacked_many<'py>(
         &self,
         py: Python<'py>,
@@ -288,7 +287,7 @@ impl PyPendingAcksMap {
         Ok(PyArray1::from_vec(py, updated))
     }
 
-    /// Removes each `(ledger_ids[i], entry_ids[i])`; returns which were pending.
+    #[doc = stub_doc!("PendingAcksMap.remove_many")]
     fn remove_many<'py>(
         &self,
         py: Python<'py>,
@@ -312,9 +311,7 @@ impl PyPendingAcksMap {
         Ok(PyArray1::from_vec(py, removed))
     }
 
-    /// Removes every pending ack up to and including `(ledger_id, entry_id)`, calling
-    /// `callback(ledger_id, entry_id, batch_size, sticky_key_hash)` for each; returns how
-    /// many were removed.
+    #[doc = stub_doc!("PendingAcksMap.remove_all_up_to")]
     #[pyo3(signature = (ledger_id, entry_id, callback=None))]
     fn remove_all_up_to(
         &self,
@@ -331,24 +328,23 @@ impl PyPendingAcksMap {
         Ok(acks.len())
     }
 
-    /// Calls `processor(ledger_id, entry_id, batch_size, sticky_key_hash)` for each pending
-    /// ack, in order, on a snapshot taken under the lock.
+    #[doc = stub_doc!("PendingAcksMap.for_each")]
     fn for_each(&self, py: Python<'_>, processor: &Bound<'_, PyAny>) -> PyResult<()> {
         let acks = with_state(py, &self.state, |m| m.for_each());
         self.process(py, Some(processor), &acks, None)
     }
 
-    /// Closes the map (later adds are refused), removes every pending ack, then calls
-    /// `processor` for each.
+    #[doc = stub_doc!("PendingAcksMap.for_each_and_close")]
     fn for_each_and_close(&self, py: Python<'_>, processor: &Bound<'_, PyAny>) -> PyResult<()> {
         self.clear_all(py, processor, true)
     }
 
-    /// Removes every pending ack, then calls `processor` for each; adds stay allowed.
+    #[doc = stub_doc!("PendingAcksMap.for_each_and_clear")]
     fn for_each_and_clear(&self, py: Python<'_>, processor: &Bound<'_, PyAny>) -> PyResult<()> {
         self.clear_all(py, processor, false)
     }
 
+    #[doc = stub_doc!("PendingAcksMap.contains")]
     fn contains(
         &self,
         py: Python<'_>,
@@ -359,7 +355,7 @@ impl PyPendingAcksMap {
         Ok(with_state(py, &self.state, |m| m.contains(ledger, entry)))
     }
 
-    /// `(batch_size, sticky_key_hash)` of a pending ack, or None.
+    #[doc = stub_doc!("PendingAcksMap.get")]
     fn get(
         &self,
         py: Python<'_>,
@@ -370,6 +366,7 @@ impl PyPendingAcksMap {
         Ok(with_state(py, &self.state, |m| m.get(ledger, entry)))
     }
 
+    #[doc = stub_doc!("PendingAcksMap.size")]
     fn size(&self, py: Python<'_>) -> usize {
         with_state(py, &self.state, |m| m.len())
     }
@@ -378,14 +375,13 @@ impl PyPendingAcksMap {
         self.size(py)
     }
 
-    /// Every pending ack as `(ledger_id, entry_id, batch_size, sticky_key_hash)`, in order.
+    #[doc = stub_doc!("PendingAcksMap.to_list")]
     fn to_list(&self, py: Python<'_>) -> Vec<Ack> {
         let acks = with_state(py, &self.state, |m| m.for_each());
         acks.into_iter().map(tuple).collect()
     }
 
-    /// Registers as draining, for this map's consumer, the hash of every pending ack that
-    /// lies in `ranges` (the ranges this consumer lost); returns how many acks matched.
+    #[doc = stub_doc!("PendingAcksMap.register_draining_hashes")]
     fn register_draining_hashes(
         &self,
         py: Python<'_>,

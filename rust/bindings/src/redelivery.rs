@@ -15,8 +15,7 @@ use keyshared_kernels::redelivery::{
     MessageRedeliveryController, Position,
 };
 
-/// Pulsar's `MessageRedeliveryController`: positions awaiting redelivery, in position
-/// order, indexed by sticky key hash. Thread-safe; a call that raises changes nothing.
+#[doc = stub_doc!("MessageRedeliveryController")]
 #[pyclass(
     name = "MessageRedeliveryController",
     module = "keyshared._core",
@@ -54,11 +53,13 @@ impl PyMessageRedeliveryController {
         }
     }
 
+    #[doc = stub_doc!("MessageRedeliveryController.allow_out_of_order_delivery")]
     #[getter]
     fn allow_out_of_order_delivery(&self, py: Python<'_>) -> bool {
         self.run(py, |c| c.allow_out_of_order_delivery())
     }
 
+    #[doc = stub_doc!("MessageRedeliveryController.add")]
     #[pyo3(signature = (ledger_id, entry_id, sticky_key_hash=None))]
     fn add(
         &self,
@@ -72,6 +73,7 @@ impl PyMessageRedeliveryController {
         self.run(py, |c| c.add(position, hash)).py()
     }
 
+    #[doc = stub_doc!("MessageRedeliveryController.remove")]
     fn remove(
         &self,
         py: Python<'_>,
@@ -82,6 +84,7 @@ impl PyMessageRedeliveryController {
         Ok(self.run(py, |c| c.remove(position)))
     }
 
+    #[doc = stub_doc!("MessageRedeliveryController.remove_all_up_to")]
     fn remove_all_up_to(
         &self,
         py: Python<'_>,
@@ -92,6 +95,7 @@ impl PyMessageRedeliveryController {
         Ok(self.run(py, |c| c.remove_all_up_to(mark)))
     }
 
+    #[doc = stub_doc!("MessageRedeliveryController.get_hash")]
     fn get_hash(
         &self,
         py: Python<'_>,
@@ -102,6 +106,7 @@ impl PyMessageRedeliveryController {
         Ok(self.run(py, |c| c.get_hash(position)))
     }
 
+    #[doc = stub_doc!("MessageRedeliveryController.contains_sticky_key_hash")]
     fn contains_sticky_key_hash(
         &self,
         py: Python<'_>,
@@ -111,6 +116,7 @@ impl PyMessageRedeliveryController {
         Ok(self.run(py, |c| c.contains_sticky_key_hash(hash)))
     }
 
+    #[doc = stub_doc!("MessageRedeliveryController.contains_sticky_key_hashes")]
     fn contains_sticky_key_hashes(
         &self,
         py: Python<'_>,
@@ -120,12 +126,12 @@ impl PyMessageRedeliveryController {
         Ok(self.run(py, |c| c.contains_sticky_key_hashes(hashes)))
     }
 
+    #[doc = stub_doc!("MessageRedeliveryController.get_first_position_in_replay")]
     fn get_first_position_in_replay(&self, py: Python<'_>) -> Option<Position> {
         self.run(py, |c| c.first_position())
     }
 
-    /// Queued positions in order that `filter(ledger_id, entry_id)` admits, at most
-    /// `max_messages`; the filter runs with nothing locked.
+    #[doc = stub_doc!("MessageRedeliveryController.get_messages_to_replay_now")]
     #[pyo3(signature = (max_messages, filter=None))]
     fn get_messages_to_replay_now(
         &self,
@@ -150,10 +156,12 @@ impl PyMessageRedeliveryController {
         Ok(out)
     }
 
+    #[doc = stub_doc!("MessageRedeliveryController.is_empty")]
     fn is_empty(&self, py: Python<'_>) -> bool {
         self.run(py, |c| c.is_empty())
     }
 
+    #[doc = stub_doc!("MessageRedeliveryController.size")]
     fn size(&self, py: Python<'_>) -> usize {
         self.run(py, |c| c.len())
     }
@@ -162,11 +170,12 @@ impl PyMessageRedeliveryController {
         self.size(py)
     }
 
+    #[doc = stub_doc!("MessageRedeliveryController.clear")]
     fn clear(&self, py: Python<'_>) {
         self.run(py, MessageRedeliveryController::clear);
     }
 
-    /// `(ledger_id, entry_id, sticky_key_hash or None)` in position order.
+    #[doc = stub_doc!("MessageRedeliveryController.to_list")]
     fn to_list(&self, py: Python<'_>) -> Vec<(i64, i64, Option<u16>)> {
         self.run(py, |c| {
             c.iter()
@@ -175,13 +184,12 @@ impl PyMessageRedeliveryController {
         })
     }
 
-    /// The distinct known hashes of the queued positions, ascending.
+    #[doc = stub_doc!("MessageRedeliveryController.sticky_key_hashes")]
     fn sticky_key_hashes(&self, py: Python<'_>) -> Vec<u16> {
         self.run(py, |c| c.hashes())
     }
 
-    /// One read's decisions, in order, as `(kind, consumer_id, draining_consumer_id)`;
-    /// held entries are queued, delivered entries of a replay read dequeued.
+    #[doc = stub_doc!("MessageRedeliveryController.filter_read")]
     #[pyo3(signature = (ledger_ids, entry_ids, sticky_key_hashes, consumers, permits, replay=false, tracker=None))]
     #[allow(clippy::too_many_arguments)]
     fn filter_read(
@@ -217,8 +225,7 @@ impl PyMessageRedeliveryController {
         Ok(decisions.into_iter().map(decided).collect())
     }
 
-    /// Pulsar's replay filter: the queued positions a replay read takes now, at most
-    /// `max_messages`, given each queued hash's consumer and each consumer's permits.
+    #[doc = stub_doc!("MessageRedeliveryController.replay_positions")]
     #[pyo3(signature = (max_messages, consumers, permits, tracker=None))]
     fn replay_positions(
         &self,
@@ -287,9 +294,7 @@ pub(crate) fn look_ahead_config(
     })
 }
 
-/// Pulsar's dispatcher `getAvailablePermits(consumer)`: the entries it may send a consumer
-/// now, from its flow permits, capped by its unacked-messages limit at the average
-/// messages per entry (rounded up); 0 for an inactive consumer.
+#[doc = stub_doc!("get_available_permits")]
 #[pyfunction]
 #[pyo3(signature = (available_permits, max_unacked_messages=None, unacked_messages=None, avg_messages_per_entry=None, active=true))]
 fn get_available_permits(
@@ -308,8 +313,7 @@ fn get_available_permits(
     }))
 }
 
-/// Pulsar's `getEffectiveLookAheadLimit`: the most entries the redelivery queue may hold
-/// before normal reads stop. A setting left None takes Pulsar's default.
+#[doc = stub_doc!("get_effective_look_ahead_limit")]
 #[pyfunction]
 #[pyo3(signature = (consumer_count, per_consumer=None, per_subscription=None, max_unacked_messages_per_consumer=None, max_unacked_messages_per_subscription=None))]
 fn get_effective_look_ahead_limit(

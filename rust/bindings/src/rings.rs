@@ -17,9 +17,7 @@ use crate::state::{check_unowned, detached, with_state};
 use keyshared_kernels::danube_ring::KeySharedConsumerState;
 use keyshared_kernels::ring::{ConsistentHashingSelector, DEFAULT_RANGE_MAX};
 
-/// Pulsar's consistent-hashing selector on the key hash range `[1, range_max_value]`, with
-/// colliding consumers queued behind a point's owner. Adding or removing a consumer returns
-/// the impacted consumers (ranges lost and gained), unless built not to.
+#[doc = stub_doc!("ConsistentHashingStickyKeyConsumerSelector")]
 #[pyclass(
     name = "ConsistentHashingStickyKeyConsumerSelector",
     module = "keyshared._core",
@@ -68,29 +66,31 @@ impl PyConsistentHashingSelector {
         })
     }
 
+    #[doc = stub_doc!("ConsistentHashingStickyKeyConsumerSelector.number_of_points")]
     #[getter]
     fn number_of_points(&self, py: Python<'_>) -> u32 {
         with_state(py, &self.state, |s| s.number_of_points())
     }
 
+    #[doc = stub_doc!("ConsistentHashingStickyKeyConsumerSelector.add_or_remove_returns_impacted_consumers_result")]
     #[getter]
     fn add_or_remove_returns_impacted_consumers_result(&self, py: Python<'_>) -> bool {
         with_state(py, &self.state, |s| s.returns_impacted())
     }
 
-    /// `[1, range_max_value]`: the range keys and ring points hash to.
+    #[doc = stub_doc!("ConsistentHashingStickyKeyConsumerSelector.key_hash_range")]
     #[getter]
     fn key_hash_range(&self, py: Python<'_>) -> PyHashRange {
         PyHashRange(with_state(py, &self.state, |s| s.key_hash_range()))
     }
 
-    /// The consumers in the ring, by id.
+    #[doc = stub_doc!("ConsistentHashingStickyKeyConsumerSelector.consumer_ids")]
     #[getter]
     fn consumer_ids(&self, py: Python<'_>) -> Vec<u64> {
         with_state(py, &self.state, |s| s.consumer_ids())
     }
 
-    /// Pulsar's `makeStickyKeyHash(key)` over this selector's key hash range.
+    #[doc = stub_doc!("ConsistentHashingStickyKeyConsumerSelector.make_sticky_key_hash")]
     fn make_sticky_key_hash(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u16> {
         let key = key_bytes(key, "key")?.to_vec();
         Ok(with_state(py, &self.state, |s| {
@@ -98,6 +98,7 @@ impl PyConsistentHashingSelector {
         }))
     }
 
+    #[doc = stub_doc!("ConsistentHashingStickyKeyConsumerSelector.add_consumer")]
     fn add_consumer(
         &self,
         py: Python<'_>,
@@ -111,6 +112,7 @@ impl PyConsistentHashingSelector {
         Ok(impacted.map(PyImpactedConsumersResult))
     }
 
+    #[doc = stub_doc!("ConsistentHashingStickyKeyConsumerSelector.remove_consumer")]
     fn remove_consumer(
         &self,
         py: Python<'_>,
@@ -122,12 +124,13 @@ impl PyConsistentHashingSelector {
         Ok(impacted.map(PyImpactedConsumersResult))
     }
 
+    #[doc = stub_doc!("ConsistentHashingStickyKeyConsumerSelector.select")]
     fn select(&self, py: Python<'_>, sticky_key_hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         let RingHash(hash) = arg(sticky_key_hash, "sticky_key_hash")?;
         Ok(with_state(py, &self.state, |s| s.select(hash)))
     }
 
-    /// `select` of every hash, as a uint64 array; ValueError when the ring is empty.
+    #[doc = stub_doc!("ConsistentHashingStickyKeyConsumerSelector.select_many")]
     fn select_many<'py>(
         &self,
         py: Python<'py>,
@@ -139,10 +142,12 @@ impl PyConsistentHashingSelector {
         Ok(PyArray1::from_vec(py, out))
     }
 
+    #[doc = stub_doc!("ConsistentHashingStickyKeyConsumerSelector.get_consumer_key_hash_ranges")]
     fn get_consumer_key_hash_ranges(&self, py: Python<'_>) -> PyRanges {
         with_state(py, &self.state, |s| ranges_dict(s.assignments()))
     }
 
+    #[doc = stub_doc!("ConsistentHashingStickyKeyConsumerSelector.get_consumer_hash_assignments_snapshot")]
     fn get_consumer_hash_assignments_snapshot(
         &self,
         py: Python<'_>,
@@ -171,8 +176,7 @@ impl PyConsistentHashingSelector {
     }
 }
 
-/// Danube's Key-Shared consumer state: consumers with optional glob key filters on a
-/// consistent-hash ring of 100 virtual nodes each.
+#[doc = stub_doc!("KeySharedConsumerState")]
 #[pyclass(name = "KeySharedConsumerState", module = "keyshared._core", frozen)]
 pub struct PyKeySharedConsumerState {
     pub(crate) state: Mutex<KeySharedConsumerState>,
@@ -187,12 +191,13 @@ impl PyKeySharedConsumerState {
         }
     }
 
-    /// The consumers in the order they were added.
+    #[doc = stub_doc!("KeySharedConsumerState.consumer_ids")]
     #[getter]
     fn consumer_ids(&self, py: Python<'_>) -> Vec<u64> {
         with_state(py, &self.state, |s| s.consumer_ids())
     }
 
+    #[doc = stub_doc!("KeySharedConsumerState.add_consumer")]
     #[pyo3(signature = (consumer_id, key_filters=None))]
     fn add_consumer(
         &self,
@@ -208,12 +213,13 @@ impl PyKeySharedConsumerState {
         with_state(py, &self.state, |s| s.add_consumer(consumer, filters)).py_in("key_filters")
     }
 
+    #[doc = stub_doc!("KeySharedConsumerState.remove_consumer")]
     fn remove_consumer(&self, py: Python<'_>, consumer_id: &Bound<'_, PyAny>) -> PyResult<()> {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         with_state(py, &self.state, |s| s.remove_consumer(consumer)).py()
     }
 
-    /// A consumer's key filters, as given; KeyError for a consumer not in the state.
+    #[doc = stub_doc!("KeySharedConsumerState.key_filters")]
     fn key_filters<'py>(
         &self,
         py: Python<'py>,
@@ -229,21 +235,23 @@ impl PyKeySharedConsumerState {
         Ok(filters.iter().map(|f| PyBytes::new(py, f)).collect())
     }
 
+    #[doc = stub_doc!("KeySharedConsumerState.disconnect_all")]
     fn disconnect_all(&self, py: Python<'_>) {
         with_state(py, &self.state, KeySharedConsumerState::disconnect_all);
     }
 
+    #[doc = stub_doc!("KeySharedConsumerState.is_empty")]
     fn is_empty(&self, py: Python<'_>) -> bool {
         with_state(py, &self.state, |s| s.is_empty())
     }
 
+    #[doc = stub_doc!("KeySharedConsumerState.select_consumer")]
     fn select_consumer(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         let key = key_bytes(key, "key")?.to_vec();
         Ok(with_state(py, &self.state, |s| s.select_consumer(&key)))
     }
 
-    /// `select_consumer` of every key: consumer ids (uint64, 0 where none) and whether a
-    /// consumer was selected (bool).
+    #[doc = stub_doc!("KeySharedConsumerState.select_consumers")]
     #[allow(clippy::type_complexity)]
     fn select_consumers<'py>(
         &self,

@@ -4,7 +4,7 @@
 //!
 //! The kernels hold no locks; every lock is a binding's, and a call that takes more than
 //! one takes them in this one order, outermost first, so no two calls can wait on each
-//! other (tests/test_lock_order.py races every pair of such calls on two threads):
+//! other (tests/unit/test_lock_order.py races every pair of such calls on two threads):
 //!
 //! 1. a dispatcher's own state (its kernel and its map of consumers), or an
 //!    `InFlightWindow`;
@@ -15,7 +15,9 @@
 //! 4. a redelivery queue (`MessageRedeliveryController`);
 //! 5. a draining-hashes tracker, and last its handler's cell (taken alone, only to copy it).
 //!
-//! A call skips the levels it does not need but never goes back up one. No lock is held
+//! A call skips the levels it does not need but never goes back up one. Both dispatchers
+//! lock through one core (`dispatch/core.rs`), whose four accessors take levels 1, 2, 1-3-5
+//! (one consumer's map, for an ack) and 1 to 5. No lock is held
 //! while Python code runs (callbacks run after with `notify`), so the GIL never waits on a
 //! lock held by a thread that waits for the GIL.
 

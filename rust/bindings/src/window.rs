@@ -15,8 +15,7 @@ use keyshared_kernels::window::{
     WindowLimits,
 };
 
-/// Danube's subscription failure policy: redeliveries, ack timeout, backoff and what to do
-/// with a message out of retries. Times in milliseconds.
+#[doc = stub_doc!("SubscriptionFailurePolicy")]
 #[pyclass(
     name = "SubscriptionFailurePolicy",
     module = "keyshared._core",
@@ -89,43 +88,49 @@ impl PyFailurePolicy {
         })
     }
 
+    #[doc = stub_doc!("SubscriptionFailurePolicy.max_redelivery_count")]
     #[getter]
     fn max_redelivery_count(&self) -> u32 {
         self.policy.max_redelivery_count
     }
 
+    #[doc = stub_doc!("SubscriptionFailurePolicy.ack_timeout_ms")]
     #[getter]
     fn ack_timeout_ms(&self) -> u64 {
         self.policy.ack_timeout_ms
     }
 
+    #[doc = stub_doc!("SubscriptionFailurePolicy.base_redelivery_delay_ms")]
     #[getter]
     fn base_redelivery_delay_ms(&self) -> u64 {
         self.policy.base_redelivery_delay_ms
     }
 
+    #[doc = stub_doc!("SubscriptionFailurePolicy.max_redelivery_delay_ms")]
     #[getter]
     fn max_redelivery_delay_ms(&self) -> u64 {
         self.policy.max_redelivery_delay_ms
     }
 
+    #[doc = stub_doc!("SubscriptionFailurePolicy.backoff_strategy")]
     #[getter]
     fn backoff_strategy(&self) -> &'static str {
         self.policy.backoff_strategy.into()
     }
 
+    #[doc = stub_doc!("SubscriptionFailurePolicy.poison_policy")]
     #[getter]
     fn poison_policy(&self) -> &'static str {
         (&self.policy.poison_policy).into()
     }
 
+    #[doc = stub_doc!("SubscriptionFailurePolicy.dead_letter_topic")]
     #[getter]
     fn dead_letter_topic(&self) -> Option<String> {
         self.dead_letter_topic.clone()
     }
 
-    /// The wait before redelivery after `attempt` deliveries: the backoff's delay or
-    /// `requested_ms`, whichever is longer, capped at `max_redelivery_delay_ms`.
+    #[doc = stub_doc!("SubscriptionFailurePolicy.redelivery_delay_ms")]
     #[pyo3(signature = (attempt, requested_ms=None))]
     fn redelivery_delay_ms(
         &self,
@@ -158,58 +163,67 @@ impl PyFailurePolicy {
     }
 }
 
-/// A snapshot of an in-flight message and its delivery state.
+#[doc = stub_doc!("InFlightEntry")]
 #[pyclass(name = "InFlightEntry", module = "keyshared._core", frozen)]
 pub struct PyInFlightEntry(InFlightEntry);
 
 #[pymethods]
 impl PyInFlightEntry {
+    #[doc = stub_doc!("InFlightEntry.offset")]
     #[getter]
     fn offset(&self) -> u64 {
         self.0.offset
     }
 
+    #[doc = stub_doc!("InFlightEntry.key")]
     #[getter]
     fn key<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
         routing_key_object(py, &self.0.key)
     }
 
+    #[doc = stub_doc!("InFlightEntry.consumer_id")]
     #[getter]
     fn consumer_id(&self) -> u64 {
         self.0.consumer_id
     }
 
+    #[doc = stub_doc!("InFlightEntry.delivery_attempt")]
     #[getter]
     fn delivery_attempt(&self) -> u32 {
         self.0.delivery.attempt
     }
 
-    /// `"awaiting_ack"`, `"waiting_to_retry"` or `"retry_exhausted"`.
+    #[doc = stub_doc!("InFlightEntry.status")]
     #[getter]
     fn status(&self) -> &'static str {
         self.0.delivery.status.into()
     }
 
+    #[doc = stub_doc!("InFlightEntry.first_sent_at_ms")]
     #[getter]
     fn first_sent_at_ms(&self) -> u64 {
         self.0.delivery.first_sent_at_ms
     }
 
+    #[doc = stub_doc!("InFlightEntry.last_sent_at_ms")]
     #[getter]
     fn last_sent_at_ms(&self) -> u64 {
         self.0.delivery.last_sent_at_ms
     }
 
+    #[doc = stub_doc!("InFlightEntry.ack_deadline_at_ms")]
     #[getter]
     fn ack_deadline_at_ms(&self) -> u64 {
         self.0.delivery.ack_deadline_at_ms
     }
 
+    #[doc = stub_doc!("InFlightEntry.next_redelivery_at_ms")]
     #[getter]
     fn next_redelivery_at_ms(&self) -> u64 {
         self.0.delivery.next_redelivery_at_ms
     }
 
+    #[doc = stub_doc!("InFlightEntry.last_failure_reason")]
     #[getter]
     fn last_failure_reason(&self) -> Option<String> {
         self.0.delivery.last_failure_reason.clone()
@@ -226,45 +240,43 @@ impl PyInFlightEntry {
     }
 }
 
-/// What the caller of a window is to do.
-///
-/// `kind` is one of `"deliver"` (send `offset` to `consumer_id`), `"redeliver"` (send it
-/// again), `"skip"` (no consumer takes the key; counted done), `"block"` (queued behind its
-/// key or a full consumer), `"drop"` (out of retries; counted done), `"dead_letter"` (out of
-/// retries; publish to `dead_letter_topic`; counted done) or `"evict"` (consumer
-/// `consumer_id` was evicted; its messages were counted done).
+#[doc = stub_doc!("WindowAction")]
 #[pyclass(name = "WindowAction", module = "keyshared._core", frozen)]
 pub struct PyWindowAction(Action);
 
 #[pymethods]
 impl PyWindowAction {
+    #[doc = stub_doc!("WindowAction.kind")]
     #[getter]
     fn kind(&self) -> &'static str {
         self.0.kind.into()
     }
 
+    #[doc = stub_doc!("WindowAction.offset")]
     #[getter]
     fn offset(&self) -> Option<u64> {
         self.0.offset
     }
 
+    #[doc = stub_doc!("WindowAction.key")]
     #[getter]
     fn key<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
         self.0.key.as_ref().map(|k| routing_key_object(py, k))
     }
 
+    #[doc = stub_doc!("WindowAction.consumer_id")]
     #[getter]
     fn consumer_id(&self) -> Option<u64> {
         self.0.consumer_id
     }
 
-    /// The delivery attempt the action concerns (1 for a first delivery); 0 for skips,
-    /// blocks and evictions.
+    #[doc = stub_doc!("WindowAction.attempt")]
     #[getter]
     fn attempt(&self) -> u32 {
         self.0.attempt
     }
 
+    #[doc = stub_doc!("WindowAction.dead_letter_topic")]
     #[getter]
     fn dead_letter_topic(&self) -> Option<String> {
         self.0.dead_letter_topic.clone()
@@ -288,10 +300,7 @@ impl PyWindowAction {
 
 type WithCursor<T> = (T, Option<u64>);
 
-/// Danube's in-flight window for Key-Shared dispatch, with its defects fixed: one message
-/// per routing key in flight, later ones queued in offset order behind it, a safe cursor
-/// over the offsets done, a per-consumer cap on every path, and retries, ack timeouts and
-/// poison handling driven by `now_ms`.
+#[doc = stub_doc!("InFlightWindow")]
 #[pyclass(name = "InFlightWindow", module = "keyshared._core", frozen)]
 pub struct PyInFlightWindow {
     state: Mutex<InFlightWindow>,
@@ -341,31 +350,37 @@ impl PyInFlightWindow {
         })
     }
 
+    #[doc = stub_doc!("InFlightWindow.max_window_size")]
     #[getter]
     fn max_window_size(&self, py: Python<'_>) -> usize {
         with_state(py, &self.state, |w| w.limits().max_window_size)
     }
 
+    #[doc = stub_doc!("InFlightWindow.max_per_consumer")]
     #[getter]
     fn max_per_consumer(&self, py: Python<'_>) -> usize {
         with_state(py, &self.state, |w| w.limits().max_per_consumer)
     }
 
+    #[doc = stub_doc!("InFlightWindow.inactive_eviction_ticks")]
     #[getter]
     fn inactive_eviction_ticks(&self, py: Python<'_>) -> u32 {
         with_state(py, &self.state, |w| w.limits().inactive_eviction_ticks)
     }
 
+    #[doc = stub_doc!("InFlightWindow.failure_policy")]
     #[getter]
     fn failure_policy(&self) -> PyFailurePolicy {
         self.policy.clone()
     }
 
+    #[doc = stub_doc!("InFlightWindow.record_polled")]
     fn record_polled(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<()> {
         let Offset(offset) = arg(offset, "offset")?;
         with_state(py, &self.state, |w| w.record_polled(offset)).py()
     }
 
+    #[doc = stub_doc!("InFlightWindow.mark_dispatched")]
     #[pyo3(
         signature = (offset, key, consumer_id, now_ms=None),
         text_signature = "($self, offset, key, consumer_id, now_ms=0)"
@@ -388,6 +403,7 @@ impl PyInFlightWindow {
         .py()
     }
 
+    #[doc = stub_doc!("InFlightWindow.push_blocked")]
     fn push_blocked(
         &self,
         py: Python<'_>,
@@ -399,16 +415,13 @@ impl PyInFlightWindow {
         with_state(py, &self.state, |w| w.push_blocked(offset, &key)).py()
     }
 
-    /// The first queued `(offset, key)` whose key is free, or None. It holds its key until
-    /// it is dispatched (`mark_dispatched`), skipped (`on_skipped`) or put back
-    /// (`push_blocked`, which returns it to its place).
+    #[doc = stub_doc!("InFlightWindow.take_unblocked")]
     fn take_unblocked<'py>(&self, py: Python<'py>) -> Option<(u64, Bound<'py, PyAny>)> {
         let taken = with_state(py, &self.state, InFlightWindow::take_unblocked);
         taken.map(|(offset, key)| (offset, routing_key_object(py, &key)))
     }
 
-    /// An ack: returns `(freed key, new cursor)`, each None when absent. An offset not in
-    /// flight awaiting an ack changes nothing and returns `(None, None)`.
+    #[doc = stub_doc!("InFlightWindow.on_ack")]
     fn on_ack<'py>(
         &self,
         py: Python<'py>,
@@ -419,12 +432,13 @@ impl PyInFlightWindow {
         Ok((key.map(|k| routing_key_object(py, &k)), cursor))
     }
 
+    #[doc = stub_doc!("InFlightWindow.on_skipped")]
     fn on_skipped(&self, py: Python<'_>, offset: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         let Offset(offset) = arg(offset, "offset")?;
         with_state(py, &self.state, |w| w.on_skipped(offset)).py()
     }
 
-    /// A nack: returns the message's new status, or None for an offset not in flight.
+    #[doc = stub_doc!("InFlightWindow.on_nack")]
     #[pyo3(signature = (offset, now_ms, delay_ms=None, reason=None))]
     fn on_nack(
         &self,
@@ -447,6 +461,7 @@ impl PyInFlightWindow {
         Ok(status.map(<&'static str>::from))
     }
 
+    #[doc = stub_doc!("InFlightWindow.remove_entry")]
     fn remove_entry(
         &self,
         py: Python<'_>,
@@ -457,8 +472,7 @@ impl PyInFlightWindow {
         Ok(entry.map(PyInFlightEntry))
     }
 
-    /// Removes the key's queued messages, counting them done; returns their offsets and
-    /// the new cursor.
+    #[doc = stub_doc!("InFlightWindow.drain_blocked_for_key")]
     fn drain_blocked_for_key(
         &self,
         py: Python<'_>,
@@ -470,6 +484,7 @@ impl PyInFlightWindow {
         }))
     }
 
+    #[doc = stub_doc!("InFlightWindow.remove_consumer_entries")]
     fn remove_consumer_entries<'py>(
         &self,
         py: Python<'py>,
@@ -480,14 +495,17 @@ impl PyInFlightWindow {
         Ok(keys_out(py, &freed))
     }
 
+    #[doc = stub_doc!("InFlightWindow.get_safe_cursor")]
     fn get_safe_cursor(&self, py: Python<'_>) -> Option<u64> {
         with_state(py, &self.state, |w| w.get_safe_cursor())
     }
 
+    #[doc = stub_doc!("InFlightWindow.has_capacity")]
     fn has_capacity(&self, py: Python<'_>) -> bool {
         with_state(py, &self.state, |w| w.has_capacity())
     }
 
+    #[doc = stub_doc!("InFlightWindow.consumer_has_capacity")]
     fn consumer_has_capacity(
         &self,
         py: Python<'_>,
@@ -499,6 +517,7 @@ impl PyInFlightWindow {
         }))
     }
 
+    #[doc = stub_doc!("InFlightWindow.consumer_in_flight")]
     fn consumer_in_flight(
         &self,
         py: Python<'_>,
@@ -510,11 +529,13 @@ impl PyInFlightWindow {
         }))
     }
 
+    #[doc = stub_doc!("InFlightWindow.is_key_active")]
     fn is_key_active(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let key: RoutingKey = arg(key, "key")?;
         Ok(with_state(py, &self.state, |w| w.is_key_active(&key.bytes)))
     }
 
+    #[doc = stub_doc!("InFlightWindow.get_entry")]
     fn get_entry(
         &self,
         py: Python<'_>,
@@ -525,7 +546,7 @@ impl PyInFlightWindow {
         Ok(entry.map(PyInFlightEntry))
     }
 
-    /// Every in-flight message, by offset.
+    #[doc = stub_doc!("InFlightWindow.in_flight_entries")]
     fn in_flight_entries(&self, py: Python<'_>) -> Vec<PyInFlightEntry> {
         let entries: Vec<InFlightEntry> = with_state(py, &self.state, |w| {
             w.in_flight_entries().cloned().collect()
@@ -533,7 +554,7 @@ impl PyInFlightWindow {
         entries.into_iter().map(PyInFlightEntry).collect()
     }
 
-    /// The queued `(offset, key)` pairs in release order (not counting a taken message).
+    #[doc = stub_doc!("InFlightWindow.blocked")]
     fn blocked<'py>(&self, py: Python<'py>) -> Vec<(u64, Bound<'py, PyAny>)> {
         let queued: Vec<(u64, RoutingKey)> = with_state(py, &self.state, |w| {
             w.blocked().map(|(o, k)| (o, k.clone())).collect()
@@ -544,18 +565,19 @@ impl PyInFlightWindow {
             .collect()
     }
 
+    #[doc = stub_doc!("InFlightWindow.in_flight_count")]
     #[getter]
     fn in_flight_count(&self, py: Python<'_>) -> usize {
         with_state(py, &self.state, |w| w.in_flight_count())
     }
 
+    #[doc = stub_doc!("InFlightWindow.blocked_count")]
     #[getter]
     fn blocked_count(&self, py: Python<'_>) -> usize {
         with_state(py, &self.state, |w| w.blocked_count())
     }
 
-    /// Danube's dispatch of one polled message, choosing the consumer with `state`: returns
-    /// the action (`"deliver"`, `"block"` or `"skip"`) and the new cursor.
+    #[doc = stub_doc!("InFlightWindow.dispatch_polled")]
     fn dispatch_polled(
         &self,
         py: Python<'_>,
@@ -575,9 +597,7 @@ impl PyInFlightWindow {
         Ok((PyWindowAction(action), cursor))
     }
 
-    /// Danube's heartbeat at `now_ms`; see the module docs. Consumers in
-    /// `inactive_consumers` for `inactive_eviction_ticks` heartbeats in a row are evicted,
-    /// from `state` too. Returns the actions and the new cursor.
+    #[doc = stub_doc!("InFlightWindow.handle_heartbeat")]
     #[pyo3(signature = (now_ms, state, inactive_consumers=None))]
     fn handle_heartbeat(
         &self,

@@ -2,6 +2,7 @@
 //! `enum.Enum` made from the kernel's reasons, and `DispatchResult`, built without running
 //! Python code per entry.
 
+mod core;
 mod entry_bucket;
 mod sticky;
 
@@ -14,7 +15,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyTuple, PyType};
 use strum::VariantArray;
 
-use crate::conversions::{arg, opt_arg, type_name, ConsumerId, QueuedId, StickyKeyHash};
+use crate::conversions::{arg, key_bytes, opt_arg, type_name, ConsumerId, QueuedId, StickyKeyHash};
 use crate::errors::Raise;
 use crate::pending_acks::PyPendingAcksMap;
 use crate::state::lock_maps;
@@ -27,6 +28,20 @@ type Maps = BTreeMap<u64, Py<PyPendingAcksMap>>;
 /// Every connected consumer's pending acks, locked in the one order (`state::lock_maps`).
 fn lock_acks(maps: &Maps) -> Vec<MutexGuard<'_, PendingAcks>> {
     lock_maps(maps.values().map(Py::get))
+}
+
+/// A consumer's id and name (`str` or `bytes`; empty when not given), as both dispatchers
+/// take them.
+fn consumer_and_name<'a>(
+    consumer_id: &Bound<'_, PyAny>,
+    name: Option<&'a Bound<'_, PyAny>>,
+) -> PyResult<(u64, &'a [u8])> {
+    let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
+    let name = match name.filter(|n| !n.is_none()) {
+        Some(n) => key_bytes(n, "name")?,
+        None => b"",
+    };
+    Ok((consumer, name))
 }
 
 const HOLD_REASON_DOC: &str = "Why an entry was not sent (the value is the reason in \

@@ -1,95 +1,35 @@
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
-use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PySequence, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::{lock_acks, Maps, PyDispatchResult};
+use super::core::Core;
+use super::{consumer_and_name, PyDispatchResult};
 use crate::conversions::{
-    arg, key_bytes, opt_arg, type_name, BatchSize, ConsumerId, FromArg, Int, QueuedId, RingHash,
+    arg, opt_arg, position, type_name, BatchSize, ConsumerId, FromArg, Int, QueuedId, RingHash,
     Size, StickyKeyHash,
 };
 use crate::draining::PyDrainingHashesTracker;
 use crate::errors::Raise;
-use crate::pending_acks::{tuple, Ack, PyPendingAcksMap};
+use crate::pending_acks::{Ack, PyPendingAcksMap};
 use crate::redelivery::{look_ahead_config, PyMessageRedeliveryController};
 use crate::rings::PyConsistentHashingSelector;
-use crate::state::{lock, notify, with_state};
-use keyshared_kernels::dispatch::sticky::{Parts, ReadEntry, StickyKeyDispatcher};
-use keyshared_kernels::pending_acks::PendingAcks;
+use keyshared_kernels::dispatch::sticky::{ReadEntry, StickyKeyDispatcher};
 use keyshared_kernels::redelivery::{MessageRedeliveryController, Position};
 use keyshared_kernels::ring::{ConsistentHashingSelector, DEFAULT_RANGE_MAX};
 
-/// What the dispatcher alone holds: the kernel's state and each consumer's map.
-struct Own {
-    kernel: StickyKeyDispatcher,
-    maps: Maps,
-}
+/// The binding core over the kernel, a ring and the shared redelivery queue.
+type Sticky =
+    Core<StickyKeyDispatcher, PyConsistentHashingSelector, Py<PyMessageRedeliveryController>>;
 
-/// The parts as one call holds them locked.
-type Locked<'a, 'g> = Parts<'a, ConsistentHashingSelector, MutexGuard<'g, PendingAcks>>;
-
-/// PIP-379's sticky-key dispatcher (Pulsar's `PersistentStickyKeyDispatcherMultipleConsumers`)
-/// over a consistent-hashing selector, a draining-hashes tracker, a redelivery queue and
-/// each connected consumer's pending acks, each shared with Python; the kernel's
-/// `dispatch::sticky` decides, a whole read at a time without the GIL. Changes and reads
-/// are serialized (the Java methods are `synchronized`); locks go dispatcher, selector,
-/// maps, redelivery queue, tracker: the one lock order (`state`).
 #[pyclass(name = "StickyKeyDispatcher", module = "keyshared._core", frozen)]
 pub struct PyStickyKeyDispatcher {
-    selector: Py<PyConsistentHashingSelector>,
-    tracker: Py<PyDrainingHashesTracker>,
-    redelivery: Py<PyMessageRedeliveryController>,
-    own: Mutex<Own>,
+    core: Sticky,
 }
 
 impl PyStickyKeyDispatcher {
-    /// Runs `f` on the kernel and every part, all locked, without the GIL; then `then` on
-    /// the result and the maps, the parts unlocked.
-    fn with_parts<R: Send, T: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl for<'a, 'g> FnOnce(&mut StickyKeyDispatcher, Locked<'a, 'g>) -> R + Send,
-        then: impl FnOnce(&R, &mut Maps) -> T + Send,
-    ) -> (R, T) {
-        py.detach(|| {
-            let mut own = lock(&self.own);
-            let Own { kernel, maps } = &mut *own;
-            let result = {
-                let mut selector = lock(&self.selector.get().state);
-                let mut acks = lock_acks(maps);
-                let mut redelivery = lock(&self.redelivery.get().state);
-                let mut tracker = lock(&self.tracker.get().state);
-                let parts = Parts {
-                    selector: &mut *selector,
-                    acks: &mut acks,
-                    redelivery: &mut redelivery,
-                    tracker: &mut tracker,
-                };
-                f(kernel, parts)
-            };
-            let after = then(&result, maps);
-            (result, after)
-        })
-    }
-
-    /// `with_parts` with nothing to do afterwards.
-    fn run<R: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl for<'a, 'g> FnOnce(&mut StickyKeyDispatcher, Locked<'a, 'g>) -> R + Send,
-    ) -> R {
-        self.with_parts(py, f, |_, _| ()).0
-    }
-
-    fn notify(&self, py: Python<'_>, notices: impl IntoIterator<Item = i32>) {
-        let handler = self.tracker.get().handler(py);
-        for n in notices {
-            notify(py, handler.as_ref(), Some(n));
-        }
-    }
-
     fn read(
         &self,
         py: Python<'_>,
@@ -97,6 +37,7 @@ impl PyStickyKeyDispatcher {
         replay: bool,
     ) -> PyResult<Vec<PyDispatchResult>> {
         let results = self
+            .core
             .run(py, |d, parts| d.dispatch_read(parts, &entries, replay))
             .py_in("entries")?;
         Ok(entries
@@ -112,11 +53,11 @@ impl PyStickyKeyDispatcher {
     #[new]
     #[pyo3(
         signature = (
-            number_of_points=None, unblocking_handler=None, dispatcher_name=String::new(), *,
+            number_of_points=None, *, unblocking_handler=None, dispatcher_name=String::new(),
             flow_control=false, look_ahead_per_consumer=None, look_ahead_per_subscription=None,
             max_unacked_messages_per_consumer=None, max_unacked_messages_per_subscription=None
         ),
-        text_signature = "(number_of_points=100, unblocking_handler=None, dispatcher_name='', *, \
+        text_signature = "(number_of_points=100, *, unblocking_handler=None, dispatcher_name='', \
             flow_control=False, look_ahead_per_consumer=None, look_ahead_per_subscription=None, \
             max_unacked_messages_per_consumer=None, max_unacked_messages_per_subscription=None)"
     )]
@@ -124,7 +65,7 @@ impl PyStickyKeyDispatcher {
     fn new(
         py: Python<'_>,
         number_of_points: Option<&Bound<'_, PyAny>>,
-        unblocking_handler: Option<&Bound<'_, PyAny>>,
+        unblocking_handler: Option<Bound<'_, PyAny>>,
         dispatcher_name: String,
         flow_control: bool,
         look_ahead_per_consumer: Option<&Bound<'_, PyAny>>,
@@ -147,129 +88,87 @@ impl PyStickyKeyDispatcher {
         ])?;
         let selector =
             ConsistentHashingSelector::new(points, true, DEFAULT_RANGE_MAX.into()).py()?;
-        let tracker = py
-            .get_type::<PyDrainingHashesTracker>()
-            .call1((unblocking_handler, dispatcher_name))?
-            .cast_into::<PyDrainingHashesTracker>()?
-            .unbind();
-        Ok(Self {
-            selector: Py::new(
-                py,
-                PyConsistentHashingSelector {
-                    state: Mutex::new(selector),
-                    owner: Some("StickyKeyDispatcher"),
-                },
-            )?,
-            tracker,
-            redelivery: Py::new(
-                py,
-                PyMessageRedeliveryController {
-                    state: Mutex::new(MessageRedeliveryController::new(false)),
-                },
-            )?,
-            own: Mutex::new(Own {
-                kernel: StickyKeyDispatcher::new(flow_control, look_ahead),
-                maps: Maps::new(),
-            }),
-        })
+        let redelivery = PyMessageRedeliveryController {
+            state: Mutex::new(MessageRedeliveryController::new(false)),
+        };
+        let core = Core::new(
+            py,
+            "StickyKeyDispatcher",
+            StickyKeyDispatcher::new(flow_control, look_ahead),
+            selector,
+            Py::new(py, redelivery)?,
+            unblocking_handler,
+            dispatcher_name,
+        )?;
+        Ok(Self { core })
     }
 
     #[getter]
     fn selector(&self, py: Python<'_>) -> Py<PyConsistentHashingSelector> {
-        self.selector.clone_ref(py)
+        self.core.selector.clone_ref(py)
     }
 
     #[getter]
     fn tracker(&self, py: Python<'_>) -> Py<PyDrainingHashesTracker> {
-        self.tracker.clone_ref(py)
+        self.core.tracker.clone_ref(py)
     }
 
     #[getter]
     fn redelivery(&self, py: Python<'_>) -> Py<PyMessageRedeliveryController> {
-        self.redelivery.clone_ref(py)
+        self.core.redelivery.clone_ref(py)
     }
 
     #[getter]
     fn flow_control(&self, py: Python<'_>) -> bool {
-        with_state(py, &self.own, |own| own.kernel.flow_control())
+        self.core.with_own(py, |own| own.kernel.flow_control())
     }
 
-    /// Adds the consumer to the ring (ValueError if its id is there already); returns its
-    /// pending-acks map. Hashes it takes from others drain first.
+    #[pyo3(signature = (consumer_id, name=None), text_signature = "($self, consumer_id, name='')")]
     fn add_consumer(
         &self,
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
-        name: &Bound<'_, PyAny>,
+        name: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyPendingAcksMap>> {
-        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
-        let name = key_bytes(name, "name")?.to_vec();
-        let map = py
-            .get_type::<PyPendingAcksMap>()
-            .call1((consumer, self.tracker.clone_ref(py)))?
-            .cast_into::<PyPendingAcksMap>()?
-            .unbind();
-        let handle = map.clone_ref(py);
-        let (notice, unused) = self.with_parts(
-            py,
-            |d, parts| d.add_consumer(parts, consumer, &name),
-            |added, maps| match added {
-                Ok(_) => {
-                    maps.insert(consumer, map);
-                    None
-                }
-                Err(_) => Some(map),
-            },
-        );
-        drop(unused);
-        self.notify(py, notice.py()?);
-        Ok(handle)
+        let (consumer, name) = consumer_and_name(consumer_id, name)?;
+        self.core.add_consumer(py, consumer, name)
     }
 
-    /// Removes the consumer (KeyError if unknown). Its pending acks are closed and
-    /// returned, in order, as `(ledger_id, entry_id, batch_size, sticky_key_hash)`; the
-    /// dispatcher also queues them in `redelivery` while other consumers remain.
     fn remove_consumer(
         &self,
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<Ack>> {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
-        let (removed, map) = self.with_parts(
-            py,
-            |d, parts| d.remove_consumer(parts, consumer),
-            |_, maps| maps.remove(&consumer),
-        );
-        drop(map);
-        let removed = removed.py()?;
-        self.notify(py, removed.notices);
-        Ok(removed.acks.into_iter().map(tuple).collect())
+        self.core.remove_consumer(py, consumer)
     }
 
-    /// The consumer's pending-acks map (KeyError if unknown).
     fn pending_acks(
         &self,
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
     ) -> PyResult<Py<PyPendingAcksMap>> {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
-        lock(&self.own)
-            .maps
-            .get(&consumer)
-            .map(|m| m.clone_ref(py))
-            .ok_or_else(|| PyKeyError::new_err(consumer))
+        self.core.pending_acks(py, consumer)
     }
 
-    /// The consumer the ring gives a sticky key hash; None with no consumer.
     fn select(&self, py: Python<'_>, sticky_key_hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         let RingHash(hash) = arg(sticky_key_hash, "sticky_key_hash")?;
-        Ok(with_state(py, &self.selector.get().state, |s| {
-            s.select(hash)
-        }))
+        Ok(self.core.select(py, hash))
     }
 
-    /// A normal read of one entry: sent to the selected consumer if nothing holds it back,
-    /// else held (and queued for redelivery unless the reason says otherwise).
+    fn ack(
+        &self,
+        py: Python<'_>,
+        consumer_id: &Bound<'_, PyAny>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
+        let (ledger, entry) = position(ledger_id, entry_id)?;
+        self.core.ack(py, consumer, ledger, entry)
+    }
+
     #[pyo3(signature = (ledger_id, entry_id, sticky_key_hash, batch_size=None),
            text_signature = "($self, ledger_id, entry_id, sticky_key_hash, batch_size=1)")]
     fn dispatch(
@@ -294,11 +193,7 @@ impl PyStickyKeyDispatcher {
             .ok_or_else(|| PyValueError::new_err("the read returned no result"))
     }
 
-    /// Pulsar's `trySendMessagesToConsumers` for one read of `(ledger_id, entry_id,
-    /// sticky_key_hash, batch_size)` entries, in order: one result per entry. A replay read
-    /// (of positions from `get_messages_to_replay_now`) skips the redelivery-queue check and
-    /// takes delivered entries off the queue. Every entry is checked before anything
-    /// changes; the read runs without the GIL.
+    // Every entry is converted before the read, which runs without the GIL.
     #[pyo3(signature = (entries, *, replay=false))]
     fn dispatch_read(
         &self,
@@ -310,10 +205,7 @@ impl PyStickyKeyDispatcher {
         self.read(py, entries, replay)
     }
 
-    /// Pulsar's replay filter: the queued positions a replay read takes now, in order
-    /// (`max_messages_to_read` at most, Pulsar's `dispatcherMaxReadBatchSize` 100 by
-    /// default). A hash whose consumer has no permits or drains elsewhere is skipped with
-    /// all its later positions.
+    // `dispatcherMaxReadBatchSize`, 100 by default.
     #[pyo3(signature = (max_messages_to_read=None),
            text_signature = "($self, max_messages_to_read=100)")]
     fn get_messages_to_replay_now(
@@ -323,10 +215,11 @@ impl PyStickyKeyDispatcher {
     ) -> PyResult<Vec<Position>> {
         let max =
             opt_arg::<Size>(max_messages_to_read, "max_messages_to_read")?.map_or(100, |s| s.0);
-        Ok(self.run(py, |d, parts| d.messages_to_replay_now(parts, max)))
+        Ok(self
+            .core
+            .run(py, |d, parts| d.messages_to_replay_now(parts, max)))
     }
 
-    /// The consumer asks for `permits` more messages (Pulsar's `consumerFlow`).
     fn flow(
         &self,
         py: Python<'_>,
@@ -335,11 +228,11 @@ impl PyStickyKeyDispatcher {
     ) -> PyResult<()> {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let BatchSize(permits) = arg(permits, "permits")?;
-        with_state(py, &self.own, |own| own.kernel.flow(consumer, permits)).py()
+        self.core
+            .with_own(py, |own| own.kernel.flow(consumer, permits))
+            .py()
     }
 
-    /// Sets the consumer's unacked-messages limit (0 = none) and the average messages per
-    /// entry its remaining room is divided by; None leaves a setting as it is.
     #[pyo3(signature = (consumer_id, *, max_unacked_messages=None, avg_messages_per_entry=None))]
     fn set_consumer_limits(
         &self,
@@ -352,80 +245,48 @@ impl PyStickyKeyDispatcher {
         let max = opt_arg::<BatchSize>(max_unacked_messages, "max_unacked_messages")?;
         let avg = opt_arg::<BatchSize>(avg_messages_per_entry, "avg_messages_per_entry")?;
         let (max, avg) = (max.map(|m| m.0), avg.map(|a| a.0));
-        with_state(py, &self.own, |own| {
-            own.kernel.set_consumer_limits(consumer, max, avg)
-        })
-        .py()
+        self.core
+            .with_own(py, |own| own.kernel.set_consumer_limits(consumer, max, avg))
+            .py()
     }
 
-    /// How many entries the dispatcher may send the consumer now (Pulsar's
-    /// `getAvailablePermits`); without flow control, 2**31 - 1 under its unacked limit.
     fn get_available_permits(
         &self,
         py: Python<'_>,
         consumer_id: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
-        self.run(py, |d, parts| d.available_permits(consumer, parts.acks))
+        self.core
+            .run(py, |d, parts| d.available_permits(consumer, parts.acks))
             .py()
     }
 
-    /// The redelivery-queue length at which normal reads stop, for the consumers now.
     fn get_effective_look_ahead_limit(&self, py: Python<'_>) -> i64 {
-        with_state(py, &self.own, |own| {
+        self.core.with_own(py, |own| {
             own.kernel.effective_look_ahead_limit(own.maps.len())
         })
     }
 
-    /// Pulsar's `isNormalReadAllowed`: the redelivery queue is below the look-ahead limit
-    /// and some consumer has permits.
     fn is_normal_read_allowed(&self, py: Python<'_>) -> bool {
-        self.run(py, |d, parts| {
+        self.core.run(py, |d, parts| {
             d.is_normal_read_allowed(parts.acks, parts.redelivery)
         })
     }
 
-    /// The consumer acked an entry; False if it was not pending there.
-    fn ack(
-        &self,
-        py: Python<'_>,
-        consumer_id: &Bound<'_, PyAny>,
-        ledger_id: &Bound<'_, PyAny>,
-        entry_id: &Bound<'_, PyAny>,
-    ) -> PyResult<bool> {
-        let map = self.pending_acks(py, consumer_id)?;
-        map.bind(py)
-            .call_method1("remove", (ledger_id, entry_id))?
-            .extract()
-    }
-
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.tracker)?;
-        if let Ok(own) = self.own.try_lock() {
-            for m in own.maps.values() {
-                visit.call(m)?;
-            }
-        }
-        Ok(())
+        self.core.traverse(&visit)
     }
 
     fn __clear__(&self) {
-        if let Ok(mut own) = self.own.try_lock() {
-            own.maps.clear();
-        }
+        self.core.clear();
     }
 
-    fn __repr__(&self) -> String {
-        let own = lock(&self.own);
-        format!(
-            "StickyKeyDispatcher(consumers={}, flow_control={})",
-            own.maps.len(),
-            if own.kernel.flow_control() {
-                "True"
-            } else {
-                "False"
-            }
-        )
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let (consumers, flow_control) = self
+            .core
+            .with_own(py, |own| (own.maps.len(), own.kernel.flow_control()));
+        let flow_control = if flow_control { "True" } else { "False" };
+        format!("StickyKeyDispatcher(consumers={consumers}, flow_control={flow_control})")
     }
 }
 

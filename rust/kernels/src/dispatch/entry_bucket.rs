@@ -3,15 +3,15 @@
 //! unstamped one by its key. Each consumer's pending acks, wired to the dispatcher's draining
 //! tracker, hold canonical bucket hashes, so a bucket that moves is withheld from its new
 //! owner until the previous owner's acks drain; consumers connect and disconnect by the
-//! dispatchers' one rule ([`super::connect`], [`super::disconnect`]).
+//! dispatchers' one rule ([`Dispatcher`]).
 
 use std::collections::BTreeMap;
-use std::ops::{Deref, DerefMut};
+use std::ops::DerefMut;
 
-use super::{check_pending, check_positions, connect, disconnect, Removed};
+use super::{check_pending, check_positions, Dispatcher, NoQueue, Parts};
 use crate::draining::DrainingHashes;
 use crate::entry_bucket::{dispatch_to, EntryBucketSelector};
-use crate::error::{KernelResult, StateResult};
+use crate::error::KernelResult;
 use crate::pending_acks::{PendingAck, PendingAcks};
 use crate::redelivery::Position;
 
@@ -54,90 +54,80 @@ fn owned(selector: &EntryBucketSelector, entry: Entry<'_>) -> Option<(u64, Pendi
     Some((selector.select(hash)?, ack))
 }
 
-/// Sends one entry if it may go now: the consumer it goes to, or None when no consumer is
-/// connected, the owner has no pending acks in `acks_of`, its bucket drains on another
-/// consumer, or the owner's map refuses it. Only the owner's acks and then the tracker are
-/// asked for, so a caller locks nothing else.
-pub fn dispatch<A, T>(
-    selector: &EntryBucketSelector,
-    entry: Entry<'_>,
-    acks_of: impl FnOnce(u64) -> Option<A>,
-    tracker: impl FnOnce() -> T,
-) -> KernelResult<Option<u64>>
-where
-    A: DerefMut<Target = PendingAcks>,
-    T: DerefMut<Target = DrainingHashes>,
-{
-    let Some((consumer, ack)) = owned(selector, entry) else {
-        return Ok(None);
-    };
-    let Some(mut acks) = acks_of(consumer) else {
-        return Ok(None);
-    };
-    check_pending(position(&ack), ack.sticky_key_hash, &acks)?;
-    Ok(dispatch_to(consumer, ack, &mut acks, &mut tracker())?.then_some(consumer))
+/// The entry-bucket dispatcher: no state of its own, and no redelivery queue (a leaving
+/// consumer's pending acks go back to the caller).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EntryBucketDispatcher;
+
+/// The parts of an entry-bucket dispatcher.
+pub type Buckets<'a, A> = Parts<'a, EntryBucketSelector, A, NoQueue>;
+
+impl Dispatcher<EntryBucketSelector> for EntryBucketDispatcher {
+    type Queue = NoQueue;
+}
+
+impl EntryBucketDispatcher {
+    /// Sends one entry if it may go now: the consumer it goes to, or None when no consumer
+    /// is connected, the owner has no pending acks in `parts.acks`, its bucket drains on
+    /// another consumer, or the owner's map refuses it.
+    pub fn dispatch<A: DerefMut<Target = PendingAcks>>(
+        &self,
+        parts: Buckets<'_, A>,
+        entry: Entry<'_>,
+    ) -> KernelResult<Option<u64>> {
+        let Some((consumer, ack)) = owned(parts.selector, entry) else {
+            return Ok(None);
+        };
+        let Some(acks) = parts.acks.iter_mut().find(|a| a.consumer_id() == consumer) else {
+            return Ok(None);
+        };
+        check_pending(position(&ack), ack.sticky_key_hash, acks)?;
+        Ok(dispatch_to(consumer, ack, acks, parts.tracker)?.then_some(consumer))
+    }
+
+    /// `dispatch` of each entry in order: the owner of each (0 with no consumer connected)
+    /// and whether it went. Every entry is checked first (`check_positions`), so an error
+    /// changes nothing.
+    pub fn dispatch_many<'e, A: DerefMut<Target = PendingAcks>>(
+        &self,
+        parts: Buckets<'_, A>,
+        entries: impl ExactSizeIterator<Item = Entry<'e>>,
+    ) -> KernelResult<(Vec<u64>, Vec<bool>)> {
+        let Parts {
+            selector,
+            acks,
+            tracker,
+            ..
+        } = parts;
+        let mut by_id: BTreeMap<u64, &mut PendingAcks> = acks
+            .iter_mut()
+            .map(|a| (a.consumer_id(), &mut **a))
+            .collect();
+        let owners: Vec<Option<(u64, PendingAck)>> = entries.map(|e| owned(selector, e)).collect();
+        // Entries have owners all or none (none while no consumer is connected, when
+        // nothing goes), so the items checked keep their indexes.
+        check_positions(owners.iter().flatten().map(|&(consumer, ack)| {
+            let pending = by_id.get(&consumer).map(|p| &**p);
+            (position(&ack), ack.sticky_key_hash, pending)
+        }))?;
+        let (mut consumers, mut sent) =
+            (Vec::with_capacity(owners.len()), vec![false; owners.len()]);
+        for (owner, went) in owners.into_iter().zip(&mut sent) {
+            let Some((consumer, ack)) = owner else {
+                consumers.push(0);
+                continue;
+            };
+            consumers.push(consumer);
+            if let Some(pending) = by_id.get_mut(&consumer) {
+                *went = dispatch_to(consumer, ack, pending, tracker)?;
+            }
+        }
+        Ok((consumers, sent))
+    }
 }
 
 fn position(ack: &PendingAck) -> Position {
     (ack.ledger_id, ack.entry_id)
-}
-
-/// `dispatch` of each entry in order: the owner of each (0 with no consumer connected) and
-/// whether it went. Every entry is checked first (`check_positions`), so an error changes
-/// nothing.
-pub fn dispatch_many<'e, A: DerefMut<Target = PendingAcks>>(
-    selector: &EntryBucketSelector,
-    entries: impl ExactSizeIterator<Item = Entry<'e>>,
-    acks: &mut [A],
-    tracker: &mut DrainingHashes,
-) -> KernelResult<(Vec<u64>, Vec<bool>)> {
-    let mut by_id: BTreeMap<u64, &mut PendingAcks> = acks
-        .iter_mut()
-        .map(|a| (a.consumer_id(), &mut **a))
-        .collect();
-    let owners: Vec<Option<(u64, PendingAck)>> = entries.map(|e| owned(selector, e)).collect();
-    // Entries have owners all or none (none while no consumer is connected, when nothing
-    // goes), so the items checked keep their indexes.
-    check_positions(owners.iter().flatten().map(|&(consumer, ack)| {
-        let pending = by_id.get(&consumer).map(|p| &**p);
-        (position(&ack), ack.sticky_key_hash, pending)
-    }))?;
-    let (mut consumers, mut sent) = (Vec::with_capacity(owners.len()), vec![false; owners.len()]);
-    for (owner, went) in owners.into_iter().zip(&mut sent) {
-        let Some((consumer, ack)) = owner else {
-            consumers.push(0);
-            continue;
-        };
-        consumers.push(consumer);
-        if let Some(pending) = by_id.get_mut(&consumer) {
-            *went = dispatch_to(consumer, ack, pending, tracker)?;
-        }
-    }
-    Ok((consumers, sent))
-}
-
-/// Connects a consumer; the buckets it takes from others are withheld until their pending
-/// acks drain. Returns the notice for the unblocking handler. On an error (an id already
-/// connected, a hash that cannot be registered) nothing changes.
-pub fn add_consumer<A: Deref<Target = PendingAcks>>(
-    selector: &mut EntryBucketSelector,
-    consumer: u64,
-    name: &str,
-    acks: &[A],
-    tracker: &mut DrainingHashes,
-) -> StateResult<Option<i32>> {
-    connect(selector, consumer, name.as_bytes(), acks, tracker)
-}
-
-/// Disconnects a consumer by the dispatchers' one rule, without a redelivery queue: its
-/// pending acks are returned for the caller to redeliver.
-pub fn remove_consumer<A: DerefMut<Target = PendingAcks>>(
-    selector: &mut EntryBucketSelector,
-    consumer: u64,
-    acks: &mut [A],
-    tracker: &mut DrainingHashes,
-) -> KernelResult<Removed> {
-    disconnect(selector, consumer, acks, tracker, None)
 }
 
 /// Buckets whose owner waits for another consumer's acks, ascending.
@@ -154,18 +144,21 @@ pub fn withheld_buckets(selector: &EntryBucketSelector, tracker: &DrainingHashes
 
 #[cfg(test)]
 mod tests {
+    use super::super::Removed;
     use super::*;
+    use crate::error::{StateError, StateResult};
+    use crate::pending_acks::PendingAcks;
 
     const FOUR: [u16; 3] = [0x4000, 0x8000, 0xC000];
 
     /// A dispatcher's parts, owned.
-    struct Parts {
+    struct Owned {
         selector: EntryBucketSelector,
         acks: Vec<PendingAcks>,
         tracker: DrainingHashes,
     }
 
-    impl Parts {
+    impl Owned {
         fn new() -> Self {
             Self {
                 selector: EntryBucketSelector::new(&FOUR),
@@ -174,20 +167,28 @@ mod tests {
             }
         }
 
+        /// Runs `f` on the dispatcher and its parts.
+        fn with<R>(&mut self, f: impl FnOnce(Buckets<'_, &mut PendingAcks>) -> R) -> R {
+            let mut acks: Vec<&mut PendingAcks> = self.acks.iter_mut().collect();
+            f(Parts {
+                selector: &mut self.selector,
+                acks: &mut acks,
+                redelivery: &mut NoQueue,
+                tracker: &mut self.tracker,
+            })
+        }
+
         fn add(&mut self, consumer: u64, name: &str) -> StateResult<Option<i32>> {
-            let refs: Vec<&PendingAcks> = self.acks.iter().collect();
             let notice =
-                add_consumer(&mut self.selector, consumer, name, &refs, &mut self.tracker)?;
+                self.with(|p| EntryBucketDispatcher.add_consumer(p, consumer, name.as_bytes()))?;
             self.acks.push(PendingAcks::new(consumer));
             Ok(notice)
         }
 
-        fn remove(&mut self, consumer: u64) -> Removed {
-            let mut refs: Vec<&mut PendingAcks> = self.acks.iter_mut().collect();
-            let removed =
-                remove_consumer(&mut self.selector, consumer, &mut refs, &mut self.tracker);
+        fn remove(&mut self, consumer: u64) -> StateResult<Removed> {
+            let removed = self.with(|p| EntryBucketDispatcher.remove_consumer(p, consumer))?;
             self.acks.retain(|a| a.consumer_id() != consumer);
-            removed.unwrap()
+            Ok(removed)
         }
 
         fn send(&mut self, entry_id: i64, hash: u16) -> Option<u64> {
@@ -195,11 +196,19 @@ mod tests {
         }
 
         fn dispatch(&mut self, entry: Entry<'_>) -> Option<u64> {
-            let acks = &mut self.acks;
-            let tracker = &mut self.tracker;
-            // `{ acks }` moves the borrow into the result, as a lock guard would be.
-            let acks_of = |c| { acks }.iter_mut().find(|a| a.consumer_id() == c);
-            dispatch(&self.selector, entry, acks_of, || tracker).unwrap()
+            self.try_dispatch(entry).unwrap()
+        }
+
+        fn try_dispatch(&mut self, entry: Entry<'_>) -> KernelResult<Option<u64>> {
+            self.with(|p| EntryBucketDispatcher.dispatch(p, entry))
+        }
+
+        fn many(&mut self, entries: &[Entry<'_>]) -> KernelResult<(Vec<u64>, Vec<bool>)> {
+            self.with(|p| EntryBucketDispatcher.dispatch_many(p, entries.iter().copied()))
+        }
+
+        fn withheld(&self) -> Vec<usize> {
+            withheld_buckets(&self.selector, &self.tracker)
         }
 
         fn pending(&self, consumer: u64) -> usize {
@@ -232,30 +241,22 @@ mod tests {
 
     #[test]
     fn a_pending_entry_keeps_its_bucket() {
-        let mut p = Parts::new();
+        let mut p = Owned::new();
         p.add(1, "a").unwrap();
         assert_eq!(p.send(0, 0xD000), Some(1));
         // Bucket 3 moves to consumer 2 and drains on 1; entry 0 again in bucket 0 (still
         // consumer 1's) would leave bucket 3 withheld for ever: refused, nothing changed.
         p.add(2, "b").unwrap();
-        assert_eq!(withheld_buckets(&p.selector, &p.tracker), vec![3]);
-        let acks = &mut p.acks;
-        let acks_of = |c| {
-            { acks }
-                .iter_mut()
-                .find(|a: &&mut PendingAcks| a.consumer_id() == c)
-        };
+        assert_eq!(p.withheld(), vec![3]);
         let other = stamped(0, 0x1000);
         assert_eq!(p.selector.select(0x1000), Some(1));
-        let err = dispatch(&p.selector, other, acks_of, || &mut p.tracker).unwrap_err();
+        let err = p.try_dispatch(other).unwrap_err();
         assert!(
             err.to_string()
                 .contains("under sticky key hash 49152, not 1"),
             "{err}"
         );
-        let mut refs: Vec<&mut PendingAcks> = p.acks.iter_mut().collect();
-        let many = [stamped(5, 0x1000), other].into_iter();
-        assert!(dispatch_many(&p.selector, many, &mut refs, &mut p.tracker).is_err());
+        assert!(p.many(&[stamped(5, 0x1000), other]).is_err());
         assert_eq!(p.pending(1), 1);
         assert_eq!(p.pending(2), 0);
         // Acked, the bucket is released.
@@ -265,16 +266,16 @@ mod tests {
                 .unwrap()
                 .0
         );
-        assert!(withheld_buckets(&p.selector, &p.tracker).is_empty());
+        assert!(p.withheld().is_empty());
     }
 
     #[test]
     fn a_position_twice_in_one_batch_changes_nothing() {
-        let mut p = Parts::new();
+        let mut p = Owned::new();
         p.add(1, "a").unwrap();
-        let mut refs: Vec<&mut PendingAcks> = p.acks.iter_mut().collect();
-        let twice = [stamped(0, 1), stamped(1, 2), stamped(0, 1)].into_iter();
-        let err = dispatch_many(&p.selector, twice, &mut refs, &mut p.tracker).unwrap_err();
+        let err = p
+            .many(&[stamped(0, 1), stamped(1, 2), stamped(0, 1)])
+            .unwrap_err();
         assert!(err
             .to_string()
             .starts_with("item 2: position (1, 0) is given twice"));
@@ -283,7 +284,7 @@ mod tests {
 
     #[test]
     fn entries_go_to_the_bucket_owner() {
-        let mut p = Parts::new();
+        let mut p = Owned::new();
         assert_eq!(p.send(0, 0x9000), None);
         p.add(1, "a").unwrap();
         p.add(2, "b").unwrap();
@@ -291,33 +292,34 @@ mod tests {
         assert_eq!(p.send(1, 0x9000), Some(2));
         assert_eq!(p.acks[1].for_each()[0].sticky_key_hash, 0x8000);
         // An owner whose acks the caller does not hold gets nothing.
-        let none = dispatch(
-            &p.selector,
-            stamped(2, 0x9000),
-            |_| None::<&mut PendingAcks>,
-            || &mut p.tracker,
-        );
+        let parts = Parts {
+            selector: &mut p.selector,
+            acks: &mut [] as &mut [&mut PendingAcks],
+            redelivery: &mut NoQueue,
+            tracker: &mut p.tracker,
+        };
+        let none = EntryBucketDispatcher.dispatch(parts, stamped(2, 0x9000));
         assert_eq!(none, Ok(None));
     }
 
     #[test]
     fn a_moved_bucket_is_withheld_until_its_acks_drain() {
-        let mut p = Parts::new();
+        let mut p = Owned::new();
         p.add(1, "a").unwrap();
         assert_eq!(p.send(0, 0x9000), Some(1));
         assert_eq!(p.add(2, "b"), Ok(None));
-        assert_eq!(withheld_buckets(&p.selector, &p.tracker), vec![2]);
+        assert_eq!(p.withheld(), vec![2]);
         assert_eq!(p.send(1, 0x9000), None);
         assert_eq!(p.send(2, 0xC000), Some(2));
         let (_, notice) = p.acks[0].remove(1, 0, None, Some(&mut p.tracker)).unwrap();
         assert_eq!(notice, Some(0x8000));
-        assert!(withheld_buckets(&p.selector, &p.tracker).is_empty());
+        assert!(p.withheld().is_empty());
         assert_eq!(p.send(1, 0x9000), Some(2));
     }
 
     #[test]
     fn a_failed_add_changes_nothing() {
-        let mut p = Parts::new();
+        let mut p = Owned::new();
         p.add(1, "a").unwrap();
         assert!(p.add(1, "again").is_err());
         assert_eq!(p.send(0, 0x9000), Some(1));
@@ -330,54 +332,58 @@ mod tests {
 
     #[test]
     fn removing_hands_buckets_back_and_returns_the_acks() {
-        let mut p = Parts::new();
+        let mut p = Owned::new();
         p.add(1, "a").unwrap();
         assert_eq!(p.send(0, 0x9000), Some(1));
         p.add(2, "b").unwrap();
         assert_eq!(p.send(1, 0x9000), None);
         // Consumer 2 leaves: consumer 1 owns the bucket again and stops waiting for itself.
-        let removed = p.remove(2);
+        let removed = p.remove(2).unwrap();
         assert!(removed.acks.is_empty());
         assert_eq!(removed.notices, vec![-1]);
         assert!(p.tracker.is_empty());
         assert_eq!(p.send(1, 0x9000), Some(1));
-        let last = p.remove(1);
+        let last = p.remove(1).unwrap();
         assert_eq!(last.acks.len(), 2);
         assert_eq!(p.selector.consumer_ids(), Vec::<u64>::new());
-        assert_eq!(p.remove(1), Removed::default());
+        // The one rule for a consumer not connected: NotFound, nothing changed.
+        assert!(matches!(p.remove(1), Err(StateError::NotFound(_))));
     }
 
     #[test]
     fn removing_a_drainer_unblocks_the_new_owner() {
-        let mut p = Parts::new();
+        let mut p = Owned::new();
         p.add(1, "a").unwrap();
         assert_eq!(p.send(0, 0x9000), Some(1));
         p.add(2, "b").unwrap();
         assert_eq!(p.send(1, 0x9000), None);
         p.add(3, "c").unwrap();
-        let removed = p.remove(1);
+        let removed = p.remove(1).unwrap();
         assert_eq!(removed.acks.len(), 1);
         assert_eq!(removed.notices, Vec::<i32>::new());
         assert!(p.tracker.is_empty() && p.pending(1) == 0);
-        assert!(withheld_buckets(&p.selector, &p.tracker).is_empty());
+        assert!(p.withheld().is_empty());
     }
 
     #[test]
     fn the_last_consumer_leaving_clears_the_tracker() {
-        let mut p = Parts::new();
+        let mut p = Owned::new();
         p.add(1, "a").unwrap();
         p.tracker.add_entry(9, 0x4000).unwrap();
-        p.remove(1);
+        p.remove(1).unwrap();
         assert!(p.tracker.is_empty());
     }
 
     #[test]
     fn a_batch_decides_as_single_dispatches_do() {
-        let entries: Vec<(i64, u16, i32)> = (0..40)
-            .map(|i| (i, (i as u16).wrapping_mul(0x1E37), 1 + i as i32 % 3))
+        let entries: Vec<Entry<'_>> = (0..40)
+            .map(|i| Entry {
+                batch_size: 1 + i as i32 % 3,
+                ..stamped(i, (i as u16).wrapping_mul(0x1E37))
+            })
             .collect();
         let make = || {
-            let mut p = Parts::new();
+            let mut p = Owned::new();
             p.add(1, "a").unwrap();
             p.send(100, 0x3100);
             p.send(101, 0xB000);
@@ -385,22 +391,8 @@ mod tests {
             p
         };
         let (mut one, mut many) = (make(), make());
-        let want: Vec<Option<u64>> = entries
-            .iter()
-            .map(|&(e, h, n)| {
-                one.dispatch(Entry {
-                    batch_size: n,
-                    ..stamped(e, h)
-                })
-            })
-            .collect();
-        let batch = entries.iter().map(|&(e, h, n)| Entry {
-            batch_size: n,
-            ..stamped(e, h)
-        });
-        let mut refs: Vec<&mut PendingAcks> = many.acks.iter_mut().collect();
-        let (consumers, sent) =
-            dispatch_many(&many.selector, batch, &mut refs, &mut many.tracker).unwrap();
+        let want: Vec<Option<u64>> = entries.iter().map(|&e| one.dispatch(e)).collect();
+        let (consumers, sent) = many.many(&entries).unwrap();
         let got: Vec<Option<u64>> = consumers
             .iter()
             .zip(&sent)
@@ -411,14 +403,9 @@ mod tests {
         for (a, b) in one.acks.iter().zip(&many.acks) {
             assert_eq!(a.for_each(), b.for_each());
         }
-        assert_eq!(
-            withheld_buckets(&one.selector, &one.tracker),
-            withheld_buckets(&many.selector, &many.tracker)
-        );
-        let idle = EntryBucketSelector::new(&FOUR);
-        let none: &mut [&mut PendingAcks] = &mut [];
-        let (c, s) =
-            dispatch_many(&idle, [stamped(0, 5)].into_iter(), none, &mut many.tracker).unwrap();
+        assert_eq!(one.withheld(), many.withheld());
+        let mut idle = Owned::new();
+        let (c, s) = idle.many(&[stamped(0, 5)]).unwrap();
         assert_eq!((c, s), (vec![0], vec![false]));
     }
 }

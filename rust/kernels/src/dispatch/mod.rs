@@ -17,7 +17,7 @@ use std::ops::{Deref, DerefMut};
 
 use super::draining::DrainingHashes;
 use super::entry_bucket::EntryBucketSelector;
-use super::error::{InvalidInput, KernelResult, StateResult};
+use super::error::{InvalidInput, KernelResult, NotFound, StateError, StateResult};
 use super::handoff::register_draining_hashes;
 use super::impacted::ImpactedConsumers;
 use super::pending_acks::{PendingAck, PendingAcks};
@@ -70,16 +70,80 @@ impl Selector for EntryBucketSelector {
     }
 }
 
+/// A dispatcher's shared parts, borrowed for one call, as the caller holds them: `acks`
+/// holds every connected consumer's pending acks, one map per consumer (a consumer is
+/// connected when its map is there); `redelivery` is where a leaving consumer's acks wait
+/// ([`NoQueue`] for a dispatcher that hands them back instead).
+pub struct Parts<'a, S, A, Q = NoQueue> {
+    pub selector: &'a mut S,
+    pub acks: &'a mut [A],
+    pub redelivery: &'a mut Q,
+    pub tracker: &'a mut DrainingHashes,
+}
+
+/// Where a leaving consumer's pending acks wait for redelivery, if anywhere.
+pub trait Queue {
+    fn queue(&mut self) -> Option<&mut MessageRedeliveryController>;
+}
+
+/// The sticky-key dispatcher's redelivery queue.
+impl Queue for MessageRedeliveryController {
+    fn queue(&mut self) -> Option<&mut MessageRedeliveryController> {
+        Some(self)
+    }
+}
+
+/// No redelivery queue: a leaving consumer's pending acks go back to the caller alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NoQueue;
+
+impl Queue for NoQueue {
+    fn queue(&mut self) -> Option<&mut MessageRedeliveryController> {
+        None
+    }
+}
+
+/// What every dispatcher does with consumers, by the one rule ([`connect`],
+/// [`disconnect`]); a dispatcher with state of its own per consumer keeps it in step.
+pub trait Dispatcher<S: Selector> {
+    type Queue: Queue;
+
+    /// Connects a consumer whose pending acks the caller adds to `parts.acks` afterwards;
+    /// returns the notice for the unblocking handler. On an error nothing changes.
+    fn add_consumer<A: DerefMut<Target = PendingAcks>>(
+        &mut self,
+        parts: Parts<'_, S, A, Self::Queue>,
+        consumer: u64,
+        name: &[u8],
+    ) -> StateResult<Option<i32>> {
+        connect(parts, consumer, name)
+    }
+
+    /// Disconnects a consumer (NotFound if not connected); the caller drops its map from
+    /// `parts.acks` afterwards.
+    fn remove_consumer<A: DerefMut<Target = PendingAcks>>(
+        &mut self,
+        parts: Parts<'_, S, A, Self::Queue>,
+        consumer: u64,
+    ) -> StateResult<Removed> {
+        disconnect(parts, consumer)
+    }
+}
+
 /// Connects a consumer; the ranges it takes from others are withheld until their pending
 /// acks drain. Returns the notice for the unblocking handler. On an error (an id already
 /// connected, a hash that cannot be registered) nothing changes.
-pub fn connect<S: Selector, A: Deref<Target = PendingAcks>>(
-    selector: &mut S,
+pub fn connect<S: Selector, A: Deref<Target = PendingAcks>, Q>(
+    parts: Parts<'_, S, A, Q>,
     consumer: u64,
     name: &[u8],
-    acks: &[A],
-    tracker: &mut DrainingHashes,
 ) -> StateResult<Option<i32>> {
+    let Parts {
+        selector,
+        acks,
+        tracker,
+        ..
+    } = parts;
     let impacted = selector.add_consumer(consumer, name)?;
     hand_off(&impacted, consumer, acks, tracker).map_err(|e| {
         // The hand-off checks before it changes the tracker: only the selector to undo.
@@ -99,22 +163,29 @@ pub struct Removed {
 /// Disconnects a consumer: closes its map, taking its pending acks; clears the tracker when
 /// it was the last consumer; queues the acks for redelivery when there is a queue (which
 /// empties instead when no consumer is left, as Pulsar rewinds the cursor then); hands its
-/// ranges to the others; forgets its stats. A consumer without pending acks in `acks` (not
-/// connected) only leaves the selector. A queued position must be non-negative: one that
-/// is not fails before anything changes.
-pub fn disconnect<S: Selector, A: DerefMut<Target = PendingAcks>>(
-    selector: &mut S,
+/// ranges to the others; forgets its stats.
+///
+/// A consumer that is not connected (no map in `parts.acks`) is NotFound, and nothing
+/// changes. Pulsar logs that case as an error ("Trying to remove a non-connected
+/// consumer": a broker bug it survives, not a call it expects); here it is the caller's
+/// mistake, said rather than hidden, and a caller that means "if connected" asks first.
+/// A queued position must be non-negative: one that is not fails before anything changes.
+pub fn disconnect<S: Selector, A: DerefMut<Target = PendingAcks>, Q: Queue>(
+    parts: Parts<'_, S, A, Q>,
     consumer: u64,
-    acks: &mut [A],
-    tracker: &mut DrainingHashes,
-    redelivery: Option<&mut MessageRedeliveryController>,
-) -> KernelResult<Removed> {
+) -> StateResult<Removed> {
+    let Parts {
+        selector,
+        acks,
+        redelivery,
+        tracker,
+    } = parts;
     let last = acks.len() == 1;
     let Some(own) = acks.iter_mut().find(|a| a.consumer_id() == consumer) else {
-        selector.remove_consumer(consumer);
-        return Ok(Removed::default());
+        return Err(not_connected(consumer));
     };
-    if redelivery.is_some() && !last {
+    let queue = redelivery.queue();
+    if queue.is_some() && !last {
         for ack in own.for_each() {
             check_position((ack.ledger_id, ack.entry_id), "a pending ack's position")?;
         }
@@ -124,7 +195,7 @@ pub fn disconnect<S: Selector, A: DerefMut<Target = PendingAcks>>(
     if last {
         tracker.clear();
     }
-    if let Some(queue) = redelivery {
+    if let Some(queue) = queue {
         requeue(queue, &taken, last)?;
     }
     let handed = hand_off(&impacted, consumer, acks, tracker)?;
@@ -133,6 +204,11 @@ pub fn disconnect<S: Selector, A: DerefMut<Target = PendingAcks>>(
         acks: taken,
         notices: [closed, handed].into_iter().flatten().collect(),
     })
+}
+
+/// The one error for a consumer a dispatcher does not have.
+pub fn not_connected(consumer: u64) -> StateError {
+    NotFound(format!("consumer {consumer} is not connected")).into()
 }
 
 fn requeue(
@@ -240,15 +316,48 @@ mod tests {
         assert_eq!(buckets.consumer_ids(), vec![1, 2]);
     }
 
+    /// `connect` over the consumers in `acks`, without a queue.
+    fn add<S: Selector>(
+        s: &mut S,
+        consumer: u64,
+        acks: &mut [&mut PendingAcks],
+        tracker: &mut DrainingHashes,
+    ) -> StateResult<Option<i32>> {
+        let parts = Parts {
+            selector: s,
+            acks,
+            redelivery: &mut NoQueue,
+            tracker,
+        };
+        connect(parts, consumer, b"c")
+    }
+
+    /// `disconnect` over the consumers in `acks`, with the queue given.
+    fn remove<S: Selector, Q: Queue>(
+        s: &mut S,
+        consumer: u64,
+        acks: &mut [&mut PendingAcks],
+        tracker: &mut DrainingHashes,
+        redelivery: &mut Q,
+    ) -> StateResult<Removed> {
+        let parts = Parts {
+            selector: s,
+            acks,
+            redelivery,
+            tracker,
+        };
+        disconnect(parts, consumer)
+    }
+
     #[test]
     fn a_ring_that_reports_no_impact_drains_nothing() {
         let mut quiet = ConsistentHashingSelector::new(16, false, 0xFFFF).unwrap();
         let mut tracker = DrainingHashes::new();
         let mut a = PendingAcks::new(1);
-        connect(&mut quiet, 1, b"a", &[&a], &mut tracker).unwrap();
+        add(&mut quiet, 1, &mut [], &mut tracker).unwrap();
         a.add_pending_ack_if_allowed(ack(0, 5), Some(&tracker))
             .unwrap();
-        connect(&mut quiet, 2, b"b", &[&a], &mut tracker).unwrap();
+        add(&mut quiet, 2, &mut [&mut a], &mut tracker).unwrap();
         assert!(tracker.is_empty());
     }
 
@@ -258,39 +367,59 @@ mod tests {
         let mut tracker = DrainingHashes::new();
         let mut queue = MessageRedeliveryController::new(false);
         let (mut a, mut b) = (PendingAcks::new(1), PendingAcks::new(2));
-        connect(&mut s, 1, b"a", &[&a], &mut tracker).unwrap();
+        add(&mut s, 1, &mut [], &mut tracker).unwrap();
         a.add_pending_ack_if_allowed(ack(0, 0x8000), Some(&tracker))
             .unwrap();
         a.add_pending_ack_if_allowed(ack(1, 1), Some(&tracker))
             .unwrap();
-        connect(&mut s, 2, b"b", &[&a], &mut tracker).unwrap();
+        add(&mut s, 2, &mut [&mut a], &mut tracker).unwrap();
         assert_eq!(tracker.get_entry(0x8000).unwrap().consumer_id, 1);
         // The drainer leaves: its acks wait for redelivery, and nothing drains any more.
-        let mut both = [&mut a, &mut b];
-        let removed = disconnect(&mut s, 1, &mut both, &mut tracker, Some(&mut queue)).unwrap();
-        assert_eq!(removed.acks, vec![ack(0, 0x8000), ack(1, 1)]);
+        let removed = remove(&mut s, 1, &mut [&mut a, &mut b], &mut tracker, &mut queue);
+        assert_eq!(removed.unwrap().acks, vec![ack(0, 0x8000), ack(1, 1)]);
         assert!(tracker.is_empty() && a.is_closed());
         let queued: Vec<_> = queue.iter().collect();
         assert_eq!(queued, vec![((1, 0), 0x8000), ((1, 1), 1)]);
         // The last consumer leaving empties the queue instead.
         b.add_pending_ack_if_allowed(ack(2, 9), None).unwrap();
-        let removed = disconnect(&mut s, 2, &mut [&mut b], &mut tracker, Some(&mut queue));
+        let removed = remove(&mut s, 2, &mut [&mut b], &mut tracker, &mut queue);
         assert_eq!(removed.unwrap().acks, vec![ack(2, 9)]);
         assert!(queue.is_empty());
         assert_eq!(s.select(1), None);
     }
 
     #[test]
-    fn an_unknown_consumer_only_leaves_the_selector() {
+    fn without_a_queue_the_acks_only_go_back() {
         let mut s = ring();
         let mut tracker = DrainingHashes::new();
-        connect(&mut s, 4, b"x", &Vec::<&PendingAcks>::new(), &mut tracker).unwrap();
-        let none: &mut [&mut PendingAcks] = &mut [];
-        assert_eq!(
-            disconnect(&mut s, 4, none, &mut tracker, None),
-            Ok(Removed::default())
-        );
-        assert!(s.is_empty());
+        let (mut a, mut b) = (PendingAcks::new(1), PendingAcks::new(2));
+        add(&mut s, 1, &mut [], &mut tracker).unwrap();
+        add(&mut s, 2, &mut [&mut a], &mut tracker).unwrap();
+        a.add_pending_ack_if_allowed(ack(0, 3), None).unwrap();
+        let removed = remove(&mut s, 1, &mut [&mut a, &mut b], &mut tracker, &mut NoQueue);
+        assert_eq!(removed.unwrap().acks, vec![ack(0, 3)]);
+        assert_eq!(s.consumer_ids(), vec![2]);
+    }
+
+    /// The one rule for an unknown consumer: NotFound, and nothing changes.
+    #[test]
+    fn an_unknown_consumer_is_not_found_and_changes_nothing() {
+        let mut s = ring();
+        let mut tracker = DrainingHashes::new();
+        let mut queue = MessageRedeliveryController::new(false);
+        let mut a = PendingAcks::new(4);
+        add(&mut s, 4, &mut [], &mut tracker).unwrap();
+        a.add_pending_ack_if_allowed(ack(0, 3), None).unwrap();
+        for consumer in [5, 0] {
+            let removed = remove(&mut s, consumer, &mut [&mut a], &mut tracker, &mut queue);
+            assert!(
+                matches!(removed, Err(StateError::NotFound(_))),
+                "{removed:?}"
+            );
+        }
+        let none = remove(&mut s, 4, &mut [], &mut tracker, &mut NoQueue);
+        assert!(matches!(none, Err(StateError::NotFound(_))));
+        assert!(s.contains(4) && a.len() == 1 && !a.is_closed() && queue.is_empty());
     }
 
     #[test]
@@ -299,15 +428,15 @@ mod tests {
         let mut tracker = DrainingHashes::new();
         let mut queue = MessageRedeliveryController::new(false);
         let (mut a, mut b) = (PendingAcks::new(1), PendingAcks::new(2));
-        connect(&mut s, 1, b"a", &[&a], &mut tracker).unwrap();
-        connect(&mut s, 2, b"b", &[&a], &mut tracker).unwrap();
+        add(&mut s, 1, &mut [], &mut tracker).unwrap();
+        add(&mut s, 2, &mut [&mut a], &mut tracker).unwrap();
         let bad = PendingAck {
             ledger_id: -1,
             ..ack(0, 3)
         };
         a.add_pending_ack_if_allowed(bad, None).unwrap();
-        let mut both = [&mut a, &mut b];
-        assert!(disconnect(&mut s, 1, &mut both, &mut tracker, Some(&mut queue)).is_err());
+        let removed = remove(&mut s, 1, &mut [&mut a, &mut b], &mut tracker, &mut queue);
+        assert!(removed.is_err());
         assert!(s.contains(1) && a.len() == 1 && !a.is_closed() && queue.is_empty());
         let r = HashRange::full();
         assert_eq!(a.register_draining_hashes(&[r], &mut tracker), Ok(1));

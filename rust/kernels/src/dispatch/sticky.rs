@@ -15,9 +15,9 @@ use std::ops::DerefMut;
 
 use strum::{IntoStaticStr, VariantArray};
 
-use super::{check_positions, connect, disconnect, Removed, Selector};
+use super::{check_positions, disconnect, not_connected, Dispatcher, Parts, Removed, Selector};
 use crate::draining::DrainingHashes;
-use crate::error::{InvalidInput, KernelResult, NotFound, StateResult};
+use crate::error::{InvalidInput, KernelResult, StateResult};
 use crate::pending_acks::{PendingAck, PendingAcks};
 use crate::redelivery::{
     available_permits, check_position, effective_look_ahead_limit, ConsumerPermits, Decision,
@@ -27,14 +27,8 @@ use crate::redelivery::{
 /// What a consumer without flow control may take: Pulsar's permits are a Java int.
 pub const UNLIMITED_PERMITS: i64 = i32::MAX as i64;
 
-/// A dispatcher's shared parts, borrowed for one call. `acks` holds every connected
-/// consumer's pending acks, one map per consumer.
-pub struct Parts<'a, S, A> {
-    pub selector: &'a mut S,
-    pub acks: &'a mut [A],
-    pub redelivery: &'a mut MessageRedeliveryController,
-    pub tracker: &'a mut DrainingHashes,
-}
+/// The parts with the dispatcher's redelivery queue.
+pub type Queued<'a, S, A> = Parts<'a, S, A, MessageRedeliveryController>;
 
 /// An entry of a read: its position, sticky key hash (1 to 65535) and batch size (messages,
 /// 0 to 2**31 - 1).
@@ -189,40 +183,6 @@ impl StickyKeyDispatcher {
         self.flow_control
     }
 
-    /// Connects a consumer (with no permits) whose pending acks the caller adds to `acks`
-    /// afterwards; returns the notice for the unblocking handler. On an error nothing
-    /// changes.
-    pub fn add_consumer<S: Selector, A: DerefMut<Target = PendingAcks>>(
-        &mut self,
-        parts: Parts<'_, S, A>,
-        consumer: u64,
-        name: &[u8],
-    ) -> StateResult<Option<i32>> {
-        let notice = connect(parts.selector, consumer, name, parts.acks, parts.tracker)?;
-        self.consumers.insert(consumer, Capacity::default());
-        Ok(notice)
-    }
-
-    /// Disconnects a consumer (NotFound if not connected) by the dispatchers' one rule, its
-    /// pending acks going to the redelivery queue; the caller drops its map from `acks`
-    /// afterwards.
-    pub fn remove_consumer<S: Selector, A: DerefMut<Target = PendingAcks>>(
-        &mut self,
-        parts: Parts<'_, S, A>,
-        consumer: u64,
-    ) -> StateResult<Removed> {
-        self.known(consumer)?;
-        let removed = disconnect(
-            parts.selector,
-            consumer,
-            parts.acks,
-            parts.tracker,
-            Some(parts.redelivery),
-        )?;
-        self.consumers.remove(&consumer);
-        Ok(removed)
-    }
-
     /// The consumer asks for `permits` more messages (Pulsar's `consumerFlow`); the count
     /// saturates at [`UNLIMITED_PERMITS`].
     pub fn flow(&mut self, consumer: u64, permits: i32) -> StateResult<()> {
@@ -301,7 +261,7 @@ impl StickyKeyDispatcher {
     /// nothing is sent or queued. Every entry is checked before anything changes.
     pub fn dispatch_read<S: Selector, A: DerefMut<Target = PendingAcks>>(
         &mut self,
-        parts: Parts<'_, S, A>,
+        parts: Queued<'_, S, A>,
         entries: &[ReadEntry],
         replay: bool,
     ) -> KernelResult<Vec<Dispatched>> {
@@ -414,7 +374,7 @@ impl StickyKeyDispatcher {
     /// skipped with all its later positions.
     pub fn messages_to_replay_now<S: Selector, A: DerefMut<Target = PendingAcks>>(
         &self,
-        parts: Parts<'_, S, A>,
+        parts: Queued<'_, S, A>,
         max_messages: usize,
     ) -> Vec<Position> {
         let Parts {
@@ -465,10 +425,6 @@ impl StickyKeyDispatcher {
     }
 }
 
-fn not_connected(consumer: u64) -> crate::error::StateError {
-    NotFound(format!("consumer {consumer} is not connected")).into()
-}
-
 fn non_negative(value: i64, what: &str, least: i64) -> KernelResult<i64> {
     if value < least {
         return Err(InvalidInput::Message(format!(
@@ -494,6 +450,33 @@ fn consumer_index<A: DerefMut<Target = PendingAcks>>(acks: &[A]) -> HashMap<u64,
         .enumerate()
         .map(|(i, a)| (a.consumer_id(), i))
         .collect()
+}
+
+/// Consumers connect with no permits, and leave with their capacity forgotten; a leaving
+/// consumer's pending acks go to the redelivery queue.
+impl<S: Selector> Dispatcher<S> for StickyKeyDispatcher {
+    type Queue = MessageRedeliveryController;
+
+    fn add_consumer<A: DerefMut<Target = PendingAcks>>(
+        &mut self,
+        parts: Queued<'_, S, A>,
+        consumer: u64,
+        name: &[u8],
+    ) -> StateResult<Option<i32>> {
+        let notice = super::connect(parts, consumer, name)?;
+        self.consumers.insert(consumer, Capacity::default());
+        Ok(notice)
+    }
+
+    fn remove_consumer<A: DerefMut<Target = PendingAcks>>(
+        &mut self,
+        parts: Queued<'_, S, A>,
+        consumer: u64,
+    ) -> StateResult<Removed> {
+        let removed = disconnect(parts, consumer)?;
+        self.consumers.remove(&consumer);
+        Ok(removed)
+    }
 }
 
 #[cfg(test)]
@@ -532,7 +515,7 @@ mod tests {
         /// Runs `f` on the dispatcher and its parts.
         fn with<R>(
             &mut self,
-            f: impl FnOnce(&mut StickyKeyDispatcher, Parts<'_, S, &mut PendingAcks>) -> R,
+            f: impl FnOnce(&mut StickyKeyDispatcher, Queued<'_, S, &mut PendingAcks>) -> R,
         ) -> R {
             let mut acks: Vec<&mut PendingAcks> = self.acks.iter_mut().collect();
             let parts = Parts {

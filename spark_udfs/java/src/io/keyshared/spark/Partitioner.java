@@ -10,7 +10,7 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * The key partitioners of other systems, named as {@code keyshared.partitioners.Partitioner}
+ * The key partitioners of other systems, named as {@code keyshared.routing.partitioners.Partitioner}
  * names them, each bit-exact with its system. A partition is {@link #NONE} where the system
  * picks no fixed partition for the key: a null key (except Spark's, whose hash is its seed,
  * and librdkafka's {@code consistent}, {@code murmur2} and {@code fnv1a}, which hash it as no
@@ -54,7 +54,7 @@ public enum Partitioner {
     this.scheme = scheme;
   }
 
-  /** The name, as {@code keyshared.partitioners.Partitioner}'s value. */
+  /** The name, as {@code keyshared.routing.partitioners.Partitioner}'s value. */
   public String scheme() {
     return scheme;
   }

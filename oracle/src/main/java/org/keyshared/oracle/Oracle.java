@@ -39,6 +39,7 @@ public final class Oracle {
     DrainingOps.register(ops);
     LoadBalanceOps.register(ops);
     PartitionerOps.register(ops);
+    BenchOps.register(ops);
     registerScalableOps(ops);
 
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));

@@ -1,0 +1,315 @@
+//! The one binding core of both dispatchers: their shared parts, the one lock pattern over
+//! them, and the calls both make the same way (consumers, pending acks, select, ack). Each
+//! `#[pyclass]` converts its arguments and calls in here.
+//!
+//! Locks are taken only by `with_own` (level 1), `with_selector` (level 2), `with_map`
+//! (levels 1, 3, 5) and `with_parts` (levels 1 to 5), in the order of `state`.
+
+use std::sync::{Mutex, MutexGuard};
+
+use pyo3::prelude::*;
+use pyo3::pyclass::boolean_struct::True;
+use pyo3::{PyClass, PyTraverseError, PyVisit};
+
+use super::{lock_acks, Maps};
+use crate::draining::PyDrainingHashesTracker;
+use crate::entry_bucket::PyEntryBucketSelector;
+use crate::errors::Raise;
+use crate::pending_acks::{tuple, Ack, PyPendingAcksMap};
+use crate::redelivery::PyMessageRedeliveryController;
+use crate::rings::PyConsistentHashingSelector;
+use crate::state::{lock, notify, with_state};
+use keyshared_kernels::dispatch::{not_connected, Dispatcher, NoQueue, Parts, Queue, Selector};
+use keyshared_kernels::draining::DrainingHashes;
+use keyshared_kernels::entry_bucket::EntryBucketSelector;
+use keyshared_kernels::error::StateResult;
+use keyshared_kernels::pending_acks::PendingAcks;
+use keyshared_kernels::redelivery::MessageRedeliveryController;
+use keyshared_kernels::ring::ConsistentHashingSelector;
+
+/// A selector class a dispatcher owns.
+pub trait SelectorCell: PyClass<Frozen = True> + Sync {
+    type Selector: Selector + Send;
+    /// A new selector that refuses changes not made by `owner` (`state::check_unowned`).
+    fn owned(py: Python<'_>, selector: Self::Selector, owner: &'static str) -> PyResult<Py<Self>>;
+    fn state(&self) -> &Mutex<Self::Selector>;
+}
+
+impl SelectorCell for PyConsistentHashingSelector {
+    type Selector = ConsistentHashingSelector;
+    fn owned(py: Python<'_>, selector: Self::Selector, owner: &'static str) -> PyResult<Py<Self>> {
+        let state = Mutex::new(selector);
+        Py::new(
+            py,
+            Self {
+                state,
+                owner: Some(owner),
+            },
+        )
+    }
+    fn state(&self) -> &Mutex<Self::Selector> {
+        &self.state
+    }
+}
+
+impl SelectorCell for PyEntryBucketSelector {
+    type Selector = EntryBucketSelector;
+    fn owned(py: Python<'_>, selector: Self::Selector, owner: &'static str) -> PyResult<Py<Self>> {
+        let state = Mutex::new(selector);
+        Py::new(
+            py,
+            Self {
+                state,
+                owner: Some(owner),
+            },
+        )
+    }
+    fn state(&self) -> &Mutex<Self::Selector> {
+        &self.state
+    }
+}
+
+/// Where a dispatcher's redelivery queue lives: `with` locks it (level 4) around `f`.
+pub trait QueueCell: Send + Sync {
+    type Queue: Queue;
+    fn with<R>(&self, f: impl FnOnce(&mut Self::Queue) -> R) -> R;
+}
+
+impl QueueCell for NoQueue {
+    type Queue = NoQueue;
+    fn with<R>(&self, f: impl FnOnce(&mut NoQueue) -> R) -> R {
+        f(&mut NoQueue)
+    }
+}
+
+impl QueueCell for Py<PyMessageRedeliveryController> {
+    type Queue = MessageRedeliveryController;
+    fn with<R>(&self, f: impl FnOnce(&mut MessageRedeliveryController) -> R) -> R {
+        f(&mut lock(&self.get().state))
+    }
+}
+
+/// What the dispatcher alone holds (level 1): the kernel and each consumer's map.
+pub struct Own<D> {
+    pub kernel: D,
+    pub maps: Maps,
+}
+
+/// The parts as one call holds them locked.
+pub type Locked<'a, 'g, S, Q> = Parts<'a, S, MutexGuard<'g, PendingAcks>, Q>;
+
+/// A dispatcher: kernel `D` over the selector class `S` and the queue `Q`, with a tracker.
+pub struct Core<D, S, Q> {
+    pub selector: Py<S>,
+    pub tracker: Py<PyDrainingHashesTracker>,
+    pub redelivery: Q,
+    own: Mutex<Own<D>>,
+}
+
+impl<D, S, Q> Core<D, S, Q>
+where
+    D: Dispatcher<S::Selector, Queue = Q::Queue> + Send,
+    S: SelectorCell,
+    Q: QueueCell,
+{
+    /// `owner` is the dispatcher's class name: its selector refuses changes not made here.
+    pub fn new(
+        py: Python<'_>,
+        owner: &'static str,
+        kernel: D,
+        selector: S::Selector,
+        redelivery: Q,
+        unblocking_handler: Option<Bound<'_, PyAny>>,
+        dispatcher_name: String,
+    ) -> PyResult<Self> {
+        let tracker = PyDrainingHashesTracker::new(unblocking_handler, dispatcher_name)?;
+        Ok(Self {
+            selector: S::owned(py, selector, owner)?,
+            tracker: Py::new(py, tracker)?,
+            redelivery,
+            own: Mutex::new(Own {
+                kernel,
+                maps: Maps::new(),
+            }),
+        })
+    }
+
+    /// Runs `f` on the dispatcher's own state (level 1).
+    pub fn with_own<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut Own<D>) -> R + Send) -> R {
+        with_state(py, &self.own, f)
+    }
+
+    /// Runs `f` on the selector alone (level 2).
+    pub fn with_selector<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut S::Selector) -> R + Send,
+    ) -> R {
+        with_state(py, self.selector.get().state(), f)
+    }
+
+    /// Runs `f` on the kernel and every part, all locked, without the GIL; then `then` on
+    /// the result and the maps, the parts unlocked and the dispatcher's state still locked.
+    pub fn with_parts<R: Send, T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl for<'a, 'g> FnOnce(&mut D, Locked<'a, 'g, S::Selector, Q::Queue>) -> R + Send,
+        then: impl FnOnce(&R, &mut Maps) -> T + Send,
+    ) -> (R, T) {
+        py.detach(|| {
+            let mut own = lock(&self.own);
+            let Own { kernel, maps } = &mut *own;
+            let result = {
+                let mut selector = lock(self.selector.get().state());
+                let mut acks = lock_acks(maps);
+                self.redelivery.with(|redelivery| {
+                    let mut tracker = lock(&self.tracker.get().state);
+                    let parts = Parts {
+                        selector: &mut *selector,
+                        acks: &mut acks,
+                        redelivery,
+                        tracker: &mut tracker,
+                    };
+                    f(kernel, parts)
+                })
+            };
+            let after = then(&result, maps);
+            (result, after)
+        })
+    }
+
+    /// `with_parts` with nothing to do afterwards.
+    pub fn run<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl for<'a, 'g> FnOnce(&mut D, Locked<'a, 'g, S::Selector, Q::Queue>) -> R + Send,
+    ) -> R {
+        self.with_parts(py, f, |_, _| ()).0
+    }
+
+    /// Runs `f` on one connected consumer's map and the tracker, without the GIL; NotFound
+    /// if the consumer is not connected.
+    pub fn with_map<R: Send>(
+        &self,
+        py: Python<'_>,
+        consumer: u64,
+        f: impl FnOnce(&mut PendingAcks, &mut DrainingHashes) -> R + Send,
+    ) -> StateResult<R> {
+        py.detach(|| {
+            let own = lock(&self.own);
+            let map = own
+                .maps
+                .get(&consumer)
+                .ok_or_else(|| not_connected(consumer))?;
+            let mut acks = lock(&map.get().state);
+            Ok(f(&mut acks, &mut lock(&self.tracker.get().state)))
+        })
+    }
+
+    /// Connects a consumer; returns its pending-acks map, wired to the tracker.
+    pub fn add_consumer(
+        &self,
+        py: Python<'_>,
+        consumer: u64,
+        name: &[u8],
+    ) -> PyResult<Py<PyPendingAcksMap>> {
+        let map = Py::new(
+            py,
+            PyPendingAcksMap {
+                consumer_id: consumer,
+                state: Mutex::new(PendingAcks::new(consumer)),
+                tracker: Some(self.tracker.clone_ref(py)),
+            },
+        )?;
+        let handle = map.clone_ref(py);
+        let (notice, unused) = self.with_parts(
+            py,
+            |d, parts| d.add_consumer(parts, consumer, name),
+            |added, maps| match added {
+                Ok(_) => {
+                    maps.insert(consumer, map);
+                    None
+                }
+                Err(_) => Some(map),
+            },
+        );
+        drop(unused);
+        self.notify(py, notice.py()?);
+        Ok(handle)
+    }
+
+    /// Disconnects a consumer (KeyError if not connected); returns its pending acks.
+    pub fn remove_consumer(&self, py: Python<'_>, consumer: u64) -> PyResult<Vec<Ack>> {
+        let (removed, map) = self.with_parts(
+            py,
+            |d, parts| d.remove_consumer(parts, consumer),
+            |removed, maps| removed.is_ok().then(|| maps.remove(&consumer)),
+        );
+        drop(map);
+        let removed = removed.py()?;
+        self.notify(py, removed.notices);
+        Ok(removed.acks.into_iter().map(tuple).collect())
+    }
+
+    /// The consumer's map (KeyError if not connected). Cloning a reference needs the GIL,
+    /// so this waits for the lock holding it: no holder of level 1 waits for the GIL.
+    pub fn pending_acks(&self, py: Python<'_>, consumer: u64) -> PyResult<Py<PyPendingAcksMap>> {
+        lock(&self.own)
+            .maps
+            .get(&consumer)
+            .map(|m| m.clone_ref(py))
+            .ok_or_else(|| not_connected(consumer))
+            .py()
+    }
+
+    pub fn select(&self, py: Python<'_>, sticky_key_hash: u16) -> Option<u64> {
+        self.with_selector(py, |s| s.select(sticky_key_hash))
+    }
+
+    /// The consumer acked an entry (KeyError if not connected); False if it was not
+    /// pending there.
+    pub fn ack(
+        &self,
+        py: Python<'_>,
+        consumer: u64,
+        ledger_id: i64,
+        entry_id: i64,
+    ) -> PyResult<bool> {
+        let (removed, notice) = self
+            .with_map(py, consumer, |m, t| {
+                m.remove(ledger_id, entry_id, None, Some(t))
+            })
+            .py()?
+            .py()?;
+        self.notify(py, notice);
+        Ok(removed)
+    }
+
+    /// Delivers notices to the unblocking handler, with nothing locked.
+    pub fn notify(&self, py: Python<'_>, notices: impl IntoIterator<Item = i32>) {
+        let handler = self.tracker.get().handler(py);
+        for n in notices {
+            notify(py, handler.as_ref(), Some(n));
+        }
+    }
+
+    pub fn consumer_count(&self) -> usize {
+        lock(&self.own).maps.len()
+    }
+
+    pub fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.tracker)?;
+        if let Ok(own) = self.own.try_lock() {
+            for m in own.maps.values() {
+                visit.call(m)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn clear(&self) {
+        if let Ok(mut own) = self.own.try_lock() {
+            own.maps.clear();
+        }
+    }
+}

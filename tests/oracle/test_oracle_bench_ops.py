@@ -1,0 +1,129 @@
+"""The oracle's benchmark loops (``BenchOps``: each system's partitioner looped over a key file,
+the JVM peers of benches/) against keyshared: every task's results, and the checksum each timed
+pass reports, are keyshared's answer for any keys, so that a benchmark times the same work.
+
+Keys are drawn by hypothesis as bytes (invalid UTF-8 included: the Pulsar client's String of
+them is what it hashes) and as text, written in the file format ``bench.load`` documents.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support.pulsar_oracle import Oracle, record
+
+import keyshared as ks
+from keyshared.routing import Partitioner
+
+keys = st.lists(
+    st.one_of(
+        st.binary(max_size=40), st.text(max_size=30).map(lambda t: t.encode("utf-8", "replace"))
+    ),
+    min_size=1,
+    max_size=300,
+)
+PARTITIONERS = {
+    "kafka": Partitioner.KAFKA,
+    "pulsar_murmur3": Partitioner.PULSAR_MURMUR3_32_HASH,
+    "pulsar_java_string": Partitioner.PULSAR_JAVA_STRING_HASH,
+    "iceberg_bucket_string": Partitioner.ICEBERG_BUCKET,
+}
+
+
+def load(oracle: Oracle, path: Path, batch: list[bytes]) -> int:
+    """The keys as ``bench.load`` reads them: a big-endian int32 count, the int32 lengths,
+    then the bytes."""
+    path.write_bytes(
+        struct.pack(f">i{len(batch)}i", len(batch), *map(len, batch)) + b"".join(batch)
+    )
+    handle: int = oracle.call("bench.load", path=str(path))
+    return handle
+
+
+def results(oracle: Oracle, loop: int, path: Path) -> np.ndarray:
+    """One pass's results, and a check that a timed pass reports their checksum."""
+    count = oracle.call("bench.dump", handle=loop, path=str(path))
+    out = np.fromfile(path, dtype="<i4")
+    assert len(out) == count
+    run = oracle.call("bench.run", handle=loop, rounds=2)
+    assert len(run["nanos"]) == len(run["cpu_nanos"]) == 2
+    assert all(n > 0 for n in run["nanos"]) and all(n >= 0 for n in run["cpu_nanos"])
+    weights = np.arange(1, len(out) + 1, dtype=np.uint64)
+    want = int((weights * out.astype(np.int64).view(np.uint64)).sum(dtype=np.uint64))
+    assert run["checksum"] % 2**64 == want
+    return out
+
+
+def expected(task: str, batch: list[bytes], n: int) -> list[int]:
+    """keyshared's answer to the loop of ``task``."""
+    if task == "pulsar_murmur3":
+        # The loop hashes the key's bytes (Murmur3Hash32.makeHash(byte[])): the client's
+        # partition of the String of those bytes wherever they are valid UTF-8, as the
+        # benchmark's keys are.
+        valid = [i for i, k in enumerate(batch) if is_utf8(k)]
+        client = ks.partitions([batch[i] for i in valid], n, Partitioner.PULSAR_MURMUR3_32_HASH)
+        raw = (ks.key_hashes(batch).astype(np.int64) & 0x7FFFFFFF) % n
+        assert raw[valid].tolist() == client.tolist()
+        return list(raw.tolist())
+    if task == "iceberg_bucket_string":
+        # Iceberg is given the String the JVM makes of the bytes (invalid UTF-8 replaced).
+        strings = [k.decode("utf-8", "replace") for k in batch]
+        return list(ks.partitions(strings, n, Partitioner.ICEBERG_BUCKET).tolist())
+    return list(ks.partitions(batch, n, PARTITIONERS[task]).tolist())
+
+
+def is_utf8(key: bytes) -> bool:
+    try:
+        key.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(batch=keys, n=st.sampled_from([1, 7, 12, 1000, 2**31 - 1]))
+def test_partitioner_loops_give_keyshareds_partitions(
+    oracle: Oracle, tmp_path: Path, batch: list[bytes], n: int
+) -> None:
+    handle = load(oracle, tmp_path / "keys.bin", batch)
+    try:
+        for task in PARTITIONERS:
+            loop = oracle.call("bench.loop", keys=handle, task=task, num_partitions=n)
+            theirs = results(oracle, loop, tmp_path / "out.bin")
+            oracle.call("close", handle=loop)
+            assert theirs.tolist() == expected(task, batch, n), task
+    finally:
+        oracle.call("close", handle=handle)
+    record(
+        "4.2.4 bench loops (kafka-clients, pulsar-client, iceberg-api)",
+        len(batch) * len(PARTITIONERS),
+    )
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(batch=keys, consumers=st.integers(1, 12), points=st.sampled_from([1, 20, 100]))
+def test_selector_loop_gives_keyshareds_consumers(
+    oracle: Oracle, tmp_path: Path, batch: list[bytes], consumers: int, points: int
+) -> None:
+    handle = load(oracle, tmp_path / "keys.bin", batch)
+    try:
+        loop = oracle.call(
+            "bench.loop", keys=handle, task="selector", consumers=consumers, number_of_points=points
+        )
+        theirs = results(oracle, loop, tmp_path / "out.bin")
+        oracle.call("close", handle=loop)
+    finally:
+        oracle.call("close", handle=handle)
+    selector = ks.ConsistentHashingStickyKeyConsumerSelector(points)
+    for c in range(consumers):
+        selector.add_consumer(c, f"c{c}")
+    assert theirs.tolist() == selector.select_many(ks.routing.sticky_key_hashes(batch)).tolist()
+    record("4.2.4 bench selector loop", len(batch))

@@ -1,0 +1,101 @@
+"""The benchmark floors' arithmetic (benches/ratios.py), on made-up results."""
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+
+def load_ratios() -> ModuleType:
+    path = Path(__file__).parents[2] / "benches" / "ratios.py"
+    spec = importlib.util.spec_from_file_location("ratios", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ratios = load_ratios()
+
+
+def bench(
+    lib: str, median: float, group: str = "spark-job-step", extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {"group": group, "param": lib, "stats": {"median": median}, "extra_info": extra or {}}
+
+
+def run(results: dict[str, Any]) -> list[str]:
+    failed: list[str] = ratios.report(
+        ratios.medians(results),
+        ratios.measures(results),
+        ratios.paired_ratios(results),
+        ratios.key_counts(results),
+    )
+    return failed
+
+
+def test_floor_compares_medians_without_paired_rounds(capsys: pytest.CaptureFixture[str]) -> None:
+    results = {"benchmarks": [bench("keyshared", 5.0), bench("spark-groupby", 3.5)]}
+    assert run(results) == ["spark-job-step: 0.70x vs spark-groupby, floor 0.769231"]
+    assert "(medians): 0.70" in capsys.readouterr().out
+
+
+def test_paired_rounds_decide_the_floor_when_recorded(capsys: pytest.CaptureFixture[str]) -> None:
+    # The two tests' medians came from different stretches of time; the paired rounds did not.
+    paired = {ratios.PAIRED + "spark-groupby": 0.85}
+    results = {"benchmarks": [bench("keyshared", 5.0, extra=paired), bench("spark-groupby", 3.5)]}
+    assert run(results) == []
+    assert "(paired rounds): 0.85 >= 0.769231  ok" in capsys.readouterr().out
+    failing = {ratios.PAIRED + "spark-groupby": 0.7}
+    results = {"benchmarks": [bench("keyshared", 4.0, extra=failing), bench("spark-groupby", 4.0)]}
+    assert run(results) == ["spark-job-step: 0.70x vs spark-groupby, floor 0.769231"]
+
+
+def test_a_floor_names_which_keyshared_variant_it_holds(capsys: pytest.CaptureFixture[str]) -> None:
+    # kafka-partition holds keyshared over a list and keyshared-arrow to 2x the JVM, each by
+    # the paired ratio it recorded.
+    group = "kafka-partition"
+    results = {
+        "benchmarks": [
+            bench("keyshared", 4e-3, group, {ratios.PAIRED + "jvm": 2.4}),
+            bench("keyshared-arrow", 3e-3, group, {ratios.PAIRED + "jvm": 1.9}),
+            bench("jvm", 9e-3, group),
+        ]
+    }
+    assert run(results) == ["kafka-partition: keyshared-arrow 1.90x vs jvm, floor 2"]
+    out = capsys.readouterr().out
+    assert "floor vs jvm (paired rounds): 2.40 >= 2  ok" in out
+    assert "floor keyshared-arrow vs jvm (paired rounds): 1.90 >= 2  FAIL" in out
+
+
+def test_ceiling_holds_the_median_per_key(capsys: pytest.CaptureFixture[str]) -> None:
+    group = "key-hashes-arrow-1thread"
+    fast = {"benchmarks": [bench("keyshared", 2.4e-3, group, {"keys": 1_000_000})]}
+    assert run(fast) == []
+    assert "ceiling keyshared: 2.40 ns/key <= 2.5  ok" in capsys.readouterr().out
+    slow = {"benchmarks": [bench("keyshared", 2.6e-3, group, {"keys": 1_000_000})]}
+    assert run(slow) == ["key-hashes-arrow-1thread: keyshared 2.60 ns/key, ceiling 2.5"]
+    assert "2.60 ns/key" in capsys.readouterr().out
+
+
+def test_a_ceiling_without_a_key_count_fails() -> None:
+    results = {"benchmarks": [bench("keyshared", 1e-3, "key-hashes-arrow-1thread")]}
+    assert run(results) == [
+        "key-hashes-arrow-1thread: keyshared recorded no key count for its ceiling"
+    ]
+
+
+def test_a_limit_whose_benchmark_did_not_run_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    # `scripts/bench.sh -k GROUP` runs some groups: the others' limits are "not run".
+    results = {
+        "benchmarks": [
+            bench("jvm", 9e-3, "kafka-partition"),
+            bench("numpy", 1e-3, "key-hashes-arrow-1thread"),
+        ]
+    }
+    assert run(results) == []
+    out = capsys.readouterr().out
+    assert "floor vs jvm: not run" in out
+    assert "ceiling keyshared: not run" in out

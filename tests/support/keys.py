@@ -1,0 +1,30 @@
+"""Keys in bulk for the comparisons with other implementations."""
+
+from __future__ import annotations
+
+import random
+
+Key = str | bytes
+
+
+def bulk_keys(seed: int, n: int) -> list[Key]:
+    """``n`` keys from ``seed``: a third unicode text (any code point but surrogates, up to
+    24 of them), a third arbitrary bytes (up to 48), the rest short ASCII names ending in
+    numbers, with empty keys of both kinds among them."""
+    rng = random.Random(seed)
+    out: list[Key] = ["", b""]
+    while len(out) < n:
+        kind = rng.randrange(3)
+        if kind == 0:
+            chars = []
+            for _ in range(rng.randrange(25)):
+                c = rng.randrange(0x110000)
+                while 0xD800 <= c <= 0xDFFF:
+                    c = rng.randrange(0x110000)
+                chars.append(chr(c))
+            out.append("".join(chars))
+        elif kind == 1:
+            out.append(rng.randbytes(rng.randrange(49)))
+        else:
+            out.append(f"key-{rng.randrange(10 ** rng.randrange(1, 12))}")
+    return out
