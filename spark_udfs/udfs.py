@@ -215,16 +215,15 @@ def _route_udf(table: RoutingTable, null_key: bytes | None) -> UserDefinedFuncti
 
 
 def _route_and_hash_udf(table: RoutingTable, null_key: bytes | None) -> UserDefinedFunctionLike:
-    """Routing plus all three hashes, each from the kernels."""
+    """Routing plus all three hashes, from one pass of the kernels."""
 
     def ks_route_and_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         for keys in batches:
             nk, nulls = _nulls(keys, null_key)
-            hashes = key_hashes(keys, null_key=nk, threads=1)
-            segment_ids, buckets = table.route_hashes(hashes, threads=1)
-            # The halves from the kernel too: hashing the keys again costs less than NumPy's
-            # shift and mask over the hashes.
-            segment_hashes, bucket_hashes = split_hashes(keys, null_key=nk, threads=1)
+            # One hashing pass gives the route, the hash and its halves.
+            segment_ids, buckets, hashes, segment_hashes, bucket_hashes = table.route_keys(
+                keys, null_key=nk, threads=1, with_hashes=True
+            )
             columns = [
                 segment_ids,
                 buckets,

@@ -2,7 +2,7 @@
 
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Literal, final
+from typing import Any, Final, Literal, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -254,9 +254,34 @@ class RoutingTable:
     def __ne__(self, other: object, /) -> bool: ...
     def route(self, key: str | bytes) -> tuple[int, int]: ...
     def route_hash(self, key_hash: int) -> tuple[int, int]: ...
+    @overload
     def route_keys(
-        self, keys: _KeyBatch, *, null_key: str | bytes | None = None, threads: int | None = None
+        self,
+        keys: _KeyBatch,
+        *,
+        null_key: str | bytes | None = None,
+        threads: int | None = None,
+        with_hashes: Literal[False] = False,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]: ...
+    @overload
+    def route_keys(
+        self,
+        keys: _KeyBatch,
+        *,
+        null_key: str | bytes | None = None,
+        threads: int | None = None,
+        with_hashes: Literal[True],
+    ) -> tuple[
+        npt.NDArray[np.int64],
+        npt.NDArray[np.int32],
+        npt.NDArray[np.uint32],
+        npt.NDArray[np.uint16],
+        npt.NDArray[np.uint16],
+    ]:
+        """Segment ids (int64) and bucket indices (int32) of a batch of keys, in one pass.
+        With ``with_hashes=True``, also the keys' ``key_hash`` (uint32) and its halves
+        ``(key_hash >> 16, key_hash & 0xFFFF)`` (two uint16 arrays, as ``split_hashes``
+        gives them, whatever the table's release) from the same hashing pass: five arrays."""
     def route_hashes(
         self,
         key_hashes: Sequence[int] | npt.NDArray[np.integer[Any]],

@@ -709,3 +709,46 @@ def test_numpy_integer_scalars_are_int_keys(partitioner: str) -> None:
         partitions([np.uint64(2**64 - 1)], 13, partitioner)
     with pytest.raises(TypeError, match="key must be str or bytes, got bool"):
         partition(np.True_, 13, partitioner)
+
+
+def java_hash_of_units(text: str) -> int:
+    """Java's ``String.hashCode`` by its definition, over the string's UTF-16 code units."""
+    units = text.encode("utf-16-le", "surrogatepass")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i : i + 2], "little")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+ascii_text = st.text(st.characters(max_codepoint=0x7F), max_size=40)
+any_text = st.text(max_size=40)
+
+
+@given(st.lists(st.one_of(ascii_text, any_text), max_size=60), st.integers(1, 2**31 - 1))
+def test_java_string_hash_batch_is_the_java_definition(keys: list[str], n: int) -> None:
+    # ASCII keys take the batch's fast path (all ASCII), mixed batches the decoding one.
+    want = [(java_hash_of_units(k) & 0x7FFFFFFF) % n for k in keys]
+    for batch in (keys, pa.array(keys, pa.string()), [k.encode() for k in keys]):
+        got = partitions(batch, n, Partitioner.PULSAR_JAVA_STRING_HASH)
+        assert got.tolist() == want
+    assert [java_string_hash_code(k) for k in keys] == [java_hash_of_units(k) for k in keys]
+
+
+@given(st.lists(st.binary(max_size=30), max_size=60))
+def test_java_string_hash_of_bytes_is_that_of_the_jdk_string(keys: list[bytes]) -> None:
+    # Invalid UTF-8 is replaced as the JDK replaces it, in a batch as one key at a time.
+    want = [(java_string_hash_code(k) & 0x7FFFFFFF) % 12 for k in keys]
+    assert partitions(keys, 12, Partitioner.PULSAR_JAVA_STRING_HASH).tolist() == want
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.binary(max_size=30), st.text(max_size=30)), max_size=60),
+    st.sampled_from(list(Partitioner)),
+    st.integers(1, 2**31 - 1),
+)
+def test_batches_partition_as_one_key_at_a_time(
+    keys: list[bytes | str | None], partitioner: Partitioner, n: int
+) -> None:
+    want = [partition(k, n, partitioner) for k in keys]
+    got = partitions(keys, n, partitioner).tolist()
+    assert got == [-1 if w is None else w for w in want]

@@ -141,3 +141,23 @@ def test_segment_router_reads_an_iterator_of_segments_whole() -> None:
         router.route(k, segments) for k in keys
     ]
     assert router.route_round_robin(iter(segments), 5) == router.route_round_robin(segments, 5)
+
+
+@given(
+    st.lists(st.one_of(st.binary(max_size=30), st.text(max_size=30), st.none()), max_size=80),
+    st.sampled_from(["master", "5.0.0-M1"]),
+)
+def test_route_keys_with_hashes_is_one_pass_of_the_same_hashes(
+    keys: list[bytes | str | None], release: str
+) -> None:
+    table = RoutingTable(
+        [(1, HashRange(0x0000, 0x7FFF), [0x4000]), (2, HashRange(0x8000, 0xFFFF), [])], release
+    )
+    ids, buckets, hashes, high, low = table.route_keys(keys, null_key=b"nk", with_hashes=True)
+    want_ids, want_buckets = table.route_keys(keys, null_key=b"nk")
+    assert ids.tolist() == want_ids.tolist() and buckets.tolist() == want_buckets.tolist()
+    assert hashes.dtype == np.uint32
+    assert hashes.tolist() == ks.key_hashes(keys, null_key=b"nk").tolist()
+    want_high, want_low = ks.split_hashes(keys, null_key=b"nk")
+    assert high.tolist() == want_high.tolist() and low.tolist() == want_low.tolist()
+    assert (high.dtype, low.dtype) == (np.uint16, np.uint16)

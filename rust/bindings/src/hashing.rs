@@ -58,8 +58,8 @@ pub(super) fn hash_keys<A, B, F>(
     f: F,
 ) -> PyResult<(Vec<A>, Vec<B>)>
 where
-    A: Send,
-    B: Send,
+    A: Copy + Send + Sync,
+    B: Copy + Send + Sync,
     F: Fn(u32) -> (A, B) + Sync + Send,
 {
     let threads = Threads::or_default(threads)?;

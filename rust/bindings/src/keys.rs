@@ -1,21 +1,47 @@
-//! Python key batches -> `KeyBatch`: lists and tuples, NumPy arrays, Arrow arrays.
+//! Python key batches, read once into the kernels' `KeyColumn`: lists and tuples (of
+//! str/bytes/None, or of ints), NumPy arrays, Arrow arrays and streams.
 
 use arrow_array::cast::AsArray;
-use arrow_array::{ArrayRef, BinaryArray, LargeBinaryArray};
+use arrow_array::types::{
+    Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt8Type,
+};
+use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, BinaryArray, LargeBinaryArray};
 use arrow_schema::DataType;
-use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::errors::Raise;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyInt, PyList, PyString, PyTuple};
 use pyo3::{ffi, intern};
 use pyo3_arrow::{PyArray, PyChunkedArray};
 
 use crate::conversions::{key_bytes, key_bytes_at, type_name};
-use keyshared_kernels::keys::{KeyBatch, KeyChunk, PackedKeys};
+use keyshared_kernels::keys::{
+    IntBatch, IntChunk, IntValues, KeyBatch, KeyChunk, KeyColumn, PackedKeys,
+};
+use keyshared_kernels::partitioners::IntColumn;
 
-/// Reads `keys` as a batch; `null_key` (str or bytes) stands in for null keys.
+/// What a batch call takes: byte keys only (the key hashes), or also int keys with nulls
+/// kept (the partitioners); the two keep their own words for what they refuse.
+#[derive(Clone, Copy)]
+struct Intake {
+    /// Whether a null key is read (else refused by index).
+    nulls: bool,
+    /// None: byte keys only; Some(side): int keys too, an all-null batch as ints if `side`.
+    ints: Option<bool>,
+}
+
+impl Intake {
+    fn one_key_hint(self) -> &'static str {
+        match self.ints {
+            None => "use key_hash for one key",
+            Some(_) => "use partition for one key",
+        }
+    }
+}
+
+/// Reads `keys` as a batch of byte keys; `null_key` (str or bytes) stands in for null keys.
 pub fn key_batch(
     keys: &Bound<'_, PyAny>,
     null_key: Option<&Bound<'_, PyAny>>,
@@ -24,8 +50,19 @@ pub fn key_batch(
         .filter(|k| !k.is_none())
         .map(|k| key_bytes(k, "null_key").map(<[u8]>::to_vec))
         .transpose()?;
-    let chunks = key_chunks(keys, null_key.as_deref())?;
-    KeyBatch::new(chunks, null_key).py()
+    let intake = Intake {
+        nulls: null_key.is_some(),
+        ints: None,
+    };
+    match read(keys, intake)? {
+        KeyColumn::Bytes(batch) => batch.with_null_key(null_key).py(),
+        KeyColumn::Ints(_) => unreachable_ints(),
+    }
+}
+
+/// Int keys are only read where asked for; kept as an error rather than a panic.
+fn unreachable_ints<T>() -> PyResult<T> {
+    Err(PyTypeError::new_err("keys must be str or bytes, got int"))
 }
 
 /// `key_batch`, also taking any other iterable of keys (a generator, a set), collected into
@@ -40,50 +77,97 @@ pub fn any_key_batch(keys: &Bound<'_, PyAny>) -> PyResult<KeyBatch> {
     }
 }
 
-fn is_other_iterable(keys: &Bound<'_, PyAny>) -> bool {
-    !(keys.is_instance_of::<PyString>()
+/// Reads `keys` for a partitioner: byte keys or int keys (by the first key that is not
+/// null; an all-null batch as ints if `ints_if_all_null`), nulls kept; any other iterable
+/// is collected into a list first.
+pub fn key_column(keys: &Bound<'_, PyAny>, ints_if_all_null: bool) -> PyResult<KeyColumn> {
+    let intake = Intake {
+        nulls: true,
+        ints: Some(ints_if_all_null),
+    };
+    if is_other_iterable(keys) {
+        let items = keys.try_iter()?.collect::<PyResult<Vec<_>>>()?;
+        return read(PyList::new(keys.py(), items)?.as_any(), intake);
+    }
+    read(keys, intake).map_err(|err| match is_batch(keys) {
+        true => err,
+        false => PyTypeError::new_err(format!(
+            "keys must be a sequence of str/bytes/None or of ints, a NumPy integer array or \
+             an Arrow array, got {}",
+            type_name(keys)
+        )),
+    })
+}
+
+fn is_batch(keys: &Bound<'_, PyAny>) -> bool {
+    let py = keys.py();
+    keys.is_instance_of::<PyString>()
         || keys.is_instance_of::<PyBytes>()
         || keys.is_instance_of::<PyList>()
         || keys.is_instance_of::<PyTuple>()
-        || keys.cast::<PyUntypedArray>().is_ok())
-        && keys.try_iter().is_ok()
+        || keys.cast::<PyUntypedArray>().is_ok()
+        || keys
+            .hasattr(intern!(py, "__arrow_c_array__"))
+            .unwrap_or(false)
+        || keys
+            .hasattr(intern!(py, "__arrow_c_stream__"))
+            .unwrap_or(false)
 }
 
-fn key_chunks(keys: &Bound<'_, PyAny>, null_key: Option<&[u8]>) -> PyResult<Vec<KeyChunk>> {
+fn is_other_iterable(keys: &Bound<'_, PyAny>) -> bool {
+    !is_batch(keys) && keys.try_iter().is_ok()
+}
+
+fn read(keys: &Bound<'_, PyAny>, intake: Intake) -> PyResult<KeyColumn> {
     let py = keys.py();
     if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
-        return Err(PyTypeError::new_err(
-            "keys must be a batch of keys, not a single str or bytes; use key_hash for one key",
-        ));
+        return Err(PyTypeError::new_err(format!(
+            "keys must be a batch of keys, not a single str or bytes; {}",
+            intake.one_key_hint()
+        )));
     }
     if keys.hasattr(intern!(py, "__arrow_c_array__"))? {
         let (array, _) = keys.extract::<PyArray>()?.into_inner();
-        return Ok(vec![arrow_chunk(array)?]);
+        return arrow_column(vec![array], intake);
     }
     if keys.hasattr(intern!(py, "__arrow_c_stream__"))? {
         let (arrays, _) = keys.extract::<PyChunkedArray>()?.into_inner();
-        return arrays.into_iter().map(arrow_chunk).collect();
+        return arrow_column(arrays, intake);
     }
     if let Ok(array) = keys.cast::<PyUntypedArray>() {
-        let mask = numpy_mask(array)?;
-        return Ok(vec![KeyChunk::Packed(pack_numpy(
-            array,
-            null_key,
-            mask.as_deref(),
-        )?)]);
+        return numpy_column(array, intake);
     }
+    let bytes = |packed| {
+        Ok(KeyColumn::Bytes(KeyBatch::nullable(vec![
+            KeyChunk::Packed(packed),
+        ])))
+    };
     if let Ok(list) = keys.cast::<PyList>() {
-        return Ok(vec![KeyChunk::Packed(pack_list(list, null_key)?)]);
+        if intake.ints.is_some() {
+            if let Some(ints) = int_sequence(&list.iter().collect::<Vec<_>>(), intake)? {
+                return Ok(ints);
+            }
+        }
+        return bytes(pack_list(list, intake.nulls)?);
     }
     if let Ok(tuple) = keys.cast::<PyTuple>() {
+        if intake.ints.is_some() {
+            if let Some(ints) = int_sequence(&tuple.iter().collect::<Vec<_>>(), intake)? {
+                return Ok(ints);
+            }
+        }
         // SAFETY: as for lists (pack_list); a tuple's items are inline after its header.
         let packed = unsafe {
             let items = (*(tuple.as_ptr() as *mut ffi::PyTupleObject))
                 .ob_item
                 .as_ptr();
-            pack_objects(py, std::slice::from_raw_parts(items, tuple.len()), null_key)?
+            pack_objects(
+                py,
+                std::slice::from_raw_parts(items, tuple.len()),
+                intake.nulls,
+            )?
         };
-        return Ok(vec![KeyChunk::Packed(packed)]);
+        return bytes(packed);
     }
     Err(PyTypeError::new_err(format!(
         "keys must be a list or tuple of str/bytes, a NumPy array or an Arrow array, got {}",
@@ -91,8 +175,52 @@ fn key_chunks(keys: &Bound<'_, PyAny>, null_key: Option<&[u8]>) -> PyResult<Vec<
     )))
 }
 
-fn arrow_chunk(array: ArrayRef) -> PyResult<KeyChunk> {
-    Ok(match array.data_type() {
+/// Arrow arrays as one column: all of byte types or (where int keys are read) all of
+/// integer types. An all-null array (what pyarrow infers for nothing but None) takes the
+/// batch's side.
+fn arrow_column(arrays: Vec<ArrayRef>, intake: Intake) -> PyResult<KeyColumn> {
+    let unsupported = |a: &ArrayRef| {
+        PyTypeError::new_err(match intake.ints {
+            None => format!(
+                "keys: Arrow type {} is not supported; use string, large_string, binary or \
+                 large_binary",
+                a.data_type()
+            ),
+            Some(_) => format!(
+                "keys: Arrow type {} is not supported; use string, large_string, binary, \
+                 large_binary, or an integer type up to int64 (one kind for the whole batch)",
+                a.data_type()
+            ),
+        })
+    };
+    let ints = match (
+        intake.ints,
+        arrays.iter().find(|a| a.data_type() != &DataType::Null),
+    ) {
+        (None, _) => false,
+        (Some(_), Some(a)) => int_chunk(a).is_some(),
+        (Some(side), None) => side,
+    };
+    if ints {
+        let chunks = arrays.iter().map(|a| match a.data_type() {
+            DataType::Null => Ok(IntChunk {
+                values: IntValues::Int64(vec![0; a.len()]),
+                nulls: (0..a.len()).collect(),
+            }),
+            _ => int_chunk(a).ok_or_else(|| unsupported(a)),
+        });
+        let chunks = chunks.collect::<PyResult<_>>()?;
+        return Ok(KeyColumn::Ints(IntBatch { chunks }));
+    }
+    let chunks = arrays
+        .iter()
+        .map(|a| byte_chunk(a).ok_or_else(|| unsupported(a)));
+    let chunks = chunks.collect::<PyResult<_>>()?;
+    Ok(KeyColumn::Bytes(KeyBatch::nullable(chunks)))
+}
+
+fn byte_chunk(array: &ArrayRef) -> Option<KeyChunk> {
+    Some(match array.data_type() {
         DataType::Utf8 => KeyChunk::Binary(BinaryArray::from(array.as_string::<i32>().clone())),
         DataType::LargeUtf8 => {
             KeyChunk::LargeBinary(LargeBinaryArray::from(array.as_string::<i64>().clone()))
@@ -101,21 +229,181 @@ fn arrow_chunk(array: ArrayRef) -> PyResult<KeyChunk> {
         DataType::LargeBinary => KeyChunk::LargeBinary(array.as_binary::<i64>().clone()),
         DataType::Utf8View => KeyChunk::BinaryView(array.as_string_view().clone().to_binary_view()),
         DataType::BinaryView => KeyChunk::BinaryView(array.as_binary_view().clone()),
-        // What pyarrow infers for a batch of nothing but nulls.
         DataType::Null => KeyChunk::Binary(BinaryArray::new_null(array.len())),
-        other => {
-            return Err(PyTypeError::new_err(format!(
-                "keys: Arrow type {other} is not supported; use string, large_string, \
-                 binary or large_binary"
-            )))
+        _ => return None,
+    })
+}
+
+/// An Arrow integer array as int32 or int64 values, by the type Spark gives each width
+/// (`IntColumn`); None for other types and for uint64.
+fn int_chunk(array: &ArrayRef) -> Option<IntChunk> {
+    fn take<T: ArrowPrimitiveType, U>(
+        array: &ArrayRef,
+        f: fn(T::Native) -> U,
+    ) -> (Vec<U>, Vec<usize>) {
+        let a = array.as_primitive::<T>();
+        let nulls = match a.null_count() {
+            0 => vec![],
+            _ => (0..a.len()).filter(|&i| a.is_null(i)).collect(),
+        };
+        (a.values().iter().map(|&v| f(v)).collect(), nulls)
+    }
+    let is_int = |bits, signed| IntColumn { bits, signed }.is_int().ok();
+    let (values, nulls) = match array.data_type() {
+        DataType::Int8 if is_int(8, true)? => {
+            let (v, n) = take::<Int8Type, _>(array, i32::from);
+            (IntValues::Int32(v), n)
+        }
+        DataType::Int16 if is_int(16, true)? => {
+            let (v, n) = take::<Int16Type, _>(array, i32::from);
+            (IntValues::Int32(v), n)
+        }
+        DataType::UInt8 if is_int(8, false)? => {
+            let (v, n) = take::<UInt8Type, _>(array, i32::from);
+            (IntValues::Int32(v), n)
+        }
+        DataType::UInt16 if is_int(16, false)? => {
+            let (v, n) = take::<UInt16Type, _>(array, i32::from);
+            (IntValues::Int32(v), n)
+        }
+        DataType::Int32 if is_int(32, true)? => {
+            let (v, n) = take::<Int32Type, _>(array, |v| v);
+            (IntValues::Int32(v), n)
+        }
+        DataType::UInt32 if !is_int(32, false)? => {
+            let (v, n) = take::<UInt32Type, _>(array, i64::from);
+            (IntValues::Int64(v), n)
+        }
+        DataType::Int64 if !is_int(64, true)? => {
+            let (v, n) = take::<Int64Type, _>(array, |v| v);
+            (IntValues::Int64(v), n)
+        }
+        _ => return None,
+    };
+    Some(IntChunk { values, nulls })
+}
+
+/// Whether `obj` is an int: a Python int but bool, or what stands for one by `__index__`
+/// (a NumPy integer scalar; str, bytes, floats and NumPy's bool have no `__index__`).
+pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
+    !obj.is_instance_of::<PyBool>()
+        && (obj.is_instance_of::<PyInt>()
+            || obj.hasattr(intern!(obj.py(), "__index__")).unwrap_or(false))
+}
+
+/// An int argument (bool refused), out-of-range values as a ValueError naming it.
+pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+    if !is_int(obj) {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be an int, got {}",
+            type_name(obj)
+        )));
+    }
+    let value = match obj.is_instance_of::<PyInt>() {
+        true => obj.clone(),
+        false => obj.call_method0(intern!(obj.py(), "__index__"))?,
+    };
+    value.extract::<i64>().map_err(|err| {
+        if err.is_instance_of::<PyOverflowError>(obj.py()) {
+            PyValueError::new_err(format!("{what} = {obj} is outside the range of a long"))
+        } else {
+            err
         }
     })
 }
 
-fn pack_list(list: &Bound<'_, PyList>, null_key: Option<&[u8]>) -> PyResult<PackedKeys> {
+/// A list or tuple of ints and None, where int keys are read: decided by the first key that
+/// is not None, or by the batch's side when all are None. None for byte keys.
+fn int_sequence(items: &[Bound<'_, PyAny>], intake: Intake) -> PyResult<Option<KeyColumn>> {
+    let Some(side) = intake.ints else {
+        return Ok(None);
+    };
+    let ints = match items.iter().find(|k| !k.is_none()) {
+        Some(k) => is_int(k),
+        None => side,
+    };
+    if !ints {
+        return Ok(None);
+    }
+    let mut values = Vec::with_capacity(items.len());
+    let mut nulls = vec![];
+    for (i, item) in items.iter().enumerate() {
+        match item.is_none() {
+            true => {
+                nulls.push(i);
+                values.push(0);
+            }
+            false => values.push(int_arg(item, &format!("keys[{i}]"))?),
+        }
+    }
+    let values = IntValues::Int64(values);
+    let chunks = vec![IntChunk { values, nulls }];
+    Ok(Some(KeyColumn::Ints(IntBatch { chunks })))
+}
+
+/// A NumPy integer array as int32 or int64 values, by the type Spark gives each width
+/// (`IntColumn`), in any byte order and stride.
+fn numpy_ints(array: &Bound<'_, PyUntypedArray>) -> PyResult<KeyColumn> {
+    let dtype = array.dtype();
+    let column = IntColumn {
+        bits: 8 * u32::try_from(dtype.itemsize()).unwrap_or(u32::MAX),
+        signed: dtype.kind() == b'i',
+    };
+    let is_int = column
+        .is_int()
+        .map_err(|e| PyTypeError::new_err(format!("keys: {e}")))?;
+    // A copy in native order, contiguous, of the width read: NumPy converts byte order,
+    // stride and width in one pass (a no-op for what is already so).
+    let py = array.py();
+    let native = py.import(intern!(py, "numpy"))?.call_method1(
+        intern!(py, "ascontiguousarray"),
+        (array, if is_int { "=i4" } else { "=i8" }),
+    )?;
+    let values = match is_int {
+        true => IntValues::Int32(native.cast::<PyArray1<i32>>()?.to_vec()?),
+        false => IntValues::Int64(native.cast::<PyArray1<i64>>()?.to_vec()?),
+    };
+    let chunks = vec![IntChunk {
+        values,
+        nulls: vec![],
+    }];
+    Ok(KeyColumn::Ints(IntBatch { chunks }))
+}
+
+fn numpy_column(array: &Bound<'_, PyUntypedArray>, intake: Intake) -> PyResult<KeyColumn> {
+    if array.ndim() != 1 {
+        let message = format!(
+            "keys must be a one-dimensional array, got {} dimensions",
+            array.ndim()
+        );
+        return Err(match intake.ints {
+            None => PyValueError::new_err(message),
+            Some(_) => PyTypeError::new_err(message),
+        });
+    }
+    let kind = array.dtype().kind();
+    match (intake.ints, kind) {
+        (Some(_), b'i' | b'u') => numpy_ints(array),
+        (Some(_), b'S' | b'U') | (None, _) => {
+            let mask = numpy_mask(array)?;
+            let packed = pack_numpy(array, intake.nulls, mask.as_deref())?;
+            Ok(KeyColumn::Bytes(KeyBatch::nullable(vec![
+                KeyChunk::Packed(packed),
+            ])))
+        }
+        // Objects may be ints; other dtypes (bool, float) are read as their items, which
+        // the checks then name.
+        (Some(_), _) => {
+            let items = array.call_method0(intern!(array.py(), "tolist"))?;
+            read(&items, intake)
+        }
+    }
+}
+
+fn pack_list(list: &Bound<'_, PyList>, nulls: bool) -> PyResult<PackedKeys> {
     // An empty list has no item array (a null pointer), which no slice may point at.
     if list.is_empty() {
-        return unsafe { pack_objects(list.py(), &[], null_key) };
+        return unsafe { pack_objects(list.py(), &[], nulls) };
     }
     // SAFETY: a list's item array holds its len() live objects; the list is borrowed for
     // this call and does not change while packing (see pack_objects).
@@ -124,7 +412,7 @@ fn pack_list(list: &Bound<'_, PyList>, null_key: Option<&[u8]>) -> PyResult<Pack
         pack_objects(
             list.py(),
             std::slice::from_raw_parts(items, list.len()),
-            null_key,
+            nulls,
         )
     }
 }
@@ -137,7 +425,7 @@ fn pack_list(list: &Bound<'_, PyList>, null_key: Option<&[u8]>) -> PyResult<Pack
 unsafe fn pack_objects(
     py: Python<'_>,
     items: &[*mut ffi::PyObject],
-    null_key: Option<&[u8]>,
+    nulls: bool,
 ) -> PyResult<PackedKeys> {
     let mut packed = PackedKeys::with_capacity(items.len(), items.len() * 32);
     for (i, &item) in items.iter().enumerate() {
@@ -147,7 +435,10 @@ unsafe fn pack_objects(
         if let Some(bytes) = exact_key(item) {
             packed.push(bytes);
         } else if item == ffi::Py_None() {
-            packed.push(null_key.ok_or_else(|| null_error(i))?);
+            match nulls {
+                true => packed.push_null(),
+                false => return Err(null_error(i)),
+            }
         } else {
             // Subclasses, wrong types and undecodable text: the checked path with messages.
             let item = Bound::from_borrowed_ptr(py, item);
@@ -223,17 +514,17 @@ fn numpy_type<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
 
 fn pack_numpy(
     array: &Bound<'_, PyUntypedArray>,
-    null_key: Option<&[u8]>,
+    nulls: bool,
     mask: Option<&[bool]>,
 ) -> PyResult<PackedKeys> {
-    if array.ndim() != 1 {
-        return Err(PyValueError::new_err(format!(
-            "keys must be a one-dimensional array, got {} dimensions",
-            array.ndim()
-        )));
-    }
     let dtype = array.dtype();
-    let null = |i: usize| null_key.ok_or_else(|| masked_error(i));
+    let null = |packed: &mut PackedKeys, i: usize| match nulls {
+        true => {
+            packed.push_null();
+            Ok(())
+        }
+        false => Err(masked_error(i)),
+    };
     match dtype.kind() {
         b'O' => {
             // Object arrays are copied to a contiguous list of pointers first, whatever
@@ -241,14 +532,16 @@ fn pack_numpy(
             let list = array.call_method0("tolist")?;
             let list = list.cast::<PyList>()?;
             for (i, _) in mask.into_iter().flatten().enumerate().filter(|&(_, &m)| m) {
-                null(i)?;
+                if !nulls {
+                    return Err(masked_error(i));
+                }
                 list.set_item(i, array.py().None())?;
             }
-            pack_list(list, null_key)
+            pack_list(list, nulls)
         }
         b'S' => pack_fixed(array, dtype.itemsize(), 1, |packed, raw, i| {
             match mask.is_some_and(|m| m[i]) {
-                true => packed.push(null(i)?),
+                true => null(packed, i)?,
                 false => packed.push(trim_nuls(raw)),
             }
             Ok(())
@@ -261,8 +554,7 @@ fn pack_numpy(
             };
             pack_fixed(array, dtype.itemsize(), 4, |packed, raw, i| {
                 if mask.is_some_and(|m| m[i]) {
-                    packed.push(null(i)?);
-                    return Ok(());
+                    return null(packed, i);
                 }
                 packed.push_ucs4(raw, big_endian).map_err(|code| {
                     PyValueError::new_err(format!(

@@ -1,32 +1,20 @@
-//! The partitioners of other systems over Python keys: one key, or a batch (a sequence of
-//! str/bytes/None or of ints, an Arrow array read in place, a NumPy integer array), with
-//! the GIL released while the batch is partitioned.
+//! Other systems' partitioners over Python keys: argument conversion only; batches are
+//! read by `keys::key_column` and partitioned by the kernels with the GIL released.
 
-use std::mem::MaybeUninit;
-
-use arrow_array::builder::{BinaryBuilder, Int64Builder};
-use arrow_array::cast::AsArray;
-use arrow_array::types::{
-    Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt8Type,
-};
-use arrow_array::{
-    Array, ArrayRef, ArrowPrimitiveType, BinaryArray, BinaryViewArray, Int32Array, Int64Array,
-    LargeBinaryArray, PrimitiveArray,
-};
-use arrow_schema::DataType;
-use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use numpy::PyArray1;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyString};
 use strum::{EnumString, IntoStaticStr, VariantNames};
 
-use crate::conversions::{key_bytes, key_bytes_at, named, type_name};
+use crate::conversions::{key_bytes, named, type_name};
 use crate::errors::Raise;
-use keyshared_kernels::parallel::{collect_pairs, default_threads};
+use crate::keys::{int_arg, is_int, key_column};
+use keyshared_kernels::keys::{IntTyping, KeyColumn};
+use keyshared_kernels::parallel::default_threads;
 use keyshared_kernels::partitioners::{
-    self as kernels, IcebergValue, IntColumn, IntKey, IntPartitioner, NumPartitions, Partitioner,
-    SparkValue,
+    self as kernels, IcebergValue, IntKey, IntPartitioner, NumPartitions, Partitioner, SparkValue,
 };
 
 /// The type a key has in its system; Spark hashes an int and a long apart.
@@ -70,35 +58,6 @@ fn partitioner(obj: &Bound<'_, PyAny>) -> PyResult<Partitioner> {
 
 fn num_partitions(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<NumPartitions> {
     NumPartitions::new(int_arg(obj, what)?, what).py()
-}
-
-/// Whether `obj` is an int: a Python int but bool, or what stands for one by `__index__`
-/// (a NumPy integer scalar; str, bytes, floats and NumPy's bool have no `__index__`).
-fn is_int(obj: &Bound<'_, PyAny>) -> bool {
-    !obj.is_instance_of::<PyBool>()
-        && (obj.is_instance_of::<PyInt>()
-            || obj.hasattr(intern!(obj.py(), "__index__")).unwrap_or(false))
-}
-
-/// An int argument (bool refused), out-of-range values as a ValueError naming it.
-fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
-    if !is_int(obj) {
-        return Err(PyTypeError::new_err(format!(
-            "{what} must be an int, got {}",
-            type_name(obj)
-        )));
-    }
-    let value = match obj.is_instance_of::<PyInt>() {
-        true => obj.clone(),
-        false => obj.call_method0(intern!(obj.py(), "__index__"))?,
-    };
-    value.extract::<i64>().map_err(|err| {
-        if err.is_instance_of::<PyOverflowError>(obj.py()) {
-            PyValueError::new_err(format!("{what} = {obj} is outside the range of a long"))
-        } else {
-            err
-        }
-    })
 }
 
 /// An int value as the given integer type, checked to fit it.
@@ -174,294 +133,6 @@ fn int_partitioner(p: Partitioner) -> PyResult<IntPartitioner> {
         .map_err(|e| PyTypeError::new_err(e.to_string()))
 }
 
-/// A batch read from Python: byte keys or integer keys, in Arrow arrays.
-enum Batch {
-    Bytes(Vec<ByteChunk>),
-    Ints(Vec<IntChunk>),
-}
-
-enum ByteChunk {
-    Binary(BinaryArray),
-    LargeBinary(LargeBinaryArray),
-    View(BinaryViewArray),
-}
-
-enum IntChunk {
-    Int32(Int32Array),
-    Int64(Int64Array),
-}
-
-impl ByteChunk {
-    fn len(&self) -> usize {
-        match self {
-            Self::Binary(a) => a.len(),
-            Self::LargeBinary(a) => a.len(),
-            Self::View(a) => a.len(),
-        }
-    }
-
-    /// `f` of keys `start..start + out.len()` (None for a null) into `out`; one loop per
-    /// layout, so that the layout is not matched again for every key.
-    fn map_into(
-        &self,
-        start: usize,
-        out: &mut [MaybeUninit<i64>],
-        f: &impl Fn(Option<&[u8]>) -> i64,
-    ) {
-        let len = out.len();
-        match self {
-            Self::Binary(a) => fill(out, a.slice(start, len).iter(), f),
-            Self::LargeBinary(a) => fill(out, a.slice(start, len).iter(), f),
-            Self::View(a) => fill(out, a.slice(start, len).iter(), f),
-        }
-    }
-}
-
-impl IntChunk {
-    fn len(&self) -> usize {
-        match self {
-            Self::Int32(a) => a.len(),
-            Self::Int64(a) => a.len(),
-        }
-    }
-
-    /// The first value (index, value) that does not fit an int, when read as `int_type`.
-    fn first_beyond_int(&self, int_type: Option<KeyType>) -> Option<(usize, i64)> {
-        match self {
-            Self::Int64(a) if int_type == Some(KeyType::Int) => a
-                .iter()
-                .enumerate()
-                .find_map(|(i, v)| v.filter(|&v| i32::try_from(v).is_err()).map(|v| (i, v))),
-            _ => None,
-        }
-    }
-
-    /// `f` of keys `start..start + out.len()` as `int_type` (None: the chunk's own width),
-    /// None for a null; a value beyond an int was refused before (`first_beyond_int`).
-    fn map_into(
-        &self,
-        start: usize,
-        out: &mut [MaybeUninit<i64>],
-        int_type: Option<KeyType>,
-        f: &impl Fn(Option<IntKey>) -> i64,
-    ) {
-        let len = out.len();
-        match self {
-            Self::Int32(a) => {
-                let long = int_type == Some(KeyType::Long);
-                let key = |v: i32| match long {
-                    true => IntKey::Long(i64::from(v)),
-                    false => IntKey::Int(v),
-                };
-                fill(out, a.slice(start, len).iter().map(|v| v.map(key)), f);
-            }
-            Self::Int64(a) => {
-                let int = int_type == Some(KeyType::Int);
-                let key = |v: i64| match (int, i32::try_from(v)) {
-                    (true, Ok(v)) => IntKey::Int(v),
-                    _ => IntKey::Long(v),
-                };
-                fill(out, a.slice(start, len).iter().map(|v| v.map(key)), f);
-            }
-        }
-    }
-}
-
-fn fill<T>(out: &mut [MaybeUninit<i64>], keys: impl Iterator<Item = T>, f: &impl Fn(T) -> i64) {
-    for (slot, key) in out.iter_mut().zip(keys) {
-        slot.write(f(key));
-    }
-}
-
-/// An output of `len` items filled piece by piece by `work(start, piece)`, on the default
-/// number of threads.
-fn in_pieces(len: usize, work: impl Fn(usize, &mut [MaybeUninit<i64>]) + Sync) -> Vec<i64> {
-    let work =
-        |start: usize, out: &mut [MaybeUninit<i64>], _: &mut [MaybeUninit<()>]| work(start, out);
-    // SAFETY: every `work` here is a chunk's `map_into`, which writes one value for each
-    // slot: the slice it reads is as long as the piece, and inside the chunk since the
-    // pieces tile `0..len`.
-    unsafe { collect_pairs(len, default_threads(), work) }.0
-}
-
-fn byte_chunk(array: ArrayRef) -> Option<ByteChunk> {
-    Some(match array.data_type() {
-        DataType::Utf8 => ByteChunk::Binary(BinaryArray::from(array.as_string::<i32>().clone())),
-        DataType::LargeUtf8 => {
-            ByteChunk::LargeBinary(LargeBinaryArray::from(array.as_string::<i64>().clone()))
-        }
-        DataType::Binary => ByteChunk::Binary(array.as_binary::<i32>().clone()),
-        DataType::LargeBinary => ByteChunk::LargeBinary(array.as_binary::<i64>().clone()),
-        DataType::Utf8View => ByteChunk::View(array.as_string_view().clone().to_binary_view()),
-        DataType::BinaryView => ByteChunk::View(array.as_binary_view().clone()),
-        _ => return None,
-    })
-}
-
-/// An Arrow integer array as int32 or int64 values, by the type Spark gives each width
-/// (`IntColumn`); None for other types and for uint64.
-fn int_chunk(array: ArrayRef) -> Option<IntChunk> {
-    fn widened<T: ArrowPrimitiveType, U: ArrowPrimitiveType>(
-        array: &ArrayRef,
-        f: fn(T::Native) -> U::Native,
-    ) -> PrimitiveArray<U> {
-        array.as_primitive::<T>().unary(f)
-    }
-    let is_int = |bits, signed| IntColumn { bits, signed }.is_int().ok();
-    Some(match array.data_type() {
-        DataType::Int8 if is_int(8, true)? => {
-            IntChunk::Int32(widened::<Int8Type, Int32Type>(&array, i32::from))
-        }
-        DataType::Int16 if is_int(16, true)? => {
-            IntChunk::Int32(widened::<Int16Type, Int32Type>(&array, i32::from))
-        }
-        DataType::UInt8 if is_int(8, false)? => {
-            IntChunk::Int32(widened::<UInt8Type, Int32Type>(&array, i32::from))
-        }
-        DataType::UInt16 if is_int(16, false)? => {
-            IntChunk::Int32(widened::<UInt16Type, Int32Type>(&array, i32::from))
-        }
-        DataType::Int32 if is_int(32, true)? => {
-            IntChunk::Int32(array.as_primitive::<Int32Type>().clone())
-        }
-        DataType::UInt32 if !is_int(32, false)? => {
-            IntChunk::Int64(widened::<UInt32Type, Int64Type>(&array, i64::from))
-        }
-        DataType::Int64 if !is_int(64, true)? => {
-            IntChunk::Int64(array.as_primitive::<Int64Type>().clone())
-        }
-        _ => return None,
-    })
-}
-
-/// Arrow arrays as one batch: all of byte types or all of integer types. An all-null array
-/// (what pyarrow infers for nothing but None) takes the key type's side.
-fn arrow_batch(arrays: Vec<ArrayRef>, key_type: Option<KeyType>) -> PyResult<Batch> {
-    let ints = match arrays.iter().find(|a| a.data_type() != &DataType::Null) {
-        Some(a) => int_chunk(a.clone()).is_some(),
-        None => key_type.is_some_and(KeyType::is_int),
-    };
-    let unsupported = |a: &ArrayRef| {
-        PyTypeError::new_err(format!(
-            "keys: Arrow type {} is not supported; use string, large_string, binary, \
-             large_binary, or an integer type up to int64 (one kind for the whole batch)",
-            a.data_type()
-        ))
-    };
-    if ints {
-        let chunks = arrays.into_iter().map(|a| match a.data_type() {
-            DataType::Null => Ok(IntChunk::Int64(Int64Array::new_null(a.len()))),
-            _ => int_chunk(a.clone()).ok_or_else(|| unsupported(&a)),
-        });
-        return chunks.collect::<PyResult<_>>().map(Batch::Ints);
-    }
-    let chunks = arrays.into_iter().map(|a| match a.data_type() {
-        DataType::Null => Ok(ByteChunk::Binary(BinaryArray::new_null(a.len()))),
-        _ => byte_chunk(a.clone()).ok_or_else(|| unsupported(&a)),
-    });
-    chunks.collect::<PyResult<_>>().map(Batch::Bytes)
-}
-
-/// A list or tuple of keys: str/bytes and None, or ints and None (by the first key that is
-/// not None, or by the key type when all are None).
-fn sequence_batch(items: &[Bound<'_, PyAny>], key_type: Option<KeyType>) -> PyResult<Batch> {
-    let first = items.iter().find(|k| !k.is_none());
-    let ints = match first {
-        Some(k) => is_int(k),
-        None => key_type.is_some_and(KeyType::is_int),
-    };
-    if ints {
-        let mut values = Int64Builder::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
-            match item.is_none() {
-                true => values.append_null(),
-                false => values.append_value(int_arg(item, &format!("keys[{i}]"))?),
-            }
-        }
-        return Ok(Batch::Ints(vec![IntChunk::Int64(values.finish())]));
-    }
-    let mut keys = BinaryBuilder::with_capacity(items.len(), items.len() * 16);
-    for (i, item) in items.iter().enumerate() {
-        match item.is_none() {
-            true => keys.append_null(),
-            false => keys.append_value(key_bytes_at(item, i)?),
-        }
-    }
-    Ok(Batch::Bytes(vec![ByteChunk::Binary(keys.finish())]))
-}
-
-/// A NumPy array: integer dtypes as int32 or int64 values, by the type Spark gives each
-/// width (`IntColumn`), in any byte order and stride; any other dtype as its items.
-fn numpy_batch(array: &Bound<'_, PyUntypedArray>, key_type: Option<KeyType>) -> PyResult<Batch> {
-    if array.ndim() != 1 {
-        return Err(PyTypeError::new_err(format!(
-            "keys must be a one-dimensional array, got {} dimensions",
-            array.ndim()
-        )));
-    }
-    let dtype = array.dtype();
-    if !matches!(dtype.kind(), b'i' | b'u') {
-        let items = array.call_method0(intern!(array.py(), "tolist"))?;
-        let items: Vec<Bound<'_, PyAny>> = items.cast::<PyList>()?.iter().collect();
-        return sequence_batch(&items, key_type);
-    }
-    let column = IntColumn {
-        bits: 8 * u32::try_from(dtype.itemsize()).unwrap_or(u32::MAX),
-        signed: dtype.kind() == b'i',
-    };
-    let is_int = column
-        .is_int()
-        .map_err(|e| PyTypeError::new_err(format!("keys: {e}")))?;
-    // A copy in native order, contiguous, of the width read: NumPy converts byte order,
-    // stride and width in one pass (a no-op for what is already so).
-    let native = array
-        .py()
-        .import(intern!(array.py(), "numpy"))?
-        .call_method1(
-            intern!(array.py(), "ascontiguousarray"),
-            (array, if is_int { "=i4" } else { "=i8" }),
-        )?;
-    Ok(Batch::Ints(vec![if is_int {
-        IntChunk::Int32(Int32Array::from(native.cast::<PyArray1<i32>>()?.to_vec()?))
-    } else {
-        IntChunk::Int64(Int64Array::from(native.cast::<PyArray1<i64>>()?.to_vec()?))
-    }]))
-}
-
-fn read_batch(keys: &Bound<'_, PyAny>, key_type: Option<KeyType>) -> PyResult<Batch> {
-    let py = keys.py();
-    if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
-        return Err(PyTypeError::new_err(
-            "keys must be a batch of keys, not a single str or bytes; use partition for one key",
-        ));
-    }
-    if keys.hasattr(intern!(py, "__arrow_c_array__"))? {
-        let (array, _) = keys.extract::<pyo3_arrow::PyArray>()?.into_inner();
-        return arrow_batch(vec![array], key_type);
-    }
-    if keys.hasattr(intern!(py, "__arrow_c_stream__"))? {
-        let (arrays, _) = keys.extract::<pyo3_arrow::PyChunkedArray>()?.into_inner();
-        return arrow_batch(arrays, key_type);
-    }
-    if let Ok(array) = keys.cast::<PyUntypedArray>() {
-        return numpy_batch(array, key_type);
-    }
-    if let Ok(list) = keys.cast::<PyList>() {
-        return sequence_batch(&list.iter().collect::<Vec<_>>(), key_type);
-    }
-    if let Ok(tuple) = keys.cast::<PyTuple>() {
-        return sequence_batch(&tuple.iter().collect::<Vec<_>>(), key_type);
-    }
-    match keys.try_iter() {
-        Ok(items) => sequence_batch(&items.collect::<PyResult<Vec<_>>>()?, key_type),
-        Err(_) => Err(PyTypeError::new_err(format!(
-            "keys must be a sequence of str/bytes/None or of ints, a NumPy integer array or \
-             an Arrow array, got {}",
-            type_name(keys)
-        ))),
-    }
-}
-
 /// The partition of every key as an int64 array, -1 where the system picks no fixed
 /// partition; large batches run on the default number of threads (`set_num_threads`).
 #[pyfunction]
@@ -475,47 +146,36 @@ fn partition_keys<'py>(
     let p = self::partitioner(partitioner)?;
     let n = self::num_partitions(num_partitions, "num_partitions")?;
     let key_type = self::key_type(key_type, "key_type")?;
-    let batch = read_batch(keys, key_type)?;
-    let out: Vec<i64> = match batch {
-        Batch::Bytes(chunks) => {
+    let type_error = |kind: &str, t: KeyType| {
+        PyTypeError::new_err(format!("keys are {kind} but key_type is {:?}", t.name()))
+    };
+    let out = match key_column(keys, key_type.is_some_and(KeyType::is_int))? {
+        KeyColumn::Bytes(batch) => {
             if let Some(t) = key_type.filter(|t| t.is_int()) {
-                return Err(PyTypeError::new_err(format!(
-                    "keys are str/bytes but key_type is {:?}",
-                    t.name()
-                )));
+                return Err(type_error("str/bytes", t));
             }
-            keys.py().detach(|| {
-                let f = |k: Option<&[u8]>| p.partition(k, n).map_or(-1, i64::from);
-                let each = |c: &ByteChunk| in_pieces(c.len(), |at, out| c.map_into(at, out, &f));
-                chunks.iter().flat_map(each).collect()
-            })
+            keys.py()
+                .detach(|| p.partitions(&batch, n, default_threads()))
         }
-        Batch::Ints(chunks) => {
-            let ints = int_partitioner(p)?;
+        KeyColumn::Ints(ints) => {
+            let int_partitioner = int_partitioner(p)?;
             if let Some(t) = key_type.filter(|t| !t.is_int()) {
-                return Err(PyTypeError::new_err(format!(
-                    "keys are ints but key_type is {:?}",
-                    t.name()
-                )));
+                return Err(type_error("ints", t));
             }
-            let mut start = 0;
-            for c in &chunks {
-                if let Some((i, v)) = c.first_beyond_int(key_type) {
-                    return Err(PyValueError::new_err(format!(
-                        "keys[{}] = {v} is outside the range of an int ([-2**31, 2**31 - 1]); \
-                         use key_type=\"long\"",
-                        start + i
-                    )));
-                }
-                start += c.len();
+            let typing = match key_type {
+                Some(KeyType::Int) => IntTyping::Int,
+                Some(KeyType::Long) => IntTyping::Long,
+                _ => IntTyping::ByWidth,
+            };
+            if let Some((i, v)) = ints.first_beyond_int(typing) {
+                return Err(PyValueError::new_err(format!(
+                    "keys[{i}] = {v} is outside the range of an int ([-2**31, 2**31 - 1]); \
+                     use key_type=\"long\""
+                )));
             }
             let null = p.partition(None, n).map_or(-1, i64::from);
-            keys.py().detach(|| {
-                let f = |k: Option<IntKey>| k.map_or(null, |k| i64::from(ints.partition(k, n)));
-                let each =
-                    |c: &IntChunk| in_pieces(c.len(), |at, out| c.map_into(at, out, key_type, &f));
-                chunks.iter().flat_map(each).collect()
-            })
+            keys.py()
+                .detach(|| int_partitioner.partitions(&ints, typing, n, null, default_threads()))
         }
     };
     Ok(PyArray1::from_vec(keys.py(), out))

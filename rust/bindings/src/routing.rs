@@ -1,5 +1,6 @@
 use numpy::PyArray1;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 
 use crate::errors::Raise;
 
@@ -8,7 +9,8 @@ use super::hashing::hash_keys;
 use crate::conversions::{
     arg, arg_or, key_bytes, KeyHash, ScalableRelease, SegmentRoutes, Threads, U32s,
 };
-use keyshared_kernels::hashing::key_hash;
+use keyshared_kernels::hashing::{bucket_hash, key_hash, segment_hash};
+use keyshared_kernels::parallel::map_pairs;
 use keyshared_kernels::routing::RoutingTable as Table;
 
 /// The active segments of a layout, ready to route keys to (segment id, bucket index) in one
@@ -74,18 +76,38 @@ impl PyRoutingTable {
         Ok(self.table.route(h))
     }
 
-    /// Segment ids (int64) and bucket indices (int32) of a batch of keys, in one pass.
-    #[pyo3(signature = (keys, *, null_key=None, threads=None))]
-    #[allow(clippy::type_complexity)]
+    // With `with_hashes`, also the key hashes and their halves of the same hashing pass.
+    #[pyo3(signature = (keys, *, null_key=None, threads=None, with_hashes=false))]
     fn route_keys<'py>(
         &self,
         keys: &Bound<'py, PyAny>,
         null_key: Option<&Bound<'py, PyAny>>,
         threads: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i32>>)> {
-        let (ids, buckets) = hash_keys(keys, null_key, threads, |h| self.table.route_signed(h))?;
+        with_hashes: bool,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let py = keys.py();
-        Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, buckets)))
+        if !with_hashes {
+            let (ids, buckets) =
+                hash_keys(keys, null_key, threads, |h| self.table.route_signed(h))?;
+            return (PyArray1::from_vec(py, ids), PyArray1::from_vec(py, buckets))
+                .into_pyobject(py);
+        }
+        let n = Threads::or_default(threads)?;
+        let (hashes, _) = hash_keys(keys, null_key, threads, |h| (h, ()))?;
+        let ((ids, buckets), (high, low)) = py.detach(|| {
+            let halves = map_pairs(hashes.len(), n, |i| {
+                (segment_hash(hashes[i]), bucket_hash(hashes[i]))
+            });
+            (self.table.route_hashes(&hashes, n), halves)
+        });
+        (
+            PyArray1::from_vec(py, ids),
+            PyArray1::from_vec(py, buckets),
+            PyArray1::from_vec(py, hashes),
+            PyArray1::from_vec(py, high),
+            PyArray1::from_vec(py, low),
+        )
+            .into_pyobject(py)
     }
 
     /// Segment ids (int64) and bucket indices (int32) of a uint32 array of key hashes.

@@ -1,5 +1,6 @@
-//! Batches of keys as byte strings: packed from Python objects, or (with the `arrow` feature)
-//! Arrow arrays read in place.
+//! One key column for every batch call: byte keys (packed from Python objects, or with the
+//! `arrow` feature Arrow arrays read in place) or integer keys, each with its nulls. Batch
+//! kernels (`KeyMap`) see a run of keys in its own layout, so no layout is matched per key.
 
 use std::mem::MaybeUninit;
 
@@ -8,17 +9,17 @@ use arrow_array::{Array, BinaryViewArray, GenericBinaryArray, OffsetSizeTrait};
 
 use super::error::{InvalidInput, KernelResult};
 use super::hashing::key_hash;
-use super::murmur::hash_offsets;
-#[cfg(feature = "arrow")]
-use super::murmur::Offset;
+use super::murmur::{hash_offsets, Offset};
 use super::parallel::collect_pairs;
+use super::partitioners::IntKey;
 
-/// Keys copied end to end into one buffer, Arrow style; never null (nulls are resolved while
-/// packing, since that is where the Python objects are seen).
+/// Keys copied end to end into one buffer, Arrow style. A null is an empty key whose index
+/// is kept, so that the batch replaces it after the keys are mapped.
 #[derive(Debug, Clone)]
 pub struct PackedKeys {
     data: Vec<u8>,
     offsets: Vec<usize>,
+    nulls: Vec<usize>,
 }
 
 impl PackedKeys {
@@ -28,11 +29,18 @@ impl PackedKeys {
         Self {
             data: Vec::with_capacity(bytes),
             offsets,
+            nulls: Vec::new(),
         }
     }
 
     pub fn push(&mut self, key: &[u8]) {
         self.data.extend_from_slice(key);
+        self.offsets.push(self.data.len());
+    }
+
+    /// Pushes a null key.
+    pub fn push_null(&mut self) {
+        self.nulls.push(self.len());
         self.offsets.push(self.data.len());
     }
 
@@ -78,7 +86,7 @@ impl PackedKeys {
         Ok(())
     }
 
-    /// The keys, each as its bytes.
+    /// The keys, each as its bytes (a null as no bytes).
     pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
         self.offsets.windows(2).map(|w| &self.data[w[0]..w[1]])
     }
@@ -131,13 +139,61 @@ impl KeyChunk {
 
     fn first_null(&self) -> Option<usize> {
         match self {
-            Self::Packed(_) => None,
+            Self::Packed(k) => k.nulls.first().copied(),
             #[cfg(feature = "arrow")]
             Self::Binary(a) => first_null(a),
             #[cfg(feature = "arrow")]
             Self::LargeBinary(a) => first_null(a),
             #[cfg(feature = "arrow")]
             Self::BinaryView(a) => first_null(a),
+        }
+    }
+
+    /// `m` over keys `s..s + a.len()` of this chunk, then `null` where a key is null.
+    fn map_piece<M: KeyMap>(
+        &self,
+        s: usize,
+        a: &mut [MaybeUninit<M::A>],
+        b: &mut [MaybeUninit<M::B>],
+        m: &M,
+        null: (M::A, M::B),
+    ) {
+        let n = a.len();
+        match self {
+            Self::Packed(k) => m.map(&OffsetKeys::new(&k.data, &k.offsets[s..=s + n]), a, b),
+            #[cfg(feature = "arrow")]
+            Self::Binary(arr) => m.map(&arrow_keys(arr, s, n), a, b),
+            #[cfg(feature = "arrow")]
+            Self::LargeBinary(arr) => m.map(&arrow_keys(arr, s, n), a, b),
+            #[cfg(feature = "arrow")]
+            Self::BinaryView(arr) => m.map(&ViewKeys { arr, s, n }, a, b),
+        }
+        self.nulls_in(s, n, |i| {
+            a[i].write(null.0);
+            b[i].write(null.1);
+        });
+    }
+
+    /// Calls `f(i - s)` for every null key `i` in `s..s + n`.
+    fn nulls_in(&self, s: usize, n: usize, mut f: impl FnMut(usize)) {
+        #[cfg(feature = "arrow")]
+        let from_arrow = |arr: &dyn Array, f: &mut dyn FnMut(usize)| {
+            if arr.null_count() > 0 {
+                (0..n).filter(|&j| arr.is_null(s + j)).for_each(f);
+            }
+        };
+        match self {
+            Self::Packed(k) => {
+                let first = k.nulls.partition_point(|&i| i < s);
+                let nulls = k.nulls[first..].iter().take_while(|&&i| i < s + n);
+                nulls.for_each(|&i| f(i - s));
+            }
+            #[cfg(feature = "arrow")]
+            Self::Binary(arr) => from_arrow(arr, &mut f),
+            #[cfg(feature = "arrow")]
+            Self::LargeBinary(arr) => from_arrow(arr, &mut f),
+            #[cfg(feature = "arrow")]
+            Self::BinaryView(arr) => from_arrow(arr, &mut f),
         }
     }
 }
@@ -147,7 +203,177 @@ fn first_null(array: &dyn Array) -> Option<usize> {
     array.nulls()?.iter().position(|valid| !valid)
 }
 
-/// A whole batch of keys, with the bytes that stand in for a null key, if any.
+#[cfg(feature = "arrow")]
+fn arrow_keys<O: OffsetSizeTrait + Offset>(
+    arr: &GenericBinaryArray<O>,
+    s: usize,
+    n: usize,
+) -> OffsetKeys<'_, O> {
+    OffsetKeys::new(arr.value_data(), &arr.value_offsets()[s..=s + n])
+}
+
+/// A run of keys in one layout, as a batch kernel reads it.
+pub trait Keys {
+    fn len(&self) -> usize;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `out[i] = f(key i)` for every key of the run (`out` is as long as the run).
+    fn fill<T>(&self, out: &mut [MaybeUninit<T>], f: impl FnMut(&[u8]) -> T);
+
+    /// `key_hash` of keys `start..start + out.len()` into `out`.
+    fn hash_into(&self, start: usize, out: &mut [u32]);
+
+    /// Whether every key is ASCII, asked of the whole run at once where it is contiguous
+    /// (false where that cannot be told so cheaply).
+    fn all_ascii(&self) -> bool;
+
+    /// Whether every key is valid UTF-8, likewise.
+    fn all_utf8(&self) -> bool;
+}
+
+/// Keys laid end to end: key `i` is `data[offsets[i]..offsets[i + 1]]`.
+pub struct OffsetKeys<'a, O> {
+    data: &'a [u8],
+    offsets: &'a [O],
+}
+
+impl<'a, O: Offset> OffsetKeys<'a, O> {
+    /// `offsets` ascend and lie inside `data`; it holds one more entry than there are keys.
+    pub fn new(data: &'a [u8], offsets: &'a [O]) -> Self {
+        Self { data, offsets }
+    }
+
+    /// The bytes of all the run's keys.
+    fn span(&self) -> &'a [u8] {
+        match (self.offsets.first(), self.offsets.last()) {
+            (Some(a), Some(b)) => &self.data[a.to_usize()..b.to_usize()],
+            _ => &[],
+        }
+    }
+}
+
+impl<O: Offset> Keys for OffsetKeys<'_, O> {
+    fn len(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    #[inline]
+    fn fill<T>(&self, out: &mut [MaybeUninit<T>], mut f: impl FnMut(&[u8]) -> T) {
+        let data = self.data;
+        for (slot, w) in out.iter_mut().zip(self.offsets.windows(2)) {
+            slot.write(f(&data[w[0].to_usize()..w[1].to_usize()]));
+        }
+    }
+
+    fn hash_into(&self, start: usize, out: &mut [u32]) {
+        hash_offsets(self.data, &self.offsets[start..=start + out.len()], out);
+    }
+
+    fn all_ascii(&self) -> bool {
+        self.span().is_ascii()
+    }
+
+    fn all_utf8(&self) -> bool {
+        if self.all_ascii() {
+            return true;
+        }
+        // Keys end to end are valid UTF-8 and no key starts inside a character: then each
+        // key is valid on its own.
+        let starts_whole = self.offsets.iter().all(|o| {
+            self.data
+                .get(o.to_usize())
+                .is_none_or(|&b| (b as i8) >= -0x40)
+        });
+        starts_whole && std::str::from_utf8(self.span()).is_ok()
+    }
+}
+
+/// Keys `s..s + n` of an Arrow view array.
+#[cfg(feature = "arrow")]
+struct ViewKeys<'a> {
+    arr: &'a BinaryViewArray,
+    s: usize,
+    n: usize,
+}
+
+#[cfg(feature = "arrow")]
+impl Keys for ViewKeys<'_> {
+    fn len(&self) -> usize {
+        self.n
+    }
+
+    fn fill<T>(&self, out: &mut [MaybeUninit<T>], mut f: impl FnMut(&[u8]) -> T) {
+        for (j, slot) in out.iter_mut().enumerate() {
+            slot.write(f(self.arr.value(self.s + j)));
+        }
+    }
+
+    fn hash_into(&self, start: usize, out: &mut [u32]) {
+        for (j, slot) in out.iter_mut().enumerate() {
+            *slot = key_hash(self.arr.value(self.s + start + j));
+        }
+    }
+
+    fn all_ascii(&self) -> bool {
+        false
+    }
+
+    fn all_utf8(&self) -> bool {
+        false
+    }
+}
+
+/// A batch kernel: two outputs for every key of a run, written by `map` in one pass.
+pub trait KeyMap: Sync {
+    type A: Copy + Send + Sync;
+    type B: Copy + Send + Sync;
+
+    /// Writes every slot of `a` and `b`, which are as long as the run.
+    fn map<K: Keys>(
+        &self,
+        keys: &K,
+        a: &mut [MaybeUninit<Self::A>],
+        b: &mut [MaybeUninit<Self::B>],
+    );
+}
+
+/// `key_hash` of each key of a run, a block at a time, then `f` of each hash: the
+/// lane-parallel hash runs over many keys at once and `f` sees each hash still in cache.
+pub fn map_hashed<K: Keys, A, B>(
+    keys: &K,
+    a: &mut [MaybeUninit<A>],
+    b: &mut [MaybeUninit<B>],
+    f: impl Fn(u32) -> (A, B),
+) {
+    let mut buf = [0u32; BLOCK];
+    for (k, (a, b)) in a.chunks_mut(BLOCK).zip(b.chunks_mut(BLOCK)).enumerate() {
+        let hashes = &mut buf[..a.len()];
+        keys.hash_into(k * BLOCK, hashes);
+        for ((a, b), &h) in a.iter_mut().zip(b.iter_mut()).zip(hashes.iter()) {
+            let (x, y) = f(h);
+            a.write(x);
+            b.write(y);
+        }
+    }
+}
+
+struct Hashed<F>(F);
+
+impl<A: Copy + Send + Sync, B: Copy + Send + Sync, F: Fn(u32) -> (A, B) + Sync> KeyMap
+    for Hashed<F>
+{
+    type A = A;
+    type B = B;
+
+    fn map<K: Keys>(&self, keys: &K, a: &mut [MaybeUninit<A>], b: &mut [MaybeUninit<B>]) {
+        map_hashed(keys, a, b, &self.0);
+    }
+}
+
+/// A whole batch of byte keys, with the bytes that stand in for a null key, if any.
 #[derive(Debug, Clone, Default)]
 pub struct KeyBatch {
     chunks: Vec<KeyChunk>,
@@ -159,24 +385,36 @@ pub struct KeyBatch {
 impl KeyBatch {
     /// Fails with the position of the first null key when no stand-in is given.
     pub fn new(chunks: Vec<KeyChunk>, null_key: Option<Vec<u8>>) -> KernelResult<Self> {
+        Self::nullable(chunks).with_null_key(null_key)
+    }
+
+    /// This batch with `null_key` standing in for its null keys; without one, fails with
+    /// the position of the first null key.
+    pub fn with_null_key(self, null_key: Option<Vec<u8>>) -> KernelResult<Self> {
+        if null_key.is_none() {
+            for (chunk, offset) in self.chunks.iter().zip(&self.starts) {
+                if let Some(i) = chunk.first_null() {
+                    return Err(InvalidInput::NullKey { index: offset + i });
+                }
+            }
+        }
+        Ok(Self { null_key, ..self })
+    }
+
+    /// A batch whose null keys stay null: kernels that give a null key its own result
+    /// (`KeyBatch::map`) take it; hashes hash one as no bytes.
+    pub fn nullable(chunks: Vec<KeyChunk>) -> Self {
         let starts: Vec<usize> = std::iter::once(0)
             .chain(chunks.iter().scan(0, |end, c| {
                 *end += c.len();
                 Some(*end)
             }))
             .collect();
-        if null_key.is_none() {
-            for (chunk, offset) in chunks.iter().zip(&starts) {
-                if let Some(i) = chunk.first_null() {
-                    return Err(InvalidInput::NullKey { index: offset + i });
-                }
-            }
-        }
-        Ok(Self {
+        Self {
             chunks,
             starts,
-            null_key,
-        })
+            null_key: None,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -189,11 +427,18 @@ impl KeyBatch {
 
     /// Calls `f` with every key's bytes in order, the null key's in place of a null.
     pub fn for_each_key(&self, mut f: impl FnMut(&[u8])) {
-        #[cfg(feature = "arrow")]
         let null = self.null_key.as_deref().unwrap_or_default();
         for chunk in &self.chunks {
             match chunk {
-                KeyChunk::Packed(k) => k.iter().for_each(&mut f),
+                KeyChunk::Packed(k) => {
+                    let mut nulls = k.nulls.iter().peekable();
+                    for (i, key) in k.iter().enumerate() {
+                        match nulls.next_if_eq(&&i) {
+                            Some(_) => f(null),
+                            None => f(key),
+                        }
+                    }
+                }
                 #[cfg(feature = "arrow")]
                 KeyChunk::Binary(a) => a.iter().for_each(|k| f(k.unwrap_or(null))),
                 #[cfg(feature = "arrow")]
@@ -204,32 +449,40 @@ impl KeyBatch {
         }
     }
 
-    /// `f(key_hash(key))` for every key, unzipped into two outputs, on up to `threads` threads.
-    pub fn map_hashes<A, B, F>(&self, threads: usize, f: F) -> (Vec<A>, Vec<B>)
-    where
-        A: Send,
-        B: Send,
-        F: Fn(u32) -> (A, B) + Sync,
-    {
-        let null_hash = key_hash(self.null_key.as_deref().unwrap_or_default());
-        let work = |start: usize, a: &mut [MaybeUninit<A>], b: &mut [MaybeUninit<B>]| {
-            let mut buf = [0u32; BLOCK];
-            for (k, (a, b)) in a.chunks_mut(BLOCK).zip(b.chunks_mut(BLOCK)).enumerate() {
-                let hashes = &mut buf[..a.len()];
-                self.hash_range(start + k * BLOCK, hashes, null_hash);
-                for ((a, b), &h) in a.iter_mut().zip(b.iter_mut()).zip(hashes.iter()) {
-                    let (x, y) = f(h);
-                    a.write(x);
-                    b.write(y);
-                }
-            }
+    /// `m` over every key, `null` for each null key, on up to `threads` threads.
+    pub fn map<M: KeyMap>(
+        &self,
+        threads: usize,
+        m: &M,
+        null: (M::A, M::B),
+    ) -> (Vec<M::A>, Vec<M::B>) {
+        let work = |start: usize, a: &mut [MaybeUninit<M::A>], b: &mut [MaybeUninit<M::B>]| {
+            self.map_range(start, a, b, m, null);
         };
-        // SAFETY: `work` writes every slot of the equally long chunks it is given.
+        // SAFETY: `map_range` writes every slot of the equally long chunks it is given.
         unsafe { collect_pairs(self.len(), threads, work) }
     }
 
-    /// Hashes keys `start..start + out.len()` of the whole batch, across chunk boundaries.
-    fn hash_range(&self, start: usize, mut out: &mut [u32], null_hash: u32) {
+    /// `f(key_hash(key))` for every key, unzipped into two outputs, on up to `threads` threads.
+    pub fn map_hashes<A, B, F>(&self, threads: usize, f: F) -> (Vec<A>, Vec<B>)
+    where
+        A: Copy + Send + Sync,
+        B: Copy + Send + Sync,
+        F: Fn(u32) -> (A, B) + Sync,
+    {
+        let null = f(key_hash(self.null_key.as_deref().unwrap_or_default()));
+        self.map(threads, &Hashed(f), null)
+    }
+
+    /// Maps keys `start..start + a.len()` of the whole batch, across chunk boundaries.
+    fn map_range<M: KeyMap>(
+        &self,
+        start: usize,
+        mut a: &mut [MaybeUninit<M::A>],
+        mut b: &mut [MaybeUninit<M::B>],
+        m: &M,
+        null: (M::A, M::B),
+    ) {
         // Batches may hold many small chunks: find the first one instead of walking to it.
         let first = self
             .starts
@@ -237,64 +490,147 @@ impl KeyBatch {
             .saturating_sub(1);
         let mut at = start;
         for (chunk, &chunk_start) in self.chunks[first..].iter().zip(&self.starts[first..]) {
-            if out.is_empty() {
+            if a.is_empty() {
                 break;
             }
-            let take = (chunk_start + chunk.len() - at).min(out.len());
-            let (head, rest) = out.split_at_mut(take);
-            chunk.hash_into(at - chunk_start, head, null_hash);
-            (out, at) = (rest, at + take);
+            let take = (chunk_start + chunk.len() - at).min(a.len());
+            let (a_head, a_rest) = std::mem::take(&mut a).split_at_mut(take);
+            let (b_head, b_rest) = std::mem::take(&mut b).split_at_mut(take);
+            chunk.map_piece(at - chunk_start, a_head, b_head, m, null);
+            (a, b, at) = (a_rest, b_rest, at + take);
         }
     }
 }
 
-impl KeyChunk {
-    /// Hashes keys `s..s + out.len()` of this chunk, nulls as `null_hash`.
-    #[cfg_attr(not(feature = "arrow"), allow(unused_variables))]
-    fn hash_into(&self, s: usize, out: &mut [u32], null_hash: u32) {
-        match self {
-            Self::Packed(k) => hash_offsets(&k.data, &k.offsets[s..=s + out.len()], out),
-            #[cfg(feature = "arrow")]
-            Self::Binary(arr) => hash_binary(arr, s, out, null_hash),
-            #[cfg(feature = "arrow")]
-            Self::LargeBinary(arr) => hash_binary(arr, s, out, null_hash),
-            #[cfg(feature = "arrow")]
-            Self::BinaryView(arr) => {
-                for (j, slot) in out.iter_mut().enumerate() {
-                    *slot = match arr.is_valid(s + j) {
-                        true => key_hash(arr.value(s + j)),
-                        false => null_hash,
-                    };
+/// Keys are hashed a block at a time into a small buffer (`map_hashed`).
+const BLOCK: usize = 1024;
+
+/// The values of an integer key chunk, by the width they came in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IntValues {
+    Int32(Vec<i32>),
+    Int64(Vec<i64>),
+}
+
+/// Integer keys of one width, with the indices of the null ones (ascending).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntChunk {
+    pub values: IntValues,
+    pub nulls: Vec<usize>,
+}
+
+impl IntChunk {
+    pub fn len(&self) -> usize {
+        match &self.values {
+            IntValues::Int32(v) => v.len(),
+            IntValues::Int64(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// How integer keys are typed: each chunk by its width (int32 an int, int64 a long), or
+/// all as one type. Spark hashes an int and a long apart; Iceberg does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IntTyping {
+    #[default]
+    ByWidth,
+    Int,
+    Long,
+}
+
+/// A batch of integer keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IntBatch {
+    pub chunks: Vec<IntChunk>,
+}
+
+impl IntBatch {
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(IntChunk::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first non-null key (index, value) that does not fit an int, where keys are
+    /// typed as ints.
+    pub fn first_beyond_int(&self, typing: IntTyping) -> Option<(usize, i64)> {
+        if typing != IntTyping::Int {
+            return None;
+        }
+        let mut start = 0;
+        for chunk in &self.chunks {
+            if let IntValues::Int64(v) = &chunk.values {
+                let beyond = v.iter().enumerate().find(|&(i, &x)| {
+                    i32::try_from(x).is_err() && chunk.nulls.binary_search(&i).is_err()
+                });
+                if let Some((i, &x)) = beyond {
+                    return Some((start + i, x));
                 }
             }
+            start += chunk.len();
         }
+        None
+    }
+
+    /// `f` of every key as typed (a long that does not fit an int stays a long: refuse
+    /// those first, `first_beyond_int`), `null` for each null key.
+    pub fn map<T: Copy + Send>(
+        &self,
+        threads: usize,
+        typing: IntTyping,
+        f: impl Fn(IntKey) -> T + Sync,
+        null: T,
+    ) -> Vec<T> {
+        let mut out = Vec::with_capacity(self.len());
+        for chunk in &self.chunks {
+            let (mut part, _) = match &chunk.values {
+                IntValues::Int32(v) => {
+                    let key = |x: i32| match typing {
+                        IntTyping::Long => IntKey::Long(i64::from(x)),
+                        _ => IntKey::Int(x),
+                    };
+                    super::parallel::map_pairs(v.len(), threads, |i| (f(key(v[i])), ()))
+                }
+                IntValues::Int64(v) => {
+                    let key = |x: i64| match (typing, i32::try_from(x)) {
+                        (IntTyping::Int, Ok(x)) => IntKey::Int(x),
+                        _ => IntKey::Long(x),
+                    };
+                    super::parallel::map_pairs(v.len(), threads, |i| (f(key(v[i])), ()))
+                }
+            };
+            chunk.nulls.iter().for_each(|&i| part[i] = null);
+            out.append(&mut part);
+        }
+        out
     }
 }
 
-#[cfg(feature = "arrow")]
-fn hash_binary<O: OffsetSizeTrait + Offset>(
-    arr: &GenericBinaryArray<O>,
-    s: usize,
-    out: &mut [u32],
-    null_hash: u32,
-) {
-    hash_offsets(
-        arr.value_data(),
-        &arr.value_offsets()[s..=s + out.len()],
-        out,
-    );
-    if arr.null_count() > 0 {
-        for (j, slot) in out.iter_mut().enumerate() {
-            if arr.is_null(s + j) {
-                *slot = null_hash;
-            }
-        }
-    }
+/// A batch of keys as read once from the caller: byte keys or integer keys.
+#[derive(Debug, Clone)]
+pub enum KeyColumn {
+    Bytes(KeyBatch),
+    Ints(IntBatch),
 }
 
-/// Keys are hashed a block at a time into a small buffer, so the lane-parallel hash runs
-/// over many keys at once and `f` then sees each hash while it is still in cache.
-const BLOCK: usize = 1024;
+impl KeyColumn {
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Bytes(b) => b.len(),
+            Self::Ints(i) => i.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -4,11 +4,13 @@
 //! system picks no fixed partition for the key (a sticky, random or round-robin choice).
 
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 
 use strum::{EnumIter, EnumString, IntoStaticStr, VariantNames};
 
 use super::error::{InvalidInput, KernelResult};
 use super::hashing::key_hash;
+use super::keys::{map_hashed, IntBatch, IntTyping, KeyBatch, KeyMap, Keys};
 
 /// A partition count every system here accepts: `1..=i32::MAX` (Java and Go count in i32).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,12 +182,15 @@ pub fn murmur2(data: &[u8]) -> i32 {
         k = k.wrapping_mul(M);
         h = h.wrapping_mul(M) ^ k;
     }
-    let tail = words.remainder();
-    if !tail.is_empty() {
-        for (i, &b) in tail.iter().enumerate() {
-            h ^= u32::from(b) << (8 * i);
-        }
-        h = h.wrapping_mul(M);
+    // The 1..3 tail bytes as one little-endian word, without a loop over them.
+    let tail = match *words.remainder() {
+        [a] => Some(u32::from(a)),
+        [a, b] => Some(u32::from(a) | u32::from(b) << 8),
+        [a, b, c] => Some(u32::from(a) | u32::from(b) << 8 | u32::from(c) << 16),
+        _ => None,
+    };
+    if let Some(tail) = tail {
+        h = (h ^ tail).wrapping_mul(M);
     }
     h ^= h >> 13;
     h = h.wrapping_mul(M);
@@ -229,8 +234,72 @@ pub fn java_string_hash(units: impl IntoIterator<Item = u16>) -> i32 {
 /// `new String(bytes, UTF_8).hashCode()`: for valid UTF-8 (every `str`), the hash of its
 /// UTF-16 units; malformed input is replaced as the JDK replaces it.
 pub fn java_string_hash_utf8(bytes: &[u8]) -> i32 {
-    let mut h = 0i32;
-    java_decode_utf8(bytes, |u| h = h.wrapping_mul(31).wrapping_add(i32::from(u)));
+    // ASCII bytes are their own UTF-16 units: the hash of the ASCII prefix needs no
+    // decoding, and the decoder starts cleanly after it (an ASCII byte ends no sequence).
+    let ascii = match bytes.is_ascii() {
+        true => bytes.len(),
+        false => bytes
+            .iter()
+            .position(|b| !b.is_ascii())
+            .unwrap_or(bytes.len()),
+    };
+    let mut h = ascii_string_hash(0, &bytes[..ascii]) as i32;
+    java_decode_utf8(&bytes[ascii..], |u| {
+        h = h.wrapping_mul(31).wrapping_add(i32::from(u));
+    });
+    h
+}
+
+/// `31^i`, wrapping, for `i` in `0..=8`.
+const POW31: [u32; 9] = {
+    let mut p = [1u32; 9];
+    let mut i = 1;
+    while i < 9 {
+        p[i] = p[i - 1].wrapping_mul(31);
+        i += 1;
+    }
+    p
+};
+
+/// `b[0]*31^7 + b[1]*31^6 + ... + b[7]` (wrapping) of eight bytes read as a little-endian
+/// u64: eight steps of Java's hash at once, combined pairwise within the word (SWAR) rather
+/// than chained a byte at a time.
+#[inline(always)]
+fn block8(x: u64) -> u32 {
+    const BYTES: u64 = 0x00FF_00FF_00FF_00FF;
+    const PAIRS: u64 = 0x0000_FFFF_0000_FFFF;
+    // b[2i]*31 + b[2i+1] in each 16-bit lane (at most 255*32: no carry across lanes).
+    let pairs = (x & BYTES) * 31 + ((x >> 8) & BYTES);
+    // Two pairs a 32-bit lane: p[2i]*31^2 + p[2i+1] (under 2^23).
+    let quads = (pairs & PAIRS) * 961 + ((pairs >> 16) & PAIRS);
+    (quads as u32)
+        .wrapping_mul(POW31[4])
+        .wrapping_add((quads >> 32) as u32)
+}
+
+/// Java's `String.hashCode` continued from `h` over ASCII bytes (each its own unit),
+/// eight bytes a step.
+#[inline]
+pub fn ascii_string_hash(mut h: u32, bytes: &[u8]) -> u32 {
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+    let mut blocks = bytes.chunks_exact(8);
+    for b in &mut blocks {
+        h = h.wrapping_mul(POW31[8]).wrapping_add(block8(word(b)));
+    }
+    let rest = blocks.remainder().len();
+    if rest > 0 {
+        // The last 1..7 bytes as the high bytes of a block whose low bytes are zero, which
+        // add nothing: from the key's last eight bytes where it has them.
+        let x = match bytes.len() >= 8 {
+            true => word(&bytes[bytes.len() - 8..]) >> (8 * (8 - rest)) << (8 * (8 - rest)),
+            false => {
+                let mut b = [0u8; 8];
+                b[8 - rest..].copy_from_slice(bytes);
+                u64::from_le_bytes(b)
+            }
+        };
+        h = h.wrapping_mul(POW31[rest]).wrapping_add(block8(x));
+    }
     h
 }
 
@@ -471,6 +540,137 @@ pub fn pmod(hash: i32, n: u32) -> u32 {
     hash.rem_euclid(n as i32) as u32
 }
 
+/// `a % n` for a fixed `n` without a division: Lemire's fastmod (Lemire, Kaser, Kurz,
+/// "Faster Remainder by Direct Computation", 2019), exact for every u32 `a` and `n >= 1`.
+/// A hardware division costs more than the hash of a short key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Divisor {
+    n: u32,
+    m: u64,
+}
+
+impl Divisor {
+    pub fn new(n: NumPartitions) -> Self {
+        let n = n.get();
+        // n = 1 wraps m to 0, and every remainder is then 0, as it should be.
+        let m = (u64::MAX / u64::from(n)).wrapping_add(1);
+        Self { n, m }
+    }
+
+    #[inline(always)]
+    pub fn remainder(self, a: u32) -> u32 {
+        let low = self.m.wrapping_mul(u64::from(a));
+        ((u128::from(low) * u128::from(self.n)) >> 64) as u32
+    }
+
+    /// Spark's `pmod(h, n)` (`h.rem_euclid(n)`): `h + 2^31` is non-negative, and its
+    /// remainder less that of `2^31` is the one wanted.
+    #[inline(always)]
+    pub fn pmod(self, h: i32) -> u32 {
+        let shifted = self.remainder((h as u32) ^ 0x8000_0000);
+        let offset = self.remainder(0x8000_0000);
+        match shifted >= offset {
+            true => shifted - offset,
+            false => shifted + self.n - offset,
+        }
+    }
+}
+
+impl Partitioner {
+    /// The partition of every key of a batch, `-1` where the system picks no fixed
+    /// partition (a null key, mostly: see `partition`), on up to `threads` threads.
+    pub fn partitions(self, keys: &KeyBatch, n: NumPartitions, threads: usize) -> Vec<i64> {
+        let null = self.partition(None, n).map_or(-1, i64::from);
+        let m = BytePartitions {
+            p: self,
+            d: Divisor::new(n),
+        };
+        keys.map(threads, &m, (null, ())).0
+    }
+}
+
+/// A partitioner's batch kernel: the partitioner is matched once a run, not once a key.
+struct BytePartitions {
+    p: Partitioner,
+    d: Divisor,
+}
+
+impl KeyMap for BytePartitions {
+    type A = i64;
+    type B = ();
+
+    fn map<K: Keys>(&self, keys: &K, a: &mut [MaybeUninit<i64>], b: &mut [MaybeUninit<()>]) {
+        b.fill(MaybeUninit::new(()));
+        let d = self.d;
+        let part = |x: u32| i64::from(d.remainder(x));
+        match self.p {
+            Partitioner::Kafka
+            | Partitioner::LibrdkafkaMurmur2
+            | Partitioner::LibrdkafkaMurmur2Random => {
+                keys.fill(a, |k| part(to_positive(murmur2(k))));
+            }
+            Partitioner::LibrdkafkaConsistent => keys.fill(a, |k| part(crc32(k))),
+            Partitioner::LibrdkafkaConsistentRandom => keys.fill(a, |k| match k {
+                [] => -1,
+                k => part(crc32(k)),
+            }),
+            Partitioner::LibrdkafkaFnv1a | Partitioner::LibrdkafkaFnv1aRandom => {
+                keys.fill(a, |k| part(rd_fnv1a(k)));
+            }
+            Partitioner::PulsarJavaStringHash if keys.all_ascii() => {
+                keys.fill(a, |k| part(ascii_string_hash(0, k) & 0x7FFF_FFFF));
+            }
+            Partitioner::PulsarJavaStringHash => {
+                keys.fill(a, |k| part(to_positive(java_string_hash_utf8(k))));
+            }
+            Partitioner::IcebergBucket => map_hashed(keys, a, b, |h| (part(h & 0x7FFF_FFFF), ())),
+            // Valid UTF-8 is its own Java string's bytes: hashed many keys at once.
+            Partitioner::PulsarMurmur332Hash if keys.all_utf8() => {
+                map_hashed(keys, a, b, |h| (part(h & 0x7FFF_FFFF), ()));
+            }
+            Partitioner::PulsarMurmur332Hash => {
+                keys.fill(a, |k| part(key_hash(&java_utf8(k)) & 0x7FFF_FFFF));
+            }
+            Partitioner::SparkBucket => {
+                keys.fill(a, |k| i64::from(d.pmod(spark_hash(SparkValue::Bytes(k)))));
+            }
+            Partitioner::Sarama | Partitioner::KafkaGo => {
+                keys.fill(a, |k| part((fnv1a_32(k) as i32).unsigned_abs()));
+            }
+        }
+    }
+}
+
+impl IntPartitioner {
+    /// The partition of every integer key, typed as `typing` says (refuse longs beyond an
+    /// int first where they are typed as ints: `IntBatch::first_beyond_int`); a null key
+    /// gets `null`, on up to `threads` threads.
+    pub fn partitions(
+        self,
+        keys: &IntBatch,
+        typing: IntTyping,
+        n: NumPartitions,
+        null: i64,
+        threads: usize,
+    ) -> Vec<i64> {
+        let d = Divisor::new(n);
+        match self {
+            Self::IcebergBucket => keys.map(
+                threads,
+                typing,
+                |k| i64::from(d.remainder(to_positive(iceberg_hash(k.into())))),
+                null,
+            ),
+            Self::SparkBucket => keys.map(
+                threads,
+                typing,
+                |k| i64::from(d.pmod(spark_hash(k.into()))),
+                null,
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,6 +679,213 @@ mod tests {
 
     fn n(n: i64) -> NumPartitions {
         NumPartitions::new(n, "n").unwrap()
+    }
+
+    fn packed(keys: &[&[u8]]) -> KeyBatch {
+        let mut p = crate::keys::PackedKeys::default();
+        keys.iter().for_each(|k| p.push(k));
+        KeyBatch::nullable(vec![crate::keys::KeyChunk::Packed(p)])
+    }
+
+    fn pseudo_random_keys(count: usize, seed: u64) -> Vec<Vec<u8>> {
+        let mut s = seed;
+        let mut next = move || {
+            s = s
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (s >> 33) as u32
+        };
+        let alphabets: [&[u8]; 3] = [
+            b"abcXYZ0189-_",
+            "é名\u{1F600}a".as_bytes(),
+            b"\xff\x80\xc3\xed\xa0a",
+        ];
+        (0..count)
+            .map(|i| {
+                let alphabet = alphabets[i % 3];
+                let len = next() as usize % 40;
+                (0..len)
+                    .map(|_| alphabet[next() as usize % alphabet.len()])
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fastmod_is_the_remainder() {
+        let values = [
+            0u32,
+            1,
+            2,
+            7,
+            11,
+            0x7FFF_FFFF,
+            0x8000_0000,
+            u32::MAX,
+            123_456_789,
+        ];
+        for count in [
+            1i64,
+            2,
+            3,
+            7,
+            12,
+            16,
+            1000,
+            65_535,
+            1 << 30,
+            i64::from(i32::MAX),
+        ] {
+            let d = Divisor::new(n(count));
+            for &a in &values {
+                assert_eq!(
+                    i64::from(d.remainder(a)),
+                    i64::from(a) % count,
+                    "{a} % {count}"
+                );
+                let h = a as i32;
+                assert_eq!(d.pmod(h), pmod(h, count as u32), "pmod({h}, {count})");
+            }
+        }
+    }
+
+    #[test]
+    fn batches_partition_as_one_key_at_a_time() {
+        let keys = pseudo_random_keys(5_000, 3);
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let batch = packed(&refs);
+        for p in Partitioner::iter() {
+            for count in [1, 12, 1000, i64::from(i32::MAX)] {
+                let want: Vec<i64> = refs
+                    .iter()
+                    .map(|k| p.partition(Some(k), n(count)).map_or(-1, i64::from))
+                    .collect();
+                for threads in [1, 3] {
+                    assert_eq!(p.partitions(&batch, n(count), threads), want, "{p:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ascii_batches_take_the_fast_paths() {
+        // All-ASCII keys: the JavaStringHash and Murmur3 batches skip decoding.
+        let keys: Vec<String> = (0..3_000)
+            .map(|i| format!("order-{i}-{}", "x".repeat(i % 30)))
+            .collect();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+        let batch = packed(&refs);
+        for p in [
+            Partitioner::PulsarJavaStringHash,
+            Partitioner::PulsarMurmur332Hash,
+        ] {
+            let got = p.partitions(&batch, n(12), 1);
+            for (k, part) in keys.iter().zip(got) {
+                let h = match p {
+                    Partitioner::PulsarJavaStringHash => java_string_hash(k.encode_utf16()),
+                    _ => key_hash(k.as_bytes()) as i32,
+                };
+                assert_eq!(part, i64::from(to_positive(h) % 12), "{p:?} {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn java_string_hash_of_utf8_is_that_of_its_utf16() {
+        for s in [
+            "",
+            "a",
+            "abcdefgh",
+            "abcdefghi",
+            "0123456789abcdefghijklm",
+            "名前é",
+            "ab\u{1F600}cdefghijk€",
+        ] {
+            assert_eq!(
+                java_string_hash_utf8(s.as_bytes()),
+                java_string_hash(s.encode_utf16()),
+                "{s}"
+            );
+            if s.is_ascii() {
+                assert_eq!(
+                    ascii_string_hash(0, s.as_bytes()) as i32,
+                    java_string_hash(s.encode_utf16())
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn null_keys_get_the_partitioners_null_partition() {
+        let mut p = crate::keys::PackedKeys::default();
+        p.push(b"a");
+        p.push_null();
+        p.push(b"b");
+        let batch = KeyBatch::nullable(vec![crate::keys::KeyChunk::Packed(p)]);
+        for part in Partitioner::iter() {
+            let got = part.partitions(&batch, n(7), 1);
+            let one = |k: Option<&[u8]>| part.partition(k, n(7)).map_or(-1, i64::from);
+            assert_eq!(
+                got,
+                [one(Some(b"a")), one(None), one(Some(b"b"))],
+                "{part:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn int_batches_partition_as_one_key_at_a_time() {
+        use crate::keys::{IntBatch, IntChunk, IntTyping, IntValues};
+        let longs = vec![0i64, 1, -1, 34, i64::MIN, i64::MAX, 1 << 40];
+        let ints = vec![0i32, 1, -1, 34, i32::MIN, i32::MAX];
+        let batch = IntBatch {
+            chunks: vec![
+                IntChunk {
+                    values: IntValues::Int64(longs.clone()),
+                    nulls: vec![2],
+                },
+                IntChunk {
+                    values: IntValues::Int32(ints.clone()),
+                    nulls: vec![],
+                },
+            ],
+        };
+        assert_eq!(batch.first_beyond_int(IntTyping::Int), Some((4, i64::MIN)));
+        for p in [IntPartitioner::IcebergBucket, IntPartitioner::SparkBucket] {
+            let got = p.partitions(&batch, IntTyping::ByWidth, n(16), -7, 2);
+            let mut want: Vec<i64> = longs
+                .iter()
+                .map(|&v| i64::from(p.partition(IntKey::Long(v), n(16))))
+                .collect();
+            want[2] = -7;
+            want.extend(
+                ints.iter()
+                    .map(|&v| i64::from(p.partition(IntKey::Int(v), n(16)))),
+            );
+            assert_eq!(got, want, "{p:?}");
+        }
+        // Iceberg's bucket of 34 (spec appendix A), through the batch.
+        let one = IntBatch {
+            chunks: vec![IntChunk {
+                values: IntValues::Int32(vec![34]),
+                nulls: vec![],
+            }],
+        };
+        let bucket =
+            IntPartitioner::IcebergBucket.partitions(&one, IntTyping::ByWidth, n(16), -1, 1);
+        assert_eq!(bucket, [3]);
+    }
+
+    #[test]
+    fn kafka_batch_known_values() {
+        // Kafka's UtilsTest.testMurmur2 values, through the batch: toPositive(h) % n.
+        let keys: [&[u8]; 3] = [b"21", b"foobar", b"abc"];
+        let want =
+            [-973_932_308i32, -790_332_482, 479_470_107].map(|h| i64::from(to_positive(h) % 12));
+        assert_eq!(
+            Partitioner::Kafka.partitions(&packed(&keys), n(12), 1),
+            want
+        );
     }
 
     #[test]
