@@ -244,7 +244,8 @@ class RoutingTable:
         pulsar_version: str | None = None,
     ) -> RoutingTable: ...
     @property
-    def segments(self) -> list[tuple[int, HashRange, list[int]]]: ...
+    def segments(self) -> list[tuple[int, HashRange, list[int]]]:
+        """The `(segment_id, hash_range, bucket_splits)` triples, in range order."""
     @property
     def pulsar_version(self) -> str:
         """The release whose rule the table routes by."""
@@ -252,8 +253,10 @@ class RoutingTable:
     def __getnewargs__(self) -> tuple[list[tuple[int, HashRange, list[int]]], str]: ...
     def __eq__(self, other: object, /) -> bool: ...
     def __ne__(self, other: object, /) -> bool: ...
-    def route(self, key: str | bytes) -> tuple[int, int]: ...
-    def route_hash(self, key_hash: int) -> tuple[int, int]: ...
+    def route(self, key: str | bytes) -> tuple[int, int]:
+        """`(segment_id, bucket_index)` of one key (str or bytes)."""
+    def route_hash(self, key_hash: int) -> tuple[int, int]:
+        """`(segment_id, bucket_index)` of one 32-bit key hash."""
     @overload
     def route_keys(
         self,
@@ -943,7 +946,8 @@ class EntryBucketDispatcher:
         ``remove_consumer`` are a TypeError)."""
 
     @property
-    def tracker(self) -> DrainingHashesTracker: ...
+    def tracker(self) -> DrainingHashesTracker:
+        """The dispatcher's draining-hashes tracker (shared, not a copy)."""
     def add_consumer(self, consumer_id: int, name: str | bytes = "") -> PendingAcksMap:
         """Connects a consumer and returns its pending-acks map. ValueError for an id
         already connected or a name that is not UTF-8. Buckets it takes from others drain
@@ -1040,19 +1044,27 @@ class DispatchResult:
         queued_for_redelivery: bool = False,
     ) -> DispatchResult: ...
     @property
-    def ledger_id(self) -> int: ...
+    def ledger_id(self) -> int:
+        """The entry's ledger id."""
     @property
-    def entry_id(self) -> int: ...
+    def entry_id(self) -> int:
+        """The entry's id in its ledger."""
     @property
-    def sticky_key_hash(self) -> int: ...
+    def sticky_key_hash(self) -> int:
+        """The entry's sticky key hash, in ``[1, 65535]``."""
     @property
-    def consumer_id(self) -> int | None: ...
+    def consumer_id(self) -> int | None:
+        """The consumer the entry went to or, when held, the one the selector picked (None when
+        there is none or the hash was already held in this read)."""
     @property
-    def held(self) -> HoldReason | None: ...
+    def held(self) -> HoldReason | None:
+        """The `HoldReason` the entry was held for; None when it was sent."""
     @property
-    def draining_consumer_id(self) -> int | None: ...
+    def draining_consumer_id(self) -> int | None:
+        """The consumer the hash drains on, for ``HoldReason.DRAINING``; else None."""
     @property
-    def queued_for_redelivery(self) -> bool: ...
+    def queued_for_redelivery(self) -> bool:
+        """Whether the dispatcher's redelivery queue now holds the entry."""
     @property
     def delivered(self) -> bool:
         """Whether the entry was sent (to ``consumer_id``)."""
@@ -1105,11 +1117,15 @@ class StickyKeyDispatcher:
         ``remove_consumer`` are a TypeError)."""
 
     @property
-    def tracker(self) -> DrainingHashesTracker: ...
+    def tracker(self) -> DrainingHashesTracker:
+        """The dispatcher's draining-hashes tracker (shared, not a copy)."""
     @property
-    def redelivery(self) -> MessageRedeliveryController: ...
+    def redelivery(self) -> MessageRedeliveryController:
+        """The dispatcher's redelivery queue (shared, not a copy)."""
     @property
-    def flow_control(self) -> bool: ...
+    def flow_control(self) -> bool:
+        """Whether consumer permits gate dispatch (without it a consumer may always take
+        2**31 - 1 more)."""
     def add_consumer(self, consumer_id: int, name: str | bytes = "") -> PendingAcksMap:
         """Connects a consumer (on the ring, with no permits) and returns its pending-acks
         map. ValueError for an id already connected. Hashes it takes from others drain

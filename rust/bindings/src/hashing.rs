@@ -3,18 +3,19 @@ use pyo3::prelude::*;
 
 use super::buckets::PyHashRange;
 use super::keys::key_batch;
-use crate::conversions::{arg, arg_or, key_bytes, DefaultThreads, ScalableRelease, Threads};
+use crate::conversions::{
+    arg, arg_or, instance, key_bytes, DefaultThreads, ScalableRelease, Threads,
+};
 use keyshared_kernels::hashing::{self, bucket_hash, segment_hash, sticky_hash_in, HASH_VERSION};
 use keyshared_kernels::parallel::set_default_threads;
 
-/// MurmurHash3_x86_32 (seed 0) of a key, as an unsigned 32-bit int.
+#[doc = stub_doc!("key_hash")]
 #[pyfunction]
 fn key_hash(key: &Bound<'_, PyAny>) -> PyResult<u32> {
     Ok(hashing::key_hash(key_bytes(key, "key")?))
 }
 
-/// The key's place on the 16-bit segment ring: `key_hash(key) >> 16` on master,
-/// `key_hash(key) & 0xFFFF` on 5.0.0-M1.
+#[doc = stub_doc!("segment_hash")]
 #[pyfunction(name = "segment_hash")]
 #[pyo3(signature = (key, *, pulsar_version=None))]
 fn py_segment_hash(
@@ -25,24 +26,22 @@ fn py_segment_hash(
     Ok(release.half.segment_hash(key_hash(key)?))
 }
 
-/// `key_hash(key) & 0xFFFF`: PIP-486's hashB, the key's place on a segment's bucket ring.
+#[doc = stub_doc!("bucket_hash")]
 #[pyfunction(name = "bucket_hash")]
 fn py_bucket_hash(key: &Bound<'_, PyAny>) -> PyResult<u16> {
     Ok(bucket_hash(key_hash(key)?))
 }
 
-/// The classic Key_Shared hash of a current Pulsar broker:
-/// `(key_hash(key) & 0x7FFFFFFF) % 65535 + 1`.
+#[doc = stub_doc!("sticky_key_hash")]
 #[pyfunction]
 fn sticky_key_hash(key: &Bound<'_, PyAny>) -> PyResult<u16> {
     Ok(hashing::sticky_key_hash(key_bytes(key, "key")?))
 }
 
-/// Pulsar's `makeStickyKeyHash(key, range)`:
-/// `(key_hash(key) & 0x7FFFFFFF) % range.size + range.start`, 0 mapped to 1.
+#[doc = stub_doc!("make_sticky_key_hash")]
 #[pyfunction]
-fn make_sticky_key_hash(key: &Bound<'_, PyAny>, hash_range: PyHashRange) -> PyResult<u16> {
-    let r = hash_range.0;
+fn make_sticky_key_hash(key: &Bound<'_, PyAny>, hash_range: &Bound<'_, PyAny>) -> PyResult<u16> {
+    let r = instance::<PyHashRange>(hash_range, "hash_range")?.get().0;
     Ok(sticky_hash_in(
         hashing::key_hash(key_bytes(key, "key")?),
         r.start(),
@@ -67,7 +66,7 @@ where
     Ok(keys.py().detach(move || batch.map_hashes(threads, f)))
 }
 
-/// `key_hash` of every key, as a uint32 array.
+#[doc = stub_doc!("key_hashes")]
 #[pyfunction]
 #[pyo3(signature = (keys, *, null_key=None, threads=None))]
 fn key_hashes<'py>(
@@ -79,7 +78,7 @@ fn key_hashes<'py>(
     Ok(PyArray1::from_vec(keys.py(), hashes))
 }
 
-/// `sticky_key_hash` of every key, as a uint16 array.
+#[doc = stub_doc!("sticky_key_hashes")]
 #[pyfunction]
 #[pyo3(signature = (keys, *, null_key=None, threads=None))]
 fn sticky_key_hashes<'py>(
@@ -93,23 +92,24 @@ fn sticky_key_hashes<'py>(
     Ok(PyArray1::from_vec(keys.py(), hashes))
 }
 
-/// `make_sticky_key_hash(key, hash_range)` of every key, as a uint16 array.
+#[doc = stub_doc!("make_sticky_key_hashes")]
 #[pyfunction]
 #[pyo3(signature = (keys, hash_range, *, null_key=None, threads=None))]
 fn make_sticky_key_hashes<'py>(
     keys: &Bound<'py, PyAny>,
-    hash_range: PyHashRange,
+    hash_range: &Bound<'py, PyAny>,
     null_key: Option<&Bound<'py, PyAny>>,
     threads: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<u16>>> {
-    let (start, size) = (hash_range.0.start(), hash_range.0.size());
+    let r = instance::<PyHashRange>(hash_range, "hash_range")?.get().0;
+    let (start, size) = (r.start(), r.size());
     let (hashes, _) = hash_keys(keys, null_key, threads, move |h| {
         (sticky_hash_in(h, start, size), ())
     })?;
     Ok(PyArray1::from_vec(keys.py(), hashes))
 }
 
-/// (segment_hash, bucket_hash) of every key, as two uint16 arrays.
+#[doc = stub_doc!("split_hashes")]
 #[pyfunction]
 #[pyo3(signature = (keys, *, null_key=None, threads=None))]
 #[allow(clippy::type_complexity)]
@@ -125,7 +125,7 @@ fn split_hashes<'py>(
     Ok((PyArray1::from_vec(py, seg), PyArray1::from_vec(py, bucket)))
 }
 
-/// Sets how many threads batch calls use by default; 0 means one per available core.
+#[doc = stub_doc!("set_num_threads")]
 #[pyfunction]
 fn set_num_threads(threads: &Bound<'_, PyAny>) -> PyResult<()> {
     let DefaultThreads(n) = arg(threads, "threads")?;
@@ -133,7 +133,7 @@ fn set_num_threads(threads: &Bound<'_, PyAny>) -> PyResult<()> {
     Ok(())
 }
 
-/// How many threads batch calls use when they are not told.
+#[doc = stub_doc!("get_num_threads")]
 #[pyfunction]
 fn get_num_threads() -> usize {
     keyshared_kernels::parallel::default_threads()

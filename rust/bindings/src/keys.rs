@@ -8,10 +8,10 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, BinaryArray, LargeBinaryArray};
 use arrow_schema::DataType;
 use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 
-use crate::errors::Raise;
+use crate::errors::{self, Raise};
 use pyo3::types::{PyBool, PyBytes, PyInt, PyList, PyString, PyTuple};
 use pyo3::{ffi, intern};
 use pyo3_arrow::{PyArray, PyChunkedArray};
@@ -62,7 +62,7 @@ pub fn key_batch(
 
 /// Int keys are only read where asked for; kept as an error rather than a panic.
 fn unreachable_ints<T>() -> PyResult<T> {
-    Err(PyTypeError::new_err("keys must be str or bytes, got int"))
+    Err(errors::wrong_type("keys must be str or bytes, got int"))
 }
 
 /// `key_batch`, also taking any other iterable of keys (a generator, a set), collected into
@@ -91,7 +91,7 @@ pub fn key_column(keys: &Bound<'_, PyAny>, ints_if_all_null: bool) -> PyResult<K
     }
     read(keys, intake).map_err(|err| match is_batch(keys) {
         true => err,
-        false => PyTypeError::new_err(format!(
+        false => errors::wrong_type(format!(
             "keys must be a sequence of str/bytes/None or of ints, a NumPy integer array or \
              an Arrow array, got {}",
             type_name(keys)
@@ -121,7 +121,7 @@ fn is_other_iterable(keys: &Bound<'_, PyAny>) -> bool {
 fn read(keys: &Bound<'_, PyAny>, intake: Intake) -> PyResult<KeyColumn> {
     let py = keys.py();
     if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
-        return Err(PyTypeError::new_err(format!(
+        return Err(errors::wrong_type(format!(
             "keys must be a batch of keys, not a single str or bytes; {}",
             intake.one_key_hint()
         )));
@@ -169,7 +169,7 @@ fn read(keys: &Bound<'_, PyAny>, intake: Intake) -> PyResult<KeyColumn> {
         };
         return bytes(packed);
     }
-    Err(PyTypeError::new_err(format!(
+    Err(errors::wrong_type(format!(
         "keys must be a list or tuple of str/bytes, a NumPy array or an Arrow array, got {}",
         type_name(keys)
     )))
@@ -180,7 +180,7 @@ fn read(keys: &Bound<'_, PyAny>, intake: Intake) -> PyResult<KeyColumn> {
 /// batch's side.
 fn arrow_column(arrays: Vec<ArrayRef>, intake: Intake) -> PyResult<KeyColumn> {
     let unsupported = |a: &ArrayRef| {
-        PyTypeError::new_err(match intake.ints {
+        errors::wrong_type(match intake.ints {
             None => format!(
                 "keys: Arrow type {} is not supported; use string, large_string, binary or \
                  large_binary",
@@ -294,7 +294,7 @@ pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
 /// An int argument (bool refused), out-of-range values as a ValueError naming it.
 pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
     if !is_int(obj) {
-        return Err(PyTypeError::new_err(format!(
+        return Err(errors::wrong_type(format!(
             "{what} must be an int, got {}",
             type_name(obj)
         )));
@@ -305,7 +305,7 @@ pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
     };
     value.extract::<i64>().map_err(|err| {
         if err.is_instance_of::<PyOverflowError>(obj.py()) {
-            PyValueError::new_err(format!("{what} = {obj} is outside the range of a long"))
+            errors::invalid(format!("{what} = {obj} is outside the range of a long"))
         } else {
             err
         }
@@ -351,7 +351,7 @@ fn numpy_ints(array: &Bound<'_, PyUntypedArray>) -> PyResult<KeyColumn> {
     };
     let is_int = column
         .is_int()
-        .map_err(|e| PyTypeError::new_err(format!("keys: {e}")))?;
+        .map_err(|e| errors::wrong_type(format!("keys: {e}")))?;
     // A copy in native order, contiguous, of the width read: NumPy converts byte order,
     // stride and width in one pass (a no-op for what is already so).
     let py = array.py();
@@ -377,8 +377,8 @@ fn numpy_column(array: &Bound<'_, PyUntypedArray>, intake: Intake) -> PyResult<K
             array.ndim()
         );
         return Err(match intake.ints {
-            None => PyValueError::new_err(message),
-            Some(_) => PyTypeError::new_err(message),
+            None => errors::invalid(message),
+            Some(_) => errors::wrong_type(message),
         });
     }
     let kind = array.dtype().kind();
@@ -488,7 +488,7 @@ unsafe fn exact_key<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
 }
 
 fn null_error(i: usize) -> PyErr {
-    PyValueError::new_err(format!(
+    errors::invalid(format!(
         "keys[{i}] is None; pass null_key= to hash nulls as given bytes"
     ))
 }
@@ -557,20 +557,20 @@ fn pack_numpy(
                     return null(packed, i);
                 }
                 packed.push_ucs4(raw, big_endian).map_err(|code| {
-                    PyValueError::new_err(format!(
+                    errors::invalid(format!(
                         "keys[{i}] holds {code:#x}, which is not a Unicode scalar value"
                     ))
                 })
             })
         }
-        _ => Err(PyTypeError::new_err(format!(
+        _ => Err(errors::wrong_type(format!(
             "keys: NumPy dtype {dtype} holds neither text nor bytes; use str, bytes or object"
         ))),
     }
 }
 
 fn masked_error(i: usize) -> PyErr {
-    PyValueError::new_err(format!(
+    errors::invalid(format!(
         "keys[{i}] is masked (null); pass null_key= to hash nulls as given bytes"
     ))
 }

@@ -2,14 +2,13 @@
 //! read by `keys::key_column` and partitioned by the kernels with the GIL released.
 
 use numpy::PyArray1;
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use strum::{EnumString, IntoStaticStr, VariantNames};
 
 use crate::conversions::{key_bytes, named, type_name};
-use crate::errors::Raise;
+use crate::errors::{self, Raise};
 use crate::keys::{int_arg, is_int, key_column};
 use keyshared_kernels::keys::{IntTyping, KeyColumn};
 use keyshared_kernels::parallel::default_threads;
@@ -41,7 +40,7 @@ fn key_type(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<KeyTy
     match obj {
         Some(o) if !o.is_none() => {
             let name = o.cast::<PyString>().map_err(|_| {
-                PyTypeError::new_err(format!("{what} must be a str, got {}", type_name(o)))
+                errors::wrong_type(format!("{what} must be a str, got {}", type_name(o)))
             })?;
             named(what, name.to_str()?).map(Some)
         }
@@ -51,7 +50,7 @@ fn key_type(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<KeyTy
 
 fn partitioner(obj: &Bound<'_, PyAny>) -> PyResult<Partitioner> {
     let name = obj.cast::<PyString>().map_err(|_| {
-        PyTypeError::new_err(format!("partitioner must be a str, got {}", type_name(obj)))
+        errors::wrong_type(format!("partitioner must be a str, got {}", type_name(obj)))
     })?;
     named("partitioner", name.to_str()?)
 }
@@ -64,7 +63,7 @@ fn num_partitions(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<NumPartitions>
 fn int_key(value: i64, int_type: KeyType, what: &str) -> PyResult<IntKey> {
     match int_type {
         KeyType::Int => i32::try_from(value).map(IntKey::Int).map_err(|_| {
-            PyValueError::new_err(format!(
+            errors::invalid(format!(
                 "{what} = {value} is outside the range of an int ([-2**31, 2**31 - 1]); \
                  use key type \"long\""
             ))
@@ -87,7 +86,7 @@ fn typed_key<'a>(
 ) -> PyResult<Key<'a>> {
     let int_given = is_int(value);
     match (int_given, key_type) {
-        (true, Some(t)) if !t.is_int() => Err(PyTypeError::new_err(format!(
+        (true, Some(t)) if !t.is_int() => Err(errors::wrong_type(format!(
             "{what} is an int but the key type is {:?}",
             t.name()
         ))),
@@ -96,7 +95,7 @@ fn typed_key<'a>(
             t.unwrap_or(KeyType::Long),
             what,
         )?)),
-        (false, Some(t)) if t.is_int() => Err(PyTypeError::new_err(format!(
+        (false, Some(t)) if t.is_int() => Err(errors::wrong_type(format!(
             "{what} must be an int for key type {:?}, got {}",
             t.name(),
             type_name(value)
@@ -105,8 +104,7 @@ fn typed_key<'a>(
     }
 }
 
-/// The partition of one key (None, str, bytes, or an int for the typed systems), or None
-/// where the system picks no fixed partition for it.
+#[doc = stub_doc!("partition_key")]
 #[pyfunction]
 #[pyo3(signature = (key, num_partitions, partitioner, key_type=None))]
 fn partition_key(
@@ -129,12 +127,10 @@ fn partition_key(
 
 /// The partitioner of int keys; a TypeError for a system whose keys are bytes.
 fn int_partitioner(p: Partitioner) -> PyResult<IntPartitioner> {
-    p.for_ints()
-        .map_err(|e| PyTypeError::new_err(e.to_string()))
+    p.for_ints().map_err(|e| errors::wrong_type(e.to_string()))
 }
 
-/// The partition of every key as an int64 array, -1 where the system picks no fixed
-/// partition; large batches run on the default number of threads (`set_num_threads`).
+#[doc = stub_doc!("partition_keys")]
 #[pyfunction]
 #[pyo3(signature = (keys, num_partitions, partitioner, key_type=None))]
 fn partition_keys<'py>(
@@ -147,7 +143,7 @@ fn partition_keys<'py>(
     let n = self::num_partitions(num_partitions, "num_partitions")?;
     let key_type = self::key_type(key_type, "key_type")?;
     let type_error = |kind: &str, t: KeyType| {
-        PyTypeError::new_err(format!("keys are {kind} but key_type is {:?}", t.name()))
+        errors::wrong_type(format!("keys are {kind} but key_type is {:?}", t.name()))
     };
     let out = match key_column(keys, key_type.is_some_and(KeyType::is_int))? {
         KeyColumn::Bytes(batch) => {
@@ -168,7 +164,7 @@ fn partition_keys<'py>(
                 _ => IntTyping::ByWidth,
             };
             if let Some((i, v)) = ints.first_beyond_int(typing) {
-                return Err(PyValueError::new_err(format!(
+                return Err(errors::invalid(format!(
                     "keys[{i}] = {v} is outside the range of an int ([-2**31, 2**31 - 1]); \
                      use key_type=\"long\""
                 )));
@@ -181,19 +177,19 @@ fn partition_keys<'py>(
     Ok(PyArray1::from_vec(keys.py(), out))
 }
 
-/// Kafka's `Utils.murmur2` of the bytes (a str as UTF-8), as Java's signed int.
+#[doc = stub_doc!("murmur2")]
 #[pyfunction]
 fn murmur2(data: &Bound<'_, PyAny>) -> PyResult<i32> {
     Ok(kernels::murmur2(key_bytes(data, "data")?))
 }
 
-/// FNV-1a (32 bits) of the bytes (a str as UTF-8), unsigned.
+#[doc = stub_doc!("fnv1a_32")]
 #[pyfunction]
 fn fnv1a_32(data: &Bound<'_, PyAny>) -> PyResult<u32> {
     Ok(kernels::fnv1a_32(key_bytes(data, "data")?))
 }
 
-/// Java's `String.hashCode` of a str, or of bytes decoded as `new String(bytes, UTF_8)`.
+#[doc = stub_doc!("java_string_hash_code")]
 #[pyfunction]
 fn java_string_hash_code(key: &Bound<'_, PyAny>) -> PyResult<i32> {
     if let Ok(text) = key.cast::<PyString>() {
@@ -211,8 +207,7 @@ fn java_string_hash_code(key: &Bound<'_, PyAny>) -> PyResult<i32> {
     Ok(kernels::java_string_hash_utf8(key_bytes(key, "key")?))
 }
 
-/// The UTF-8 bytes of the Java string a key stands for: a str's, or `new String(bytes,
-/// UTF_8).getBytes(UTF_8)` of bytes (malformed sequences replaced as the JDK replaces them).
+#[doc = stub_doc!("java_utf8")]
 #[pyfunction]
 fn java_utf8<'py>(key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     Ok(PyBytes::new(
@@ -221,7 +216,7 @@ fn java_utf8<'py>(key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     ))
 }
 
-/// Iceberg's `bucket[num_buckets]` of a str, bytes or int value.
+#[doc = stub_doc!("iceberg_bucket")]
 #[pyfunction]
 fn iceberg_bucket(value: &Bound<'_, PyAny>, num_buckets: &Bound<'_, PyAny>) -> PyResult<u32> {
     let n = num_partitions(num_buckets, "num_buckets")?;
@@ -232,9 +227,7 @@ fn iceberg_bucket(value: &Bound<'_, PyAny>, num_buckets: &Bound<'_, PyAny>) -> P
     Ok(kernels::iceberg_bucket(hash, n))
 }
 
-/// Spark's `hash()` of one value (seed 42) as Spark's signed int. `data_type` is "string",
-/// "binary", "int" or "long"; an int is a long unless told, as PySpark infers a Python int;
-/// None hashes to the seed.
+#[doc = stub_doc!("spark_hash")]
 #[pyfunction]
 #[pyo3(signature = (value, data_type=None))]
 fn spark_hash(value: &Bound<'_, PyAny>, data_type: Option<&Bound<'_, PyAny>>) -> PyResult<i32> {
@@ -248,7 +241,7 @@ fn spark_hash(value: &Bound<'_, PyAny>, data_type: Option<&Bound<'_, PyAny>>) ->
     })
 }
 
-/// `pmod(hash(value), num_buckets)`: the bucket Spark's `bucketBy` gives the value.
+#[doc = stub_doc!("spark_bucket")]
 #[pyfunction]
 #[pyo3(signature = (value, num_buckets, data_type=None))]
 fn spark_bucket(

@@ -13,9 +13,7 @@ use keyshared_kernels::hashing::{bucket_hash, key_hash, segment_hash};
 use keyshared_kernels::parallel::map_pairs;
 use keyshared_kernels::routing::RoutingTable as Table;
 
-/// The active segments of a layout, ready to route keys to (segment id, bucket index) in one
-/// pass under a release's rule. Built from `(segment_id, hash_range, bucket_splits)` triples
-/// that tile `[0x0000, 0xFFFF]` exactly.
+#[doc = stub_doc!("RoutingTable")]
 #[pyclass(name = "RoutingTable", module = "keyshared._core", frozen, eq)]
 #[derive(PartialEq)]
 pub struct PyRoutingTable {
@@ -39,13 +37,13 @@ impl PyRoutingTable {
         })
     }
 
-    /// The release whose rule the table routes by (`"master"` or `"5.0.0-M1"`).
+    #[doc = stub_doc!("RoutingTable.pulsar_version")]
     #[getter]
     fn pulsar_version(&self) -> &str {
         &self.pulsar_version
     }
 
-    /// The `(segment_id, hash_range, bucket_splits)` triples, in range order.
+    #[doc = stub_doc!("RoutingTable.segments")]
     #[getter]
     fn segments(&self) -> Vec<(u64, PyHashRange, Vec<u16>)> {
         self.table
@@ -65,18 +63,18 @@ impl PyRoutingTable {
         (self.segments(), self.pulsar_version.clone())
     }
 
-    /// `(segment_id, bucket_index)` of one key (str or bytes).
+    #[doc = stub_doc!("RoutingTable.route")]
     fn route(&self, key: &Bound<'_, PyAny>) -> PyResult<(u64, u32)> {
         Ok(self.table.route(key_hash(key_bytes(key, "key")?)))
     }
 
-    /// `(segment_id, bucket_index)` of one 32-bit key hash.
+    #[doc = stub_doc!("RoutingTable.route_hash")]
     fn route_hash(&self, key_hash: &Bound<'_, PyAny>) -> PyResult<(u64, u32)> {
         let KeyHash(h) = arg(key_hash, "key_hash")?;
         Ok(self.table.route(h))
     }
 
-    // With `with_hashes`, also the key hashes and their halves of the same hashing pass.
+    #[doc = stub_doc!("RoutingTable.route_keys")]
     #[pyo3(signature = (keys, *, null_key=None, threads=None, with_hashes=false))]
     fn route_keys<'py>(
         &self,
@@ -110,7 +108,7 @@ impl PyRoutingTable {
             .into_pyobject(py)
     }
 
-    /// Segment ids (int64) and bucket indices (int32) of a uint32 array of key hashes.
+    #[doc = stub_doc!("RoutingTable.route_hashes")]
     #[pyo3(signature = (key_hashes, *, threads=None))]
     #[allow(clippy::type_complexity)]
     fn route_hashes<'py>(
@@ -125,21 +123,19 @@ impl PyRoutingTable {
         Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, buckets)))
     }
 
-    /// How many buckets the table holds, over all its segments (one per segment on
-    /// 5.0.0-M1, which has no entry buckets).
+    #[doc = stub_doc!("RoutingTable.bucket_count")]
     #[getter]
     fn bucket_count(&self) -> u64 {
         self.table.bucket_count()
     }
 
-    /// How many buckets each segment holds under the table's rule, in range order.
+    #[doc = stub_doc!("RoutingTable.bucket_counts")]
     #[getter]
     fn bucket_counts(&self) -> Vec<u32> {
         self.table.bucket_counts().collect()
     }
 
-    /// The bucket ordinal (uint32) of each key hash: its bucket's position among all the
-    /// table's buckets, segments in range order. Dense, for grouping keys by bucket.
+    #[doc = stub_doc!("RoutingTable.bucket_ordinals")]
     #[pyo3(signature = (key_hashes, *, threads=None))]
     fn bucket_ordinals<'py>(
         &self,

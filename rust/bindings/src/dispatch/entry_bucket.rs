@@ -22,6 +22,7 @@ use keyshared_kernels::entry_bucket::EntryBucketSelector;
 /// The binding core over the kernel and an entry-bucket selector, without a queue.
 type Buckets = Core<EntryBucketDispatcher, PyEntryBucketSelector, NoQueue>;
 
+#[doc = stub_doc!("EntryBucketDispatcher")]
 #[pyclass(name = "EntryBucketDispatcher", module = "keyshared._core", frozen)]
 pub struct PyEntryBucketDispatcher {
     core: Buckets,
@@ -70,6 +71,7 @@ impl PyEntryBucketDispatcher {
         signature = (ranges, *, unblocking_handler=None, dispatcher_name=String::new()),
         text_signature = "(ranges, *, unblocking_handler=None, dispatcher_name='')"
     )]
+    #[doc = stub_doc!("EntryBucketDispatcher.from_bucket_ranges")]
     fn from_bucket_ranges(
         py: Python<'_>,
         ranges: &Bound<'_, PyAny>,
@@ -81,16 +83,19 @@ impl PyEntryBucketDispatcher {
         Self::build(py, selector, unblocking_handler, dispatcher_name)
     }
 
+    #[doc = stub_doc!("EntryBucketDispatcher.selector")]
     #[getter]
     fn selector(&self, py: Python<'_>) -> Py<PyEntryBucketSelector> {
         self.core.selector.clone_ref(py)
     }
 
+    #[doc = stub_doc!("EntryBucketDispatcher.tracker")]
     #[getter]
     fn tracker(&self, py: Python<'_>) -> Py<PyDrainingHashesTracker> {
         self.core.tracker.clone_ref(py)
     }
 
+    #[doc = stub_doc!("EntryBucketDispatcher.add_consumer")]
     #[pyo3(signature = (consumer_id, name=None), text_signature = "($self, consumer_id, name='')")]
     fn add_consumer(
         &self,
@@ -102,6 +107,7 @@ impl PyEntryBucketDispatcher {
         self.core.add_consumer(py, consumer, name)
     }
 
+    #[doc = stub_doc!("EntryBucketDispatcher.remove_consumer")]
     fn remove_consumer(
         &self,
         py: Python<'_>,
@@ -111,6 +117,7 @@ impl PyEntryBucketDispatcher {
         self.core.remove_consumer(py, consumer)
     }
 
+    #[doc = stub_doc!("EntryBucketDispatcher.pending_acks")]
     fn pending_acks(
         &self,
         py: Python<'_>,
@@ -120,11 +127,13 @@ impl PyEntryBucketDispatcher {
         self.core.pending_acks(py, consumer)
     }
 
+    #[doc = stub_doc!("EntryBucketDispatcher.select")]
     fn select(&self, py: Python<'_>, sticky_key_hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         let RingHash(hash) = arg(sticky_key_hash, "sticky_key_hash")?;
         Ok(self.core.select(py, hash))
     }
 
+    #[doc = stub_doc!("EntryBucketDispatcher.ack")]
     fn ack(
         &self,
         py: Python<'_>,
@@ -137,6 +146,7 @@ impl PyEntryBucketDispatcher {
         self.core.ack(py, consumer, ledger, entry)
     }
 
+    #[doc = stub_doc!("EntryBucketDispatcher.sticky_key_hash")]
     #[pyo3(signature = (entry_hash_min=None, key=None))]
     fn sticky_key_hash(
         &self,
@@ -152,6 +162,7 @@ impl PyEntryBucketDispatcher {
         signature = (ledger_id, entry_id, *, entry_hash_min=None, key=None, batch_size=None),
         text_signature = "($self, ledger_id, entry_id, *, entry_hash_min=None, key=None, batch_size=1)"
     )]
+    #[doc = stub_doc!("EntryBucketDispatcher.dispatch")]
     fn dispatch(
         &self,
         py: Python<'_>,
@@ -171,6 +182,7 @@ impl PyEntryBucketDispatcher {
         self.core.run(py, |d, parts| d.dispatch(parts, entry)).py()
     }
 
+    #[doc = stub_doc!("EntryBucketDispatcher.dispatch_many")]
     #[pyo3(signature = (ledger_ids, entry_ids, entry_hash_mins, batch_sizes=None))]
     fn dispatch_many<'py>(
         &self,
@@ -210,6 +222,7 @@ impl PyEntryBucketDispatcher {
         )
     }
 
+    #[doc = stub_doc!("EntryBucketDispatcher.withheld_buckets")]
     fn withheld_buckets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let withheld = self.core.run(py, |_, parts| {
             withheld_buckets(parts.selector, parts.tracker)

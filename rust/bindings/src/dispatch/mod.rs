@@ -43,14 +43,6 @@ fn consumer_and_name<'a>(
     Ok((consumer, name))
 }
 
-const HOLD_REASON_DOC: &str = "Why an entry was not sent (the value is the reason in \
-snake_case): NO_CONSUMER (none serves the hash; with none connected the entry is not \
-queued), BLOCKED_IN_READ (an earlier entry of the hash was held in this read), NO_PERMITS \
-(flow permits or unacked-messages room), AWAITING_REDELIVERY (a normal read of a hash with \
-queued entries), DRAINING (the hash drains on another consumer, PIP-379), LOOK_AHEAD_LIMIT \
-(the redelivery queue is at the look-ahead limit: not read, not queued), \
-PENDING_ACK_REFUSED (the consumer's pending-acks map refused it).";
-
 /// The `HoldReason` class and its members, in the kernel's order.
 struct Reasons {
     class: Py<PyType>,
@@ -74,7 +66,7 @@ fn reasons(py: Python<'_>) -> PyResult<&'static Reasons> {
             .import("enum")?
             .getattr("Enum")?
             .call(("HoldReason", names), Some(&kwargs.into_py_dict(py)?))?;
-        class.setattr("__doc__", HOLD_REASON_DOC)?;
+        class.setattr("__doc__", stub_doc!("HoldReason"))?;
         let members = HoldReason::VARIANTS
             .iter()
             .map(|&r| class.getattr(member_name(r)).map(Bound::unbind))
@@ -101,10 +93,7 @@ fn hold_reason(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<HoldReason> {
         })
 }
 
-/// What happened to one entry. `consumer_id` is the consumer it went to or, when held, the
-/// consumer the selector picked (None when there is none or the hash was already held in
-/// this read); `draining_consumer_id` is set for `HoldReason.DRAINING`;
-/// `queued_for_redelivery` says the dispatcher's redelivery queue now holds the entry.
+#[doc = stub_doc!("DispatchResult")]
 #[pyclass(
     name = "DispatchResult",
     module = "keyshared._core",
@@ -115,17 +104,23 @@ fn hold_reason(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<HoldReason> {
 )]
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct PyDispatchResult {
+    #[doc = stub_doc!("DispatchResult.ledger_id")]
     #[pyo3(get)]
     ledger_id: i64,
+    #[doc = stub_doc!("DispatchResult.entry_id")]
     #[pyo3(get)]
     entry_id: i64,
+    #[doc = stub_doc!("DispatchResult.sticky_key_hash")]
     #[pyo3(get)]
     sticky_key_hash: u16,
+    #[doc = stub_doc!("DispatchResult.consumer_id")]
     #[pyo3(get)]
     consumer_id: Option<u64>,
     held_for: Option<HoldReason>,
+    #[doc = stub_doc!("DispatchResult.draining_consumer_id")]
     #[pyo3(get)]
     draining_consumer_id: Option<u64>,
+    #[doc = stub_doc!("DispatchResult.queued_for_redelivery")]
     #[pyo3(get)]
     queued_for_redelivery: bool,
 }
@@ -201,7 +196,7 @@ impl PyDispatchResult {
         Ok((slf.get_type(), args.into_pyobject(py)?))
     }
 
-    /// The `HoldReason` the entry was held for; None when it was sent.
+    #[doc = stub_doc!("DispatchResult.held")]
     #[getter]
     fn held(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         let Some(reason) = self.held_for else {
@@ -211,7 +206,7 @@ impl PyDispatchResult {
         Ok(Some(reasons(py)?.members[reason as usize].clone_ref(py)))
     }
 
-    /// Whether the entry was sent (to `consumer_id`).
+    #[doc = stub_doc!("DispatchResult.delivered")]
     #[getter]
     fn delivered(&self) -> bool {
         self.held_for.is_none()

@@ -24,6 +24,7 @@ use keyshared_kernels::ring::{ConsistentHashingSelector, DEFAULT_RANGE_MAX};
 type Sticky =
     Core<StickyKeyDispatcher, PyConsistentHashingSelector, Py<PyMessageRedeliveryController>>;
 
+#[doc = stub_doc!("StickyKeyDispatcher")]
 #[pyclass(name = "StickyKeyDispatcher", module = "keyshared._core", frozen)]
 pub struct PyStickyKeyDispatcher {
     core: Sticky,
@@ -103,26 +104,31 @@ impl PyStickyKeyDispatcher {
         Ok(Self { core })
     }
 
+    #[doc = stub_doc!("StickyKeyDispatcher.selector")]
     #[getter]
     fn selector(&self, py: Python<'_>) -> Py<PyConsistentHashingSelector> {
         self.core.selector.clone_ref(py)
     }
 
+    #[doc = stub_doc!("StickyKeyDispatcher.tracker")]
     #[getter]
     fn tracker(&self, py: Python<'_>) -> Py<PyDrainingHashesTracker> {
         self.core.tracker.clone_ref(py)
     }
 
+    #[doc = stub_doc!("StickyKeyDispatcher.redelivery")]
     #[getter]
     fn redelivery(&self, py: Python<'_>) -> Py<PyMessageRedeliveryController> {
         self.core.redelivery.clone_ref(py)
     }
 
+    #[doc = stub_doc!("StickyKeyDispatcher.flow_control")]
     #[getter]
     fn flow_control(&self, py: Python<'_>) -> bool {
         self.core.with_own(py, |own| own.kernel.flow_control())
     }
 
+    #[doc = stub_doc!("StickyKeyDispatcher.add_consumer")]
     #[pyo3(signature = (consumer_id, name=None), text_signature = "($self, consumer_id, name='')")]
     fn add_consumer(
         &self,
@@ -134,6 +140,7 @@ impl PyStickyKeyDispatcher {
         self.core.add_consumer(py, consumer, name)
     }
 
+    #[doc = stub_doc!("StickyKeyDispatcher.remove_consumer")]
     fn remove_consumer(
         &self,
         py: Python<'_>,
@@ -143,6 +150,7 @@ impl PyStickyKeyDispatcher {
         self.core.remove_consumer(py, consumer)
     }
 
+    #[doc = stub_doc!("StickyKeyDispatcher.pending_acks")]
     fn pending_acks(
         &self,
         py: Python<'_>,
@@ -152,11 +160,13 @@ impl PyStickyKeyDispatcher {
         self.core.pending_acks(py, consumer)
     }
 
+    #[doc = stub_doc!("StickyKeyDispatcher.select")]
     fn select(&self, py: Python<'_>, sticky_key_hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         let RingHash(hash) = arg(sticky_key_hash, "sticky_key_hash")?;
         Ok(self.core.select(py, hash))
     }
 
+    #[doc = stub_doc!("StickyKeyDispatcher.ack")]
     fn ack(
         &self,
         py: Python<'_>,
@@ -171,6 +181,7 @@ impl PyStickyKeyDispatcher {
 
     #[pyo3(signature = (ledger_id, entry_id, sticky_key_hash, batch_size=None),
            text_signature = "($self, ledger_id, entry_id, sticky_key_hash, batch_size=1)")]
+    #[doc = stub_doc!("StickyKeyDispatcher.dispatch")]
     fn dispatch(
         &self,
         py: Python<'_>,
@@ -194,6 +205,7 @@ impl PyStickyKeyDispatcher {
     }
 
     // Every entry is converted before the read, which runs without the GIL.
+    #[doc = stub_doc!("StickyKeyDispatcher.dispatch_read")]
     #[pyo3(signature = (entries, *, replay=false))]
     fn dispatch_read(
         &self,
@@ -208,6 +220,7 @@ impl PyStickyKeyDispatcher {
     // `dispatcherMaxReadBatchSize`, 100 by default.
     #[pyo3(signature = (max_messages_to_read=None),
            text_signature = "($self, max_messages_to_read=100)")]
+    #[doc = stub_doc!("StickyKeyDispatcher.get_messages_to_replay_now")]
     fn get_messages_to_replay_now(
         &self,
         py: Python<'_>,
@@ -220,6 +233,7 @@ impl PyStickyKeyDispatcher {
             .run(py, |d, parts| d.messages_to_replay_now(parts, max)))
     }
 
+    #[doc = stub_doc!("StickyKeyDispatcher.flow")]
     fn flow(
         &self,
         py: Python<'_>,
@@ -233,6 +247,7 @@ impl PyStickyKeyDispatcher {
             .py()
     }
 
+    #[doc = stub_doc!("StickyKeyDispatcher.set_consumer_limits")]
     #[pyo3(signature = (consumer_id, *, max_unacked_messages=None, avg_messages_per_entry=None))]
     fn set_consumer_limits(
         &self,
@@ -250,6 +265,7 @@ impl PyStickyKeyDispatcher {
             .py()
     }
 
+    #[doc = stub_doc!("StickyKeyDispatcher.get_available_permits")]
     fn get_available_permits(
         &self,
         py: Python<'_>,
@@ -261,12 +277,14 @@ impl PyStickyKeyDispatcher {
             .py()
     }
 
+    #[doc = stub_doc!("StickyKeyDispatcher.get_effective_look_ahead_limit")]
     fn get_effective_look_ahead_limit(&self, py: Python<'_>) -> i64 {
         self.core.with_own(py, |own| {
             own.kernel.effective_look_ahead_limit(own.maps.len())
         })
     }
 
+    #[doc = stub_doc!("StickyKeyDispatcher.is_normal_read_allowed")]
     fn is_normal_read_allowed(&self, py: Python<'_>) -> bool {
         self.core.run(py, |d, parts| {
             d.is_normal_read_allowed(parts.acks, parts.redelivery)
