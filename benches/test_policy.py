@@ -64,7 +64,7 @@ def python_batcher(
 ) -> list[tuple[tuple[int, int], list[int], int, int, int, int]]:
     """A straightforward bucketed batcher: hash, bisect to segment and bucket, append to the
     group's open batch, flush on the count and byte limits (Pulsar's defaults)."""
-    max_messages, max_bytes = ks.batching.DEFAULT_MAX_MESSAGES, ks.batching.DEFAULT_MAX_BYTES
+    max_messages, max_bytes = ks.scalable.DEFAULT_MAX_MESSAGES, ks.scalable.DEFAULT_MAX_BYTES
     active = layout.active_segments()
     starts = [s.hash_range.start for s in active]
     ids = [s.segment_id for s in active]
