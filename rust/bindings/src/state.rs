@@ -16,8 +16,9 @@
 //! 5. a draining-hashes tracker, and last its handler's cell (taken alone, only to copy it).
 //!
 //! A call skips the levels it does not need but never goes back up one. Both dispatchers
-//! lock through one core (`dispatch/core.rs`), whose four accessors take levels 1, 2, 1-3-5
-//! (one consumer's map, for an ack) and 1 to 5. No lock is held
+//! lock through one core (`dispatch/core.rs`), whose accessors take levels 1, 2, 1-3-5
+//! (one consumer's map, for an ack) and 1 to 5 (with every map, or only the one an entry
+//! goes to). No lock is held
 //! while Python code runs (callbacks run after with `notify`), so the GIL never waits on a
 //! lock held by a thread that waits for the GIL.
 

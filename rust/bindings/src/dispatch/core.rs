@@ -18,7 +18,7 @@ use crate::errors::Raise;
 use crate::pending_acks::{tuple, Ack, PyPendingAcksMap};
 use crate::redelivery::PyMessageRedeliveryController;
 use crate::rings::PyConsistentHashingSelector;
-use crate::state::{lock, notify, with_state};
+use crate::state::{lock, lock_maps, notify, with_state};
 use keyshared_kernels::dispatch::{not_connected, Dispatcher, NoQueue, Parts, Queue, Selector};
 use keyshared_kernels::draining::DrainingHashes;
 use keyshared_kernels::entry_bucket::EntryBucketSelector;
@@ -156,12 +156,43 @@ where
         f: impl for<'a, 'g> FnOnce(&mut D, Locked<'a, 'g, S::Selector, Q::Queue>) -> R + Send,
         then: impl FnOnce(&R, &mut Maps) -> T + Send,
     ) -> (R, T) {
-        py.detach(|| {
+        self.with_maps_of(py, None::<fn(&S::Selector) -> Option<u64>>, f, then)
+    }
+
+    /// `with_parts` with only the map of the consumer `pick` chooses (none if it chooses
+    /// none), keeping the GIL: a call that dispatches one entry locks one map, not every
+    /// consumer's.
+    pub fn run_picked<R: Send>(
+        &self,
+        py: Python<'_>,
+        pick: impl FnOnce(&S::Selector) -> Option<u64> + Send,
+        f: impl for<'a, 'g> FnOnce(&mut D, Locked<'a, 'g, S::Selector, Q::Queue>) -> R + Send,
+    ) -> R {
+        self.with_maps_of(py, Some(pick), f, |_, _| ()).0
+    }
+
+    /// Every level in the lock order, with every consumer's map or (`pick`) one.
+    fn with_maps_of<R: Send, T: Send>(
+        &self,
+        py: Python<'_>,
+        pick: Option<impl FnOnce(&S::Selector) -> Option<u64> + Send>,
+        f: impl for<'a, 'g> FnOnce(&mut D, Locked<'a, 'g, S::Selector, Q::Queue>) -> R + Send,
+        then: impl FnOnce(&R, &mut Maps) -> T + Send,
+    ) -> (R, T) {
+        // One entry's work is shorter than releasing the GIL; waiting for these locks with
+        // it held is safe, since no lock holder ever waits for the GIL (state.rs).
+        let release = pick.is_none();
+        let body = || {
             let mut own = lock(&self.own);
             let Own { kernel, maps } = &mut *own;
             let result = {
                 let mut selector = lock(self.selector.get().state());
-                let mut acks = lock_acks(maps);
+                let mut acks = match pick {
+                    None => lock_acks(maps),
+                    Some(pick) => {
+                        lock_maps(pick(&selector).and_then(|c| maps.get(&c)).map(Py::get))
+                    }
+                };
                 self.redelivery.with(|redelivery| {
                     let mut tracker = lock(&self.tracker.get().state);
                     let parts = Parts {
@@ -175,7 +206,12 @@ where
             };
             let after = then(&result, maps);
             (result, after)
-        })
+        };
+        if release {
+            py.detach(body)
+        } else {
+            body()
+        }
     }
 
     /// `with_parts` with nothing to do afterwards.

@@ -179,7 +179,10 @@ impl PyEntryBucketDispatcher {
             batch_size: opt_arg::<BatchSize>(batch_size, "batch_size")?.map_or(1, |b| b.0),
             route: route(entry_hash_min, key)?,
         };
-        self.core.run(py, |d, parts| d.dispatch(parts, entry)).py()
+        let pick = |selector: &_| EntryBucketDispatcher::owner(selector, entry);
+        self.core
+            .run_picked(py, pick, |d, parts| d.dispatch(parts, entry))
+            .py()
     }
 
     #[doc = stub_doc!("EntryBucketDispatcher.dispatch_many")]

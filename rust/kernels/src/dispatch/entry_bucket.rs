@@ -70,6 +70,11 @@ impl EntryBucketDispatcher {
     /// Sends one entry if it may go now: the consumer it goes to, or None when no consumer
     /// is connected, the owner has no pending acks in `parts.acks`, its bucket drains on
     /// another consumer, or the owner's map refuses it.
+    /// The consumer `entry` goes to, if any: the one map `dispatch` needs.
+    pub fn owner(selector: &EntryBucketSelector, entry: Entry<'_>) -> Option<u64> {
+        owned(selector, entry).map(|(consumer, _)| consumer)
+    }
+
     pub fn dispatch<A: DerefMut<Target = PendingAcks>>(
         &self,
         parts: Buckets<'_, A>,
