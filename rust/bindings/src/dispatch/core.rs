@@ -35,39 +35,34 @@ pub trait SelectorCell: PyClass<Frozen = True> + Sync {
     fn state(&self) -> &Mutex<Self::Selector>;
 }
 
-impl SelectorCell for PyConsistentHashingSelector {
-    type Selector = ConsistentHashingSelector;
-    fn owned(py: Python<'_>, selector: Self::Selector, owner: &'static str) -> PyResult<Py<Self>> {
-        let state = Mutex::new(selector);
-        Py::new(
-            py,
-            Self {
-                state,
-                owner: Some(owner),
-            },
-        )
-    }
-    fn state(&self) -> &Mutex<Self::Selector> {
-        &self.state
-    }
+/// Both selector classes hold their selector the same way: a `state` lock and an `owner`.
+macro_rules! selector_cell {
+    ($class:ty, $selector:ty) => {
+        impl SelectorCell for $class {
+            type Selector = $selector;
+            fn owned(
+                py: Python<'_>,
+                selector: Self::Selector,
+                owner: &'static str,
+            ) -> PyResult<Py<Self>> {
+                let state = Mutex::new(selector);
+                Py::new(
+                    py,
+                    Self {
+                        state,
+                        owner: Some(owner),
+                    },
+                )
+            }
+            fn state(&self) -> &Mutex<Self::Selector> {
+                &self.state
+            }
+        }
+    };
 }
 
-impl SelectorCell for PyEntryBucketSelector {
-    type Selector = EntryBucketSelector;
-    fn owned(py: Python<'_>, selector: Self::Selector, owner: &'static str) -> PyResult<Py<Self>> {
-        let state = Mutex::new(selector);
-        Py::new(
-            py,
-            Self {
-                state,
-                owner: Some(owner),
-            },
-        )
-    }
-    fn state(&self) -> &Mutex<Self::Selector> {
-        &self.state
-    }
-}
+selector_cell!(PyConsistentHashingSelector, ConsistentHashingSelector);
+selector_cell!(PyEntryBucketSelector, EntryBucketSelector);
 
 /// Where a dispatcher's redelivery queue lives: `with` locks it (level 4) around `f`.
 pub trait QueueCell: Send + Sync {
