@@ -9,7 +9,7 @@ use arrow_array::{Array, BinaryViewArray, GenericBinaryArray, OffsetSizeTrait};
 
 use super::error::{InvalidInput, KernelResult};
 use super::hashing::key_hash;
-use super::murmur::{hash_offsets, Offset};
+use super::murmur::{hash_offsets, LaneHash, Offset};
 use super::parallel::collect_pairs;
 use super::partitioners::IntKey;
 
@@ -223,8 +223,8 @@ pub trait Keys {
     /// `out[i] = f(key i)` for every key of the run (`out` is as long as the run).
     fn fill<T>(&self, out: &mut [MaybeUninit<T>], f: impl FnMut(&[u8]) -> T);
 
-    /// `key_hash` of keys `start..start + out.len()` into `out`.
-    fn hash_into(&self, start: usize, out: &mut [u32]);
+    /// `hash` of keys `start..start + out.len()` into `out`.
+    fn hash_into(&self, hash: LaneHash, start: usize, out: &mut [u32]);
 
     /// Whether every key is ASCII, asked of the whole run at once where it is contiguous
     /// (false where that cannot be told so cheaply).
@@ -268,8 +268,13 @@ impl<O: Offset> Keys for OffsetKeys<'_, O> {
         }
     }
 
-    fn hash_into(&self, start: usize, out: &mut [u32]) {
-        hash_offsets(self.data, &self.offsets[start..=start + out.len()], out);
+    fn hash_into(&self, hash: LaneHash, start: usize, out: &mut [u32]) {
+        hash_offsets(
+            hash,
+            self.data,
+            &self.offsets[start..=start + out.len()],
+            out,
+        );
     }
 
     fn all_ascii(&self) -> bool {
@@ -311,9 +316,9 @@ impl Keys for ViewKeys<'_> {
         }
     }
 
-    fn hash_into(&self, start: usize, out: &mut [u32]) {
+    fn hash_into(&self, hash: LaneHash, start: usize, out: &mut [u32]) {
         for (j, slot) in out.iter_mut().enumerate() {
-            *slot = key_hash(self.arr.value(self.s + start + j));
+            *slot = hash.one(self.arr.value(self.s + start + j));
         }
     }
 
@@ -340,10 +345,11 @@ pub trait KeyMap: Sync {
     );
 }
 
-/// `key_hash` of each key of a run, a block at a time, then `f` of each hash: the
+/// `hash` of each key of a run, a block at a time, then `f` of each hash: the
 /// lane-parallel hash runs over many keys at once and `f` sees each hash still in cache.
 pub fn map_hashed<K: Keys, A, B>(
     keys: &K,
+    hash: LaneHash,
     a: &mut [MaybeUninit<A>],
     b: &mut [MaybeUninit<B>],
     f: impl Fn(u32) -> (A, B),
@@ -351,7 +357,7 @@ pub fn map_hashed<K: Keys, A, B>(
     let mut buf = [0u32; BLOCK];
     for (k, (a, b)) in a.chunks_mut(BLOCK).zip(b.chunks_mut(BLOCK)).enumerate() {
         let hashes = &mut buf[..a.len()];
-        keys.hash_into(k * BLOCK, hashes);
+        keys.hash_into(hash, k * BLOCK, hashes);
         for ((a, b), &h) in a.iter_mut().zip(b.iter_mut()).zip(hashes.iter()) {
             let (x, y) = f(h);
             a.write(x);
@@ -369,7 +375,7 @@ impl<A: Copy + Send + Sync, B: Copy + Send + Sync, F: Fn(u32) -> (A, B) + Sync> 
     type B = B;
 
     fn map<K: Keys>(&self, keys: &K, a: &mut [MaybeUninit<A>], b: &mut [MaybeUninit<B>]) {
-        map_hashed(keys, a, b, &self.0);
+        map_hashed(keys, LaneHash::Murmur3, a, b, &self.0);
     }
 }
 

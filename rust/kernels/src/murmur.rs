@@ -1,16 +1,38 @@
-//! MurmurHash3_x86_32 (seed 0) over many keys laid end to end, eight keys at a time in AVX2
-//! lanes where the CPU has it. A key hash costs a handful of instructions per 4-byte block,
-//! so one key at a time is bound by instruction count; eight lanes share each instruction.
+//! 32-bit key hashes over many keys laid end to end, computed side by side in vector lanes:
+//! sixteen keys at a time with AVX-512, eight with AVX2 (MurmurHash3 only), one at a time
+//! elsewhere. A hash costs a handful of instructions per 4-byte block, so one key at a time
+//! is bound by instruction count; the lanes share each instruction.
+
+use super::hashing::key_hash;
+use super::partitioners::murmur2;
 
 /// Offsets into a key buffer: Arrow's i32/i64 and our own usize.
 pub trait Offset: Copy + Send + Sync {
     fn to_usize(self) -> usize;
+
+    /// The sixteen offsets at `p`, less `first`, as u32 lanes.
+    ///
+    /// # Safety
+    ///
+    /// `p` points at sixteen offsets, each `first` or more and under
+    /// `first + 2^32`; the CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn lanes16(p: *const Self, first: usize) -> std::arch::x86_64::__m512i;
 }
 
 impl Offset for i32 {
     #[inline]
     fn to_usize(self) -> usize {
         self as usize
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn lanes16(p: *const Self, first: usize) -> std::arch::x86_64::__m512i {
+        use std::arch::x86_64::*;
+        let v = _mm512_loadu_si512(p as *const __m512i);
+        _mm512_sub_epi32(v, _mm512_set1_epi32(first as i32))
     }
 }
 
@@ -19,6 +41,13 @@ impl Offset for i64 {
     fn to_usize(self) -> usize {
         self as usize
     }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn lanes16(p: *const Self, first: usize) -> std::arch::x86_64::__m512i {
+        avx512::narrow16(p as *const u64, first as u64)
+    }
 }
 
 impl Offset for usize {
@@ -26,24 +55,57 @@ impl Offset for usize {
     fn to_usize(self) -> usize {
         self
     }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn lanes16(p: *const Self, first: usize) -> std::arch::x86_64::__m512i {
+        avx512::narrow16(p as *const u64, first as u64)
+    }
+}
+
+/// The hashes computed many keys at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneHash {
+    /// MurmurHash3_x86_32, seed 0: `key_hash`.
+    Murmur3,
+    /// Kafka's MurmurHash2 (`murmur2`), its Java int as the u32 of the same bits.
+    Murmur2,
+}
+
+impl LaneHash {
+    #[inline]
+    pub fn one(self, key: &[u8]) -> u32 {
+        match self {
+            Self::Murmur3 => key_hash(key),
+            Self::Murmur2 => murmur2(key) as u32,
+        }
+    }
 }
 
 /// Hashes key `i` = `data[offsets[i]..offsets[i + 1]]` into `out[i]`;
 /// `offsets.len() == out.len() + 1` and offsets ascend within `data`.
-pub fn hash_offsets<O: Offset>(data: &[u8], offsets: &[O], out: &mut [u32]) {
+pub fn hash_offsets<O: Offset>(hash: LaneHash, data: &[u8], offsets: &[O], out: &mut [u32]) {
     debug_assert_eq!(offsets.len(), out.len() + 1);
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, checked just above.
-        unsafe { avx2::hash_offsets(data, offsets, out) };
-        return;
+    {
+        if avx512::available() {
+            // SAFETY: the CPU has the features, checked just above.
+            unsafe { avx512::hash_offsets(hash, data, offsets, out) };
+            return;
+        }
+        if hash == LaneHash::Murmur3 && std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, checked just above.
+            unsafe { avx2::hash_offsets(data, offsets, out) };
+            return;
+        }
     }
-    hash_scalar(data, offsets, out);
+    hash_scalar(hash, data, offsets, out);
 }
 
-fn hash_scalar<O: Offset>(data: &[u8], offsets: &[O], out: &mut [u32]) {
-    for (i, slot) in out.iter_mut().enumerate() {
-        *slot = super::hashing::key_hash(&data[offsets[i].to_usize()..offsets[i + 1].to_usize()]);
+fn hash_scalar<O: Offset>(hash: LaneHash, data: &[u8], offsets: &[O], out: &mut [u32]) {
+    for (slot, w) in out.iter_mut().zip(offsets.windows(2)) {
+        *slot = hash.one(&data[w[0].to_usize()..w[1].to_usize()]);
     }
 }
 
@@ -51,7 +113,7 @@ fn hash_scalar<O: Offset>(data: &[u8], offsets: &[O], out: &mut [u32]) {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{hash_scalar, Offset};
+    use super::{hash_scalar, LaneHash, Offset};
 
     const LANES: usize = 8;
     /// Groups of eight keys hashed side by side: one group's hash chain alone leaves the
@@ -101,11 +163,11 @@ mod avx2 {
                     _mm256_storeu_si256(chunk.as_mut_ptr().add(g * LANES) as *mut __m256i, *h);
                 }
             } else {
-                hash_scalar(data, &offsets[i..=i + step], chunk);
+                hash_scalar(LaneHash::Murmur3, data, &offsets[i..=i + step], chunk);
             }
             i += step;
         }
-        hash_scalar(data, &offsets[i..], &mut out[i..]);
+        hash_scalar(LaneHash::Murmur3, data, &offsets[i..], &mut out[i..]);
     }
 
     /// The hashes of `GROUPS` groups of eight keys whose windows all fit the buffer.
@@ -235,11 +297,321 @@ mod avx2 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::{hash_scalar, LaneHash, Offset};
+
+    const LANES: usize = 16;
+    /// Groups of sixteen keys hashed side by side.
+    const GROUPS: usize = 2;
+    /// Bytes each lane loads at once: eight 4-byte blocks.
+    const WINDOW: usize = 32;
+    const WORDS: usize = WINDOW / 4;
+    /// Longer keys are rare and go one at a time, which keeps a group's offsets in u32.
+    const MAX_LANE_KEY: usize = 1 << 20;
+
+    pub fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+
+    /// `GROUPS` groups of sixteen keys read side by side: where each starts after the first
+    /// key, and their lengths.
+    struct Block {
+        first: usize,
+        starts: [u32; LANES * GROUPS],
+        lens: [__m512i; GROUPS],
+        longest: usize,
+        shortest: usize,
+    }
+
+    /// A hash written for sixteen lanes.
+    trait Lanes {
+        const HASH: LaneHash;
+        /// The state before the first block, of keys of `lens` bytes.
+        unsafe fn init(lens: __m512i) -> __m512i;
+        /// The state after one whole 4-byte block `k`.
+        unsafe fn step(h: __m512i, k: __m512i) -> __m512i;
+        /// The hash, from the state after the whole blocks and the 0..3 tail bytes as a
+        /// little-endian word (zero above them; `has_tail` where there are any).
+        unsafe fn finish(h: __m512i, tail: __m512i, has_tail: __mmask16, lens: __m512i) -> __m512i;
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn hash_offsets<O: Offset>(
+        hash: LaneHash,
+        data: &[u8],
+        offsets: &[O],
+        out: &mut [u32],
+    ) {
+        match hash {
+            LaneHash::Murmur3 => run::<Murmur3, O>(data, offsets, out),
+            LaneHash::Murmur2 => run::<Murmur2, O>(data, offsets, out),
+        }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn run<H: Lanes, O: Offset>(data: &[u8], offsets: &[O], out: &mut [u32]) {
+        let step = LANES * GROUPS;
+        let mut i = 0;
+        while i + step <= out.len() {
+            let edges = &offsets[i..=i + step];
+            match hash_block::<H, O>(data, edges) {
+                Some(hashes) => {
+                    for (g, h) in hashes.into_iter().enumerate() {
+                        let at = out.as_mut_ptr().add(i + g * LANES);
+                        _mm512_storeu_si512(at as *mut __m512i, h);
+                    }
+                }
+                None => hash_scalar(H::HASH, data, edges, &mut out[i..i + step]),
+            }
+            i += step;
+        }
+        hash_scalar(H::HASH, data, &offsets[i..], &mut out[i..]);
+    }
+
+    /// The block of keys between `edges` (`LANES * GROUPS + 1` of them), if each lane's whole
+    /// windows stay inside the buffer (they read past the key's end) and no key is too long
+    /// for the lanes.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn block<O: Offset>(edges: &[O], data_len: usize) -> Option<Block> {
+        let first = edges[0].to_usize();
+        if edges[LANES * GROUPS].to_usize() - first > LANES * GROUPS * MAX_LANE_KEY {
+            return None;
+        }
+        let p = edges.as_ptr();
+        let begins: [__m512i; GROUPS] =
+            std::array::from_fn(|g| O::lanes16(p.add(g * LANES), first));
+        let lens: [__m512i; GROUPS] = std::array::from_fn(|g| {
+            _mm512_sub_epi32(O::lanes16(p.add(g * LANES + 1), first), begins[g])
+        });
+        let longest = _mm512_reduce_max_epu32(_mm512_max_epu32(lens[0], lens[1])) as usize;
+        let shortest = _mm512_reduce_min_epu32(_mm512_min_epu32(lens[0], lens[1])) as usize;
+        let mut starts = [0u32; LANES * GROUPS];
+        for (g, v) in begins.into_iter().enumerate() {
+            _mm512_storeu_si512(starts.as_mut_ptr().add(g * LANES) as *mut __m512i, v);
+        }
+        let reach = longest.div_ceil(WINDOW) * WINDOW;
+        let last_start = first + starts[LANES * GROUPS - 1] as usize;
+        (longest <= MAX_LANE_KEY && last_start + reach <= data_len).then_some(Block {
+            first,
+            starts,
+            lens,
+            longest,
+            shortest,
+        })
+    }
+
+    /// Sixteen u64 at `p`, less `first`, as u32 lanes (they must fit).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn narrow16(p: *const u64, first: u64) -> __m512i {
+        let first = _mm512_set1_epi64(first as i64);
+        let half = |at: usize| {
+            let v = _mm512_loadu_si512(p.add(at) as *const __m512i);
+            _mm512_cvtepi64_epi32(_mm512_sub_epi64(v, first))
+        };
+        _mm512_inserti64x4::<1>(_mm512_castsi256_si512(half(0)), half(8))
+    }
+
+    /// The hashes of the block of keys between `edges` (see `block`), its `GROUPS` groups
+    /// side by side: one group's chain of dependent steps alone would leave the vector units
+    /// waiting. Each copy has one caller, `run::<H, O>`, which takes it inline.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn hash_block<H: Lanes, O: Offset>(
+        data: &[u8],
+        edges: &[O],
+    ) -> Option<[__m512i; GROUPS]> {
+        let b = block(edges, data.len())?;
+        let data = data.as_ptr();
+        let words = b.longest.div_ceil(4);
+        let whole_words = b.shortest / 4;
+        let full_blocks = b.lens.map(|lens| _mm512_srli_epi32::<2>(lens));
+        let mut h = b.lens.map(|lens| H::init(lens));
+        let mut tail = [_mm512_setzero_si512(); GROUPS];
+        for window in 0..words.div_ceil(WORDS) {
+            let at = data.add(b.first + window * WINDOW);
+            let columns: [[__m512i; WORDS]; GROUPS] =
+                std::array::from_fn(|k| columns(at, &b.starts[k * LANES..(k + 1) * LANES]));
+            let first = window * WORDS;
+            let used = (words - first).min(WORDS);
+            let unmasked = whole_words.saturating_sub(first).min(used);
+            // `j` picks the same column out of every group's.
+            #[allow(clippy::needless_range_loop)]
+            for j in 0..WORDS {
+                if j < unmasked {
+                    // A whole block in every lane: nothing to mask.
+                    for k in 0..GROUPS {
+                        h[k] = H::step(h[k], columns[k][j]);
+                    }
+                } else if j < used {
+                    let bv = _mm512_set1_epi32((first + j) as i32);
+                    for k in 0..GROUPS {
+                        let active = _mm512_cmpgt_epu32_mask(full_blocks[k], bv);
+                        h[k] = _mm512_mask_mov_epi32(h[k], active, H::step(h[k], columns[k][j]));
+                        let is_tail = _mm512_cmpeq_epi32_mask(full_blocks[k], bv);
+                        tail[k] = _mm512_mask_mov_epi32(tail[k], is_tail, columns[k][j]);
+                    }
+                }
+            }
+        }
+        Some(std::array::from_fn(|k| {
+            let lens = b.lens[k];
+            let tail_bytes = _mm512_and_si512(lens, _mm512_set1_epi32(3));
+            // A shift by 32 (no tail bytes) clears the whole word.
+            let shift = _mm512_slli_epi32::<3>(_mm512_sub_epi32(_mm512_set1_epi32(4), tail_bytes));
+            let tail = _mm512_and_si512(tail[k], _mm512_srlv_epi32(_mm512_set1_epi32(-1), shift));
+            let has_tail = _mm512_test_epi32_mask(tail_bytes, tail_bytes);
+            H::finish(h[k], tail, has_tail, lens)
+        }))
+    }
+
+    /// Window `at + starts[l]` of every lane `l`, as eight columns: column `j` holds each
+    /// lane's `j`-th 4-byte word. Each 32-byte row is loaded whole and the rows transposed,
+    /// as lane pairs: rows (0, 4), (1, 5), (2, 6), (3, 7), (8, 12), ... share a register, so
+    /// that the last step puts the lanes in order.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn columns(at: *const u8, starts: &[u32]) -> [__m512i; WORDS] {
+        let row = |l: usize| _mm256_loadu_si256(at.add(starts[l] as usize) as *const __m256i);
+        let pair = |a: usize| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(row(a)), row(a + 4));
+        let z = [
+            pair(0),
+            pair(1),
+            pair(2),
+            pair(3),
+            pair(8),
+            pair(9),
+            pair(10),
+            pair(11),
+        ];
+        let t = [
+            _mm512_unpacklo_epi32(z[0], z[1]),
+            _mm512_unpackhi_epi32(z[0], z[1]),
+            _mm512_unpacklo_epi32(z[2], z[3]),
+            _mm512_unpackhi_epi32(z[2], z[3]),
+            _mm512_unpacklo_epi32(z[4], z[5]),
+            _mm512_unpackhi_epi32(z[4], z[5]),
+            _mm512_unpacklo_epi32(z[6], z[7]),
+            _mm512_unpackhi_epi32(z[6], z[7]),
+        ];
+        let u = [
+            _mm512_unpacklo_epi64(t[0], t[2]),
+            _mm512_unpackhi_epi64(t[0], t[2]),
+            _mm512_unpacklo_epi64(t[1], t[3]),
+            _mm512_unpackhi_epi64(t[1], t[3]),
+            _mm512_unpacklo_epi64(t[4], t[6]),
+            _mm512_unpackhi_epi64(t[4], t[6]),
+            _mm512_unpacklo_epi64(t[5], t[7]),
+            _mm512_unpackhi_epi64(t[5], t[7]),
+        ];
+        // 128-bit lanes of u[w]: words w and w + 4 of rows 0-3 (pair's low half), then of
+        // rows 4-7; u[w + 4] likewise for rows 8-15.
+        [
+            _mm512_shuffle_i32x4::<0x88>(u[0], u[4]),
+            _mm512_shuffle_i32x4::<0x88>(u[1], u[5]),
+            _mm512_shuffle_i32x4::<0x88>(u[2], u[6]),
+            _mm512_shuffle_i32x4::<0x88>(u[3], u[7]),
+            _mm512_shuffle_i32x4::<0xDD>(u[0], u[4]),
+            _mm512_shuffle_i32x4::<0xDD>(u[1], u[5]),
+            _mm512_shuffle_i32x4::<0xDD>(u[2], u[6]),
+            _mm512_shuffle_i32x4::<0xDD>(u[3], u[7]),
+        ]
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn splat(x: u32) -> __m512i {
+        _mm512_set1_epi32(x as i32)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn mul(a: __m512i, x: u32) -> __m512i {
+        _mm512_mullo_epi32(a, splat(x))
+    }
+
+    /// MurmurHash3_x86_32, seed 0.
+    struct Murmur3;
+
+    impl Murmur3 {
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        fn mix_k(k: __m512i) -> __m512i {
+            mul(_mm512_rol_epi32::<15>(mul(k, 0xcc9e_2d51)), 0x1b87_3593)
+        }
+    }
+
+    impl Lanes for Murmur3 {
+        const HASH: LaneHash = LaneHash::Murmur3;
+
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn init(_lens: __m512i) -> __m512i {
+            _mm512_setzero_si512()
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn step(h: __m512i, k: __m512i) -> __m512i {
+            let h = _mm512_rol_epi32::<13>(_mm512_xor_si512(h, Self::mix_k(k)));
+            let five_h = _mm512_add_epi32(_mm512_slli_epi32::<2>(h), h);
+            _mm512_add_epi32(five_h, splat(0xe654_6b64))
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn finish(h: __m512i, tail: __m512i, _: __mmask16, lens: __m512i) -> __m512i {
+            // No tail bytes mix in nothing: mix_k(0) is 0.
+            let h = _mm512_xor_si512(_mm512_xor_si512(h, Self::mix_k(tail)), lens);
+            let h = _mm512_xor_si512(h, _mm512_srli_epi32::<16>(h));
+            let h = mul(h, 0x85eb_ca6b);
+            let h = _mm512_xor_si512(h, _mm512_srli_epi32::<13>(h));
+            let h = mul(h, 0xc2b2_ae35);
+            _mm512_xor_si512(h, _mm512_srli_epi32::<16>(h))
+        }
+    }
+
+    /// Kafka's MurmurHash2, seed 0x9747b28c.
+    struct Murmur2;
+
+    const M2: u32 = 0x5bd1_e995;
+
+    impl Lanes for Murmur2 {
+        const HASH: LaneHash = LaneHash::Murmur2;
+
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn init(lens: __m512i) -> __m512i {
+            _mm512_xor_si512(splat(0x9747_b28c), lens)
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn step(h: __m512i, k: __m512i) -> __m512i {
+            let k = mul(k, M2);
+            let k = mul(_mm512_xor_si512(k, _mm512_srli_epi32::<24>(k)), M2);
+            _mm512_xor_si512(mul(h, M2), k)
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn finish(h: __m512i, tail: __m512i, has_tail: __mmask16, _: __m512i) -> __m512i {
+            let h = _mm512_mask_mov_epi32(h, has_tail, mul(_mm512_xor_si512(h, tail), M2));
+            let h = _mm512_xor_si512(h, _mm512_srli_epi32::<13>(h));
+            let h = mul(h, M2);
+            _mm512_xor_si512(h, _mm512_srli_epi32::<15>(h))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hashing::key_hash;
-
+    /// Every implementation this CPU runs, for both hashes, against one key at a time.
     fn check(keys: &[Vec<u8>], slack: usize) {
         let mut data: Vec<u8> = Vec::new();
         let mut offsets = vec![0usize];
@@ -248,13 +620,27 @@ mod tests {
             offsets.push(data.len());
         }
         data.extend(std::iter::repeat_n(0xAB, slack));
-        let mut out = vec![0u32; keys.len()];
-        hash_offsets(&data, &offsets, &mut out);
-        let want: Vec<u32> = keys.iter().map(|k| key_hash(k)).collect();
-        assert_eq!(out, want);
-        let mut scalar = vec![0u32; keys.len()];
-        hash_scalar(&data, &offsets, &mut scalar);
-        assert_eq!(scalar, want);
+        for hash in [LaneHash::Murmur3, LaneHash::Murmur2] {
+            let want: Vec<u32> = keys.iter().map(|k| hash.one(k)).collect();
+            let run = |f: &dyn Fn(&mut [u32])| {
+                let mut out = vec![0u32; keys.len()];
+                f(&mut out);
+                assert_eq!(out, want, "{hash:?}");
+            };
+            run(&|out| hash_offsets(hash, &data, &offsets, out));
+            run(&|out| hash_scalar(hash, &data, &offsets, out));
+            #[cfg(target_arch = "x86_64")]
+            {
+                if avx512::available() {
+                    // SAFETY: the CPU has the features, checked just above.
+                    run(&|out| unsafe { avx512::hash_offsets(hash, &data, &offsets, out) });
+                }
+                if hash == LaneHash::Murmur3 && std::arch::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU has AVX2, checked just above.
+                    run(&|out| unsafe { avx2::hash_offsets(&data, &offsets, out) });
+                }
+            }
+        }
     }
 
     fn pseudo_random_keys(n: usize, max_len: usize, seed: u64) -> Vec<Vec<u8>> {
@@ -282,8 +668,8 @@ mod tests {
     #[test]
     fn every_length_in_every_lane() {
         for len in 0..=70 {
-            for lane in 0..8 {
-                let mut keys = pseudo_random_keys(16, 30, len as u64);
+            for lane in 0..16 {
+                let mut keys = pseudo_random_keys(40, 30, len as u64);
                 keys[lane] = (0..len).map(|i| (i * 7 + lane) as u8).collect();
                 check(&keys, 0);
             }
@@ -297,9 +683,10 @@ mod tests {
         let mut a = vec![0u32; cuts.len() - 1];
         let mut b = a.clone();
         let mut c = a.clone();
-        hash_offsets(&data, &cuts, &mut a);
-        hash_offsets(&data, &cuts.map(|x| x as i32), &mut b);
-        hash_offsets(&data, &cuts.map(|x| x as i64), &mut c);
+        let murmur3 = LaneHash::Murmur3;
+        hash_offsets(murmur3, &data, &cuts, &mut a);
+        hash_offsets(murmur3, &data, &cuts.map(|x| x as i32), &mut b);
+        hash_offsets(murmur3, &data, &cuts.map(|x| x as i64), &mut c);
         assert_eq!((a.clone(), a.clone()), (b, c));
         assert_eq!(a[0], 0x248B_FA47);
     }

@@ -11,6 +11,7 @@ use strum::{EnumIter, EnumString, IntoStaticStr, VariantNames};
 use super::error::{InvalidInput, KernelResult};
 use super::hashing::key_hash;
 use super::keys::{map_hashed, IntBatch, IntTyping, KeyBatch, KeyMap, Keys};
+use super::murmur::LaneHash;
 
 /// A partition count every system here accepts: `1..=i32::MAX` (Java and Go count in i32).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -607,7 +608,9 @@ impl KeyMap for BytePartitions {
             Partitioner::Kafka
             | Partitioner::LibrdkafkaMurmur2
             | Partitioner::LibrdkafkaMurmur2Random => {
-                keys.fill(a, |k| part(to_positive(murmur2(k))));
+                map_hashed(keys, LaneHash::Murmur2, a, b, |h| {
+                    (part(h & 0x7FFF_FFFF), ())
+                });
             }
             Partitioner::LibrdkafkaConsistent => keys.fill(a, |k| part(crc32(k))),
             Partitioner::LibrdkafkaConsistentRandom => keys.fill(a, |k| match k {
@@ -623,10 +626,16 @@ impl KeyMap for BytePartitions {
             Partitioner::PulsarJavaStringHash => {
                 keys.fill(a, |k| part(to_positive(java_string_hash_utf8(k))));
             }
-            Partitioner::IcebergBucket => map_hashed(keys, a, b, |h| (part(h & 0x7FFF_FFFF), ())),
+            Partitioner::IcebergBucket => {
+                map_hashed(keys, LaneHash::Murmur3, a, b, |h| {
+                    (part(h & 0x7FFF_FFFF), ())
+                });
+            }
             // Valid UTF-8 is its own Java string's bytes: hashed many keys at once.
             Partitioner::PulsarMurmur332Hash if keys.all_utf8() => {
-                map_hashed(keys, a, b, |h| (part(h & 0x7FFF_FFFF), ()));
+                map_hashed(keys, LaneHash::Murmur3, a, b, |h| {
+                    (part(h & 0x7FFF_FFFF), ())
+                });
             }
             Partitioner::PulsarMurmur332Hash => {
                 keys.fill(a, |k| part(key_hash(&java_utf8(k)) & 0x7FFF_FFFF));
