@@ -9,7 +9,7 @@ use arrow_array::{Array, BinaryViewArray, GenericBinaryArray, OffsetSizeTrait};
 
 use super::error::{InvalidInput, KernelResult};
 use super::hashing::key_hash;
-use super::murmur::{hash_offsets, LaneHash, Offset};
+use super::lanes::{hash_offsets, LaneHash, Offset};
 use super::parallel::collect_pairs;
 use super::partitioners::IntKey;
 
@@ -213,7 +213,7 @@ fn arrow_keys<O: OffsetSizeTrait + Offset>(
 }
 
 /// A run of keys in one layout, as a batch kernel reads it.
-pub trait Keys {
+pub trait Keys: Sized {
     fn len(&self) -> usize;
 
     fn is_empty(&self) -> bool {
@@ -223,8 +223,11 @@ pub trait Keys {
     /// `out[i] = f(key i)` for every key of the run (`out` is as long as the run).
     fn fill<T>(&self, out: &mut [MaybeUninit<T>], f: impl FnMut(&[u8]) -> T);
 
-    /// `hash` of keys `start..start + out.len()` into `out`.
-    fn hash_into(&self, hash: LaneHash, start: usize, out: &mut [u32]);
+    /// `hash` of every key into `out` (as long as the run).
+    fn hash_into(&self, hash: LaneHash, out: &mut [u32]);
+
+    /// Keys `start..start + len` of the run.
+    fn slice(&self, start: usize, len: usize) -> Self;
 
     /// Whether every key is ASCII, asked of the whole run at once where it is contiguous
     /// (false where that cannot be told so cheaply).
@@ -268,13 +271,12 @@ impl<O: Offset> Keys for OffsetKeys<'_, O> {
         }
     }
 
-    fn hash_into(&self, hash: LaneHash, start: usize, out: &mut [u32]) {
-        hash_offsets(
-            hash,
-            self.data,
-            &self.offsets[start..=start + out.len()],
-            out,
-        );
+    fn hash_into(&self, hash: LaneHash, out: &mut [u32]) {
+        hash_offsets(hash, self.data, self.offsets, out);
+    }
+
+    fn slice(&self, start: usize, len: usize) -> Self {
+        Self::new(self.data, &self.offsets[start..=start + len])
     }
 
     fn all_ascii(&self) -> bool {
@@ -316,9 +318,17 @@ impl Keys for ViewKeys<'_> {
         }
     }
 
-    fn hash_into(&self, hash: LaneHash, start: usize, out: &mut [u32]) {
+    fn hash_into(&self, hash: LaneHash, out: &mut [u32]) {
         for (j, slot) in out.iter_mut().enumerate() {
-            *slot = hash.one(self.arr.value(self.s + start + j));
+            *slot = hash.one(self.arr.value(self.s + j));
+        }
+    }
+
+    fn slice(&self, start: usize, len: usize) -> Self {
+        Self {
+            arr: self.arr,
+            s: self.s + start,
+            n: len,
         }
     }
 
@@ -345,6 +355,19 @@ pub trait KeyMap: Sync {
     );
 }
 
+/// `f` over the run a block of keys at a time, with the block's outputs: a block is small
+/// enough that its keys are still in cache when `f` reads them a second time.
+pub fn by_blocks<K: Keys, A, B>(
+    keys: &K,
+    a: &mut [MaybeUninit<A>],
+    b: &mut [MaybeUninit<B>],
+    mut f: impl FnMut(&K, &mut [MaybeUninit<A>], &mut [MaybeUninit<B>]),
+) {
+    for (k, (a, b)) in a.chunks_mut(BLOCK).zip(b.chunks_mut(BLOCK)).enumerate() {
+        f(&keys.slice(k * BLOCK, a.len()), a, b);
+    }
+}
+
 /// `hash` of each key of a run, a block at a time, then `f` of each hash: the
 /// lane-parallel hash runs over many keys at once and `f` sees each hash still in cache.
 pub fn map_hashed<K: Keys, A, B>(
@@ -355,15 +378,15 @@ pub fn map_hashed<K: Keys, A, B>(
     f: impl Fn(u32) -> (A, B),
 ) {
     let mut buf = [0u32; BLOCK];
-    for (k, (a, b)) in a.chunks_mut(BLOCK).zip(b.chunks_mut(BLOCK)).enumerate() {
+    by_blocks(keys, a, b, |keys, a, b| {
         let hashes = &mut buf[..a.len()];
-        keys.hash_into(hash, k * BLOCK, hashes);
+        keys.hash_into(hash, hashes);
         for ((a, b), &h) in a.iter_mut().zip(b.iter_mut()).zip(hashes.iter()) {
             let (x, y) = f(h);
             a.write(x);
             b.write(y);
         }
-    }
+    });
 }
 
 struct Hashed<F>(F);

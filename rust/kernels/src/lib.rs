@@ -12,7 +12,7 @@ pub mod handoff;
 pub mod hashing;
 pub mod impacted;
 pub mod keys;
-pub mod murmur;
+pub mod lanes;
 pub mod parallel;
 pub mod partitioners;
 pub mod pending_acks;

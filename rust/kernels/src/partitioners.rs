@@ -10,8 +10,8 @@ use strum::{EnumIter, EnumString, IntoStaticStr, VariantNames};
 
 use super::error::{InvalidInput, KernelResult};
 use super::hashing::key_hash;
-use super::keys::{map_hashed, IntBatch, IntTyping, KeyBatch, KeyMap, Keys};
-use super::murmur::LaneHash;
+use super::keys::{by_blocks, map_hashed, IntBatch, IntTyping, KeyBatch, KeyMap, Keys};
+use super::lanes::LaneHash;
 
 /// A partition count every system here accepts: `1..=i32::MAX` (Java and Go count in i32).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -620,26 +620,29 @@ impl KeyMap for BytePartitions {
             Partitioner::LibrdkafkaFnv1a | Partitioner::LibrdkafkaFnv1aRandom => {
                 keys.fill(a, |k| part(rd_fnv1a(k)));
             }
-            Partitioner::PulsarJavaStringHash if keys.all_ascii() => {
-                keys.fill(a, |k| part(ascii_string_hash(0, k) & 0x7FFF_FFFF));
-            }
-            Partitioner::PulsarJavaStringHash => {
-                keys.fill(a, |k| part(to_positive(java_string_hash_utf8(k))));
-            }
+            Partitioner::PulsarJavaStringHash => by_blocks(keys, a, b, |keys, a, b| {
+                match keys.all_ascii() {
+                    // ASCII bytes are their own UTF-16 units: hashed many keys at once.
+                    true => map_hashed(keys, LaneHash::JavaAscii, a, b, |h| {
+                        (part(h & 0x7FFF_FFFF), ())
+                    }),
+                    false => keys.fill(a, |k| part(to_positive(java_string_hash_utf8(k)))),
+                }
+            }),
             Partitioner::IcebergBucket => {
                 map_hashed(keys, LaneHash::Murmur3, a, b, |h| {
                     (part(h & 0x7FFF_FFFF), ())
                 });
             }
-            // Valid UTF-8 is its own Java string's bytes: hashed many keys at once.
-            Partitioner::PulsarMurmur332Hash if keys.all_utf8() => {
-                map_hashed(keys, LaneHash::Murmur3, a, b, |h| {
-                    (part(h & 0x7FFF_FFFF), ())
-                });
-            }
-            Partitioner::PulsarMurmur332Hash => {
-                keys.fill(a, |k| part(key_hash(&java_utf8(k)) & 0x7FFF_FFFF));
-            }
+            Partitioner::PulsarMurmur332Hash => by_blocks(keys, a, b, |keys, a, b| {
+                match keys.all_utf8() {
+                    // Valid UTF-8 is its own Java string's bytes: hashed many keys at once.
+                    true => map_hashed(keys, LaneHash::Murmur3, a, b, |h| {
+                        (part(h & 0x7FFF_FFFF), ())
+                    }),
+                    false => keys.fill(a, |k| part(key_hash(&java_utf8(k)) & 0x7FFF_FFFF)),
+                }
+            }),
             Partitioner::SparkBucket => {
                 keys.fill(a, |k| i64::from(d.pmod(spark_hash(SparkValue::Bytes(k)))));
             }

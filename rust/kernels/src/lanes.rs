@@ -4,7 +4,7 @@
 //! is bound by instruction count; the lanes share each instruction.
 
 use super::hashing::key_hash;
-use super::partitioners::murmur2;
+use super::partitioners::{ascii_string_hash, murmur2};
 
 /// Offsets into a key buffer: Arrow's i32/i64 and our own usize.
 pub trait Offset: Copy + Send + Sync {
@@ -71,6 +71,9 @@ pub enum LaneHash {
     Murmur3,
     /// Kafka's MurmurHash2 (`murmur2`), its Java int as the u32 of the same bits.
     Murmur2,
+    /// Java's `String.hashCode` of ASCII keys, each byte its own UTF-16 unit
+    /// (`ascii_string_hash`); for ASCII keys only.
+    JavaAscii,
 }
 
 impl LaneHash {
@@ -79,6 +82,7 @@ impl LaneHash {
         match self {
             Self::Murmur3 => key_hash(key),
             Self::Murmur2 => murmur2(key) as u32,
+            Self::JavaAscii => ascii_string_hash(0, key),
         }
     }
 }
@@ -314,6 +318,7 @@ mod avx512 {
 
     pub fn available() -> bool {
         std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
     }
 
     /// `GROUPS` groups of sixteen keys read side by side: where each starts after the first
@@ -338,7 +343,7 @@ mod avx512 {
         unsafe fn finish(h: __m512i, tail: __m512i, has_tail: __mmask16, lens: __m512i) -> __m512i;
     }
 
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512bw")]
     pub unsafe fn hash_offsets<O: Offset>(
         hash: LaneHash,
         data: &[u8],
@@ -348,10 +353,11 @@ mod avx512 {
         match hash {
             LaneHash::Murmur3 => run::<Murmur3, O>(data, offsets, out),
             LaneHash::Murmur2 => run::<Murmur2, O>(data, offsets, out),
+            LaneHash::JavaAscii => run::<JavaAscii, O>(data, offsets, out),
         }
     }
 
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512bw")]
     unsafe fn run<H: Lanes, O: Offset>(data: &[u8], offsets: &[O], out: &mut [u32]) {
         let step = LANES * GROUPS;
         let mut i = 0;
@@ -375,7 +381,7 @@ mod avx512 {
     /// windows stay inside the buffer (they read past the key's end) and no key is too long
     /// for the lanes.
     #[inline]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512bw")]
     unsafe fn block<O: Offset>(edges: &[O], data_len: usize) -> Option<Block> {
         let first = edges[0].to_usize();
         if edges[LANES * GROUPS].to_usize() - first > LANES * GROUPS * MAX_LANE_KEY {
@@ -406,7 +412,7 @@ mod avx512 {
 
     /// Sixteen u64 at `p`, less `first`, as u32 lanes (they must fit).
     #[inline]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512bw")]
     pub unsafe fn narrow16(p: *const u64, first: u64) -> __m512i {
         let first = _mm512_set1_epi64(first as i64);
         let half = |at: usize| {
@@ -420,7 +426,7 @@ mod avx512 {
     /// side by side: one group's chain of dependent steps alone would leave the vector units
     /// waiting. Each copy has one caller, `run::<H, O>`, which takes it inline.
     #[inline]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512bw")]
     unsafe fn hash_block<H: Lanes, O: Offset>(
         data: &[u8],
         edges: &[O],
@@ -474,7 +480,7 @@ mod avx512 {
     /// as lane pairs: rows (0, 4), (1, 5), (2, 6), (3, 7), (8, 12), ... share a register, so
     /// that the last step puts the lanes in order.
     #[inline]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512bw")]
     unsafe fn columns(at: *const u8, starts: &[u32]) -> [__m512i; WORDS] {
         let row = |l: usize| _mm256_loadu_si256(at.add(starts[l] as usize) as *const __m256i);
         let pair = |a: usize| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(row(a)), row(a + 4));
@@ -523,13 +529,13 @@ mod avx512 {
     }
 
     #[inline]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512bw")]
     fn splat(x: u32) -> __m512i {
         _mm512_set1_epi32(x as i32)
     }
 
     #[inline]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512bw")]
     fn mul(a: __m512i, x: u32) -> __m512i {
         _mm512_mullo_epi32(a, splat(x))
     }
@@ -539,7 +545,7 @@ mod avx512 {
 
     impl Murmur3 {
         #[inline]
-        #[target_feature(enable = "avx512f")]
+        #[target_feature(enable = "avx512f,avx512bw")]
         fn mix_k(k: __m512i) -> __m512i {
             mul(_mm512_rol_epi32::<15>(mul(k, 0xcc9e_2d51)), 0x1b87_3593)
         }
@@ -549,13 +555,13 @@ mod avx512 {
         const HASH: LaneHash = LaneHash::Murmur3;
 
         #[inline]
-        #[target_feature(enable = "avx512f")]
+        #[target_feature(enable = "avx512f,avx512bw")]
         unsafe fn init(_lens: __m512i) -> __m512i {
             _mm512_setzero_si512()
         }
 
         #[inline]
-        #[target_feature(enable = "avx512f")]
+        #[target_feature(enable = "avx512f,avx512bw")]
         unsafe fn step(h: __m512i, k: __m512i) -> __m512i {
             let h = _mm512_rol_epi32::<13>(_mm512_xor_si512(h, Self::mix_k(k)));
             let five_h = _mm512_add_epi32(_mm512_slli_epi32::<2>(h), h);
@@ -563,7 +569,7 @@ mod avx512 {
         }
 
         #[inline]
-        #[target_feature(enable = "avx512f")]
+        #[target_feature(enable = "avx512f,avx512bw")]
         unsafe fn finish(h: __m512i, tail: __m512i, _: __mmask16, lens: __m512i) -> __m512i {
             // No tail bytes mix in nothing: mix_k(0) is 0.
             let h = _mm512_xor_si512(_mm512_xor_si512(h, Self::mix_k(tail)), lens);
@@ -584,13 +590,13 @@ mod avx512 {
         const HASH: LaneHash = LaneHash::Murmur2;
 
         #[inline]
-        #[target_feature(enable = "avx512f")]
+        #[target_feature(enable = "avx512f,avx512bw")]
         unsafe fn init(lens: __m512i) -> __m512i {
             _mm512_xor_si512(splat(0x9747_b28c), lens)
         }
 
         #[inline]
-        #[target_feature(enable = "avx512f")]
+        #[target_feature(enable = "avx512f,avx512bw")]
         unsafe fn step(h: __m512i, k: __m512i) -> __m512i {
             let k = mul(k, M2);
             let k = mul(_mm512_xor_si512(k, _mm512_srli_epi32::<24>(k)), M2);
@@ -598,12 +604,58 @@ mod avx512 {
         }
 
         #[inline]
-        #[target_feature(enable = "avx512f")]
+        #[target_feature(enable = "avx512f,avx512bw")]
         unsafe fn finish(h: __m512i, tail: __m512i, has_tail: __mmask16, _: __m512i) -> __m512i {
             let h = _mm512_mask_mov_epi32(h, has_tail, mul(_mm512_xor_si512(h, tail), M2));
             let h = _mm512_xor_si512(h, _mm512_srli_epi32::<13>(h));
             let h = mul(h, M2);
             _mm512_xor_si512(h, _mm512_srli_epi32::<15>(h))
+        }
+    }
+
+    /// Java's `String.hashCode` of ASCII bytes: `h * 31^4` plus the block's four bytes as
+    /// base-31 digits, a block at a time.
+    struct JavaAscii;
+
+    impl JavaAscii {
+        /// `b0*31^3 + b1*31^2 + b2*31 + b3` of each lane's bytes `b0..b3` (low to high).
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw")]
+        fn digits(k: __m512i) -> __m512i {
+            // Byte pairs times (31, 1), then 16-bit pairs times (961, 1): no sum overflows.
+            let pairs = _mm512_maddubs_epi16(k, _mm512_set1_epi16(0x011F));
+            _mm512_madd_epi16(pairs, _mm512_set1_epi32(0x0001_03C1))
+        }
+    }
+
+    impl Lanes for JavaAscii {
+        const HASH: LaneHash = LaneHash::JavaAscii;
+
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw")]
+        unsafe fn init(_lens: __m512i) -> __m512i {
+            _mm512_setzero_si512()
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw")]
+        unsafe fn step(h: __m512i, k: __m512i) -> __m512i {
+            _mm512_add_epi32(mul(h, 31u32.pow(4)), Self::digits(k))
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw")]
+        unsafe fn finish(h: __m512i, tail: __m512i, _: __mmask16, lens: __m512i) -> __m512i {
+            // The r tail bytes moved to the top of the word are r digits (a shift by 32, for
+            // no tail, leaves none), and h moves up by 31^r.
+            let r = _mm512_and_si512(lens, _mm512_set1_epi32(3));
+            let up = _mm512_slli_epi32::<3>(_mm512_sub_epi32(_mm512_set1_epi32(4), r));
+            let digits = Self::digits(_mm512_sllv_epi32(tail, up));
+            let pow = _mm512_permutexvar_epi32(
+                r,
+                _mm512_setr_epi32(1, 31, 961, 29791, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+            );
+            _mm512_add_epi32(_mm512_mullo_epi32(h, pow), digits)
         }
     }
 }
@@ -620,7 +672,7 @@ mod tests {
             offsets.push(data.len());
         }
         data.extend(std::iter::repeat_n(0xAB, slack));
-        for hash in [LaneHash::Murmur3, LaneHash::Murmur2] {
+        for hash in [LaneHash::Murmur3, LaneHash::Murmur2, LaneHash::JavaAscii] {
             let want: Vec<u32> = keys.iter().map(|k| hash.one(k)).collect();
             let run = |f: &dyn Fn(&mut [u32])| {
                 let mut out = vec![0u32; keys.len()];
