@@ -780,6 +780,30 @@ mod tests {
     }
 
     #[test]
+    fn blocks_of_each_kind_in_one_batch() {
+        // Runs of ASCII, of other UTF-8 and of malformed keys longer than the kernels' blocks:
+        // each block takes its own path, and every key gets its own partition.
+        let mixed = pseudo_random_keys(3 * 1500, 5);
+        let keys: Vec<&[u8]> = (0..3 * 1500)
+            .map(|i| mixed[(i / 1500) + 3 * (i % 1500)].as_slice())
+            .collect();
+        let batch = packed(&keys);
+        for p in [
+            Partitioner::PulsarJavaStringHash,
+            Partitioner::PulsarMurmur332Hash,
+            Partitioner::Kafka,
+        ] {
+            let want: Vec<i64> = keys
+                .iter()
+                .map(|k| p.partition(Some(k), n(12)).map_or(-1, i64::from))
+                .collect();
+            for threads in [1, 2, 3] {
+                assert_eq!(p.partitions(&batch, n(12), threads), want, "{p:?}");
+            }
+        }
+    }
+
+    #[test]
     fn ascii_batches_take_the_fast_paths() {
         // All-ASCII keys: the JavaStringHash and Murmur3 batches skip decoding.
         let keys: Vec<String> = (0..3_000)
