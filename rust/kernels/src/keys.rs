@@ -9,7 +9,7 @@ use arrow_array::{Array, BinaryViewArray, GenericBinaryArray, OffsetSizeTrait};
 
 use super::error::{InvalidInput, KernelResult};
 use super::hashing::key_hash;
-use super::lanes::{hash_offsets, LaneHash, Offset};
+use super::lanes::{hash_offsets, is_ascii, LaneHash, Offset};
 use super::parallel::collect_pairs;
 use super::partitioners::IntKey;
 
@@ -280,7 +280,7 @@ impl<O: Offset> Keys for OffsetKeys<'_, O> {
     }
 
     fn all_ascii(&self) -> bool {
-        self.span().is_ascii()
+        is_ascii(self.span())
     }
 
     fn all_utf8(&self) -> bool {

@@ -107,6 +107,17 @@ pub fn hash_offsets<O: Offset>(hash: LaneHash, data: &[u8], offsets: &[O], out: 
     hash_scalar(hash, data, offsets, out);
 }
 
+/// Whether every byte is ASCII: keys' bytes are checked a block at a time before a hash that
+/// needs them so, 64 bytes an instruction where the CPU has AVX-512.
+pub fn is_ascii(bytes: &[u8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available() {
+        // SAFETY: the CPU has the features, checked just above.
+        return unsafe { avx512::is_ascii(bytes) };
+    }
+    bytes.is_ascii()
+}
+
 fn hash_scalar<O: Offset>(hash: LaneHash, data: &[u8], offsets: &[O], out: &mut [u32]) {
     for (slot, w) in out.iter_mut().zip(offsets.windows(2)) {
         *slot = hash.one(&data[w[0].to_usize()..w[1].to_usize()]);
@@ -410,6 +421,16 @@ mod avx512 {
         })
     }
 
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub unsafe fn is_ascii(bytes: &[u8]) -> bool {
+        let mut lines = bytes.chunks_exact(64);
+        let mut high = _mm512_setzero_si512();
+        for line in &mut lines {
+            high = _mm512_or_si512(high, _mm512_loadu_si512(line.as_ptr() as *const __m512i));
+        }
+        _mm512_movepi8_mask(high) == 0 && lines.remainder().is_ascii()
+    }
+
     /// Sixteen u64 at `p`, less `first`, as u32 lanes (they must fit).
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw")]
@@ -672,6 +693,7 @@ mod tests {
             offsets.push(data.len());
         }
         data.extend(std::iter::repeat_n(0xAB, slack));
+        assert_eq!(is_ascii(&data), data.is_ascii());
         for hash in [LaneHash::Murmur3, LaneHash::Murmur2, LaneHash::JavaAscii] {
             let want: Vec<u32> = keys.iter().map(|k| hash.one(k)).collect();
             let run = |f: &dyn Fn(&mut [u32])| {
@@ -724,6 +746,19 @@ mod tests {
                 let mut keys = pseudo_random_keys(40, 30, len as u64);
                 keys[lane] = (0..len).map(|i| (i * 7 + lane) as u8).collect();
                 check(&keys, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn one_high_byte_anywhere_is_not_ascii() {
+        for len in [0, 1, 63, 64, 65, 200] {
+            let ascii = vec![b'k'; len];
+            assert!(is_ascii(&ascii));
+            for at in 0..len {
+                let mut bytes = ascii.clone();
+                bytes[at] = 0x80;
+                assert!(!is_ascii(&bytes), "{len} {at}");
             }
         }
     }
