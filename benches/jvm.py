@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-from ratios import KEYS, PAIRED
+from ratios import CPU_NS, KEYS, PAIRED
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The release whose oracle runs the loops (the newest Maven Central serves whole).
@@ -241,7 +241,7 @@ def time_beside_jvm(benchmark: Any, run: Callable[[], object], loop: Loop, keys:
     wall_pairs = zip(jvm_wall[-ROUNDS:], benchmark.stats.stats.data, strict=True)
     cpu_pairs = zip(jvm_cpu[-ROUNDS:], ours_cpu[-ROUNDS:], strict=True)
     benchmark.extra_info[KEYS] = keys
-    benchmark.extra_info["cpu ns/key"] = round(statistics.median(ours_cpu[-ROUNDS:]) / keys, 2)
+    benchmark.extra_info[CPU_NS] = round(statistics.median(ours_cpu[-ROUNDS:]) / keys, 2)
     benchmark.extra_info[PAIRED + "jvm"] = round(
         statistics.median(theirs / max(mine, 1) for theirs, mine in cpu_pairs), 3
     )

@@ -18,6 +18,8 @@ OURS = "keyshared"
 PAIRED = "paired ratio vs "
 #: The extra_info key of how many keys one round of a benchmark handles.
 KEYS = "keys"
+#: The extra_info key of the median process CPU time of a round, per key, in nanoseconds.
+CPU_NS = "cpu ns/key"
 
 
 @dataclass(frozen=True)
@@ -33,8 +35,11 @@ class Floor:
 
 @dataclass(frozen=True)
 class Ceiling:
-    """median(lib) / its extra_info["keys"] must be at most `ns_per_key` nanoseconds in
-    `group`: an absolute speed, where a floor is relative to a peer."""
+    """`lib`'s time per key must be at most `ns_per_key` nanoseconds in `group`: an absolute
+    speed, where a floor is relative to a peer. The time is the process CPU time the
+    benchmark recorded (extra_info[CPU_NS]), the median over rounds: a machine's other work
+    stretches the wall clock (waiting for the core) but not the one core's work. Without
+    it, the wall-clock median over extra_info[KEYS]."""
 
     group: str
     lib: str
@@ -102,6 +107,15 @@ def paired_ratios(results: dict[str, Any]) -> dict[tuple[str, str, str], float]:
     }
 
 
+def cpu_times(results: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """(group, lib) -> the median CPU time per key the benchmark recorded, where it did."""
+    return {
+        (bench["group"], lib_name(bench)): bench["extra_info"][CPU_NS]
+        for bench in results["benchmarks"]
+        if CPU_NS in bench.get("extra_info", {})
+    }
+
+
 def key_counts(results: dict[str, Any]) -> dict[tuple[str, str], int]:
     """(group, lib) -> the keys one round handles, where the benchmark recorded them."""
     return {
@@ -135,6 +149,7 @@ def report(
     extra: dict[str, list[str]],
     paired: dict[tuple[str, str, str], float],
     keys: dict[tuple[str, str], int],
+    cpu: dict[tuple[str, str], float],
 ) -> list[str]:
     """Prints one table per group; returns the floors and ceilings that failed."""
     failed = []
@@ -148,7 +163,7 @@ def report(
             print(f"  {lib:<22} {median * 1e3:12.3f} ms  {per_key}  {ratio}".rstrip())
         print(*extra.get(group, []), sep="\n")
         failed += check_floors(group, libs, paired)
-        failed += check_ceilings(group, libs, keys)
+        failed += check_ceilings(group, libs, keys, cpu)
     return failed
 
 
@@ -179,7 +194,10 @@ def check_floors(
 
 
 def check_ceilings(
-    group: str, libs: dict[str, float], keys: dict[tuple[str, str], int]
+    group: str,
+    libs: dict[str, float],
+    keys: dict[tuple[str, str], int],
+    cpu: dict[tuple[str, str], float],
 ) -> list[str]:
     failed = []
     for ceiling in (c for c in CEILINGS if c.group == group):
@@ -191,10 +209,14 @@ def check_ceilings(
             print(f"  ceiling {ceiling.lib}: FAIL, no key count in extra_info[{KEYS!r}]")
             failed.append(f"{group}: {ceiling.lib} recorded no key count for its ceiling")
             continue
-        ns = libs[ceiling.lib] * 1e9 / count
+        ns = cpu.get((group, ceiling.lib), libs[ceiling.lib] * 1e9 / count)
+        clock = "CPU" if (group, ceiling.lib) in cpu else "wall-clock"
         ok = ns <= ceiling.ns_per_key
         verdict = "ok" if ok else "FAIL"
-        print(f"  ceiling {ceiling.lib}: {ns:.2f} ns/key <= {ceiling.ns_per_key:g}  {verdict}")
+        print(
+            f"  ceiling {ceiling.lib}: {ns:.2f} ns/key ({clock}) <= {ceiling.ns_per_key:g}  "
+            f"{verdict}"
+        )
         if not ok:
             failed.append(f"{group}: {ceiling.lib} {ns:.2f} ns/key, ceiling {ceiling.ns_per_key:g}")
     return failed
@@ -203,7 +225,11 @@ def check_ceilings(
 def main(path: str) -> int:
     results = json.loads(Path(path).read_text())
     failed = report(
-        medians(results), measures(results), paired_ratios(results), key_counts(results)
+        medians(results),
+        measures(results),
+        paired_ratios(results),
+        key_counts(results),
+        cpu_times(results),
     )
     for line in failed:
         print(f"LIMIT FAILED: {line}", file=sys.stderr)

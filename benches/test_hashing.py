@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
-from ratios import KEYS
+from ratios import CPU_NS, KEYS
 
 import keyshared as ks
 
@@ -135,6 +135,5 @@ def test_key_hashes_arrow_one_thread(benchmark: Any, lib: str, fixed_keys: list[
 
     benchmark.pedantic(run, rounds=KEY_HASH_ROUNDS, iterations=1, warmup_rounds=2)
     benchmark.extra_info[KEYS] = len(fixed_keys)
-    # Beside the wall-clock median the ceiling checks: the CPU time, which a machine's other
-    # work does not stretch.
-    benchmark.extra_info["cpu ns/key"] = round(statistics.median(cpu) / len(fixed_keys), 2)
+    # The ceiling checks the CPU time, which a machine's other work does not stretch.
+    benchmark.extra_info[CPU_NS] = round(statistics.median(cpu) / len(fixed_keys), 2)
