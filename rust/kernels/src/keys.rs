@@ -33,8 +33,18 @@ impl PackedKeys {
         }
     }
 
+    /// Appends one key. Packing a list of keys runs this once a key, so a short key (most
+    /// are) is copied inline, not by a call to `memcpy` for a length it cannot know.
+    #[inline]
     pub fn push(&mut self, key: &[u8]) {
-        self.data.extend_from_slice(key);
+        let start = self.data.len();
+        self.data.reserve(key.len());
+        // SAFETY: the reserve leaves room for `key.len()` bytes after `start`, which the copy
+        // writes in full before the length takes them in.
+        unsafe {
+            copy_short(key, self.data.as_mut_ptr().add(start));
+            self.data.set_len(start + key.len());
+        }
         self.offsets.push(self.data.len());
     }
 
@@ -97,6 +107,40 @@ impl PackedKeys {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Copies `src` to `dst`: up to 32 bytes as two moves of one power-of-two width that overlap
+/// (as `memcpy` does inside), each reading and writing only within the `src.len()` bytes.
+///
+/// SAFETY: `dst` is valid for writes of `src.len()` bytes and does not overlap `src`.
+#[inline(always)]
+unsafe fn copy_short(src: &[u8], dst: *mut u8) {
+    /// The first and the last `W` bytes of `n >= W`, which together cover all `n <= 2W`.
+    #[inline(always)]
+    unsafe fn ends<const W: usize>(src: *const u8, dst: *mut u8, n: usize) {
+        unsafe {
+            let head = src.cast::<[u8; W]>().read_unaligned();
+            let tail = src.add(n - W).cast::<[u8; W]>().read_unaligned();
+            dst.cast::<[u8; W]>().write_unaligned(head);
+            dst.add(n - W).cast::<[u8; W]>().write_unaligned(tail);
+        }
+    }
+    let (s, n) = (src.as_ptr(), src.len());
+    // SAFETY: each arm reads `src[..n]` and writes `dst[..n]` only, as the caller allows.
+    unsafe {
+        match n {
+            16..=32 => ends::<16>(s, dst, n),
+            8..=15 => ends::<8>(s, dst, n),
+            4..=7 => ends::<4>(s, dst, n),
+            1..=3 => {
+                *dst = *s;
+                *dst.add(n / 2) = *s.add(n / 2);
+                *dst.add(n - 1) = *s.add(n - 1);
+            }
+            0 => {}
+            _ => std::ptr::copy_nonoverlapping(s, dst, n),
+        }
     }
 }
 
