@@ -508,8 +508,12 @@ unsafe fn exact_key<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
 #[inline(always)]
 unsafe fn ascii_text(obj: *mut ffi::PyObject) -> Option<(*const u8, ffi::Py_ssize_t)> {
     // CPython keeps such a string's characters right after its header, one byte each.
-    (ffi::PyUnicode_IS_COMPACT_ASCII(obj) != 0)
-        .then(|| (ffi::PyUnicode_DATA(obj) as *const u8, ffi::PyUnicode_GET_LENGTH(obj)))
+    (ffi::PyUnicode_IS_COMPACT_ASCII(obj) != 0).then(|| {
+        (
+            ffi::PyUnicode_DATA(obj) as *const u8,
+            ffi::PyUnicode_GET_LENGTH(obj),
+        )
+    })
 }
 
 /// pyo3 does not read a str's layout from Python 3.14 on: every str takes the call.
