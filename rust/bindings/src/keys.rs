@@ -438,10 +438,18 @@ unsafe fn pack_objects(
     nulls: bool,
 ) -> PyResult<PackedKeys> {
     let mut packed = PackedKeys::with_capacity(items.len(), items.len() * 32);
-    for (i, &item) in items.iter().enumerate() {
-        if let Some(ahead) = items.get(i + PREFETCH_AHEAD) {
-            prefetch(*ahead);
-        }
+    let mut i = 0;
+    while i < items.len() {
+        // The keys read in place, in one run up to the first that is not.
+        i = packed.push_run(i..items.len(), |i| {
+            if let Some(&ahead) = items.get(i + PREFETCH_AHEAD) {
+                prefetch(ahead);
+            }
+            plain_key(items[i])
+        });
+        let Some(&item) = items.get(i) else {
+            break;
+        };
         if let Some(bytes) = exact_key(item) {
             packed.push(bytes);
         } else if item == ffi::Py_None() {
@@ -454,6 +462,7 @@ unsafe fn pack_objects(
             let item = Bound::from_borrowed_ptr(py, item);
             packed.push(key_bytes_at(&item, i)?);
         }
+        i += 1;
     }
     Ok(packed)
 }
@@ -472,25 +481,14 @@ fn prefetch(obj: *mut ffi::PyObject) {
     }
 }
 
-/// The bytes of an exact `str` or `bytes`, or None for anything else (or text that does not
-/// encode, with the error cleared so that the checked path can report it).
+/// The bytes of an exact `bytes`, or of an exact `str` whose characters are ASCII (most
+/// keys), read in place with no call into libpython; None for any other object.
 ///
 /// SAFETY: `obj` is live for `'a` and the GIL is held.
 #[inline(always)]
-unsafe fn exact_key<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
+unsafe fn plain_key<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
     let (data, size) = if ffi::PyUnicode_CheckExact(obj) != 0 {
-        match ascii_text(obj) {
-            Some(text) => text,
-            None => {
-                let mut size: ffi::Py_ssize_t = 0;
-                let data = ffi::PyUnicode_AsUTF8AndSize(obj, &mut size);
-                if data.is_null() {
-                    ffi::PyErr_Clear();
-                    return None;
-                }
-                (data as *const u8, size)
-            }
-        }
+        ascii_text(obj)?
     } else if ffi::PyBytes_CheckExact(obj) != 0 {
         (ffi::PyBytes_AS_STRING(obj) as *const u8, ffi::Py_SIZE(obj))
     } else {
@@ -499,9 +497,28 @@ unsafe fn exact_key<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
     Some(std::slice::from_raw_parts(data, size as usize))
 }
 
+/// The bytes of an exact `str` or `bytes`, or None for anything else (or text that does not
+/// encode, with the error cleared so that the checked path can report it).
+///
+/// SAFETY: `obj` is live for `'a` and the GIL is held.
+unsafe fn exact_key<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
+    if let Some(key) = plain_key(obj) {
+        return Some(key);
+    }
+    if ffi::PyUnicode_CheckExact(obj) == 0 {
+        return None;
+    }
+    let mut size: ffi::Py_ssize_t = 0;
+    let data = ffi::PyUnicode_AsUTF8AndSize(obj, &mut size);
+    if data.is_null() {
+        ffi::PyErr_Clear();
+        return None;
+    }
+    Some(std::slice::from_raw_parts(data as *const u8, size as usize))
+}
+
 /// A compact ASCII str's characters, which are its UTF-8 bytes, read in place (where
-/// `PyUnicode_AsUTF8AndSize`, a call into libpython, would return the same); None for other
-/// text.
+/// `PyUnicode_AsUTF8AndSize` would return the same); None for other text.
 ///
 /// SAFETY: `obj` is a live `str` and the GIL is held.
 #[cfg(not(any(Py_3_14, PyPy, GraalPy)))]
