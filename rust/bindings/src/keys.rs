@@ -467,8 +467,10 @@ unsafe fn pack_objects(
     Ok(packed)
 }
 
-/// Objects are scattered over the heap; asking for them early hides the cache misses.
-const PREFETCH_AHEAD: usize = 8;
+/// Objects are scattered over the heap; asking for them early hides the cache misses. Keys
+/// made one after another lie in order, which the hardware's own prefetch follows; for the
+/// same keys shuffled, 16 ahead took a third off reading a list (8 ahead a little less).
+const PREFETCH_AHEAD: usize = 16;
 
 #[inline]
 fn prefetch(obj: *mut ffi::PyObject) {
