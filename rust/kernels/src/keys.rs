@@ -69,7 +69,7 @@ impl PackedKeys {
                 break;
             };
             if self.data.capacity() - end < key.len() {
-                self.grow(end, key.len());
+                self.grow(end, first_offset + pushed, key.len());
             }
             end += key.len();
             // SAFETY: the data has room for the key after its first `end - key.len()` bytes
@@ -89,11 +89,15 @@ impl PackedKeys {
         stop
     }
 
-    /// Room for `more` bytes after the first `len` (written) bytes of the data.
+    /// Room for `more` bytes after the first `len` bytes of the data, once the keys a run
+    /// has written so far (`len` bytes, `offsets` offsets) are taken in.
     #[cold]
-    fn grow(&mut self, len: usize, more: usize) {
-        // SAFETY: the first `len` bytes are written (see push_run).
-        unsafe { self.data.set_len(len) };
+    fn grow(&mut self, len: usize, offsets: usize, more: usize) {
+        // SAFETY: the run wrote the bytes and the offsets up to these lengths (see push_run).
+        unsafe {
+            self.data.set_len(len);
+            self.offsets.set_len(offsets);
+        }
         self.data.reserve(more);
     }
 
