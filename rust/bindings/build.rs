@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::exit;
 
 fn main() {
+    // The `Py_3_*` cfgs pyo3 builds with, for the few reads of CPython's layout that differ.
+    pyo3_build_config::use_pyo3_cfgs();
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let stub = manifest.join("../../python/keyshared/_core.pyi");
     let sources = manifest.join("src");

@@ -256,3 +256,53 @@ def test_batches_from_many_python_threads() -> None:
     for t in threads:
         t.join()
     assert results == [True] * 20
+
+
+class Text(str):
+    """A str subclass: read through the checked path, as its str value."""
+
+
+class Data(bytes):
+    """A bytes subclass, likewise."""
+
+
+# Every kind of item a list of keys holds: ASCII text of every short length and beyond (read
+# in place), other text (through its UTF-8), bytes, subclasses of both, and None.
+list_items = st.one_of(
+    st.text(st.characters(max_codepoint=0x7F), max_size=70),
+    st.text(max_size=40),
+    st.binary(max_size=70),
+    st.text(max_size=20).map(Text),
+    st.binary(max_size=20).map(Data),
+    st.none(),
+)
+
+
+@given(st.lists(list_items, max_size=60))
+def test_list_items_of_every_kind_hash_as_their_bytes(keys: list[str | bytes | None]) -> None:
+    null_key = b"\x00null"
+    as_bytes = [
+        null_key if k is None else k.encode() if isinstance(k, str) else bytes(k) for k in keys
+    ]
+    want = expected(as_bytes)
+    for batch in (keys, tuple(keys)):
+        np.testing.assert_array_equal(ks.key_hashes(batch, null_key=null_key), want)
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "message"),
+    [
+        ("\udc80", ValueError, r"keys\[1000\] is not valid text"),
+        (Text("\udc80"), ValueError, r"keys\[1000\] is not valid text"),
+        (None, ValueError, r"keys\[1000\] is None"),
+        (bytearray(b"a"), TypeError, r"keys\[1000\] must be str or bytes, got bytearray"),
+        (7, TypeError, r"keys\[1000\] must be str or bytes, got int"),
+    ],
+)
+def test_a_bad_item_after_a_run_of_keys_is_named_by_its_index(
+    bad: object, error: type[Exception], message: str
+) -> None:
+    keys = [f"key-{i:019d}" for i in range(1000)] + [bad] + ["é", b"x"]
+    for batch in (keys, tuple(keys)):
+        with pytest.raises(error, match=message):
+            ks.key_hashes(batch)

@@ -752,3 +752,83 @@ def test_batches_partition_as_one_key_at_a_time(
     want = [partition(k, n, partitioner) for k in keys]
     got = partitions(keys, n, partitioner).tolist()
     assert got == [-1 if w is None else w for w in want]
+
+
+class _Text(str):
+    """A str subclass: read through the checked path, as its str value."""
+
+
+class _Data(bytes):
+    """A bytes subclass, likewise."""
+
+
+_LIST_ITEMS = st.one_of(
+    st.text(st.characters(max_codepoint=0x7F), max_size=70),
+    st.text(max_size=40),
+    st.binary(max_size=70),
+    st.text(max_size=20).map(_Text),
+    st.binary(max_size=20).map(_Data),
+    st.none(),
+)
+# Those whose answer for a key (or a null) is fixed, so that two batches can be compared.
+_FIXED = [
+    Partitioner.KAFKA,
+    Partitioner.LIBRDKAFKA_CONSISTENT,
+    Partitioner.LIBRDKAFKA_MURMUR2,
+    Partitioner.LIBRDKAFKA_FNV1A,
+    Partitioner.PULSAR_JAVA_STRING_HASH,
+    Partitioner.PULSAR_MURMUR3_32_HASH,
+    Partitioner.ICEBERG_BUCKET,
+    Partitioner.SPARK_BUCKET,
+]
+
+
+@pytest.mark.parametrize("partitioner", _FIXED)
+@given(keys=st.lists(_LIST_ITEMS, max_size=60))
+def test_list_items_of_every_kind_partition_as_their_bytes(
+    partitioner: Partitioner, keys: list[str | bytes | None]
+) -> None:
+    as_bytes = [k.encode() if isinstance(k, str) else None if k is None else bytes(k) for k in keys]
+    want = partitions(pa.array(as_bytes, pa.binary()), 12, partitioner)
+    for batch in (keys, tuple(keys)):
+        np.testing.assert_array_equal(partitions(batch, 12, partitioner), want)
+
+
+@pytest.mark.parametrize(
+    "keys", [[None, None, 5, 2**40], (None, 5, None), [None, "a", b"b"], (None, b"a", None)]
+)
+def test_int_or_byte_keys_by_the_first_key_that_is_not_none(keys: Sequence[Any]) -> None:
+    got = partitions(keys, 7, Partitioner.ICEBERG_BUCKET).tolist()
+    assert got == [-1 if k is None else iceberg_bucket(k, 7) for k in keys]
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ([None, 5, "a"], r"keys\[2\] must be an int, got str"),
+        ((None, "a", 5), r"keys\[2\] must be str or bytes, got int"),
+        (["a", b"b", 1.5], r"keys\[2\] must be str or bytes, got float"),
+    ],
+)
+def test_a_key_of_the_other_kind_is_named_by_its_index(keys: Sequence[Any], message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        partitions(keys, 7, Partitioner.ICEBERG_BUCKET)
+
+
+class _Shrinking:
+    """An int whose reading empties the list it is in."""
+
+    def __init__(self, keys: list[Any], value: int) -> None:
+        self.keys, self.value = keys, value
+
+    def __index__(self) -> int:
+        self.keys.clear()
+        return self.value
+
+
+def test_int_keys_whose_reading_changes_the_list_are_read_as_they_were() -> None:
+    keys: list[Any] = []
+    keys.extend([_Shrinking(keys, 3), None, _Shrinking(keys, 2**40)])
+    got = partitions(keys, 7, Partitioner.ICEBERG_BUCKET).tolist()
+    assert got == [iceberg_bucket(3, 7), -1, iceberg_bucket(2**40, 7)]
+    assert keys == []

@@ -3,6 +3,7 @@
 //! kernels (`KeyMap`) see a run of keys in its own layout, so no layout is matched per key.
 
 use std::mem::MaybeUninit;
+use std::ops::Range;
 
 #[cfg(feature = "arrow")]
 use arrow_array::{Array, BinaryViewArray, GenericBinaryArray, OffsetSizeTrait};
@@ -33,9 +34,71 @@ impl PackedKeys {
         }
     }
 
+    /// Appends one key. Packing a list of keys runs this once a key, so a short key (most
+    /// are) is copied inline, not by a call to `memcpy` for a length it cannot know.
+    #[inline]
     pub fn push(&mut self, key: &[u8]) {
-        self.data.extend_from_slice(key);
+        let start = self.data.len();
+        self.data.reserve(key.len());
+        // SAFETY: the reserve leaves room for `key.len()` bytes after `start`, which the copy
+        // writes in full before the length takes them in.
+        unsafe {
+            copy_short(key, self.data.as_mut_ptr().add(start));
+            self.data.set_len(start + key.len());
+        }
         self.offsets.push(self.data.len());
+    }
+
+    /// Pushes the keys `key(i)` for `i` in `indices` up to the first for which `key` gives
+    /// None, and returns that index (`indices.end` when every key was pushed). `push` for a
+    /// run of keys: what the run has written is kept in registers, not in the vectors, from
+    /// one key to the next.
+    #[inline]
+    pub fn push_run<'k>(
+        &mut self,
+        indices: Range<usize>,
+        mut key: impl FnMut(usize) -> Option<&'k [u8]>,
+    ) -> usize {
+        self.offsets.reserve(indices.len());
+        let (first_offset, mut end) = (self.offsets.len(), self.data.len());
+        let mut pushed = 0;
+        let mut stop = indices.end;
+        for i in indices {
+            let Some(key) = key(i) else {
+                stop = i;
+                break;
+            };
+            if self.data.capacity() - end < key.len() {
+                self.grow(end, first_offset + pushed, key.len());
+            }
+            end += key.len();
+            // SAFETY: the data has room for the key after its first `end - key.len()` bytes
+            // (written), and the offsets room for `indices.len()` more, so for this one.
+            unsafe {
+                copy_short(key, self.data.as_mut_ptr().add(end - key.len()));
+                let offsets = self.offsets.as_mut_ptr().add(first_offset);
+                offsets.add(pushed).write(end);
+            }
+            pushed += 1;
+        }
+        // SAFETY: the run wrote the bytes and the offsets up to these lengths.
+        unsafe {
+            self.data.set_len(end);
+            self.offsets.set_len(first_offset + pushed);
+        }
+        stop
+    }
+
+    /// Room for `more` bytes after the first `len` bytes of the data, once the keys a run
+    /// has written so far (`len` bytes, `offsets` offsets) are taken in.
+    #[cold]
+    fn grow(&mut self, len: usize, offsets: usize, more: usize) {
+        // SAFETY: the run wrote the bytes and the offsets up to these lengths (see push_run).
+        unsafe {
+            self.data.set_len(len);
+            self.offsets.set_len(offsets);
+        }
+        self.data.reserve(more);
     }
 
     /// Pushes a null key.
@@ -100,9 +163,86 @@ impl PackedKeys {
     }
 }
 
+/// Copies `src` to `dst`: up to 32 bytes as two moves of one power-of-two width that overlap
+/// (as `memcpy` does inside), each reading and writing only within the `src.len()` bytes.
+///
+/// SAFETY: `dst` is valid for writes of `src.len()` bytes and does not overlap `src`.
+#[inline(always)]
+unsafe fn copy_short(src: &[u8], dst: *mut u8) {
+    /// The first and the last `W` bytes of `n >= W`, which together cover all `n <= 2W`.
+    #[inline(always)]
+    unsafe fn ends<const W: usize>(src: *const u8, dst: *mut u8, n: usize) {
+        unsafe {
+            let head = src.cast::<[u8; W]>().read_unaligned();
+            let tail = src.add(n - W).cast::<[u8; W]>().read_unaligned();
+            dst.cast::<[u8; W]>().write_unaligned(head);
+            dst.add(n - W).cast::<[u8; W]>().write_unaligned(tail);
+        }
+    }
+    let (s, n) = (src.as_ptr(), src.len());
+    // SAFETY: each arm reads `src[..n]` and writes `dst[..n]` only, as the caller allows.
+    unsafe {
+        match n {
+            16..=32 => ends::<16>(s, dst, n),
+            8..=15 => ends::<8>(s, dst, n),
+            4..=7 => ends::<4>(s, dst, n),
+            1..=3 => {
+                *dst = *s;
+                *dst.add(n / 2) = *s.add(n / 2);
+                *dst.add(n - 1) = *s.add(n - 1);
+            }
+            0 => {}
+            _ => std::ptr::copy_nonoverlapping(s, dst, n),
+        }
+    }
+}
+
 impl Default for PackedKeys {
     fn default() -> Self {
         Self::with_capacity(0, 0)
+    }
+}
+
+#[cfg(test)]
+mod packed_tests {
+    use super::PackedKeys;
+
+    /// Keys of every length up to past the inline copies, each byte telling its key apart.
+    fn keys() -> Vec<Vec<u8>> {
+        (0..80u8)
+            .map(|n| (0..n).map(|j| n.wrapping_mul(31) ^ j).collect())
+            .collect()
+    }
+
+    #[test]
+    fn push_copies_keys_of_every_length() {
+        let keys = keys();
+        // No room reserved: every push grows the data at some point.
+        let mut packed = PackedKeys::default();
+        keys.iter().for_each(|k| packed.push(k));
+        assert!(packed.iter().eq(keys.iter().map(Vec::as_slice)));
+    }
+
+    #[test]
+    fn push_run_stops_at_the_first_key_it_is_not_given() {
+        let keys = keys();
+        for room in [0, 7, 10_000] {
+            let mut packed = PackedKeys::with_capacity(1, room);
+            packed.push(b"first");
+            let gap = 50;
+            let stop = packed.push_run(0..keys.len(), |i| (i != gap).then(|| &keys[i][..]));
+            assert_eq!(stop, gap);
+            packed.push_null();
+            let end = packed.push_run(gap + 1..keys.len(), |i| Some(&keys[i][..]));
+            assert_eq!(end, keys.len());
+            let mut want: Vec<&[u8]> = vec![b"first"];
+            want.extend(keys.iter().enumerate().map(|(i, k)| match i == gap {
+                true => &[][..],
+                false => &k[..],
+            }));
+            assert!(packed.iter().eq(want));
+            assert_eq!(packed.nulls, [gap + 1]);
+        }
     }
 }
 
