@@ -29,7 +29,9 @@ from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import BinaryType, IntegerType, LongType, StringType
 
 import keyshared
+from keyshared import _core
 from keyshared._core import java_utf8
+from keyshared.errors import InvalidArgument
 from keyshared.routing import (
     Partitioner,
     fnv1a_32,
@@ -543,6 +545,17 @@ BAD_CALLS: list[tuple[Callable[[], object], type[Exception], str]] = [
     (lambda: partition("k", 3.0, "kafka"), TypeError, "num_partitions"),  # type: ignore[arg-type]
     (lambda: partition("k", 3, "Kafka"), ValueError, "partitioner"),
     (lambda: partition("k", 3, 7), TypeError, "partitioner"),  # type: ignore[arg-type]
+    (lambda: partition("k", 3, "\ud800"), InvalidArgument, "partitioner must be one of"),  # type: ignore[arg-type]
+    (
+        lambda: _core.partition_key("k", 3, "\ud800"),
+        InvalidArgument,
+        "partitioner is not valid text",
+    ),
+    (
+        lambda: partition("k", 3, "kafka", key_type="\ud800"),
+        InvalidArgument,
+        "key_type is not valid text",
+    ),  # type: ignore[arg-type]
     (lambda: partition(3, 3, "kafka"), TypeError, "int keys"),
     (lambda: partition(3.5, 3, "kafka"), TypeError, "key"),  # type: ignore[arg-type]
     (lambda: partition("\ud800", 3, "kafka"), ValueError, "key"),

@@ -382,6 +382,18 @@ pub fn route<'a>(
     }
 }
 
+/// The variant of an enum the kernels name, given as a Python str: a TypeError for another
+/// type, a ValueError for text that does not encode or names no variant.
+pub fn named_arg<E: FromStr + VariantNames>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<E> {
+    let name = obj
+        .cast::<PyString>()
+        .map_err(|_| wrong_type(format!("{what} must be a str, got {}", type_name(obj))))?;
+    let name = name
+        .to_str()
+        .map_err(|e| invalid(format!("{what} is not valid text: {e}")))?;
+    named(what, name)
+}
+
 /// The variant of an enum the kernels name, by its name; else a ValueError listing the names.
 pub fn named<E: FromStr + VariantNames>(what: &str, name: &str) -> PyResult<E> {
     name.parse().map_err(|_| {

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use strum::{EnumString, IntoStaticStr, VariantNames};
 
-use crate::conversions::{key_bytes, named, type_name};
+use crate::conversions::{key_bytes, named_arg, type_name};
 use crate::errors::{self, Raise};
 use crate::keys::{int_arg, is_int, key_column};
 use keyshared_kernels::keys::{IntTyping, KeyColumn};
@@ -38,21 +38,13 @@ impl KeyType {
 
 fn key_type(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<KeyType>> {
     match obj {
-        Some(o) if !o.is_none() => {
-            let name = o.cast::<PyString>().map_err(|_| {
-                errors::wrong_type(format!("{what} must be a str, got {}", type_name(o)))
-            })?;
-            named(what, name.to_str()?).map(Some)
-        }
+        Some(o) if !o.is_none() => named_arg(o, what).map(Some),
         _ => Ok(None),
     }
 }
 
 fn partitioner(obj: &Bound<'_, PyAny>) -> PyResult<Partitioner> {
-    let name = obj.cast::<PyString>().map_err(|_| {
-        errors::wrong_type(format!("partitioner must be a str, got {}", type_name(obj)))
-    })?;
-    named("partitioner", name.to_str()?)
+    named_arg(obj, "partitioner")
 }
 
 fn num_partitions(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<NumPartitions> {
