@@ -5,15 +5,13 @@
 //! owner until the previous owner's acks drain; consumers connect and disconnect by the
 //! dispatchers' one rule ([`Dispatcher`]).
 
-use std::collections::BTreeMap;
 use std::ops::DerefMut;
 
-use super::{check_pending, check_positions, Dispatcher, NoQueue, Parts};
+use super::{check_positions, Dispatcher, NoQueue, Parts};
 use crate::draining::DrainingHashes;
-use crate::entry_bucket::{dispatch_to, EntryBucketSelector};
+use crate::entry_bucket::{dispatch_to, key_ring_hash, EntryBucketSelector};
 use crate::error::KernelResult;
 use crate::pending_acks::{PendingAck, PendingAcks};
-use crate::redelivery::Position;
 
 /// What an entry is dispatched by: its stamped `entry_hash_min`, or its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,9 +23,15 @@ pub enum Route<'a> {
 impl Route<'_> {
     /// The canonical hash of the entry's bucket, which its pending ack is kept under.
     pub fn sticky_key_hash(self, selector: &EntryBucketSelector) -> u16 {
+        selector.canonical_hash_of(self.ring_hash())
+    }
+
+    /// The hash that picks the entry's bucket: the stamped one, or the key's hashB.
+    #[inline]
+    fn ring_hash(self) -> u16 {
         match self {
-            Route::Stamped(h) => selector.canonical_hash_of(h),
-            Route::Key(k) => selector.make_sticky_key_hash(k),
+            Route::Stamped(h) => h,
+            Route::Key(k) => key_ring_hash(k),
         }
     }
 }
@@ -41,17 +45,26 @@ pub struct Entry<'a> {
     pub route: Route<'a>,
 }
 
-/// The owner of the entry's bucket, and the entry as a pending ack under the bucket's
-/// canonical hash; None while no consumer is connected.
-fn owned(selector: &EntryBucketSelector, entry: Entry<'_>) -> Option<(u64, PendingAck)> {
-    let hash = entry.route.sticky_key_hash(selector);
-    let ack = PendingAck {
-        ledger_id: entry.ledger_id,
-        entry_id: entry.entry_id,
-        batch_size: entry.batch_size,
-        sticky_key_hash: hash,
-    };
-    Some((selector.select(hash)?, ack))
+impl Entry<'_> {
+    /// The entry as a pending ack under `hash`, its bucket's canonical hash.
+    #[inline]
+    fn ack(self, hash: u16) -> PendingAck {
+        PendingAck {
+            ledger_id: self.ledger_id,
+            entry_id: self.entry_id,
+            batch_size: self.batch_size,
+            sticky_key_hash: hash,
+        }
+    }
+}
+
+/// An entry with the consumer owning its bucket, as a pending ack under the bucket's
+/// canonical hash: what [`EntryBucketDispatcher::route`] gives and
+/// [`EntryBucketDispatcher::dispatch_routed`] takes, so the bucket is looked up once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Routed {
+    pub consumer: u64,
+    pub ack: PendingAck,
 }
 
 /// The entry-bucket dispatcher: no state of its own, and no redelivery queue (a leaving
@@ -67,36 +80,51 @@ impl Dispatcher<EntryBucketSelector> for EntryBucketDispatcher {
 }
 
 impl EntryBucketDispatcher {
+    /// The consumer owning the entry's bucket and the entry as its pending ack; None while
+    /// no consumer is connected.
+    #[inline]
+    pub fn route(selector: &EntryBucketSelector, entry: Entry<'_>) -> Option<Routed> {
+        let (hash, consumer) = selector.route(entry.route.ring_hash());
+        Some(Routed {
+            consumer: consumer?,
+            ack: entry.ack(hash),
+        })
+    }
+
     /// Sends one entry if it may go now: the consumer it goes to, or None when no consumer
     /// is connected, the owner has no pending acks in `parts.acks`, its bucket drains on
     /// another consumer, or the owner's map refuses it.
-    /// The consumer `entry` goes to, if any: the one map `dispatch` needs.
-    pub fn owner(selector: &EntryBucketSelector, entry: Entry<'_>) -> Option<u64> {
-        owned(selector, entry).map(|(consumer, _)| consumer)
-    }
-
     pub fn dispatch<A: DerefMut<Target = PendingAcks>>(
         &self,
         parts: Buckets<'_, A>,
         entry: Entry<'_>,
     ) -> KernelResult<Option<u64>> {
-        let Some((consumer, ack)) = owned(parts.selector, entry) else {
-            return Ok(None);
-        };
+        match Self::route(parts.selector, entry) {
+            Some(routed) => self.dispatch_routed(parts, routed),
+            None => Ok(None),
+        }
+    }
+
+    /// `dispatch` of an entry [`route`](Self::route)d by `parts.selector` as it is now.
+    pub fn dispatch_routed<A: DerefMut<Target = PendingAcks>>(
+        &self,
+        parts: Buckets<'_, A>,
+        routed: Routed,
+    ) -> KernelResult<Option<u64>> {
+        let Routed { consumer, ack } = routed;
         let Some(acks) = parts.acks.iter_mut().find(|a| a.consumer_id() == consumer) else {
             return Ok(None);
         };
-        check_pending(position(&ack), ack.sticky_key_hash, acks)?;
         Ok(dispatch_to(consumer, ack, acks, parts.tracker)?.then_some(consumer))
     }
 
     /// `dispatch` of each entry in order: the owner of each (0 with no consumer connected)
     /// and whether it went. Every entry is checked first (`check_positions`), so an error
-    /// changes nothing.
+    /// changes nothing. The entries are read twice (checked, then sent).
     pub fn dispatch_many<'e, A: DerefMut<Target = PendingAcks>>(
         &self,
         parts: Buckets<'_, A>,
-        entries: impl ExactSizeIterator<Item = Entry<'e>>,
+        entries: impl ExactSizeIterator<Item = Entry<'e>> + Clone,
     ) -> KernelResult<(Vec<u64>, Vec<bool>)> {
         let Parts {
             selector,
@@ -104,35 +132,59 @@ impl EntryBucketDispatcher {
             tracker,
             ..
         } = parts;
-        let mut by_id: BTreeMap<u64, &mut PendingAcks> = acks
-            .iter_mut()
-            .map(|a| (a.consumer_id(), &mut **a))
-            .collect();
-        let owners: Vec<Option<(u64, PendingAck)>> = entries.map(|e| owned(selector, e)).collect();
-        // Entries have owners all or none (none while no consumer is connected, when
-        // nothing goes), so the items checked keep their indexes.
-        check_positions(owners.iter().flatten().map(|&(consumer, ack)| {
-            let pending = by_id.get(&consumer).map(|p| &**p);
-            (position(&ack), ack.sticky_key_hash, pending)
-        }))?;
-        let (mut consumers, mut sent) =
-            (Vec::with_capacity(owners.len()), vec![false; owners.len()]);
-        for (owner, went) in owners.into_iter().zip(&mut sent) {
-            let Some((consumer, ack)) = owner else {
-                consumers.push(0);
-                continue;
-            };
-            consumers.push(consumer);
-            if let Some(pending) = by_id.get_mut(&consumer) {
-                *went = dispatch_to(consumer, ack, pending, tracker)?;
+        let len = entries.len();
+        let mut sent = vec![false; len];
+        if selector.select(0).is_none() {
+            // No consumer: nothing goes, and no entry has an owner to check against.
+            return Ok((vec![0; len], sent));
+        }
+        let by_id = Slots::new(acks);
+        // Each entry's owner, its canonical hash and the owner's place in `acks`.
+        let routed = entries.clone().map(|e| {
+            let (hash, consumer) = selector.route(e.route.ring_hash());
+            consumer.map_or((0, hash, None), |c| (c, hash, by_id.get(c)))
+        });
+        let mut consumers = Vec::with_capacity(len);
+        let checked = routed
+            .clone()
+            .zip(entries.clone())
+            .map(|((c, hash, slot), e)| {
+                consumers.push(c);
+                let pending = slot.map(|s| &*acks[s]);
+                ((e.ledger_id, e.entry_id), hash, pending)
+            });
+        check_positions(checked)?;
+        for (((consumer, hash, slot), e), went) in routed.zip(entries).zip(&mut sent) {
+            if let Some(s) = slot {
+                *went = dispatch_to(consumer, e.ack(hash), &mut acks[s], tracker)?;
             }
         }
         Ok((consumers, sent))
     }
 }
 
-fn position(ack: &PendingAck) -> Position {
-    (ack.ledger_id, ack.entry_id)
+/// Where each consumer's map is in a call's `acks`: the ids sorted, for a binary search.
+struct Slots(Vec<(u64, usize)>);
+
+impl Slots {
+    fn new<A: DerefMut<Target = PendingAcks>>(acks: &[A]) -> Self {
+        let mut slots: Vec<(u64, usize)> = acks
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.consumer_id(), i))
+            .collect();
+        slots.sort_unstable();
+        Self(slots)
+    }
+
+    #[inline]
+    fn get(&self, consumer: u64) -> Option<usize> {
+        let at = self.0.partition_point(|&(c, _)| c < consumer);
+        self.0
+            .get(at)
+            .filter(|&&(c, _)| c == consumer)
+            .map(|&(_, i)| i)
+    }
 }
 
 /// Buckets whose owner waits for another consumer's acks, ascending.
