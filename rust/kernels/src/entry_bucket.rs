@@ -67,6 +67,15 @@ impl Member {
     }
 }
 
+/// Where a hash goes: its bucket, the bucket's canonical hash and the bucket's owner (None
+/// while no consumer is connected).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketRoute {
+    pub bucket: usize,
+    pub hash: u16,
+    pub owner: Option<u64>,
+}
+
 pub struct EntryBucketSelector {
     ranges: Vec<HashRange>,
     starts: Vec<u16>,
@@ -154,12 +163,20 @@ impl EntryBucketSelector {
         self.canonical_hash_of(key_ring_hash(key))
     }
 
-    /// The canonical hash of the bucket holding `hash` and the bucket's owner (None while
-    /// no consumer is connected), from one search: what a dispatch needs of the selector.
+    /// The bucket holding `hash`, from one search, as a dispatch needs it.
     #[inline]
-    pub fn route(&self, hash: u16) -> (u16, Option<u64>) {
+    pub fn route(&self, hash: u16) -> BucketRoute {
         let bucket = self.bucket_index_of_hash(hash);
-        (self.starts[bucket].max(1), self.owners.get(bucket).copied())
+        BucketRoute {
+            bucket,
+            hash: self.starts[bucket].max(1),
+            owner: self.owners.get(bucket).copied(),
+        }
+    }
+
+    /// Each bucket's owner, by bucket index; empty while no consumer is connected.
+    pub fn owners(&self) -> &[u64] {
+        &self.owners
     }
 
     pub fn consumer_ids(&self) -> Vec<u64> {

@@ -84,10 +84,10 @@ impl EntryBucketDispatcher {
     /// no consumer is connected.
     #[inline]
     pub fn route(selector: &EntryBucketSelector, entry: Entry<'_>) -> Option<Routed> {
-        let (hash, consumer) = selector.route(entry.route.ring_hash());
+        let to = selector.route(entry.route.ring_hash());
         Some(Routed {
-            consumer: consumer?,
-            ack: entry.ack(hash),
+            consumer: to.owner?,
+            ack: entry.ack(to.hash),
         })
     }
 
@@ -138,25 +138,26 @@ impl EntryBucketDispatcher {
             // No consumer: nothing goes, and no entry has an owner to check against.
             return Ok((vec![0; len], sent));
         }
-        let by_id = Slots::new(acks);
-        // Each entry's owner, its canonical hash and the owner's place in `acks`.
-        let routed = entries.clone().map(|e| {
-            let (hash, consumer) = selector.route(e.route.ring_hash());
-            consumer.map_or((0, hash, None), |c| (c, hash, by_id.get(c)))
-        });
+        let slots = Slots::new(acks).by_bucket(selector.owners(), len);
+        // Each entry's owner (in `consumers`), and its canonical hash and the owner's place
+        // in `acks` (in `routes`), found once, as the entries are checked (every one of them
+        // unless the check fails).
         let mut consumers = Vec::with_capacity(len);
-        let checked = routed
-            .clone()
-            .zip(entries.clone())
-            .map(|((c, hash, slot), e)| {
-                consumers.push(c);
-                let pending = slot.map(|s| &*acks[s]);
-                ((e.ledger_id, e.entry_id), hash, pending)
-            });
+        let mut routes: Vec<(u16, Option<u32>)> = Vec::with_capacity(len);
+        let checked = entries.clone().map(|e| {
+            let to = selector.route(e.route.ring_hash());
+            let owner = to.owner.unwrap_or_default();
+            let slot = slots.get(to.bucket, owner);
+            consumers.push(owner);
+            routes.push((to.hash, slot));
+            let pending = slot.map(|s| &*acks[s as usize]);
+            ((e.ledger_id, e.entry_id), to.hash, pending)
+        });
         check_positions(checked)?;
-        for (((consumer, hash, slot), e), went) in routed.zip(entries).zip(&mut sent) {
+        let sends = entries.zip(&routes).zip(&consumers).zip(&mut sent);
+        for (((e, &(hash, slot)), &consumer), went) in sends {
             if let Some(s) = slot {
-                *went = dispatch_to(consumer, e.ack(hash), &mut acks[s], tracker)?;
+                *went = dispatch_to(consumer, e.ack(hash), &mut acks[s as usize], tracker)?;
             }
         }
         Ok((consumers, sent))
@@ -164,26 +165,64 @@ impl EntryBucketDispatcher {
 }
 
 /// Where each consumer's map is in a call's `acks`: the ids sorted, for a binary search.
-struct Slots(Vec<(u64, usize)>);
+struct Slots(Vec<(u64, u32)>);
 
 impl Slots {
     fn new<A: DerefMut<Target = PendingAcks>>(acks: &[A]) -> Self {
-        let mut slots: Vec<(u64, usize)> = acks
+        let mut slots: Vec<(u64, u32)> = acks
             .iter()
-            .enumerate()
-            .map(|(i, a)| (a.consumer_id(), i))
+            .zip(0..)
+            .map(|(a, i)| (a.consumer_id(), i))
             .collect();
         slots.sort_unstable();
         Self(slots)
     }
 
     #[inline]
-    fn get(&self, consumer: u64) -> Option<usize> {
+    fn get(&self, consumer: u64) -> Option<u32> {
         let at = self.0.partition_point(|&(c, _)| c < consumer);
         self.0
             .get(at)
             .filter(|&&(c, _)| c == consumer)
             .map(|&(_, i)| i)
+    }
+
+    /// The places for a batch of `len` entries over buckets owned as `owners` says: from
+    /// an eighth as many entries as buckets on, each bucket's owner's place is looked up
+    /// once, ahead (owners hold runs of buckets, so once a run), else once an entry.
+    fn by_bucket(self, owners: &[u64], len: usize) -> BucketSlots {
+        if len.saturating_mul(8) < owners.len() {
+            return BucketSlots::Search(self);
+        }
+        let mut run: Option<(u64, Option<u32>)> = None;
+        let table = owners
+            .iter()
+            .map(|&owner| match run {
+                Some((c, slot)) if c == owner => slot,
+                _ => {
+                    let slot = self.get(owner);
+                    run = Some((owner, slot));
+                    slot
+                }
+            })
+            .collect();
+        BucketSlots::Table(table)
+    }
+}
+
+/// Where the owner of a bucket has its map in a call's `acks`, if there.
+enum BucketSlots {
+    Search(Slots),
+    Table(Vec<Option<u32>>),
+}
+
+impl BucketSlots {
+    #[inline]
+    fn get(&self, bucket: usize, owner: u64) -> Option<u32> {
+        match self {
+            BucketSlots::Search(slots) => slots.get(owner),
+            BucketSlots::Table(table) => table[bucket],
+        }
     }
 }
 
@@ -217,8 +256,12 @@ mod tests {
 
     impl Owned {
         fn new() -> Self {
+            Self::with_splits(&FOUR)
+        }
+
+        fn with_splits(splits: &[u16]) -> Self {
             Self {
-                selector: EntryBucketSelector::new(&FOUR),
+                selector: EntryBucketSelector::new(splits),
                 acks: Vec::new(),
                 tracker: DrainingHashes::new(),
             }
@@ -429,6 +472,38 @@ mod tests {
         p.tracker.add_entry(9, 0x4000).unwrap();
         p.remove(1).unwrap();
         assert!(p.tracker.is_empty());
+    }
+
+    /// A batch far smaller than the buckets finds each owner's map by its id, not through
+    /// a table over the buckets; either way it decides as single dispatches do.
+    #[test]
+    fn a_short_batch_over_many_buckets_decides_as_single_dispatches_do() {
+        let splits: Vec<u16> = (1..256).map(|i| i * 256).collect();
+        for len in [1, 3, 31, 32, 40] {
+            let entries: Vec<Entry<'_>> = (0..len)
+                .map(|i| stamped(i, (i as u16).wrapping_mul(0x2F1B)))
+                .collect();
+            let make = || {
+                let mut p = Owned::with_splits(&splits);
+                p.add(1, "a").unwrap();
+                p.send(100, 0xF000);
+                p.add(2, "b").unwrap();
+                p.add(3, "c").unwrap();
+                p
+            };
+            let (mut one, mut many) = (make(), make());
+            let want: Vec<Option<u64>> = entries.iter().map(|&e| one.dispatch(e)).collect();
+            let (consumers, sent) = many.many(&entries).unwrap();
+            let got: Vec<Option<u64>> = consumers
+                .iter()
+                .zip(&sent)
+                .map(|(&c, &s)| s.then_some(c))
+                .collect();
+            assert_eq!(got, want, "{len} entries");
+            for (a, b) in one.acks.iter().zip(&many.acks) {
+                assert_eq!(a.for_each(), b.for_each());
+            }
+        }
     }
 
     #[test]
