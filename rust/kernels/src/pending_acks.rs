@@ -155,6 +155,12 @@ impl PendingAcks {
         self.acks.contains_key(&(ledger_id, entry_id))
     }
 
+    /// The greatest position pending, if any: found without comparing keys, so a lookup
+    /// of a position past it (a new read's, as a rule) can be skipped.
+    pub fn last_position(&self) -> Option<(i64, i64)> {
+        self.acks.last_key_value().map(|(&k, _)| k)
+    }
+
     /// `(batch_size, sticky_key_hash)` of a pending ack.
     pub fn get(&self, ledger_id: i64, entry_id: i64) -> Option<(i32, u16)> {
         self.acks.get(&(ledger_id, entry_id)).copied()

@@ -172,7 +172,7 @@ where
     ///
     /// One entry's work is shorter than releasing the GIL; waiting for these locks with it
     /// held is safe, since no lock holder ever waits for the GIL (state.rs).
-    pub fn run_picked<P: Send, R: Send>(
+    pub fn run_picked<P, R>(
         &self,
         _py: Python<'_>,
         pick: impl FnOnce(&S::Selector) -> (Option<u64>, P),

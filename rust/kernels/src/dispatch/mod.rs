@@ -297,6 +297,9 @@ impl Seen {
 /// An entry about to be dispatched under `hash` is not pending in `pending` (the map of
 /// the consumer it goes to) under another hash; see [`check_positions`].
 pub fn check_pending(position: Position, hash: u16, pending: &PendingAcks) -> KernelResult<()> {
+    if pending.last_position().is_none_or(|last| position > last) {
+        return Ok(());
+    }
     let held = pending.get(position.0, position.1).map(|(_, h)| h);
     keeps_hash(position, hash, held, pending.consumer_id())
 }
@@ -437,6 +440,27 @@ mod tests {
         assert_eq!(removed.unwrap().acks, vec![ack(2, 9)]);
         assert!(queue.is_empty());
         assert_eq!(s.select(1), None);
+    }
+
+    #[test]
+    fn an_entry_pending_under_another_hash_is_refused_wherever_it_is() {
+        let mut a = PendingAcks::new(1);
+        assert!(check_pending((1, 0), 9, &a).is_ok());
+        for entry_id in [0, 5] {
+            a.add_pending_ack_if_allowed(ack(entry_id, 7), None)
+                .unwrap();
+        }
+        for (position, hash) in [((1, 0), 9), ((1, 5), 9)] {
+            let err = check_pending(position, hash, &a).unwrap_err();
+            assert!(
+                err.to_string().contains("under sticky key hash 7, not 9"),
+                "{err}"
+            );
+        }
+        for (position, hash) in [((1, 5), 7), ((1, 3), 9), ((1, 6), 9), ((2, 0), 9)] {
+            assert!(check_pending(position, hash, &a).is_ok(), "{position:?}");
+        }
+        assert_eq!(a.last_position(), Some((1, 5)));
     }
 
     #[test]
