@@ -134,7 +134,7 @@ impl EntryBucketDispatcher {
         } = parts;
         let len = entries.len();
         let mut sent = vec![false; len];
-        if selector.select(0).is_none() {
+        if selector.owners().is_empty() {
             // No consumer: nothing goes, and no entry has an owner to check against.
             return Ok((vec![0; len], sent));
         }
@@ -146,6 +146,7 @@ impl EntryBucketDispatcher {
         let mut routes: Vec<(u16, Option<u32>)> = Vec::with_capacity(len);
         let checked = entries.clone().map(|e| {
             let to = selector.route(e.route.ring_hash());
+            // Every bucket has an owner once a consumer is connected.
             let owner = to.owner.unwrap_or_default();
             let slot = slots.get(to.bucket, owner);
             consumers.push(owner);
