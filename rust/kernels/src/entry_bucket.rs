@@ -9,6 +9,7 @@
 use std::cmp::Ordering;
 
 use super::buckets::{bucket_ranges, HashRange, MAX_HASH, MIN_FIRST_SPLIT, RING_SIZE};
+use super::dispatch::keeps_hash;
 use super::draining::DrainingHashes;
 use super::error::{InvalidInput, KernelResult, StateResult};
 use super::hashing::key_hash;
@@ -66,9 +67,23 @@ impl Member {
     }
 }
 
+/// Where a hash goes: its bucket, the bucket's canonical hash and the bucket's owner (None
+/// while no consumer is connected).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketRoute {
+    pub bucket: usize,
+    pub hash: u16,
+    pub owner: Option<u64>,
+}
+
 pub struct EntryBucketSelector {
     ranges: Vec<HashRange>,
     starts: Vec<u16>,
+    /// For each slice of 256 hashes (`hash >> 8`), and one past the last, the bucket
+    /// holding the slice's first hash (the last bucket for the one past): a hash's bucket
+    /// lies between its slice's and the next one's, so a lookup searches only that span,
+    /// one bucket for buckets as wide as a slice or wider.
+    slices: Vec<u32>,
     members: Vec<Member>,
     /// Bucket index -> owning consumer id; empty while no consumer is connected.
     owners: Vec<u64>,
@@ -78,10 +93,17 @@ impl EntryBucketSelector {
     /// A selector over the buckets of validated split points.
     pub fn new(splits: &[u16]) -> Self {
         let ranges = bucket_ranges(splits);
-        let starts = ranges.iter().map(|r| r.start()).collect();
+        let starts: Vec<u16> = ranges.iter().map(|r| r.start()).collect();
+        let slices = (0..=RING_SIZE >> 8)
+            .map(|slice| {
+                let first = slice << 8;
+                (starts.partition_point(|&s| u32::from(s) <= first) - 1) as u32
+            })
+            .collect();
         Self {
             ranges,
             starts,
+            slices,
             members: Vec::new(),
             owners: Vec::new(),
         }
@@ -109,7 +131,9 @@ impl EntryBucketSelector {
     /// The bucket holding a 16-bit hash.
     #[inline]
     pub fn bucket_index_of_hash(&self, hash: u16) -> usize {
-        self.starts.partition_point(|&s| s <= hash) - 1
+        let slice = usize::from(hash >> 8);
+        let (first, last) = (self.slices[slice] as usize, self.slices[slice + 1] as usize);
+        first + self.starts[first + 1..=last].partition_point(|&s| s <= hash)
     }
 
     /// The bucket's start hash, 1 for bucket 0 (0 means "not set").
@@ -136,8 +160,23 @@ impl EntryBucketSelector {
     /// Pulsar's `makeStickyKeyHash` over the key hash range `[0, 65535]` (the key's hashB,
     /// 0 becoming 1), normalized to its bucket's canonical hash.
     pub fn make_sticky_key_hash(&self, key: &[u8]) -> u16 {
-        let hash_b = ((key_hash(key) & 0x7FFF_FFFF) % RING_SIZE) as u16;
-        self.canonical_hash_of(hash_b.max(1))
+        self.canonical_hash_of(key_ring_hash(key))
+    }
+
+    /// The bucket holding `hash`, from one search, as a dispatch needs it.
+    #[inline]
+    pub fn route(&self, hash: u16) -> BucketRoute {
+        let bucket = self.bucket_index_of_hash(hash);
+        BucketRoute {
+            bucket,
+            hash: self.starts[bucket].max(1),
+            owner: self.owners.get(bucket).copied(),
+        }
+    }
+
+    /// Each bucket's owner, by bucket index; empty while no consumer is connected.
+    pub fn owners(&self) -> &[u64] {
+        &self.owners
     }
 
     pub fn consumer_ids(&self) -> Vec<u64> {
@@ -231,20 +270,29 @@ impl EntryBucketSelector {
     }
 }
 
+/// The key's hashB over the key hash range `[0, 65535]`, 0 becoming 1 (Pulsar's
+/// `makeStickyKeyHash` before the bucket's canonical hash is taken).
+pub fn key_ring_hash(key: &[u8]) -> u16 {
+    (((key_hash(key) & 0x7FFF_FFFF) % RING_SIZE) as u16).max(1)
+}
+
 /// The dispatcher's decision for an entry whose bucket `consumer` owns (the sticky key hash
 /// in `ack` being the bucket's canonical hash): withheld while another consumer drains the
 /// bucket (PIP-379), else recorded as pending for `consumer` if its map allows it. Returns
-/// whether the entry goes.
+/// whether the entry goes. An entry pending in `pending` under another hash is an error
+/// (`dispatch::keeps_hash`), and nothing changes; the map is looked up once.
 pub fn dispatch_to(
     consumer: u64,
     ack: PendingAck,
     pending: &mut PendingAcks,
     tracker: &mut DrainingHashes,
 ) -> KernelResult<bool> {
-    if tracker.should_block_sticky_key_hash(consumer, ack.sticky_key_hash) {
-        return Ok(false);
-    }
-    pending.add_pending_ack_if_allowed(ack, Some(tracker))
+    let (position, hash) = ((ack.ledger_id, ack.entry_id), ack.sticky_key_hash);
+    let on = pending.consumer_id();
+    pending.add_pending_ack_after(ack, tracker, |held, tracker| {
+        keeps_hash(position, hash, held.map(|(_, h)| h), on)?;
+        Ok(!tracker.should_block_sticky_key_hash(consumer, hash))
+    })
 }
 
 #[cfg(test)]
@@ -275,6 +323,24 @@ mod tests {
         assert!(s.canonical_hash_of_bucket(4).is_err() && s.canonical_hash_of_bucket(-1).is_err());
         assert_eq!(s.canonical_hash_of(0x1234), 1);
         assert_eq!(s.canonical_hash_of(0x7FFF), 0x4000);
+    }
+
+    #[test]
+    fn bucket_index_agrees_with_a_search_of_every_split() {
+        let dense: Vec<u16> = (2..300).collect();
+        let every: Vec<u16> = (2..=u16::MAX).collect();
+        let uneven = [2, 3, 0xFF, 0x100, 0x101, 0x1FF, 0x4000, 0xFF00, 0xFFFF];
+        for splits in [&[][..], &FOUR, &dense, &every, &uneven] {
+            let s = EntryBucketSelector::new(splits);
+            for hash in 0..=u16::MAX {
+                let searched = splits.partition_point(|&split| split <= hash);
+                assert_eq!(
+                    s.bucket_index_of_hash(hash),
+                    searched,
+                    "{hash} in {splits:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! returns at most one notice for the unblocking handler. Checks run before any change, so
 //! a failed operation changes nothing here or in the table.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use super::buckets::HashRange;
@@ -98,13 +99,7 @@ impl PendingAcks {
     }
 
     fn add_checked(&mut self, ack: PendingAck, tracker: Option<&DrainingHashes>) -> bool {
-        if self.closed {
-            return false;
-        }
-        let draining_elsewhere = tracker
-            .and_then(|t| t.get_entry(ack.sticky_key_hash))
-            .is_some_and(|e| e.consumer_id != self.consumer_id);
-        if draining_elsewhere {
+        if !allows(self.closed, self.consumer_id, ack.sticky_key_hash, tracker) {
             return false;
         }
         self.acks.insert(
@@ -114,8 +109,56 @@ impl PendingAcks {
         true
     }
 
+    /// `add_pending_ack_if_allowed` with the table, after `decide`, looking the position up
+    /// once (a dispatcher's check and its add, one walk of the map): `decide` is given the
+    /// `(remaining, hash)` pending at the position now, if any, and the table; its error,
+    /// or false, adds nothing. The ack's own checks come first, so on any error `decide`
+    /// has changed nothing.
+    pub fn add_pending_ack_after(
+        &mut self,
+        ack: PendingAck,
+        tracker: &mut DrainingHashes,
+        decide: impl FnOnce(Option<(i32, u16)>, &mut DrainingHashes) -> KernelResult<bool>,
+    ) -> KernelResult<bool> {
+        batch_count(ack.batch_size.into(), "batch_size")?;
+        if ack.sticky_key_hash == 0 && !self.closed {
+            return Err(missing_hash(ack));
+        }
+        let slot = self.acks.entry((ack.ledger_id, ack.entry_id));
+        let pending = match &slot {
+            Entry::Occupied(o) => Some(*o.get()),
+            Entry::Vacant(_) => None,
+        };
+        if !decide(pending, tracker)?
+            || !allows(
+                self.closed,
+                self.consumer_id,
+                ack.sticky_key_hash,
+                Some(tracker),
+            )
+        {
+            return Ok(false);
+        }
+        let value = (ack.batch_size, ack.sticky_key_hash);
+        match slot {
+            Entry::Occupied(mut o) => {
+                o.insert(value);
+            }
+            Entry::Vacant(v) => {
+                v.insert(value);
+            }
+        }
+        Ok(true)
+    }
+
     pub fn contains(&self, ledger_id: i64, entry_id: i64) -> bool {
         self.acks.contains_key(&(ledger_id, entry_id))
+    }
+
+    /// The greatest position pending, if any: found without comparing keys, so a lookup
+    /// of a position past it (a new read's, as a rule) can be skipped.
+    pub fn last_position(&self) -> Option<(i64, i64)> {
+        self.acks.last_key_value().map(|(&k, _)| k)
     }
 
     /// `(batch_size, sticky_key_hash)` of a pending ack.
@@ -335,6 +378,15 @@ pub fn batch_count(value: i64, what: &str) -> KernelResult<i32> {
             value: value.into(),
             max: i32::MAX as u64,
         })
+}
+
+/// Whether a map (`closed`, of `consumer`) takes an ack of `hash`: open, and no other
+/// consumer draining the hash.
+fn allows(closed: bool, consumer: u64, hash: u16, tracker: Option<&DrainingHashes>) -> bool {
+    !closed
+        && tracker
+            .and_then(|t| t.get_entry(hash))
+            .is_none_or(|e| e.consumer_id == consumer)
 }
 
 fn missing_hash(ack: PendingAck) -> InvalidInput {

@@ -3,7 +3,8 @@
 //! `#[pyclass]` converts its arguments and calls in here.
 //!
 //! Locks are taken only by `with_own` (level 1), `with_selector` (level 2), `with_map`
-//! (levels 1, 3, 5) and `with_parts` (levels 1 to 5), in the order of `state`.
+//! (levels 1, 3, 5), `with_parts` (levels 1 to 5, every map) and `run_picked` (levels 1 to
+//! 5, one map), in the order of `state`.
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -18,7 +19,7 @@ use crate::errors::Raise;
 use crate::pending_acks::{tuple, Ack, PyPendingAcksMap};
 use crate::redelivery::PyMessageRedeliveryController;
 use crate::rings::PyConsistentHashingSelector;
-use crate::state::{lock, lock_maps, notify, with_state};
+use crate::state::{lock, notify, with_state};
 use keyshared_kernels::dispatch::{not_connected, Dispatcher, NoQueue, Parts, Queue, Selector};
 use keyshared_kernels::draining::DrainingHashes;
 use keyshared_kernels::entry_bucket::EntryBucketSelector;
@@ -151,62 +152,64 @@ where
         f: impl for<'a, 'g> FnOnce(&mut D, Locked<'a, 'g, S::Selector, Q::Queue>) -> R + Send,
         then: impl FnOnce(&R, &mut Maps) -> T + Send,
     ) -> (R, T) {
-        self.with_maps_of(py, None::<fn(&S::Selector) -> Option<u64>>, f, then)
-    }
-
-    /// `with_parts` with only the map of the consumer `pick` chooses (none if it chooses
-    /// none), keeping the GIL: a call that dispatches one entry locks one map, not every
-    /// consumer's.
-    pub fn run_picked<R: Send>(
-        &self,
-        py: Python<'_>,
-        pick: impl FnOnce(&S::Selector) -> Option<u64> + Send,
-        f: impl for<'a, 'g> FnOnce(&mut D, Locked<'a, 'g, S::Selector, Q::Queue>) -> R + Send,
-    ) -> R {
-        self.with_maps_of(py, Some(pick), f, |_, _| ()).0
-    }
-
-    /// Every level in the lock order, with every consumer's map or (`pick`) one.
-    fn with_maps_of<R: Send, T: Send>(
-        &self,
-        py: Python<'_>,
-        pick: Option<impl FnOnce(&S::Selector) -> Option<u64> + Send>,
-        f: impl for<'a, 'g> FnOnce(&mut D, Locked<'a, 'g, S::Selector, Q::Queue>) -> R + Send,
-        then: impl FnOnce(&R, &mut Maps) -> T + Send,
-    ) -> (R, T) {
-        // One entry's work is shorter than releasing the GIL; waiting for these locks with
-        // it held is safe, since no lock holder ever waits for the GIL (state.rs).
-        let release = pick.is_none();
-        let body = || {
+        py.detach(|| {
             let mut own = lock(&self.own);
             let Own { kernel, maps } = &mut *own;
             let result = {
                 let mut selector = lock(self.selector.get().state());
-                let mut acks = match pick {
-                    None => lock_acks(maps),
-                    Some(pick) => {
-                        lock_maps(pick(&selector).and_then(|c| maps.get(&c)).map(Py::get))
-                    }
-                };
-                self.redelivery.with(|redelivery| {
-                    let mut tracker = lock(&self.tracker.get().state);
-                    let parts = Parts {
-                        selector: &mut *selector,
-                        acks: &mut acks,
-                        redelivery,
-                        tracker: &mut tracker,
-                    };
-                    f(kernel, parts)
-                })
+                let mut acks = lock_acks(maps);
+                self.with_rest(kernel, &mut selector, &mut acks, f)
             };
             let after = then(&result, maps);
             (result, after)
-        };
-        if release {
-            py.detach(body)
-        } else {
-            body()
-        }
+        })
+    }
+
+    /// `with_parts` with only the map of the consumer `pick` chooses (none if it chooses
+    /// none), keeping the GIL: a call that dispatches one entry locks one map, not every
+    /// consumer's, and takes no allocation. `pick` also gives what it found out (an entry's
+    /// route, say), which `f` is given with the parts, so nothing is looked up twice.
+    ///
+    /// One entry's work is shorter than releasing the GIL; waiting for these locks with it
+    /// held is safe, since no lock holder ever waits for the GIL (state.rs).
+    pub fn run_picked<P, R>(
+        &self,
+        _py: Python<'_>,
+        pick: impl FnOnce(&S::Selector) -> (Option<u64>, P),
+        f: impl for<'a, 'g> FnOnce(&mut D, Locked<'a, 'g, S::Selector, Q::Queue>, P) -> R,
+    ) -> R {
+        let mut own = lock(&self.own);
+        let Own { kernel, maps } = &mut *own;
+        let mut selector = lock(self.selector.get().state());
+        let (consumer, picked) = pick(&selector);
+        // One map is in the lock order whatever its id.
+        let mut acks = consumer
+            .and_then(|c| maps.get(&c))
+            .map(|m| lock(&m.get().state));
+        self.with_rest(kernel, &mut selector, acks.as_mut_slice(), |d, parts| {
+            f(d, parts, picked)
+        })
+    }
+
+    /// Runs `f` on the kernel and the parts: the selector and `acks` as the caller locked
+    /// them (levels 2 and 3), the queue (4) and the tracker (5) locked here.
+    fn with_rest<'g, R>(
+        &self,
+        kernel: &mut D,
+        selector: &mut S::Selector,
+        acks: &mut [MutexGuard<'g, PendingAcks>],
+        f: impl for<'a> FnOnce(&mut D, Locked<'a, 'g, S::Selector, Q::Queue>) -> R,
+    ) -> R {
+        self.redelivery.with(|redelivery| {
+            let mut tracker = lock(&self.tracker.get().state);
+            let parts = Parts {
+                selector,
+                acks,
+                redelivery,
+                tracker: &mut tracker,
+            };
+            f(kernel, parts)
+        })
     }
 
     /// `with_parts` with nothing to do afterwards.

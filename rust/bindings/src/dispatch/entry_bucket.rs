@@ -179,9 +179,15 @@ impl PyEntryBucketDispatcher {
             batch_size: opt_arg::<BatchSize>(batch_size, "batch_size")?.map_or(1, |b| b.0),
             route: route(entry_hash_min, key)?,
         };
-        let pick = |selector: &_| EntryBucketDispatcher::owner(selector, entry);
+        let pick = |selector: &_| {
+            let routed = EntryBucketDispatcher::route(selector, entry);
+            (routed.map(|r| r.consumer), routed)
+        };
         self.core
-            .run_picked(py, pick, |d, parts| d.dispatch(parts, entry))
+            .run_picked(py, pick, |d, parts, routed| match routed {
+                Some(routed) => d.dispatch_routed(parts, routed),
+                None => Ok(None),
+            })
             .py()
     }
 
@@ -198,18 +204,18 @@ impl PyEntryBucketDispatcher {
         let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
         let I64s(entries) = arg(entry_ids, "entry_ids")?;
         let RingHashes(mins) = arg(entry_hash_mins, "entry_hash_mins")?;
-        let sizes = opt_arg::<BatchSizes>(batch_sizes, "batch_sizes")?
-            .map_or_else(|| vec![1; ledgers.len()], |b| b.0);
+        let sizes = opt_arg::<BatchSizes>(batch_sizes, "batch_sizes")?.map(|b| b.0);
         same_lengths(&[
             ("ledger_ids", ledgers.len()),
             ("entry_ids", entries.len()),
             ("entry_hash_mins", mins.len()),
-            ("batch_sizes", sizes.len()),
+            ("batch_sizes", sizes.as_ref().map_or(mins.len(), Vec::len)),
         ])?;
+        let sizes = sizes.as_deref();
         let batch = (0..mins.len()).map(|i| Entry {
             ledger_id: ledgers[i],
             entry_id: entries[i],
-            batch_size: sizes[i],
+            batch_size: sizes.map_or(1, |s| s[i]),
             route: Route::Stamped(mins[i]),
         });
         let (consumers, sent) = self

@@ -5,15 +5,13 @@
 //! owner until the previous owner's acks drain; consumers connect and disconnect by the
 //! dispatchers' one rule ([`Dispatcher`]).
 
-use std::collections::BTreeMap;
 use std::ops::DerefMut;
 
-use super::{check_pending, check_positions, Dispatcher, NoQueue, Parts};
+use super::{check_positions, Dispatcher, NoQueue, Parts};
 use crate::draining::DrainingHashes;
-use crate::entry_bucket::{dispatch_to, EntryBucketSelector};
+use crate::entry_bucket::{dispatch_to, key_ring_hash, EntryBucketSelector};
 use crate::error::KernelResult;
 use crate::pending_acks::{PendingAck, PendingAcks};
-use crate::redelivery::Position;
 
 /// What an entry is dispatched by: its stamped `entry_hash_min`, or its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,9 +23,15 @@ pub enum Route<'a> {
 impl Route<'_> {
     /// The canonical hash of the entry's bucket, which its pending ack is kept under.
     pub fn sticky_key_hash(self, selector: &EntryBucketSelector) -> u16 {
+        selector.canonical_hash_of(self.ring_hash())
+    }
+
+    /// The hash that picks the entry's bucket: the stamped one, or the key's hashB.
+    #[inline]
+    fn ring_hash(self) -> u16 {
         match self {
-            Route::Stamped(h) => selector.canonical_hash_of(h),
-            Route::Key(k) => selector.make_sticky_key_hash(k),
+            Route::Stamped(h) => h,
+            Route::Key(k) => key_ring_hash(k),
         }
     }
 }
@@ -41,17 +45,26 @@ pub struct Entry<'a> {
     pub route: Route<'a>,
 }
 
-/// The owner of the entry's bucket, and the entry as a pending ack under the bucket's
-/// canonical hash; None while no consumer is connected.
-fn owned(selector: &EntryBucketSelector, entry: Entry<'_>) -> Option<(u64, PendingAck)> {
-    let hash = entry.route.sticky_key_hash(selector);
-    let ack = PendingAck {
-        ledger_id: entry.ledger_id,
-        entry_id: entry.entry_id,
-        batch_size: entry.batch_size,
-        sticky_key_hash: hash,
-    };
-    Some((selector.select(hash)?, ack))
+impl Entry<'_> {
+    /// The entry as a pending ack under `hash`, its bucket's canonical hash.
+    #[inline]
+    fn ack(self, hash: u16) -> PendingAck {
+        PendingAck {
+            ledger_id: self.ledger_id,
+            entry_id: self.entry_id,
+            batch_size: self.batch_size,
+            sticky_key_hash: hash,
+        }
+    }
+}
+
+/// An entry with the consumer owning its bucket, as a pending ack under the bucket's
+/// canonical hash: what [`EntryBucketDispatcher::route`] gives and
+/// [`EntryBucketDispatcher::dispatch_routed`] takes, so the bucket is looked up once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Routed {
+    pub consumer: u64,
+    pub ack: PendingAck,
 }
 
 /// The entry-bucket dispatcher: no state of its own, and no redelivery queue (a leaving
@@ -67,36 +80,51 @@ impl Dispatcher<EntryBucketSelector> for EntryBucketDispatcher {
 }
 
 impl EntryBucketDispatcher {
+    /// The consumer owning the entry's bucket and the entry as its pending ack; None while
+    /// no consumer is connected.
+    #[inline]
+    pub fn route(selector: &EntryBucketSelector, entry: Entry<'_>) -> Option<Routed> {
+        let to = selector.route(entry.route.ring_hash());
+        Some(Routed {
+            consumer: to.owner?,
+            ack: entry.ack(to.hash),
+        })
+    }
+
     /// Sends one entry if it may go now: the consumer it goes to, or None when no consumer
     /// is connected, the owner has no pending acks in `parts.acks`, its bucket drains on
     /// another consumer, or the owner's map refuses it.
-    /// The consumer `entry` goes to, if any: the one map `dispatch` needs.
-    pub fn owner(selector: &EntryBucketSelector, entry: Entry<'_>) -> Option<u64> {
-        owned(selector, entry).map(|(consumer, _)| consumer)
-    }
-
     pub fn dispatch<A: DerefMut<Target = PendingAcks>>(
         &self,
         parts: Buckets<'_, A>,
         entry: Entry<'_>,
     ) -> KernelResult<Option<u64>> {
-        let Some((consumer, ack)) = owned(parts.selector, entry) else {
-            return Ok(None);
-        };
+        match Self::route(parts.selector, entry) {
+            Some(routed) => self.dispatch_routed(parts, routed),
+            None => Ok(None),
+        }
+    }
+
+    /// `dispatch` of an entry [`route`](Self::route)d by `parts.selector` as it is now.
+    pub fn dispatch_routed<A: DerefMut<Target = PendingAcks>>(
+        &self,
+        parts: Buckets<'_, A>,
+        routed: Routed,
+    ) -> KernelResult<Option<u64>> {
+        let Routed { consumer, ack } = routed;
         let Some(acks) = parts.acks.iter_mut().find(|a| a.consumer_id() == consumer) else {
             return Ok(None);
         };
-        check_pending(position(&ack), ack.sticky_key_hash, acks)?;
         Ok(dispatch_to(consumer, ack, acks, parts.tracker)?.then_some(consumer))
     }
 
     /// `dispatch` of each entry in order: the owner of each (0 with no consumer connected)
     /// and whether it went. Every entry is checked first (`check_positions`), so an error
-    /// changes nothing.
+    /// changes nothing. The entries are read twice (checked, then sent).
     pub fn dispatch_many<'e, A: DerefMut<Target = PendingAcks>>(
         &self,
         parts: Buckets<'_, A>,
-        entries: impl ExactSizeIterator<Item = Entry<'e>>,
+        entries: impl ExactSizeIterator<Item = Entry<'e>> + Clone,
     ) -> KernelResult<(Vec<u64>, Vec<bool>)> {
         let Parts {
             selector,
@@ -104,35 +132,99 @@ impl EntryBucketDispatcher {
             tracker,
             ..
         } = parts;
-        let mut by_id: BTreeMap<u64, &mut PendingAcks> = acks
-            .iter_mut()
-            .map(|a| (a.consumer_id(), &mut **a))
-            .collect();
-        let owners: Vec<Option<(u64, PendingAck)>> = entries.map(|e| owned(selector, e)).collect();
-        // Entries have owners all or none (none while no consumer is connected, when
-        // nothing goes), so the items checked keep their indexes.
-        check_positions(owners.iter().flatten().map(|&(consumer, ack)| {
-            let pending = by_id.get(&consumer).map(|p| &**p);
-            (position(&ack), ack.sticky_key_hash, pending)
-        }))?;
-        let (mut consumers, mut sent) =
-            (Vec::with_capacity(owners.len()), vec![false; owners.len()]);
-        for (owner, went) in owners.into_iter().zip(&mut sent) {
-            let Some((consumer, ack)) = owner else {
-                consumers.push(0);
-                continue;
-            };
-            consumers.push(consumer);
-            if let Some(pending) = by_id.get_mut(&consumer) {
-                *went = dispatch_to(consumer, ack, pending, tracker)?;
+        let len = entries.len();
+        let mut sent = vec![false; len];
+        if selector.owners().is_empty() {
+            // No consumer: nothing goes, and no entry has an owner to check against.
+            return Ok((vec![0; len], sent));
+        }
+        let slots = Slots::new(acks).by_bucket(selector.owners(), len);
+        // Each entry's owner (in `consumers`), and its canonical hash and the owner's place
+        // in `acks` (in `routes`), found once, as the entries are checked (every one of them
+        // unless the check fails).
+        let mut consumers = Vec::with_capacity(len);
+        let mut routes: Vec<(u16, Option<u32>)> = Vec::with_capacity(len);
+        let checked = entries.clone().map(|e| {
+            let to = selector.route(e.route.ring_hash());
+            // Every bucket has an owner once a consumer is connected.
+            let owner = to.owner.unwrap_or_default();
+            let slot = slots.get(to.bucket, owner);
+            consumers.push(owner);
+            routes.push((to.hash, slot));
+            let pending = slot.map(|s| &*acks[s as usize]);
+            ((e.ledger_id, e.entry_id), to.hash, pending)
+        });
+        check_positions(checked)?;
+        let sends = entries.zip(&routes).zip(&consumers).zip(&mut sent);
+        for (((e, &(hash, slot)), &consumer), went) in sends {
+            if let Some(s) = slot {
+                *went = dispatch_to(consumer, e.ack(hash), &mut acks[s as usize], tracker)?;
             }
         }
         Ok((consumers, sent))
     }
 }
 
-fn position(ack: &PendingAck) -> Position {
-    (ack.ledger_id, ack.entry_id)
+/// Where each consumer's map is in a call's `acks`: the ids sorted, for a binary search.
+struct Slots(Vec<(u64, u32)>);
+
+impl Slots {
+    fn new<A: DerefMut<Target = PendingAcks>>(acks: &[A]) -> Self {
+        let mut slots: Vec<(u64, u32)> = acks
+            .iter()
+            .zip(0..)
+            .map(|(a, i)| (a.consumer_id(), i))
+            .collect();
+        slots.sort_unstable();
+        Self(slots)
+    }
+
+    #[inline]
+    fn get(&self, consumer: u64) -> Option<u32> {
+        let at = self.0.partition_point(|&(c, _)| c < consumer);
+        self.0
+            .get(at)
+            .filter(|&&(c, _)| c == consumer)
+            .map(|&(_, i)| i)
+    }
+
+    /// The places for a batch of `len` entries over buckets owned as `owners` says: from
+    /// an eighth as many entries as buckets on, each bucket's owner's place is looked up
+    /// once, ahead (owners hold runs of buckets, so once a run), else once an entry.
+    fn by_bucket(self, owners: &[u64], len: usize) -> BucketSlots {
+        if len.saturating_mul(8) < owners.len() {
+            return BucketSlots::Search(self);
+        }
+        let mut run: Option<(u64, Option<u32>)> = None;
+        let table = owners
+            .iter()
+            .map(|&owner| match run {
+                Some((c, slot)) if c == owner => slot,
+                _ => {
+                    let slot = self.get(owner);
+                    run = Some((owner, slot));
+                    slot
+                }
+            })
+            .collect();
+        BucketSlots::Table(table)
+    }
+}
+
+/// Where the owner of a bucket has its map in a call's `acks`, if there.
+enum BucketSlots {
+    Search(Slots),
+    Table(Vec<Option<u32>>),
+}
+
+impl BucketSlots {
+    #[inline]
+    fn get(&self, bucket: usize, owner: u64) -> Option<u32> {
+        match self {
+            BucketSlots::Search(slots) => slots.get(owner),
+            BucketSlots::Table(table) => table[bucket],
+        }
+    }
 }
 
 /// Buckets whose owner waits for another consumer's acks, ascending.
@@ -165,8 +257,12 @@ mod tests {
 
     impl Owned {
         fn new() -> Self {
+            Self::with_splits(&FOUR)
+        }
+
+        fn with_splits(splits: &[u16]) -> Self {
             Self {
-                selector: EntryBucketSelector::new(&FOUR),
+                selector: EntryBucketSelector::new(splits),
                 acks: Vec::new(),
                 tracker: DrainingHashes::new(),
             }
@@ -377,6 +473,38 @@ mod tests {
         p.tracker.add_entry(9, 0x4000).unwrap();
         p.remove(1).unwrap();
         assert!(p.tracker.is_empty());
+    }
+
+    /// A batch far smaller than the buckets finds each owner's map by its id, not through
+    /// a table over the buckets; either way it decides as single dispatches do.
+    #[test]
+    fn a_short_batch_over_many_buckets_decides_as_single_dispatches_do() {
+        let splits: Vec<u16> = (1..256).map(|i| i * 256).collect();
+        for len in [1, 3, 31, 32, 40] {
+            let entries: Vec<Entry<'_>> = (0..len)
+                .map(|i| stamped(i, (i as u16).wrapping_mul(0x2F1B)))
+                .collect();
+            let make = || {
+                let mut p = Owned::with_splits(&splits);
+                p.add(1, "a").unwrap();
+                p.send(100, 0xF000);
+                p.add(2, "b").unwrap();
+                p.add(3, "c").unwrap();
+                p
+            };
+            let (mut one, mut many) = (make(), make());
+            let want: Vec<Option<u64>> = entries.iter().map(|&e| one.dispatch(e)).collect();
+            let (consumers, sent) = many.many(&entries).unwrap();
+            let got: Vec<Option<u64>> = consumers
+                .iter()
+                .zip(&sent)
+                .map(|(&c, &s)| s.then_some(c))
+                .collect();
+            assert_eq!(got, want, "{len} entries");
+            for (a, b) in one.acks.iter().zip(&many.acks) {
+                assert_eq!(a.for_each(), b.for_each());
+            }
+        }
     }
 
     #[test]

@@ -241,8 +241,9 @@ fn requeue(
 pub fn check_positions<'a>(
     entries: impl IntoIterator<Item = (Position, u16, Option<&'a PendingAcks>)>,
 ) -> KernelResult<()> {
-    let mut seen: HashMap<Position, usize> = HashMap::new();
-    for (i, (position, hash, pending)) in entries.into_iter().enumerate() {
+    let entries = entries.into_iter();
+    let mut seen = Seen::with_capacity(entries.size_hint().0);
+    for (i, (position, hash, pending)) in entries.enumerate() {
         let (ledger_id, entry_id) = position;
         if let Some(first) = seen.insert(position, i) {
             return Err(InvalidInput::new(format!(
@@ -258,15 +259,64 @@ pub fn check_positions<'a>(
     Ok(())
 }
 
+/// The positions of a batch seen so far. A read's positions ascend, and ascending ones
+/// cannot repeat: until one does not, only the last is compared; from then on every
+/// position goes into a map (those before it first), which names the first index of a
+/// repeated one.
+struct Seen {
+    ascending: Vec<Position>,
+    map: Option<HashMap<Position, usize>>,
+}
+
+impl Seen {
+    fn with_capacity(len: usize) -> Self {
+        Self {
+            ascending: Vec::with_capacity(len),
+            map: None,
+        }
+    }
+
+    /// Records position `i`; the index of its first occurrence if it was seen already.
+    #[inline]
+    fn insert(&mut self, position: Position, i: usize) -> Option<usize> {
+        if let Some(map) = &mut self.map {
+            return map.insert(position, i);
+        }
+        if self.ascending.last().is_none_or(|&last| last < position) {
+            self.ascending.push(position);
+            return None;
+        }
+        let before = std::mem::take(&mut self.ascending);
+        let mut map: HashMap<Position, usize> = before.into_iter().zip(0..).collect();
+        let first = map.insert(position, i);
+        self.map = Some(map);
+        first
+    }
+}
+
 /// An entry about to be dispatched under `hash` is not pending in `pending` (the map of
 /// the consumer it goes to) under another hash; see [`check_positions`].
 pub fn check_pending(position: Position, hash: u16, pending: &PendingAcks) -> KernelResult<()> {
+    if pending.last_position().is_none_or(|last| position > last) {
+        return Ok(());
+    }
+    let held = pending.get(position.0, position.1).map(|(_, h)| h);
+    keeps_hash(position, hash, held, pending.consumer_id())
+}
+
+/// [`check_pending`] given the hash `held` under which the entry is pending on `consumer`
+/// now, if it is.
+pub fn keeps_hash(
+    position: Position,
+    hash: u16,
+    held: Option<u16>,
+    consumer: u64,
+) -> KernelResult<()> {
     let (ledger_id, entry_id) = position;
-    match pending.get(ledger_id, entry_id) {
-        Some((_, held)) if held != hash => Err(InvalidInput::new(format!(
-            "position ({ledger_id}, {entry_id}) is pending on consumer {} under sticky key \
-             hash {held}, not {hash}; an entry keeps its hash",
-            pending.consumer_id()
+    match held {
+        Some(held) if held != hash => Err(InvalidInput::new(format!(
+            "position ({ledger_id}, {entry_id}) is pending on consumer {consumer} under sticky \
+             key hash {held}, not {hash}; an entry keeps its hash"
         ))),
         _ => Ok(()),
     }
@@ -390,6 +440,27 @@ mod tests {
         assert_eq!(removed.unwrap().acks, vec![ack(2, 9)]);
         assert!(queue.is_empty());
         assert_eq!(s.select(1), None);
+    }
+
+    #[test]
+    fn an_entry_pending_under_another_hash_is_refused_wherever_it_is() {
+        let mut a = PendingAcks::new(1);
+        assert!(check_pending((1, 0), 9, &a).is_ok());
+        for entry_id in [0, 5] {
+            a.add_pending_ack_if_allowed(ack(entry_id, 7), None)
+                .unwrap();
+        }
+        for (position, hash) in [((1, 0), 9), ((1, 5), 9)] {
+            let err = check_pending(position, hash, &a).unwrap_err();
+            assert!(
+                err.to_string().contains("under sticky key hash 7, not 9"),
+                "{err}"
+            );
+        }
+        for (position, hash) in [((1, 5), 7), ((1, 3), 9), ((1, 6), 9), ((2, 0), 9)] {
+            assert!(check_pending(position, hash, &a).is_ok(), "{position:?}");
+        }
+        assert_eq!(a.last_position(), Some((1, 5)));
     }
 
     #[test]
