@@ -4,7 +4,29 @@ from __future__ import annotations
 
 import random
 
+from hypothesis import strategies as st
+
 Key = str | bytes
+
+
+class Text(str):
+    """A str subclass: read through the checked path, as its str value."""
+
+
+class Data(bytes):
+    """A bytes subclass, likewise."""
+
+
+#: Every kind of item a list of keys holds: ASCII text of every short length and beyond (read
+#: in place), other text (through its UTF-8), bytes, subclasses of both, and None.
+list_items = st.one_of(
+    st.text(st.characters(max_codepoint=0x7F), max_size=70),
+    st.text(max_size=40),
+    st.binary(max_size=70),
+    st.text(max_size=20).map(Text),
+    st.binary(max_size=20).map(Data),
+    st.none(),
+)
 
 
 def bulk_keys(seed: int, n: int) -> list[Key]:

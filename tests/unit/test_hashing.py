@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.keys import Text, list_items
 
 import keyshared as ks
 
@@ -256,26 +257,6 @@ def test_batches_from_many_python_threads() -> None:
     for t in threads:
         t.join()
     assert results == [True] * 20
-
-
-class Text(str):
-    """A str subclass: read through the checked path, as its str value."""
-
-
-class Data(bytes):
-    """A bytes subclass, likewise."""
-
-
-# Every kind of item a list of keys holds: ASCII text of every short length and beyond (read
-# in place), other text (through its UTF-8), bytes, subclasses of both, and None.
-list_items = st.one_of(
-    st.text(st.characters(max_codepoint=0x7F), max_size=70),
-    st.text(max_size=40),
-    st.binary(max_size=70),
-    st.text(max_size=20).map(Text),
-    st.binary(max_size=20).map(Data),
-    st.none(),
-)
 
 
 @given(st.lists(list_items, max_size=60))

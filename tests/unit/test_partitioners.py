@@ -27,6 +27,7 @@ from kafka.partitioner.default import DefaultPartitioner
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import BinaryType, IntegerType, LongType, StringType
+from support.keys import list_items
 
 import keyshared
 from keyshared import _core
@@ -767,22 +768,6 @@ def test_batches_partition_as_one_key_at_a_time(
     assert got == [-1 if w is None else w for w in want]
 
 
-class _Text(str):
-    """A str subclass: read through the checked path, as its str value."""
-
-
-class _Data(bytes):
-    """A bytes subclass, likewise."""
-
-
-_LIST_ITEMS = st.one_of(
-    st.text(st.characters(max_codepoint=0x7F), max_size=70),
-    st.text(max_size=40),
-    st.binary(max_size=70),
-    st.text(max_size=20).map(_Text),
-    st.binary(max_size=20).map(_Data),
-    st.none(),
-)
 # Those whose answer for a key (or a null) is fixed, so that two batches can be compared.
 _FIXED = [
     Partitioner.KAFKA,
@@ -797,7 +782,7 @@ _FIXED = [
 
 
 @pytest.mark.parametrize("partitioner", _FIXED)
-@given(keys=st.lists(_LIST_ITEMS, max_size=60))
+@given(keys=st.lists(list_items, max_size=60))
 def test_list_items_of_every_kind_partition_as_their_bytes(
     partitioner: Partitioner, keys: list[str | bytes | None]
 ) -> None:

@@ -345,8 +345,12 @@ mod avx512 {
     /// A hash written for sixteen lanes.
     trait Lanes {
         const HASH: LaneHash;
-        /// The state before the first block, of keys of `lens` bytes.
-        unsafe fn init(lens: __m512i) -> __m512i;
+        /// The state before the first block, of keys of `lens` bytes: zero unless said.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw")]
+        unsafe fn init(_lens: __m512i) -> __m512i {
+            _mm512_setzero_si512()
+        }
         /// The state after one whole 4-byte block `k`.
         unsafe fn step(h: __m512i, k: __m512i) -> __m512i;
         /// The hash, from the state after the whole blocks and the 0..3 tail bytes as a
@@ -577,12 +581,6 @@ mod avx512 {
 
         #[inline]
         #[target_feature(enable = "avx512f,avx512bw")]
-        unsafe fn init(_lens: __m512i) -> __m512i {
-            _mm512_setzero_si512()
-        }
-
-        #[inline]
-        #[target_feature(enable = "avx512f,avx512bw")]
         unsafe fn step(h: __m512i, k: __m512i) -> __m512i {
             let h = _mm512_rol_epi32::<13>(_mm512_xor_si512(h, Self::mix_k(k)));
             // h * 5 + c as (h << 2) + (h + c): the shift and the first add run side by side,
@@ -653,12 +651,6 @@ mod avx512 {
 
     impl Lanes for JavaAscii {
         const HASH: LaneHash = LaneHash::JavaAscii;
-
-        #[inline]
-        #[target_feature(enable = "avx512f,avx512bw")]
-        unsafe fn init(_lens: __m512i) -> __m512i {
-            _mm512_setzero_si512()
-        }
 
         #[inline]
         #[target_feature(enable = "avx512f,avx512bw")]

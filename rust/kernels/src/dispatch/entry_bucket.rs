@@ -475,6 +475,29 @@ mod tests {
         assert!(p.tracker.is_empty());
     }
 
+    /// `entries` dispatched one at a time on `one` and as a batch on `many` (two equal
+    /// dispatchers) go to the same consumers and leave the same state; the batch's
+    /// consumers.
+    fn decides_as_single_dispatches(
+        mut one: Owned,
+        mut many: Owned,
+        entries: &[Entry<'_>],
+    ) -> Vec<u64> {
+        let want: Vec<Option<u64>> = entries.iter().map(|&e| one.dispatch(e)).collect();
+        let (consumers, sent) = many.many(entries).unwrap();
+        let got: Vec<Option<u64>> = consumers
+            .iter()
+            .zip(&sent)
+            .map(|(&c, &s)| s.then_some(c))
+            .collect();
+        assert_eq!(got, want, "{} entries", entries.len());
+        for (a, b) in one.acks.iter().zip(&many.acks) {
+            assert_eq!(a.for_each(), b.for_each());
+        }
+        assert_eq!(one.withheld(), many.withheld());
+        consumers
+    }
+
     /// A batch far smaller than the buckets finds each owner's map by its id, not through
     /// a table over the buckets; either way it decides as single dispatches do.
     #[test]
@@ -492,18 +515,7 @@ mod tests {
                 p.add(3, "c").unwrap();
                 p
             };
-            let (mut one, mut many) = (make(), make());
-            let want: Vec<Option<u64>> = entries.iter().map(|&e| one.dispatch(e)).collect();
-            let (consumers, sent) = many.many(&entries).unwrap();
-            let got: Vec<Option<u64>> = consumers
-                .iter()
-                .zip(&sent)
-                .map(|(&c, &s)| s.then_some(c))
-                .collect();
-            assert_eq!(got, want, "{len} entries");
-            for (a, b) in one.acks.iter().zip(&many.acks) {
-                assert_eq!(a.for_each(), b.for_each());
-            }
+            decides_as_single_dispatches(make(), make(), &entries);
         }
     }
 
@@ -523,20 +535,8 @@ mod tests {
             p.add(2, "b").unwrap();
             p
         };
-        let (mut one, mut many) = (make(), make());
-        let want: Vec<Option<u64>> = entries.iter().map(|&e| one.dispatch(e)).collect();
-        let (consumers, sent) = many.many(&entries).unwrap();
-        let got: Vec<Option<u64>> = consumers
-            .iter()
-            .zip(&sent)
-            .map(|(&c, &s)| s.then_some(c))
-            .collect();
-        assert_eq!(got, want);
+        let consumers = decides_as_single_dispatches(make(), make(), &entries);
         assert!(consumers.iter().all(|&c| c == 1 || c == 2));
-        for (a, b) in one.acks.iter().zip(&many.acks) {
-            assert_eq!(a.for_each(), b.for_each());
-        }
-        assert_eq!(one.withheld(), many.withheld());
         let mut idle = Owned::new();
         let (c, s) = idle.many(&[stamped(0, 5)]).unwrap();
         assert_eq!((c, s), (vec![0], vec![false]));
