@@ -399,7 +399,8 @@ mod avx512 {
     #[target_feature(enable = "avx512f,avx512bw")]
     unsafe fn block<O: Offset>(edges: &[O], data_len: usize) -> Option<Block> {
         let first = edges[0].to_usize();
-        if edges[LANES * GROUPS].to_usize() - first > LANES * GROUPS * MAX_LANE_KEY {
+        let span = edges[LANES * GROUPS].to_usize().checked_sub(first)?;
+        if span > LANES * GROUPS * MAX_LANE_KEY {
             return None;
         }
         let p = edges.as_ptr();
@@ -411,11 +412,14 @@ mod avx512 {
         let longest = _mm512_reduce_max_epu32(_mm512_max_epu32(lens[0], lens[1])) as usize;
         let shortest = _mm512_reduce_min_epu32(_mm512_min_epu32(lens[0], lens[1])) as usize;
         let mut starts = [0u32; LANES * GROUPS];
-        for (g, v) in begins.into_iter().enumerate() {
+        for (g, &v) in begins.iter().enumerate() {
             _mm512_storeu_si512(starts.as_mut_ptr().add(g * LANES) as *mut __m512i, v);
         }
         let reach = longest.div_ceil(WINDOW) * WINDOW;
-        let last_start = first + starts[LANES * GROUPS - 1] as usize;
+        // The largest start, not the last: offsets read from outside (Arrow's C interface)
+        // are not trusted to ascend.
+        let last_start =
+            first + _mm512_reduce_max_epu32(_mm512_max_epu32(begins[0], begins[1])) as usize;
         (longest <= MAX_LANE_KEY && last_start + reach <= data_len).then_some(Block {
             first,
             starts,
@@ -755,6 +759,18 @@ mod tests {
                 assert!(!is_ascii(&bytes), "{len} {at}");
             }
         }
+    }
+
+    /// Offsets that go back (malformed input from outside) are never read in lanes, where a
+    /// wrapped offset would read outside the buffer: the one-at-a-time path refuses them.
+    #[test]
+    #[should_panic]
+    fn offsets_that_go_back_are_not_read_in_lanes() {
+        let data = vec![b'k'; 64];
+        let mut offsets: Vec<usize> = (0..=32).collect();
+        offsets[5] = 60;
+        let mut out = vec![0; 32];
+        hash_offsets(LaneHash::Murmur3, &data, &offsets, &mut out);
     }
 
     #[test]
