@@ -416,10 +416,10 @@ mod avx512 {
             _mm512_storeu_si512(starts.as_mut_ptr().add(g * LANES) as *mut __m512i, v);
         }
         let reach = longest.div_ceil(WINDOW) * WINDOW;
-        // The largest start, not the last: offsets read from outside (Arrow's C interface)
-        // are not trusted to ascend.
-        let last_start =
-            first + _mm512_reduce_max_epu32(_mm512_max_epu32(begins[0], begins[1])) as usize;
+        // Offsets from outside (Arrow's C interface) are not trusted to ascend, but one that
+        // goes back makes a length wrap to above MAX_LANE_KEY, refused below: with every
+        // length in range, the starts ascend from 0 and the last is the largest.
+        let last_start = first + starts[LANES * GROUPS - 1] as usize;
         (longest <= MAX_LANE_KEY && last_start + reach <= data_len).then_some(Block {
             first,
             starts,
