@@ -1,0 +1,241 @@
+//! 32-bit key hashes over many keys laid end to end, computed side by side in vector lanes:
+//! sixteen keys at a time with AVX-512, eight with AVX2 (MurmurHash3 only), one at a time
+//! elsewhere. A hash costs a handful of instructions per 4-byte block, so one key at a time
+//! is bound by instruction count; the lanes share each instruction.
+
+use super::hashing::key_hash;
+use super::partitioners::{ascii_string_hash, murmur2};
+
+/// Offsets into a key buffer: Arrow's i32/i64 and our own usize.
+pub trait Offset: Copy + Send + Sync {
+    fn to_usize(self) -> usize;
+
+    /// The sixteen offsets at `p`, less `first`, as u32 lanes.
+    ///
+    /// # Safety
+    ///
+    /// `p` points at sixteen offsets, each `first` or more and under
+    /// `first + 2^32`; the CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn lanes16(p: *const Self, first: usize) -> std::arch::x86_64::__m512i;
+}
+
+impl Offset for i32 {
+    #[inline]
+    fn to_usize(self) -> usize {
+        self as usize
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn lanes16(p: *const Self, first: usize) -> std::arch::x86_64::__m512i {
+        use std::arch::x86_64::*;
+        let v = _mm512_loadu_si512(p as *const __m512i);
+        _mm512_sub_epi32(v, _mm512_set1_epi32(first as i32))
+    }
+}
+
+impl Offset for i64 {
+    #[inline]
+    fn to_usize(self) -> usize {
+        self as usize
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn lanes16(p: *const Self, first: usize) -> std::arch::x86_64::__m512i {
+        avx512::narrow16(p as *const u64, first as u64)
+    }
+}
+
+impl Offset for usize {
+    #[inline]
+    fn to_usize(self) -> usize {
+        self
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn lanes16(p: *const Self, first: usize) -> std::arch::x86_64::__m512i {
+        avx512::narrow16(p as *const u64, first as u64)
+    }
+}
+
+/// The hashes computed many keys at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneHash {
+    /// MurmurHash3_x86_32, seed 0: `key_hash`.
+    Murmur3,
+    /// Kafka's MurmurHash2 (`murmur2`), its Java int as the u32 of the same bits.
+    Murmur2,
+    /// Java's `String.hashCode` of ASCII keys, each byte its own UTF-16 unit
+    /// (`ascii_string_hash`); for ASCII keys only.
+    JavaAscii,
+}
+
+impl LaneHash {
+    #[inline]
+    pub fn one(self, key: &[u8]) -> u32 {
+        match self {
+            Self::Murmur3 => key_hash(key),
+            Self::Murmur2 => murmur2(key) as u32,
+            Self::JavaAscii => ascii_string_hash(0, key),
+        }
+    }
+}
+
+/// Hashes key `i` = `data[offsets[i]..offsets[i + 1]]` into `out[i]`;
+/// `offsets.len() == out.len() + 1` and offsets ascend within `data`.
+pub fn hash_offsets<O: Offset>(hash: LaneHash, data: &[u8], offsets: &[O], out: &mut [u32]) {
+    debug_assert_eq!(offsets.len(), out.len() + 1);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if avx512::available() {
+            // SAFETY: the CPU has the features, checked just above.
+            unsafe { avx512::hash_offsets(hash, data, offsets, out) };
+            return;
+        }
+        if hash == LaneHash::Murmur3 && std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, checked just above.
+            unsafe { avx2::hash_offsets(data, offsets, out) };
+            return;
+        }
+    }
+    hash_scalar(hash, data, offsets, out);
+}
+
+/// Whether every byte is ASCII: keys' bytes are checked a block at a time before a hash that
+/// needs them so, 64 bytes an instruction where the CPU has AVX-512.
+pub fn is_ascii(bytes: &[u8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available() {
+        // SAFETY: the CPU has the features, checked just above.
+        return unsafe { avx512::is_ascii(bytes) };
+    }
+    bytes.is_ascii()
+}
+
+fn hash_scalar<O: Offset>(hash: LaneHash, data: &[u8], offsets: &[O], out: &mut [u32]) {
+    for (slot, w) in out.iter_mut().zip(offsets.windows(2)) {
+        *slot = hash.one(&data[w[0].to_usize()..w[1].to_usize()]);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    /// Every implementation this CPU runs, for both hashes, against one key at a time.
+    fn check(keys: &[Vec<u8>], slack: usize) {
+        let mut data: Vec<u8> = Vec::new();
+        let mut offsets = vec![0usize];
+        for k in keys {
+            data.extend_from_slice(k);
+            offsets.push(data.len());
+        }
+        data.extend(std::iter::repeat_n(0xAB, slack));
+        assert_eq!(is_ascii(&data), data.is_ascii());
+        for hash in [LaneHash::Murmur3, LaneHash::Murmur2, LaneHash::JavaAscii] {
+            let want: Vec<u32> = keys.iter().map(|k| hash.one(k)).collect();
+            let run = |f: &dyn Fn(&mut [u32])| {
+                let mut out = vec![0u32; keys.len()];
+                f(&mut out);
+                assert_eq!(out, want, "{hash:?}");
+            };
+            run(&|out| hash_offsets(hash, &data, &offsets, out));
+            run(&|out| hash_scalar(hash, &data, &offsets, out));
+            #[cfg(target_arch = "x86_64")]
+            {
+                if avx512::available() {
+                    // SAFETY: the CPU has the features, checked just above.
+                    run(&|out| unsafe { avx512::hash_offsets(hash, &data, &offsets, out) });
+                }
+                if hash == LaneHash::Murmur3 && std::arch::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU has AVX2, checked just above.
+                    run(&|out| unsafe { avx2::hash_offsets(&data, &offsets, out) });
+                }
+            }
+        }
+    }
+
+    fn pseudo_random_keys(n: usize, max_len: usize, seed: u64) -> Vec<Vec<u8>> {
+        let mut s = seed;
+        let mut next = move || {
+            s = s
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (s >> 33) as usize
+        };
+        (0..n)
+            .map(|_| (0..next() % (max_len + 1)).map(|_| next() as u8).collect())
+            .collect()
+    }
+
+    #[test]
+    fn lanes_agree_with_one_key_at_a_time() {
+        for slack in [0, 3, 64] {
+            check(&pseudo_random_keys(1000, 40, 1), slack);
+            check(&pseudo_random_keys(333, 100, 2), slack);
+            check(&pseudo_random_keys(64, 3, 3), slack);
+        }
+    }
+
+    #[test]
+    fn every_length_in_every_lane() {
+        for len in 0..=70 {
+            for lane in 0..16 {
+                let mut keys = pseudo_random_keys(40, 30, len as u64);
+                keys[lane] = (0..len).map(|i| (i * 7 + lane) as u8).collect();
+                check(&keys, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn one_high_byte_anywhere_is_not_ascii() {
+        for len in [0, 1, 63, 64, 65, 200] {
+            let ascii = vec![b'k'; len];
+            assert!(is_ascii(&ascii));
+            for at in 0..len {
+                let mut bytes = ascii.clone();
+                bytes[at] = 0x80;
+                assert!(!is_ascii(&bytes), "{len} {at}");
+            }
+        }
+    }
+
+    /// Offsets that go back (malformed input from outside) are never read in lanes, where a
+    /// wrapped offset would read outside the buffer: the one-at-a-time path refuses them.
+    #[test]
+    #[should_panic]
+    fn offsets_that_go_back_are_not_read_in_lanes() {
+        let data = vec![b'k'; 64];
+        let mut offsets: Vec<usize> = (0..=32).collect();
+        offsets[5] = 60;
+        let mut out = vec![0; 32];
+        hash_offsets(LaneHash::Murmur3, &data, &offsets, &mut out);
+    }
+
+    #[test]
+    fn offsets_of_every_width_agree() {
+        let data = b"hellothe quick brown fox jumps over the lazy dog and more".to_vec();
+        let cuts = [0usize, 5, 9, 14, 20, 25, 31, 35, 40, 44, 48, data.len()];
+        let mut a = vec![0u32; cuts.len() - 1];
+        let mut b = a.clone();
+        let mut c = a.clone();
+        let murmur3 = LaneHash::Murmur3;
+        hash_offsets(murmur3, &data, &cuts, &mut a);
+        hash_offsets(murmur3, &data, &cuts.map(|x| x as i32), &mut b);
+        hash_offsets(murmur3, &data, &cuts.map(|x| x as i64), &mut c);
+        assert_eq!((a.clone(), a.clone()), (b, c));
+        assert_eq!(a[0], 0x248B_FA47);
+    }
+}
