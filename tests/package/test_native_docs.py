@@ -16,7 +16,7 @@ import pytest
 from keyshared import _core
 
 STUB = Path(_core.__file__).with_name("_core.pyi")
-BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "rust" / "bindings" / "build.rs"
+STUB_DOCS = Path(__file__).resolve().parents[2] / "rust" / "bindings" / "stub_docs.rs"
 
 
 def _attribute_name(node: ast.stmt) -> str | None:
@@ -149,12 +149,18 @@ def test_the_text_signature_survives_the_docstring(item: str) -> None:
 
 @pytest.fixture(scope="module")
 def build_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """rust/bindings/build.rs compiled alone (it is plain Rust with no dependencies)."""
+    """The docs half of rust/bindings/build.rs (stub_docs.rs, plain Rust with no
+    dependencies) compiled alone, with a main that calls it as build.rs does."""
     rustc = shutil.which("rustc")
     assert rustc is not None, "rustc is needed to build the native module"
-    out = tmp_path_factory.mktemp("build-script") / "build-script"
+    folder = tmp_path_factory.mktemp("build-script")
+    main = folder / "main.rs"
+    main.write_text(
+        f'#[path = r#"{STUB_DOCS}"#]\nmod stub_docs;\n\nfn main() {{\n    stub_docs::write();\n}}\n'
+    )
+    out = folder / "build-script"
     subprocess.run(
-        [rustc, "--edition=2021", "-O", "-o", out, BUILD_SCRIPT], check=True, capture_output=True
+        [rustc, "--edition=2021", "-O", "-o", out, main], check=True, capture_output=True
     )
     return out
 
