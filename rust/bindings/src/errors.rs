@@ -63,15 +63,44 @@ fn message(error: InvalidInput, batch: Option<&str>) -> String {
             Some(name) => format!("{name}[{index}]: {}", message(*error, None)),
             None => format!("item {index}: {}", message(*error, None)),
         },
-        InvalidInput::Message(message) => message,
-        e @ InvalidInput::ConsumerExists { .. } => e.to_string(),
-        InvalidInput::OutOfRange { what, value, max } => {
-            format!("{what} must be in [0, {}], got {value}", python_bound(max))
-        }
+        InvalidInput::OutOfRange {
+            what,
+            value,
+            min,
+            max,
+        } => format!(
+            "{what} must be in [{min}, {}], got {value}",
+            python_bound(max)
+        ),
         InvalidInput::NullKey { index } => {
             format!("keys[{index}] is null; pass null_key= to hash nulls as given bytes")
         }
         InvalidInput::Key(conflict) => key_conflict(&conflict),
+        // The kernel's own sentence, which names the arguments as Python does.
+        e @ (InvalidInput::TooSmall { .. }
+        | InvalidInput::Exceeds { .. }
+        | InvalidInput::NotRingHash { .. }
+        | InvalidInput::ReservedHash { .. }
+        | InvalidInput::NegativePosition { .. }
+        | InvalidInput::LengthMismatch { .. }
+        | InvalidInput::ReversedRange { .. }
+        | InvalidInput::Unsplittable { .. }
+        | InvalidInput::NotAdjacent { .. }
+        | InvalidInput::NotAHashRange { .. }
+        | InvalidInput::Straddles { .. }
+        | InvalidInput::NoSuchBucket { .. }
+        | InvalidInput::Tiling(_)
+        | InvalidInput::Duplicate(_)
+        | InvalidInput::Conflict(_)
+        | InvalidInput::Dispatched(_)
+        | InvalidInput::OutOfSequence { .. }
+        | InvalidInput::NoTracker { .. }
+        | InvalidInput::ConsumerExists { .. }
+        | InvalidInput::NotUtf8 { .. }
+        | InvalidInput::EmptyFilter
+        | InvalidInput::NoDeadLetterTopic
+        | InvalidInput::IntKeysUnsupported { .. }
+        | InvalidInput::IntTooWide { .. }) => e.to_string(),
     }
 }
 

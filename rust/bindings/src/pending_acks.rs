@@ -390,9 +390,9 @@ impl PyPendingAcksMap {
         let registered = self
             .with_both(py, |m, t| match t {
                 Some(t) => m.register_draining_hashes(&ranges, t),
-                None => Err(InvalidInput::new(
-                    "register_draining_hashes needs a map created with a tracker",
-                )),
+                None => Err(InvalidInput::NoTracker {
+                    call: "register_draining_hashes",
+                }),
             })
             .py()?;
         Ok(registered)

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::error::{InvalidInput, KernelResult};
+use super::error::{InvalidInput, KernelResult, Tiling};
 use super::parallel::map_pairs;
 
 /// The largest hash of a 16-bit ring.
@@ -22,9 +22,12 @@ impl HashRange {
         let start = ring_hash(start, "start")?;
         let end = ring_hash(end, "end")?;
         if start > end {
-            return Err(InvalidInput::Message(format!(
-                "start ({start:#06x}) must not be above end ({end:#06x})"
-            )));
+            return Err(InvalidInput::ReversedRange {
+                start: "start",
+                start_hash: start,
+                end: "end",
+                end_hash: end,
+            });
         }
         Ok(Self { start, end })
     }
@@ -70,9 +73,7 @@ impl HashRange {
     /// The two halves `[start, mid]` and `[mid + 1, end]`, `mid = start + (end - start) / 2`.
     pub fn split(self) -> KernelResult<(Self, Self)> {
         if self.start == self.end {
-            return Err(InvalidInput::Message(format!(
-                "{self} has size 1 and cannot be split"
-            )));
+            return Err(InvalidInput::Unsplittable { range: self });
         }
         let mid = self.start + (self.end - self.start) / 2;
         Ok((
@@ -89,9 +90,10 @@ impl HashRange {
 
     pub fn merge(self, other: Self) -> KernelResult<Self> {
         if !self.is_adjacent_to(other) {
-            return Err(InvalidInput::Message(format!(
-                "{self} and {other} are not adjacent and cannot be merged"
-            )));
+            return Err(InvalidInput::NotAdjacent {
+                first: self,
+                second: other,
+            });
         }
         Ok(Self {
             start: self.start.min(other.start),
@@ -101,8 +103,9 @@ impl HashRange {
 
     /// Parses the hex form `"0a0b-f0f0"` (four hex digits each side, either case).
     pub fn parse_hex(text: &str) -> KernelResult<Self> {
-        let bad =
-            || InvalidInput::Message(format!("{text:?} is not a hash range like \"0a0b-f0f0\""));
+        let bad = || InvalidInput::NotAHashRange {
+            text: text.to_owned(),
+        };
         let (start, end) = text.split_once('-').ok_or_else(bad)?;
         let digits = |s: &str| {
             if s.len() == 4 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -123,10 +126,9 @@ impl fmt::Display for HashRange {
 
 /// Checks that `value` is a hash of the 16-bit ring; `what` names the argument in the error.
 pub fn ring_hash(value: i64, what: &str) -> KernelResult<u16> {
-    u16::try_from(value).map_err(|_| {
-        InvalidInput::Message(format!(
-            "{what} must be a 16-bit hash in [0, 0xffff], got {value}"
-        ))
+    u16::try_from(value).map_err(|_| InvalidInput::NotRingHash {
+        what: what.to_owned(),
+        value,
     })
 }
 
@@ -141,22 +143,20 @@ pub fn validate_splits(splits: &[i64]) -> KernelResult<Vec<u16>> {
     let mut out = Vec::with_capacity(splits.len());
     for (i, &s) in splits.iter().enumerate() {
         if !(1..=i64::from(MAX_HASH)).contains(&s) {
-            return Err(InvalidInput::Message(format!(
-                "splits[{i}] = {s} is outside [1, 0xffff]"
-            )));
-        }
-        if i == 0 && s < i64::from(MIN_FIRST_SPLIT) {
-            return Err(InvalidInput::Message(format!(
-                "splits[0] = {s} leaves bucket 0 narrower than [0, 1]: the first split must \
-                 be at least {MIN_FIRST_SPLIT}"
-            )));
+            return Err(Tiling::SplitOutsideRing { index: i, value: s }.into());
         }
         let s = s as u16;
+        if i == 0 && s < MIN_FIRST_SPLIT {
+            return Err(Tiling::FirstSplitTooLow { value: s }.into());
+        }
         if let Some(&prev) = out.last() {
             if s <= prev {
-                return Err(InvalidInput::Message(format!(
-                    "splits must be strictly ascending: splits[{i}] = {s} follows {prev}"
-                )));
+                return Err(Tiling::SplitsNotAscending {
+                    index: i,
+                    value: s,
+                    previous: prev,
+                }
+                .into());
             }
         }
         out.push(s);
@@ -172,9 +172,11 @@ pub fn validate_splits(splits: &[i64]) -> KernelResult<Vec<u16>> {
 /// split at 1 is dropped), so such counts give one bucket fewer than asked.
 pub fn equal_width_splits(n: i64) -> KernelResult<Vec<u16>> {
     if n < 0 {
-        return Err(InvalidInput::Message(format!(
-            "bucket count must not be negative, got {n}"
-        )));
+        return Err(InvalidInput::TooSmall {
+            what: "bucket count",
+            min: 0,
+            value: n,
+        });
     }
     let n = n.min(i64::from(RING_SIZE));
     Ok((1..n.max(1))
@@ -230,18 +232,23 @@ pub fn bucket_indices(hashes: &[u16], splits: &[u16], threads: usize) -> Vec<i32
 /// straddles a bucket boundary (the relay must then re-batch it).
 pub fn entry_bucket(entry_hash_min: u16, entry_hash_max: u16, splits: &[u16]) -> KernelResult<u32> {
     if entry_hash_min > entry_hash_max {
-        return Err(InvalidInput::Message(format!(
-            "entry_hash_min ({entry_hash_min:#06x}) must not be above entry_hash_max ({entry_hash_max:#06x})"
-        )));
+        return Err(InvalidInput::ReversedRange {
+            start: "entry_hash_min",
+            start_hash: entry_hash_min,
+            end: "entry_hash_max",
+            end_hash: entry_hash_max,
+        });
     }
     let first = bucket_index(entry_hash_min, splits);
     let last = bucket_index(entry_hash_max, splits);
     if first != last {
-        return Err(InvalidInput::Message(format!(
-            "entry range {entry_hash_min:04x}-{entry_hash_max:04x} straddles the bucket boundary at \
-             {:#06x} (buckets {first} and {last})",
-            splits[first as usize]
-        )));
+        return Err(InvalidInput::Straddles {
+            min: entry_hash_min,
+            max: entry_hash_max,
+            boundary: splits[first as usize],
+            first,
+            last,
+        });
     }
     Ok(first)
 }
@@ -252,12 +259,7 @@ pub fn canonical_bucket_hash(index: i64, splits: &[u16]) -> KernelResult<u16> {
     let i = usize::try_from(index)
         .ok()
         .filter(|&i| i < count)
-        .ok_or_else(|| {
-            InvalidInput::Message(format!(
-                "bucket index {index} is outside [0, {}] for {count} buckets",
-                count - 1
-            ))
-        })?;
+        .ok_or(InvalidInput::NoSuchBucket { index, count })?;
     let start = if i == 0 { 0 } else { splits[i - 1] };
     Ok(start.max(1))
 }
@@ -265,14 +267,18 @@ pub fn canonical_bucket_hash(index: i64, splits: &[u16]) -> KernelResult<u16> {
 /// `max(1, budget // segments)`: how many buckets each segment gets from a topic budget.
 pub fn buckets_for_budget(budget: i64, segments: i64) -> KernelResult<i64> {
     if budget < 0 {
-        return Err(InvalidInput::Message(format!(
-            "bucket budget must not be negative, got {budget}"
-        )));
+        return Err(InvalidInput::TooSmall {
+            what: "bucket budget",
+            min: 0,
+            value: budget,
+        });
     }
     if segments < 1 {
-        return Err(InvalidInput::Message(format!(
-            "segment count must be at least 1, got {segments}"
-        )));
+        return Err(InvalidInput::TooSmall {
+            what: "segment count",
+            min: 1,
+            value: segments,
+        });
     }
     Ok((budget / segments).max(1))
 }

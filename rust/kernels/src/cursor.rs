@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use super::error::{InvalidInput, KernelResult, NotFound, StateResult};
+use super::error::{Duplicate, InvalidInput, KernelResult, NotFound, StateResult};
 
 /// The largest offset: offsets are non-negative 64-bit signed integers, like log offsets.
 pub const MAX_OFFSET: u64 = i64::MAX as u64;
@@ -23,6 +23,7 @@ pub fn check_offset(offset: i128, what: &str) -> KernelResult<u64> {
         .ok_or_else(|| InvalidInput::OutOfRange {
             what: what.to_owned(),
             value: offset,
+            min: 0,
             max: MAX_OFFSET,
         })
 }
@@ -179,9 +180,7 @@ impl BucketCheckpoints {
     /// Starts tracking a bucket from `first_offset`; an open bucket is an error.
     pub fn open(&mut self, segment_id: u64, bucket: u32, first_offset: u64) -> KernelResult<()> {
         if self.cursors.contains_key(&(segment_id, bucket)) {
-            return Err(InvalidInput::Message(format!(
-                "bucket {bucket} of segment {segment_id} is already open"
-            )));
+            return Err(Duplicate::OpenBucket { segment_id, bucket }.into());
         }
         let cursor = SafeCursor::new(first_offset)?;
         self.cursors.insert((segment_id, bucket), cursor);
@@ -221,9 +220,11 @@ impl BucketCheckpoints {
         offsets: &[u64],
     ) -> StateResult<Vec<((u64, u32), u64)>> {
         if buckets.len() != segment_ids.len() || offsets.len() != segment_ids.len() {
-            return Err(
-                InvalidInput::new("segment_ids, buckets and offsets must be equally long").into(),
-            );
+            return Err(InvalidInput::LengthMismatch {
+                names: &["segment_ids", "buckets", "offsets"],
+                lengths: vec![segment_ids.len(), buckets.len(), offsets.len()],
+            }
+            .into());
         }
         for (i, (&s, &b)) in segment_ids.iter().zip(buckets).enumerate() {
             if !self.cursors.contains_key(&(s, b)) {

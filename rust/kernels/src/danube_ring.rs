@@ -61,7 +61,7 @@ impl KeySharedConsumerState {
             });
         }
         if let Some(i) = filters.iter().position(|f| f.is_empty()) {
-            return Err(InvalidInput::new("an empty filter would match only the empty key").at(i));
+            return Err(InvalidInput::EmptyFilter.at(i));
         }
         self.consumers.push(ConsumerFilters {
             id: consumer,

@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::mem::size_of;
 
-use super::error::{InvalidInput, KernelResult};
+use super::error::{Conflict, InvalidInput, KernelResult};
 
 /// What the unblocking handler is told when hashes were unblocked inside a batch.
 pub const UNBLOCKED_IN_BATCH: i32 = -1;
@@ -130,17 +130,15 @@ impl DrainingHashes {
 
     fn check_add(&self, consumer: u64, hash: u16, adding: u32) -> KernelResult<()> {
         if hash == 0 {
-            return Err(InvalidInput::new(
-                "sticky key hash must not be 0, which means \"not set\"",
-            ));
+            return Err(InvalidInput::ReservedHash { position: None });
         }
         match self.slot(hash) {
             Some(slot) if self.owners[slot.owner as usize - 1].consumer_id != consumer => {
                 Err(self.owner_error(slot, consumer, hash))
             }
-            Some(slot) if slot.ref_count.checked_add(adding).is_none() => Err(
-                InvalidInput::Message(format!("the reference count of hash {hash} would overflow")),
-            ),
+            Some(slot) if slot.ref_count.checked_add(adding).is_none() => {
+                Err(Conflict::RefCountOverflow { hash }.into())
+            }
             _ => Ok(()),
         }
     }
@@ -214,10 +212,12 @@ impl DrainingHashes {
 
     fn owner_error(&self, slot: Slot, consumer: u64, hash: u16) -> InvalidInput {
         let owner = self.owners[slot.owner as usize - 1].consumer_id;
-        InvalidInput::Message(format!(
-            "consumer {owner} is already draining hash {hash}; it cannot be used for \
-             consumer {consumer}"
-        ))
+        Conflict::Draining {
+            hash,
+            owner,
+            consumer,
+        }
+        .into()
     }
 
     /// Callers have checked the owner; a hash with no entry (or 0) is ignored.
@@ -294,9 +294,10 @@ impl DrainingHashes {
     /// unblocked something. Ending a batch that was never started is an error.
     pub fn end_batch(&mut self) -> KernelResult<Option<i32>> {
         if self.batch_level == 0 {
-            return Err(InvalidInput::new(
-                "end_batch without a matching start_batch",
-            ));
+            return Err(InvalidInput::OutOfSequence {
+                call: "end_batch",
+                missing: "a matching start_batch",
+            });
         }
         self.batch_level -= 1;
         if self.batch_level == 0 && self.unblocked_while_batching {

@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 use super::buckets::{bucket_ranges, HashRange, MAX_HASH, MIN_FIRST_SPLIT, RING_SIZE};
 use super::dispatch::keeps_hash;
 use super::draining::DrainingHashes;
-use super::error::{InvalidInput, KernelResult, StateResult};
+use super::error::{InvalidInput, KernelResult, StateResult, Tiling};
 use super::hashing::key_hash;
 use super::impacted::{impacted_consumers, merge_ranges, ImpactedConsumers};
 use super::pending_acks::{PendingAck, PendingAcks};
@@ -20,32 +20,28 @@ use super::pending_acks::{PendingAck, PendingAcks};
 /// start at 0, tile the 16-bit ring, and leave bucket 0 at least `[0, 1]` wide.
 pub fn validate_bucket_boundaries(ranges: &[(i64, i64)]) -> KernelResult<Vec<HashRange>> {
     if ranges.is_empty() {
-        return Err(InvalidInput::new(
-            "entry-bucket boundaries must declare at least one bucket",
-        ));
+        return Err(Tiling::NoBuckets.into());
     }
     let mut out = Vec::with_capacity(ranges.len());
     let mut expected = 0i64;
     for (i, &(start, end)) in ranges.iter().enumerate() {
         if start != expected || end < start || end > i64::from(MAX_HASH) {
-            return Err(InvalidInput::Message(format!(
-                "entry-bucket boundaries must be ascending, contiguous and start at 0: \
-                 ranges[{i}] is [{start}, {end}] where start {expected} was expected"
-            )));
+            return Err(Tiling::BoundaryMisplaced {
+                index: i,
+                start,
+                end,
+                expected,
+            }
+            .into());
         }
         out.extend(HashRange::new(start, end));
         expected = end + 1;
     }
     if expected != i64::from(RING_SIZE) {
-        return Err(InvalidInput::Message(format!(
-            "entry-bucket boundaries must tile the 16-bit ring: the last range ends at {}",
-            expected - 1
-        )));
+        return Err(Tiling::BoundariesShort { end: expected - 1 }.into());
     }
     if out[0].end() < MIN_FIRST_SPLIT - 1 {
-        return Err(InvalidInput::new(
-            "entry-bucket 0 must span at least [0, 1] to hold the canonical hash 1",
-        ));
+        return Err(Tiling::FirstBucketTooNarrow.into());
     }
     Ok(out)
 }
@@ -143,11 +139,9 @@ impl EntryBucketSelector {
             .ok()
             .filter(|&b| b < count)
             .map(|b| self.starts[b].max(1))
-            .ok_or_else(|| {
-                InvalidInput::Message(format!(
-                    "bucket {bucket} is outside [0, {}] for {count} buckets",
-                    count - 1
-                ))
+            .ok_or(InvalidInput::NoSuchBucket {
+                index: bucket,
+                count,
             })
     }
 

@@ -1,26 +1,144 @@
+use std::fmt;
+use std::str::Utf8Error;
+
 use thiserror::Error;
 
+use crate::buckets::{HashRange, MIN_FIRST_SPLIT};
+use crate::partitioners::Partitioner;
+use crate::redelivery::Position;
 use crate::routing_key::RoutingKey;
 
-/// An argument a kernel cannot work with. The variants a binding words in its own language
-/// carry their parts; the others say which argument was wrong and why, in Rust's terms.
+/// An argument a kernel cannot work with: one variant per kind of mistake, carrying its parts
+/// so that a caller can match on what went wrong. The text (`Display`) is the sentence a
+/// binding shows; the bindings word a few variants in their own language (bounds, batches).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum InvalidInput {
-    #[error("{0}")]
-    Message(String),
-    /// `what` (an argument, or an item of one) is outside `[0, max]`.
-    #[error("{what} = {value} is outside [0, {max}]")]
-    OutOfRange { what: String, value: i128, max: u64 },
-    /// Key `index` of a batch is null and no stand-in key was given for nulls.
-    #[error("key {index} is null and no stand-in key was given")]
-    NullKey { index: usize },
+    /// `what` (an argument, or an item of one) is outside `[min, max]`.
+    #[error("{what} = {value} is outside [{min}, {max}]")]
+    OutOfRange {
+        what: String,
+        value: i128,
+        min: i64,
+        max: u64,
+    },
+    /// `what` is below its least allowed value `min` (0: it must not be negative).
+    #[error("{what} {}, got {value}", at_least(*min))]
+    TooSmall {
+        what: &'static str,
+        min: i64,
+        value: i64,
+    },
+    /// `what` (`value`) is above `limit` (`limit_value`), which bounds it.
+    #[error("{what} ({value}) must not exceed {limit} ({limit_value})")]
+    Exceeds {
+        what: &'static str,
+        value: u64,
+        limit: &'static str,
+        limit_value: u64,
+    },
+    /// `what` is not a hash of the 16-bit ring `[0, 0xffff]`.
+    #[error("{what} must be a 16-bit hash in [0, 0xffff], got {value}")]
+    NotRingHash { what: String, value: i64 },
+    /// A sticky key hash of 0, which means "not set", where a hash is required; `position` is
+    /// the message's, where the hash belongs to one.
+    #[error("{}", reserved_hash(*position))]
+    ReservedHash { position: Option<Position> },
+    /// `what`, a message position, has a negative ledger id or entry id.
+    #[error("{what} ({}, {}) must have non-negative ledger_id and entry_id", position.0, position.1)]
+    NegativePosition {
+        what: &'static str,
+        position: Position,
+    },
+    /// Arguments read in step (item `i` of each belongs together) have `lengths` that differ;
+    /// `names` are the arguments, in the same order.
+    #[error("{} must be equally long, got {}", and_list(names), and_list(lengths))]
+    LengthMismatch {
+        names: &'static [&'static str],
+        lengths: Vec<usize>,
+    },
+    /// A hash range whose start (argument `start`) is above its end (argument `end`).
+    #[error("{start} ({start_hash:#06x}) must not be above {end} ({end_hash:#06x})")]
+    ReversedRange {
+        start: &'static str,
+        start_hash: u16,
+        end: &'static str,
+        end_hash: u16,
+    },
+    /// A range of one hash, which has no halves.
+    #[error("{range} has size 1 and cannot be split")]
+    Unsplittable { range: HashRange },
+    /// Two ranges to merge that do not touch end to start.
+    #[error("{first} and {second} are not adjacent and cannot be merged")]
+    NotAdjacent { first: HashRange, second: HashRange },
+    /// Text that is not a hash range in hex form (`"0a0b-f0f0"`).
+    #[error("{text:?} is not a hash range like \"0a0b-f0f0\"")]
+    NotAHashRange { text: String },
+    /// An entry's hash range `[min, max]` spans buckets `first` and `last`, cut at `boundary`:
+    /// no one bucket holds the entry.
+    #[error(
+        "entry range {min:04x}-{max:04x} straddles the bucket boundary at {boundary:#06x} \
+         (buckets {first} and {last})"
+    )]
+    Straddles {
+        min: u16,
+        max: u16,
+        boundary: u16,
+        first: u32,
+        last: u32,
+    },
+    /// Bucket `index` of a layout of `count` buckets (numbered `0..count`).
+    #[error("bucket index {index} is outside [0, {}] for {count} buckets", count - 1)]
+    NoSuchBucket { index: i64, count: usize },
+    /// Split points or ranges that do not cut the 16-bit ring as they must.
+    #[error(transparent)]
+    Tiling(#[from] Tiling),
+    /// Something given, or added, a second time.
+    #[error(transparent)]
+    Duplicate(#[from] Duplicate),
+    /// A call that conflicts with what the kernel holds.
+    #[error(transparent)]
+    Conflict(#[from] Conflict),
     /// A message's key conflicts with what the in-flight window holds for it.
     #[error(transparent)]
     Key(#[from] KeyConflict),
+    /// A dispatch result whose parts disagree.
+    #[error(transparent)]
+    Dispatched(#[from] DispatchedConflict),
+    /// `call` came without `missing`, the call it closes.
+    #[error("{call} without {missing}")]
+    OutOfSequence {
+        call: &'static str,
+        missing: &'static str,
+    },
+    /// `call` works on draining hashes, and the map was created without a tracker of them.
+    #[error("{call} needs a map created with a tracker")]
+    NoTracker { call: &'static str },
     /// Consumer `consumer` is already held; `status` says how ("was already added", "is
     /// already connected").
     #[error("consumer {consumer} {status}")]
     ConsumerExists { consumer: u64, status: &'static str },
+    /// A name (`what`) that is not UTF-8.
+    #[error("the {what} is not UTF-8: {error}")]
+    NotUtf8 { what: &'static str, error: Utf8Error },
+    /// An empty key filter, which would match only the empty key.
+    #[error("an empty filter would match only the empty key")]
+    EmptyFilter,
+    /// The dead-letter poison policy without a topic to publish to (empty or blank).
+    #[error("the \"dead_letter\" poison policy needs a topic to publish to")]
+    NoDeadLetterTopic,
+    /// Int keys for a partitioner that hashes only str or bytes keys.
+    #[error(
+        "partitioner {:?} takes str or bytes keys; int keys are for \"iceberg:bucket\" and \
+         \"spark:bucket\"",
+        <&str>::from(*partitioner)
+    )]
+    IntKeysUnsupported { partitioner: Partitioner },
+    /// Int keys of `bits` bits (`signed` or not) that do not fit Spark's long.
+    #[error("{}int{bits} keys do not fit a long; use int32 or int64 keys", if *signed { "" } else { "u" })]
+    IntTooWide { bits: u32, signed: bool },
+    /// Key `index` of a batch is null and no stand-in key was given for nulls.
+    #[error("key {index} is null and no stand-in key was given")]
+    NullKey { index: usize },
     /// Item `index` of a batch is wrong; the caller, who knows the batch's name, says which.
     #[error("item {index}: {error}")]
     Item {
@@ -30,10 +148,6 @@ pub enum InvalidInput {
 }
 
 impl InvalidInput {
-    pub fn new(message: impl Into<String>) -> Self {
-        Self::Message(message.into())
-    }
-
     /// This error, as the error of item `index` of a batch.
     pub fn at(self, index: usize) -> Self {
         Self::Item {
@@ -41,6 +155,206 @@ impl InvalidInput {
             error: Box::new(self),
         }
     }
+}
+
+fn at_least(min: i64) -> String {
+    match min {
+        0 => "must not be negative".to_owned(),
+        _ => format!("must be at least {min}"),
+    }
+}
+
+fn reserved_hash(position: Option<Position>) -> String {
+    match position {
+        Some((ledger_id, entry_id)) => {
+            format!("sticky key hash is missing (0) for {ledger_id}:{entry_id}")
+        }
+        None => "sticky key hash must not be 0, which means \"not set\"".to_owned(),
+    }
+}
+
+/// `a, b and c`.
+fn and_list<T: fmt::Display>(items: &[T]) -> String {
+    let items: Vec<String> = items.iter().map(ToString::to_string).collect();
+    match items.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => items.concat(),
+    }
+}
+
+/// Why split points or ranges do not cut the 16-bit ring as they must.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Tiling {
+    /// Split point `index` is outside `[1, 0xffff]`.
+    #[error("splits[{index}] = {value} is outside [1, 0xffff]")]
+    SplitOutsideRing { index: usize, value: i64 },
+    /// The first split point leaves bucket 0 narrower than `[0, 1]`, so that it cannot hold
+    /// its canonical hash 1.
+    #[error(
+        "splits[0] = {value} leaves bucket 0 narrower than [0, 1]: the first split must be at \
+         least {MIN_FIRST_SPLIT}"
+    )]
+    FirstSplitTooLow { value: u16 },
+    /// Split point `index` is not above the one before it.
+    #[error("splits must be strictly ascending: splits[{index}] = {value} follows {previous}")]
+    SplitsNotAscending {
+        index: usize,
+        value: u16,
+        previous: u16,
+    },
+    /// Entry-bucket boundaries with no bucket.
+    #[error("entry-bucket boundaries must declare at least one bucket")]
+    NoBuckets,
+    /// Entry-bucket range `index`, `[start, end]`, does not start at `expected` (where the one
+    /// before ends), or ends before it starts or past the ring.
+    #[error(
+        "entry-bucket boundaries must be ascending, contiguous and start at 0: ranges[{index}] \
+         is [{start}, {end}] where start {expected} was expected"
+    )]
+    BoundaryMisplaced {
+        index: usize,
+        start: i64,
+        end: i64,
+        expected: i64,
+    },
+    /// Entry-bucket ranges that end at `end`, short of the ring's end 0xffff.
+    #[error("entry-bucket boundaries must tile the 16-bit ring: the last range ends at {end}")]
+    BoundariesShort { end: i64 },
+    /// Entry-bucket 0 narrower than `[0, 1]`, so that it cannot hold its canonical hash 1.
+    #[error("entry-bucket 0 must span at least [0, 1] to hold the canonical hash 1")]
+    FirstBucketTooNarrow,
+    /// No active segment.
+    #[error("active segments must tile 0000-ffff, got none")]
+    NoSegments,
+    /// Active segment `segment_id` starts before the one before it ends.
+    #[error("active segments must tile 0000-ffff: segment {segment_id} ({range}) overlaps the one before it")]
+    SegmentOverlaps { segment_id: u64, range: HashRange },
+    /// Active segment `segment_id` starts past the hash after the one before it.
+    #[error("active segments must tile 0000-ffff: segment {segment_id} ({range}) leaves a gap before it")]
+    SegmentGap { segment_id: u64, range: HashRange },
+    /// Active segments that end at `end`, short of 0xffff.
+    #[error("active segments must tile 0000-ffff, but they end at {end:04x}")]
+    SegmentsShort { end: u16 },
+    /// Range assignments (argument `what`) not sorted by start, or overlapping: item `index`,
+    /// `range`, does not start past `previous`.
+    #[error(
+        "{what} must be sorted and non-overlapping: {what}[{index}] = {range} follows {previous}"
+    )]
+    Overlapping {
+        what: String,
+        index: usize,
+        range: HashRange,
+        previous: HashRange,
+    },
+}
+
+/// Something given, or added, a second time.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Duplicate {
+    /// A read's entry at `position`, given first at index `first`.
+    #[error(
+        "position ({}, {}) is given twice (first at index {first}); a read holds each entry once",
+        position.0, position.1
+    )]
+    Position { position: Position, first: usize },
+    /// A segment id that two segments of a layout share.
+    #[error("segment id {segment_id} appears more than once")]
+    SegmentId { segment_id: u64 },
+    /// A cursor's bucket opened while open.
+    #[error("bucket {bucket} of segment {segment_id} is already open")]
+    OpenBucket { segment_id: u64, bucket: u32 },
+    /// An offset added to the in-flight window, which already holds it as `state`.
+    #[error("offset {offset} is already {}", state.held())]
+    Offset { offset: u64, state: OffsetState },
+}
+
+/// What the in-flight window holds an offset as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetState {
+    /// Dispatched and not yet acked.
+    InFlight,
+    /// In the blocked queue, or taken from it and not yet dispatched.
+    Queued,
+    /// Acked, skipped, or behind the cursor.
+    Done,
+}
+
+impl OffsetState {
+    fn held(self) -> &'static str {
+        match self {
+            Self::InFlight => "in flight",
+            Self::Queued => "in the blocked queue",
+            Self::Done => "acked, skipped or behind the cursor",
+        }
+    }
+}
+
+/// A call that conflicts with what a kernel holds.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Conflict {
+    /// Hash `hash` drains on consumer `owner`, and was to be added for consumer `consumer`.
+    #[error(
+        "consumer {owner} is already draining hash {hash}; it cannot be used for consumer \
+         {consumer}"
+    )]
+    Draining { hash: u16, owner: u64, consumer: u64 },
+    /// The reference count of draining hash `hash` is at its maximum.
+    #[error("the reference count of hash {hash} would overflow")]
+    RefCountOverflow { hash: u16 },
+    /// An entry pending on consumer `consumer` under `held`, given now with another `hash`.
+    #[error(
+        "position ({}, {}) is pending on consumer {consumer} under sticky key hash {held}, \
+         not {hash}; an entry keeps its hash",
+        position.0, position.1
+    )]
+    HashChanged {
+        position: Position,
+        consumer: u64,
+        held: u16,
+        hash: u16,
+    },
+    /// Consumer `consumer` has `max_per_consumer` messages in flight, its most.
+    #[error(
+        "consumer {consumer} already has max_per_consumer ({max_per_consumer}) messages in \
+         flight"
+    )]
+    ConsumerFull {
+        consumer: u64,
+        max_per_consumer: usize,
+    },
+    /// An offset skipped while it is in flight.
+    #[error("offset {offset} is in flight; ack it, or remove_entry it first")]
+    SkippedInFlight { offset: u64 },
+    /// An offset skipped while it is queued.
+    #[error("offset {offset} is queued; take_unblocked or drain_blocked_for_key it first")]
+    SkippedQueued { offset: u64 },
+}
+
+/// How the parts of a dispatch result disagree; the parts are named as the Python
+/// `DispatchResult` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum DispatchedConflict {
+    /// A delivered entry (no hold reason) without its consumer.
+    #[error("consumer_id must be set for a delivered entry (held=None)")]
+    DeliveredWithoutConsumer,
+    /// A delivered entry (no hold reason) queued for redelivery.
+    #[error("queued_for_redelivery must be False for a delivered entry (held=None)")]
+    DeliveredQueued,
+    /// An entry held by the look-ahead limit with a consumer or queued: it was not taken.
+    #[error(
+        "an entry held for LOOK_AHEAD_LIMIT is not taken: consumer_id must be None and \
+         queued_for_redelivery False"
+    )]
+    LookAheadTaken,
+    /// An entry refused by a consumer's pending-ack map without the consumer or not queued.
+    #[error(
+        "an entry held for PENDING_ACK_REFUSED was refused by a consumer's map and queued: \
+         consumer_id must be set and queued_for_redelivery True"
+    )]
+    RefusedNotQueued,
+    /// A draining consumer without the draining hold reason, or that reason without one.
+    #[error("draining_consumer_id must be set for held=DRAINING, and only for it")]
+    DrainerMismatch,
 }
 
 /// What the in-flight window refuses about a message's key.

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use super::draining::DrainingHashes;
-use super::error::{InvalidInput, KernelResult};
+use super::error::{Conflict, KernelResult};
 use super::impacted::{contains_hash, ImpactedConsumers};
 use super::pending_acks::PendingAcks;
 
@@ -76,10 +76,12 @@ fn check_adds(adds: &[(u64, Vec<u16>)], tracker: &DrainingHashes) -> KernelResul
             let owner = tracker.get_entry(h).map(|e| e.consumer_id);
             let owner = owner.or_else(|| planned.get(&h).copied());
             if let Some(other) = owner.filter(|o| o != c) {
-                return Err(InvalidInput::Message(format!(
-                    "consumer {other} is already draining hash {h}; consumer {c} cannot \
-                     drain it too"
-                )));
+                return Err(Conflict::Draining {
+                    hash: h,
+                    owner: other,
+                    consumer: *c,
+                }
+                .into());
             }
             planned.insert(h, *c);
         }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::buckets::HashRange;
-use super::error::{InvalidInput, KernelResult};
+use super::error::{KernelResult, Tiling};
 
 /// Ranges lost (`removed`) and gained (`added`) per consumer id; each list sorted, with
 /// overlapping or adjacent ranges merged.
@@ -44,10 +44,13 @@ pub fn validate_assignments(assignments: &[(HashRange, u64)], what: &str) -> Ker
     for (i, pair) in assignments.windows(2).enumerate() {
         let (a, b) = (pair[0].0, pair[1].0);
         if a.end() >= b.start() {
-            return Err(InvalidInput::Message(format!(
-                "{what} must be sorted and non-overlapping: {what}[{}] = {b} follows {a}",
-                i + 1
-            )));
+            return Err(Tiling::Overlapping {
+                what: what.to_owned(),
+                index: i + 1,
+                range: b,
+                previous: a,
+            }
+            .into());
         }
     }
     Ok(())

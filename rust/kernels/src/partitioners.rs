@@ -21,9 +21,12 @@ impl NumPartitions {
     pub fn new(n: i64, what: &str) -> KernelResult<Self> {
         match u32::try_from(n) {
             Ok(n) if (1..=i32::MAX as u32).contains(&n) => Ok(Self(n)),
-            _ => Err(InvalidInput::new(format!(
-                "{what} must be in [1, 2**31 - 1], got {n}"
-            ))),
+            _ => Err(InvalidInput::OutOfRange {
+                what: what.to_owned(),
+                value: n.into(),
+                min: 1,
+                max: i32::MAX as u64,
+            }),
         }
     }
 
@@ -107,11 +110,7 @@ impl Partitioner {
         match self {
             Self::IcebergBucket => Ok(IntPartitioner::IcebergBucket),
             Self::SparkBucket => Ok(IntPartitioner::SparkBucket),
-            other => Err(InvalidInput::new(format!(
-                "partitioner {:?} takes str or bytes keys; int keys are for \"iceberg:bucket\" \
-                 and \"spark:bucket\"",
-                <&str>::from(other)
-            ))),
+            partitioner => Err(InvalidInput::IntKeysUnsupported { partitioner }),
         }
     }
 }
@@ -140,10 +139,7 @@ impl IntColumn {
         match (self.bits, self.signed) {
             (8 | 16 | 32, true) | (8 | 16, false) => Ok(true),
             (64, true) | (32, false) => Ok(false),
-            (bits, signed) => Err(InvalidInput::new(format!(
-                "{}int{bits} keys do not fit a long; use int32 or int64 keys",
-                if signed { "" } else { "u" }
-            ))),
+            (bits, signed) => Err(InvalidInput::IntTooWide { bits, signed }),
         }
     }
 }

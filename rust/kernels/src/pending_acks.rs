@@ -376,6 +376,7 @@ pub fn batch_count(value: i64, what: &str) -> KernelResult<i32> {
         .ok_or_else(|| InvalidInput::OutOfRange {
             what: what.to_owned(),
             value: value.into(),
+            min: 0,
             max: i32::MAX as u64,
         })
 }
@@ -390,10 +391,9 @@ fn allows(closed: bool, consumer: u64, hash: u16, tracker: Option<&DrainingHashe
 }
 
 fn missing_hash(ack: PendingAck) -> InvalidInput {
-    InvalidInput::Message(format!(
-        "sticky key hash is missing (0) for {}:{}",
-        ack.ledger_id, ack.entry_id
-    ))
+    InvalidInput::ReservedHash {
+        position: Some((ack.ledger_id, ack.entry_id)),
+    }
 }
 
 /// Whether `hash` lies in one of the ranges, sorted by start.

@@ -15,12 +15,9 @@ use super::error::{InvalidInput, KernelResult};
 pub type Position = (i64, i64);
 
 /// Checks a position: Pulsar's redelivery set holds non-negative ledger and entry ids.
-pub fn check_position(position: Position, what: &str) -> KernelResult<Position> {
+pub fn check_position(position: Position, what: &'static str) -> KernelResult<Position> {
     if position.0 < 0 || position.1 < 0 {
-        return Err(InvalidInput::Message(format!(
-            "{what} ({}, {}) must have non-negative ledger_id and entry_id",
-            position.0, position.1
-        )));
+        return Err(InvalidInput::NegativePosition { what, position });
     }
     Ok(position)
 }
@@ -53,11 +50,9 @@ impl MessageRedeliveryController {
         let position = check_position(position, "position")?;
         let hash = match hash {
             Some(0) if !self.allow_out_of_order_delivery => {
-                return Err(InvalidInput::Message(
-                    "sticky_key_hash 0 means \"not set\"; it is required when ordering is \
-                     enforced"
-                        .to_owned(),
-                ));
+                return Err(InvalidInput::ReservedHash {
+                    position: Some(position),
+                });
             }
             Some(h) => h,
             None => 0,
@@ -224,18 +219,18 @@ impl MessageRedeliveryController {
         mut tracker: Option<&mut DrainingHashes>,
     ) -> KernelResult<Vec<Decision>> {
         if entries.len() != consumers.len() {
-            return Err(InvalidInput::Message(format!(
-                "{} entries but {} consumers",
-                entries.len(),
-                consumers.len()
-            )));
+            return Err(InvalidInput::LengthMismatch {
+                names: &["entries", "consumers"],
+                lengths: vec![entries.len(), consumers.len()],
+            });
         }
         for (i, &(position, hash)) in entries.iter().enumerate() {
-            check_position(position, &format!("entries[{i}]"))?;
+            check_position(position, "position").map_err(|e| e.at(i))?;
             if hash == 0 {
-                return Err(InvalidInput::Message(format!(
-                    "entries[{i}]: sticky_key_hash 0 means \"not set\"; it is required"
-                )));
+                return Err(InvalidInput::ReservedHash {
+                    position: Some(position),
+                }
+                .at(i));
             }
         }
         let mut read = ReadFilter::default();

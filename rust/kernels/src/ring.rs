@@ -111,15 +111,19 @@ impl ConsistentHashingSelector {
         let points = u32::try_from(number_of_points)
             .ok()
             .filter(|p| (1..=MAX_POINTS).contains(p))
-            .ok_or_else(|| {
-                InvalidInput::Message(format!(
-                    "number_of_points must be in [1, {MAX_POINTS}], got {number_of_points}"
-                ))
+            .ok_or_else(|| InvalidInput::OutOfRange {
+                what: "number_of_points".to_owned(),
+                value: number_of_points.into(),
+                min: 1,
+                max: MAX_POINTS.into(),
             })?;
         if !(1..=i64::from(DEFAULT_RANGE_MAX)).contains(&range_max_value) {
-            return Err(InvalidInput::Message(format!(
-                "range_max_value must be in [1, {DEFAULT_RANGE_MAX}], got {range_max_value}"
-            )));
+            return Err(InvalidInput::OutOfRange {
+                what: "range_max_value".to_owned(),
+                value: range_max_value.into(),
+                min: 1,
+                max: DEFAULT_RANGE_MAX.into(),
+            });
         }
         Ok(Self {
             number_of_points: points,

@@ -2,7 +2,7 @@
 //! segments and a release's [`SegmentHalf`]: the hot path of bulk bucketing.
 
 use super::buckets::{bucket_index, HashRange, RING_SIZE};
-use super::error::{InvalidInput, KernelResult};
+use super::error::{Duplicate, InvalidInput, KernelResult, Tiling};
 use super::hashing::SegmentHalf;
 use super::parallel::map_pairs;
 
@@ -145,28 +145,24 @@ fn check_tiling(segments: &[SegmentRoute]) -> KernelResult<()> {
     for seg in segments {
         let (start, end) = (u32::from(seg.range.start()), u32::from(seg.range.end()));
         if start != next_start {
-            let problem = if start < next_start {
-                "overlaps the one before it"
+            let (segment_id, range) = (seg.segment_id, seg.range);
+            return Err(if start < next_start {
+                Tiling::SegmentOverlaps { segment_id, range }
             } else {
-                "leaves a gap before it"
-            };
-            return Err(InvalidInput::Message(format!(
-                "active segments must tile 0000-ffff: segment {} ({}) {problem}",
-                seg.segment_id, seg.range
-            )));
+                Tiling::SegmentGap { segment_id, range }
+            }
+            .into());
         }
         next_start = end + 1;
     }
     if segments.is_empty() {
-        return Err(InvalidInput::Message(
-            "active segments must tile 0000-ffff, got none".to_owned(),
-        ));
+        return Err(Tiling::NoSegments.into());
     }
     if next_start != RING_SIZE {
-        return Err(InvalidInput::Message(format!(
-            "active segments must tile 0000-ffff, but they end at {:04x}",
-            next_start.wrapping_sub(1) & 0xFFFF
-        )));
+        return Err(Tiling::SegmentsShort {
+            end: (next_start.wrapping_sub(1) & 0xFFFF) as u16,
+        }
+        .into());
     }
     Ok(())
 }
@@ -177,16 +173,14 @@ fn check_unique_ids(segments: &[SegmentRoute]) -> KernelResult<()> {
         return Err(InvalidInput::OutOfRange {
             what: "segment id".to_owned(),
             value: i128::from(seg.segment_id),
+            min: 0,
             max: i64::MAX as u64,
         });
     }
     let mut ids: Vec<u64> = segments.iter().map(|s| s.segment_id).collect();
     ids.sort_unstable();
     match ids.windows(2).find(|w| w[0] == w[1]) {
-        Some(w) => Err(InvalidInput::Message(format!(
-            "segment id {} appears more than once",
-            w[0]
-        ))),
+        Some(w) => Err(Duplicate::SegmentId { segment_id: w[0] }.into()),
         None => Ok(()),
     }
 }

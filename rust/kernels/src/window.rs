@@ -17,7 +17,7 @@ use strum::{EnumString, IntoStaticStr, VariantNames};
 
 use super::cursor::{check_offset, SafeCursor};
 use super::danube_ring::KeySharedConsumerState;
-use super::error::{InvalidInput, KernelResult, KeyConflict};
+use super::error::{Conflict, Duplicate, InvalidInput, KernelResult, KeyConflict, OffsetState};
 use super::routing_key::RoutingKey;
 
 /// How the redelivery delay grows; named `fixed` and `exponential`.
@@ -66,19 +66,17 @@ impl Default for FailurePolicy {
 
 impl FailurePolicy {
     pub fn validate(self) -> KernelResult<Self> {
-        if self.ack_timeout_ms == 0 {
-            return Err(InvalidInput::new("ack_timeout_ms must be at least 1"));
-        }
+        at_least_one("ack_timeout_ms", self.ack_timeout_ms)?;
         if self.base_redelivery_delay_ms > self.max_redelivery_delay_ms {
-            return Err(InvalidInput::Message(format!(
-                "base_redelivery_delay_ms ({}) must not exceed max_redelivery_delay_ms ({})",
-                self.base_redelivery_delay_ms, self.max_redelivery_delay_ms
-            )));
+            return Err(InvalidInput::Exceeds {
+                what: "base_redelivery_delay_ms",
+                value: self.base_redelivery_delay_ms,
+                limit: "max_redelivery_delay_ms",
+                limit_value: self.max_redelivery_delay_ms,
+            });
         }
         if matches!(&self.poison_policy, PoisonPolicy::DeadLetter(t) if t.trim().is_empty()) {
-            return Err(InvalidInput::new(
-                "the \"dead_letter\" poison policy needs a topic to publish to",
-            ));
+            return Err(InvalidInput::NoDeadLetterTopic);
         }
         Ok(self)
     }
@@ -267,16 +265,12 @@ pub struct InFlightWindow {
 
 impl InFlightWindow {
     pub fn new(limits: WindowLimits, policy: FailurePolicy) -> KernelResult<Self> {
-        if limits.max_window_size == 0 || limits.max_per_consumer == 0 {
-            return Err(InvalidInput::new(
-                "max_window_size and max_per_consumer must be at least 1",
-            ));
-        }
-        if limits.inactive_eviction_ticks == 0 {
-            return Err(InvalidInput::new(
-                "inactive_eviction_ticks must be at least 1",
-            ));
-        }
+        at_least_one("max_window_size", limits.max_window_size as u64)?;
+        at_least_one("max_per_consumer", limits.max_per_consumer as u64)?;
+        at_least_one(
+            "inactive_eviction_ticks",
+            limits.inactive_eviction_ticks.into(),
+        )?;
         Ok(Self {
             limits,
             policy: policy.validate()?,
@@ -363,10 +357,11 @@ impl InFlightWindow {
             None => self.check_new_with_key(offset, key)?,
         }
         if !self.consumer_has_capacity(consumer) {
-            return Err(InvalidInput::Message(format!(
-                "consumer {consumer} already has max_per_consumer ({}) messages in flight",
-                self.limits.max_per_consumer
-            )));
+            return Err(Conflict::ConsumerFull {
+                consumer,
+                max_per_consumer: self.limits.max_per_consumer,
+            }
+            .into());
         }
         self.ensure_cursor(offset);
         self.dispatch(offset, key.clone(), consumer, now_ms);
@@ -420,14 +415,10 @@ impl InFlightWindow {
     pub fn on_skipped(&mut self, offset: u64) -> KernelResult<Option<u64>> {
         let offset = check_offset(i128::from(offset), "offset")?;
         if self.in_flight.contains_key(&offset) {
-            return Err(InvalidInput::Message(format!(
-                "offset {offset} is in flight; ack it, or remove_entry it first"
-            )));
+            return Err(Conflict::SkippedInFlight { offset }.into());
         }
         if self.queued.contains_key(&offset) {
-            return Err(InvalidInput::Message(format!(
-                "offset {offset} is queued; take_unblocked or drain_blocked_for_key it first"
-            )));
+            return Err(Conflict::SkippedQueued { offset }.into());
         }
         Ok(self.skip_taken(offset))
     }
@@ -698,22 +689,16 @@ impl InFlightWindow {
     }
 
     fn check_new(&self, offset: u64) -> KernelResult<()> {
-        if self.in_flight.contains_key(&offset) {
-            return Err(InvalidInput::Message(format!(
-                "offset {offset} is already in flight"
-            )));
-        }
-        if self.queued.contains_key(&offset) || self.taken.contains_key(&offset) {
-            return Err(InvalidInput::Message(format!(
-                "offset {offset} is already in the blocked queue"
-            )));
-        }
-        if self.cursor.as_ref().is_some_and(|c| c.is_done(offset)) {
-            return Err(InvalidInput::Message(format!(
-                "offset {offset} is already acked, skipped or behind the cursor"
-            )));
-        }
-        Ok(())
+        let state = if self.in_flight.contains_key(&offset) {
+            OffsetState::InFlight
+        } else if self.queued.contains_key(&offset) || self.taken.contains_key(&offset) {
+            OffsetState::Queued
+        } else if self.cursor.as_ref().is_some_and(|c| c.is_done(offset)) {
+            OffsetState::Done
+        } else {
+            return Ok(());
+        };
+        Err(Duplicate::Offset { offset, state }.into())
     }
 
     fn check_new_with_key(&self, offset: u64, key: &RoutingKey) -> KernelResult<()> {
@@ -807,6 +792,18 @@ impl InFlightWindow {
         }
         result
     }
+}
+
+/// Checks that a limit or timeout (`what`) is at least 1.
+fn at_least_one(what: &'static str, value: u64) -> KernelResult<()> {
+    if value == 0 {
+        return Err(InvalidInput::TooSmall {
+            what,
+            min: 1,
+            value: 0,
+        });
+    }
+    Ok(())
 }
 
 fn check_same_key(offset: u64, held: &RoutingKey, key: &RoutingKey) -> KernelResult<()> {

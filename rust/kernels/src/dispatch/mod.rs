@@ -17,7 +17,9 @@ use std::ops::{Deref, DerefMut};
 
 use super::draining::DrainingHashes;
 use super::entry_bucket::EntryBucketSelector;
-use super::error::{InvalidInput, KernelResult, NotFound, StateError, StateResult};
+use super::error::{
+    Conflict, Duplicate, InvalidInput, KernelResult, NotFound, StateError, StateResult,
+};
 use super::handoff::register_draining_hashes;
 use super::impacted::ImpactedConsumers;
 use super::pending_acks::{PendingAck, PendingAcks};
@@ -61,7 +63,10 @@ impl Selector for EntryBucketSelector {
 
     fn add_consumer(&mut self, consumer: u64, name: &[u8]) -> StateResult<ImpactedConsumers> {
         let name = std::str::from_utf8(name)
-            .map_err(|e| InvalidInput::Message(format!("the consumer name is not UTF-8: {e}")))?;
+            .map_err(|error| InvalidInput::NotUtf8 {
+                what: "consumer name",
+                error,
+            })?;
         EntryBucketSelector::add_consumer(self, consumer, name)
     }
 
@@ -244,13 +249,8 @@ pub fn check_positions<'a>(
     let entries = entries.into_iter();
     let mut seen = Seen::with_capacity(entries.size_hint().0);
     for (i, (position, hash, pending)) in entries.enumerate() {
-        let (ledger_id, entry_id) = position;
         if let Some(first) = seen.insert(position, i) {
-            return Err(InvalidInput::new(format!(
-                "position ({ledger_id}, {entry_id}) is given twice (first at index {first}); \
-                 a read holds each entry once"
-            ))
-            .at(i));
+            return Err(InvalidInput::from(Duplicate::Position { position, first }).at(i));
         }
         if let Some(pending) = pending {
             check_pending(position, hash, pending).map_err(|e| e.at(i))?;
@@ -312,12 +312,14 @@ pub fn keeps_hash(
     held: Option<u16>,
     consumer: u64,
 ) -> KernelResult<()> {
-    let (ledger_id, entry_id) = position;
     match held {
-        Some(held) if held != hash => Err(InvalidInput::new(format!(
-            "position ({ledger_id}, {entry_id}) is pending on consumer {consumer} under sticky \
-             key hash {held}, not {hash}; an entry keeps its hash"
-        ))),
+        Some(held) if held != hash => Err(Conflict::HashChanged {
+            position,
+            consumer,
+            held,
+            hash,
+        }
+        .into()),
         _ => Ok(()),
     }
 }

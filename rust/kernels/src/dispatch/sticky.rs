@@ -17,7 +17,7 @@ use strum::{IntoStaticStr, VariantArray};
 
 use super::{check_positions, disconnect, not_connected, Dispatcher, Parts, Removed, Selector};
 use crate::draining::DrainingHashes;
-use crate::error::{InvalidInput, KernelResult, StateResult};
+use crate::error::{DispatchedConflict, InvalidInput, KernelResult, StateResult};
 use crate::pending_acks::{PendingAck, PendingAcks};
 use crate::redelivery::{
     available_permits, check_position, effective_look_ahead_limit, ConsumerPermits, Decision,
@@ -80,27 +80,21 @@ impl Dispatched {
     /// no consumer and is not queued; one the map refused names the consumer and is queued.
     /// Errors name the parts as the Python `DispatchResult` does.
     pub fn check(&self) -> KernelResult<()> {
-        let fail = |why: &str| Err(InvalidInput::new(why));
-        match self.held {
-            None if self.consumer.is_none() => {
-                fail("consumer_id must be set for a delivered entry (held=None)")
+        let conflict = match self.held {
+            None if self.consumer.is_none() => DispatchedConflict::DeliveredWithoutConsumer,
+            None if self.queued => DispatchedConflict::DeliveredQueued,
+            Some(HoldReason::LookAheadLimit) if self.consumer.is_some() || self.queued => {
+                DispatchedConflict::LookAheadTaken
             }
-            None if self.queued => {
-                fail("queued_for_redelivery must be False for a delivered entry (held=None)")
+            Some(HoldReason::PendingAckRefused) if self.consumer.is_none() || !self.queued => {
+                DispatchedConflict::RefusedNotQueued
             }
-            Some(HoldReason::LookAheadLimit) if self.consumer.is_some() || self.queued => fail(
-                "an entry held for LOOK_AHEAD_LIMIT is not taken: consumer_id must be None \
-                 and queued_for_redelivery False",
-            ),
-            Some(HoldReason::PendingAckRefused) if self.consumer.is_none() || !self.queued => fail(
-                "an entry held for PENDING_ACK_REFUSED was refused by a consumer's map and \
-                     queued: consumer_id must be set and queued_for_redelivery True",
-            ),
             held if self.draining.is_some() != (held == Some(HoldReason::Draining)) => {
-                fail("draining_consumer_id must be set for held=DRAINING, and only for it")
+                DispatchedConflict::DrainerMismatch
             }
-            _ => Ok(()),
-        }
+            _ => return Ok(()),
+        };
+        Err(conflict.into())
     }
 
     fn sent(consumer: u64) -> Self {
@@ -425,11 +419,13 @@ impl StickyKeyDispatcher {
     }
 }
 
-fn non_negative(value: i64, what: &str, least: i64) -> KernelResult<i64> {
+fn non_negative(value: i64, what: &'static str, least: i64) -> KernelResult<i64> {
     if value < least {
-        return Err(InvalidInput::Message(format!(
-            "{what} must be at least {least}, got {value}"
-        )));
+        return Err(InvalidInput::TooSmall {
+            what,
+            min: least,
+            value,
+        });
     }
     Ok(value)
 }
@@ -437,9 +433,9 @@ fn non_negative(value: i64, what: &str, least: i64) -> KernelResult<i64> {
 fn check_entry(e: &ReadEntry) -> KernelResult<()> {
     check_position(e.position, "position")?;
     if e.sticky_key_hash == 0 {
-        return Err(InvalidInput::new(
-            "sticky_key_hash 0 means \"not set\"; it is required",
-        ));
+        return Err(InvalidInput::ReservedHash {
+            position: Some(e.position),
+        });
     }
     non_negative(e.batch_size.into(), "batch_size", 0).map(drop)
 }
