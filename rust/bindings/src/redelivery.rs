@@ -227,7 +227,7 @@ impl PyMessageRedeliveryController {
             let permits_of = |c: u64| permits.get(&c).copied().unwrap_or(0);
             c.filter_read(&read, &chosen, replay, permits_of, guard.as_deref_mut())
         })
-        .py()?;
+        .py_in("entries")?;
         Ok(decisions.into_iter().map(decided).collect())
     }
 

@@ -472,6 +472,18 @@ mod tests {
     }
 
     #[test]
+    fn a_reference_count_at_its_most_refuses_another_add() {
+        let mut t = DrainingHashes::new();
+        t.add_entry(1, 7).unwrap();
+        t.slot_mut(7).ref_count = u32::MAX;
+        assert_eq!(
+            t.add_entry(1, 7).unwrap_err(),
+            InvalidInput::Conflict(Conflict::RefCountOverflow { hash: 7 })
+        );
+        assert_eq!(entry(&t, 7), Some((1, u32::MAX, 0)));
+    }
+
+    #[test]
     fn add_reduce_and_remove() {
         let mut t = DrainingHashes::new();
         t.add_entry(1, 7).unwrap();

@@ -119,7 +119,10 @@ pub enum InvalidInput {
     ConsumerExists { consumer: u64, status: &'static str },
     /// A name (`what`) that is not UTF-8.
     #[error("the {what} is not UTF-8: {error}")]
-    NotUtf8 { what: &'static str, error: Utf8Error },
+    NotUtf8 {
+        what: &'static str,
+        error: Utf8Error,
+    },
     /// An empty key filter, which would match only the empty key.
     #[error("an empty filter would match only the empty key")]
     EmptyFilter,
@@ -297,7 +300,11 @@ pub enum Conflict {
         "consumer {owner} is already draining hash {hash}; it cannot be used for consumer \
          {consumer}"
     )]
-    Draining { hash: u16, owner: u64, consumer: u64 },
+    Draining {
+        hash: u16,
+        owner: u64,
+        consumer: u64,
+    },
     /// The reference count of draining hash `hash` is at its maximum.
     #[error("the reference count of hash {hash} would overflow")]
     RefCountOverflow { hash: u16 },

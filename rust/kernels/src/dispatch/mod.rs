@@ -62,11 +62,10 @@ impl Selector for EntryBucketSelector {
     }
 
     fn add_consumer(&mut self, consumer: u64, name: &[u8]) -> StateResult<ImpactedConsumers> {
-        let name = std::str::from_utf8(name)
-            .map_err(|error| InvalidInput::NotUtf8 {
-                what: "consumer name",
-                error,
-            })?;
+        let name = std::str::from_utf8(name).map_err(|error| InvalidInput::NotUtf8 {
+            what: "consumer name",
+            error,
+        })?;
         EntryBucketSelector::add_consumer(self, consumer, name)
     }
 
