@@ -6,12 +6,12 @@
 //! and reading it back cost more than mapping it, and the copy of a large batch took as much
 //! memory as its keys.
 
+use std::ops::Range;
+
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
     Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt8Type,
 };
-use std::ops::Range;
-
 use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, BinaryArray, LargeBinaryArray};
 use arrow_schema::DataType;
 use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -58,12 +58,15 @@ pub enum Keys<'py> {
 /// left in place until it is mapped.
 pub enum ByteKeys<'py> {
     Batch(KeyBatch),
-    Objects {
-        sequence: Bound<'py, PyAny>,
-        /// Whether a None is read as a null key (else refused by index).
-        nulls: bool,
-        null_key: Option<Vec<u8>>,
-    },
+    Objects(Objects<'py>),
+}
+
+/// A list or tuple of str/bytes/None keys, read when it is mapped.
+pub struct Objects<'py> {
+    sequence: Bound<'py, PyAny>,
+    /// Whether a None is read as a null key (else refused by index).
+    nulls: bool,
+    null_key: Option<Vec<u8>>,
 }
 
 /// Keys of a list or tuple packed and mapped at once: the piece's packed keys (under 1 MB
@@ -81,58 +84,65 @@ impl<'py> ByteKeys<'py> {
         threads: usize,
         f: impl Fn(&KeyBatch, usize) -> R + Sync,
     ) -> PyResult<R> {
-        let (sequence, nulls, null_key) = match self {
+        let objects = match self {
             Self::Batch(batch) => return Ok(py.detach(|| f(&batch, threads))),
-            Self::Objects {
-                sequence,
-                nulls,
-                null_key,
-            } => (sequence, nulls, null_key),
+            Self::Objects(objects) => objects,
         };
-        let len = sequence.len()?;
-        let mut out: Option<R> = None;
-        let mut start = 0;
-        loop {
-            let end = (start + PIECE).min(len);
-            let piece = KeyBatch::nullable(vec![KeyChunk::Packed(pack_piece(
-                &sequence,
-                start..end,
-                len,
-                nulls,
-            )?)]);
-            // Nulls were refused by index when there is no stand-in, so this cannot fail.
-            let piece = match &null_key {
-                Some(k) => piece.with_null_key(Some(k.clone())).py()?,
-                None => piece,
-            };
-            let mapped = py.detach(|| f(&piece, 1));
-            match &mut out {
-                Some(out) => out.append(mapped),
-                None => out = Some(mapped),
-            }
-            if end == len {
-                return Ok(out.expect("the first piece was mapped"));
-            }
-            start = end;
+        let len = objects.sequence.len()?;
+        let map_piece = |start: usize| -> PyResult<R> {
+            let piece = objects.batch(start..len.min(start + PIECE), len)?;
+            Ok(py.detach(|| f(&piece, 1)))
+        };
+        let mut out = map_piece(0)?;
+        for start in (PIECE..len).step_by(PIECE) {
+            out.append(map_piece(start)?);
         }
+        Ok(out)
     }
 
     /// Every key in one batch, for calls that read the keys one by one.
     pub fn whole(self) -> PyResult<KeyBatch> {
         match self {
             Self::Batch(batch) => Ok(batch),
-            Self::Objects {
-                sequence,
-                nulls,
-                null_key,
-            } => {
-                let len = sequence.len()?;
-                let packed = pack_piece(&sequence, 0..len, len, nulls)?;
-                KeyBatch::nullable(vec![KeyChunk::Packed(packed)])
-                    .with_null_key(null_key)
-                    .py()
+            Self::Objects(objects) => {
+                let len = objects.sequence.len()?;
+                objects.batch(0..len, len)
             }
         }
+    }
+}
+
+impl Objects<'_> {
+    /// Keys `range` as a batch, null keys standing in where given.
+    fn batch(&self, range: Range<usize>, len: usize) -> PyResult<KeyBatch> {
+        let batch = KeyBatch::nullable(vec![KeyChunk::Packed(self.pack(range, len)?)]);
+        match &self.null_key {
+            // Nulls were refused by index when there is no stand-in.
+            None => Ok(batch),
+            Some(k) => batch.with_null_key(Some(k.clone())).py(),
+        }
+    }
+
+    /// Packs keys `range` of a list or tuple that held `len` items when its mapping began
+    /// (the GIL is released between pieces, so another thread may have changed a list).
+    fn pack(&self, range: Range<usize>, len: usize) -> PyResult<PackedKeys> {
+        let sequence = &self.sequence;
+        // SAFETY: pack_objects runs no Python code (see there), and reads the slice in place.
+        let packed = unsafe {
+            with_items(sequence, |items| match items.len() == len {
+                true => pack_objects(
+                    sequence.py(),
+                    &items[range.clone()],
+                    range.start,
+                    self.nulls,
+                ),
+                false => Err(errors::invalid(format!(
+                    "keys changed size while they were read, from {len} to {} items",
+                    items.len()
+                ))),
+            })
+        };
+        packed.unwrap_or_else(|| Err(not_a_sequence(sequence)))
     }
 }
 
@@ -152,27 +162,6 @@ impl<A: Append, B: Append> Append for (A, B) {
         self.0.append(more.0);
         self.1.append(more.1);
     }
-}
-
-/// Packs items `range` of a list or tuple that held `len` items when its mapping began
-/// (the GIL is released between pieces, so another thread may have changed a list).
-fn pack_piece(
-    sequence: &Bound<'_, PyAny>,
-    range: Range<usize>,
-    len: usize,
-    nulls: bool,
-) -> PyResult<PackedKeys> {
-    // SAFETY: pack_objects runs no Python code (see there), and reads the slice in place.
-    let packed = unsafe {
-        with_items(sequence, |items| match items.len() == len {
-            true => pack_objects(sequence.py(), &items[range.clone()], range.start, nulls),
-            false => Err(errors::invalid(format!(
-                "keys changed size while they were read, from {len} to {} items",
-                items.len()
-            ))),
-        })
-    };
-    packed.unwrap_or_else(|| Err(not_a_sequence(sequence)))
 }
 
 fn not_a_sequence(keys: &Bound<'_, PyAny>) -> PyErr {
@@ -199,13 +188,10 @@ pub fn key_batch<'py>(
         Keys::Bytes(ByteKeys::Batch(batch)) => {
             Ok(ByteKeys::Batch(batch.with_null_key(null_key).py()?))
         }
-        Keys::Bytes(ByteKeys::Objects {
-            sequence, nulls, ..
-        }) => Ok(ByteKeys::Objects {
-            sequence,
-            nulls,
+        Keys::Bytes(ByteKeys::Objects(objects)) => Ok(ByteKeys::Objects(Objects {
             null_key,
-        }),
+            ..objects
+        })),
         Keys::Ints(_) => unreachable_ints(),
     }
 }
@@ -300,11 +286,11 @@ fn read<'py>(keys: &Bound<'py, PyAny>, intake: Intake) -> PyResult<Keys<'py>> {
         }
     }
     if keys.is_instance_of::<PyList>() || keys.is_instance_of::<PyTuple>() {
-        return Ok(Keys::Bytes(ByteKeys::Objects {
+        return Ok(Keys::Bytes(ByteKeys::Objects(Objects {
             sequence: keys.clone(),
             nulls: intake.nulls,
             null_key: None,
-        }));
+        })));
     }
     Err(not_a_sequence(keys))
 }
@@ -747,7 +733,12 @@ fn pack_numpy(
                 }
                 list.set_item(i, array.py().None())?;
             }
-            pack_piece(list.as_any(), 0..list.len(), list.len(), nulls)
+            let objects = Objects {
+                sequence: list.clone().into_any(),
+                nulls,
+                null_key: None,
+            };
+            objects.pack(0..list.len(), list.len())
         }
         b'S' => pack_fixed(array, dtype.itemsize(), 1, |packed, raw, i| {
             match mask.is_some_and(|m| m[i]) {
