@@ -12,6 +12,10 @@ from hypothesis import strategies as st
 from support.keys import Text, list_items
 
 import keyshared as ks
+from keyshared.routing import Partitioner
+
+#: Keys of a list read at once (rust/bindings/src/keys.rs).
+PIECE = 1 << 15
 
 keys_st = st.one_of(st.text(max_size=64), st.binary(max_size=64))
 key_lists = st.lists(keys_st, max_size=40)
@@ -270,20 +274,78 @@ def test_list_items_of_every_kind_hash_as_their_bytes(keys: list[str | bytes | N
         np.testing.assert_array_equal(ks.key_hashes(batch, null_key=null_key), want)
 
 
+@pytest.mark.parametrize("at", [1000, PIECE * 2 + 5])
 @pytest.mark.parametrize(
     ("bad", "error", "message"),
     [
-        ("\udc80", ValueError, r"keys\[1000\] is not valid text"),
-        (Text("\udc80"), ValueError, r"keys\[1000\] is not valid text"),
-        (None, ValueError, r"keys\[1000\] is None"),
-        (bytearray(b"a"), TypeError, r"keys\[1000\] must be str or bytes, got bytearray"),
-        (7, TypeError, r"keys\[1000\] must be str or bytes, got int"),
+        ("\udc80", ValueError, r"keys\[{at}\] is not valid text"),
+        (Text("\udc80"), ValueError, r"keys\[{at}\] is not valid text"),
+        (None, ValueError, r"keys\[{at}\] is None"),
+        (bytearray(b"a"), TypeError, r"keys\[{at}\] must be str or bytes, got bytearray"),
+        (7, TypeError, r"keys\[{at}\] must be str or bytes, got int"),
     ],
 )
 def test_a_bad_item_after_a_run_of_keys_is_named_by_its_index(
-    bad: object, error: type[Exception], message: str
+    at: int, bad: object, error: type[Exception], message: str
 ) -> None:
-    keys = [f"key-{i:019d}" for i in range(1000)] + [bad] + ["é", b"x"]
+    # Past the first pieces too: a list is read a piece at a time.
+    keys = [f"key-{i:019d}" for i in range(at)] + [bad] + ["é", b"x"]
     for batch in (keys, tuple(keys)):
-        with pytest.raises(error, match=message):
+        with pytest.raises(error, match=message.format(at=at)):
             ks.key_hashes(batch)
+
+
+def test_lists_of_many_pieces_map_as_arrow() -> None:
+    # Nulls on both sides of the edges between the pieces a list is read in.
+    keys: list[str | None] = [f"k{i}-{i * 7919 % 10007}" for i in range(PIECE * 3 + 17)]
+    for i in (0, PIECE - 1, PIECE, 2 * PIECE, len(keys) - 1):
+        keys[i] = None
+    arrow = pa.array(keys, pa.string())
+    for batch in (keys, tuple(keys)):
+        for threads in (1, 2):
+            np.testing.assert_array_equal(
+                ks.key_hashes(batch, null_key="n", threads=threads),
+                ks.key_hashes(arrow, null_key="n"),
+            )
+        for got, want in zip(
+            ks.split_hashes(batch, null_key=""),
+            ks.split_hashes(arrow, null_key=""),
+            strict=True,
+        ):
+            np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(
+            ks.partitions(batch, 7, Partitioner.KAFKA), ks.partitions(arrow, 7, Partitioner.KAFKA)
+        )
+
+
+def test_a_list_changed_while_it_is_read_is_refused_or_read_whole() -> None:
+    # The GIL is released between pieces, so another thread may change the list: the call
+    # reads the list it began with, or refuses one whose size changed meanwhile.
+    keys = [f"k{i}" for i in range(PIECE * 8)]
+    without = ks.key_hashes(pa.array(keys)).tolist()
+    # The list as it was when the call began, with or without the changer's extra key.
+    sizes = {len(without): without, len(without) + 1: [*without, ks.key_hash("extra")]}
+    stop = threading.Event()
+
+    def change() -> None:
+        while not stop.is_set():
+            keys.append("extra")
+            keys.pop()
+
+    changer = threading.Thread(target=change)
+    changer.start()
+    outcomes = set()
+    try:
+        for _ in range(20):
+            try:
+                got = ks.key_hashes(keys, threads=1)
+            except ValueError as e:
+                assert "keys changed size while they were read" in str(e)
+                outcomes.add("refused")
+            else:
+                assert got.tolist() == sizes[len(got)]
+                outcomes.add("read")
+    finally:
+        stop.set()
+        changer.join(timeout=10)
+    assert outcomes

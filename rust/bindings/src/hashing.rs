@@ -62,8 +62,9 @@ where
     F: Fn(u32) -> (A, B) + Sync + Send,
 {
     let threads = Threads::or_default(threads)?;
-    let batch = key_batch(keys, null_key)?;
-    Ok(keys.py().detach(move || batch.map_hashes(threads, f)))
+    key_batch(keys, null_key)?.map(keys.py(), threads, |batch, threads| {
+        batch.map_hashes(threads, &f)
+    })
 }
 
 #[doc = stub_doc!("key_hashes")]

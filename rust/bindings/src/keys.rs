@@ -1,5 +1,12 @@
-//! Python key batches, read once into the kernels' `KeyColumn`: lists and tuples (of
+//! Python key batches, read once into the kernels' key types: lists and tuples (of
 //! str/bytes/None, or of ints), NumPy arrays, Arrow arrays and streams.
+//!
+//! A list or tuple of str/bytes is not copied out whole: `ByteKeys::map` packs it a piece at
+//! a time and maps each piece while its keys are still in cache. Copying every key to memory
+//! and reading it back cost more than mapping it, and the copy of a large batch took as much
+//! memory as its keys.
+
+use std::ops::Range;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -41,11 +48,134 @@ impl Intake {
     }
 }
 
+/// Keys of a batch call as `read` finds them: byte keys or int keys.
+pub enum Keys<'py> {
+    Bytes(ByteKeys<'py>),
+    Ints(IntBatch),
+}
+
+/// Byte keys: a batch read whole (Arrow and NumPy), or a list or tuple of str/bytes/None
+/// left in place until it is mapped.
+pub enum ByteKeys<'py> {
+    Batch(KeyBatch),
+    Objects(Objects<'py>),
+}
+
+/// A list or tuple of str/bytes/None keys, read when it is mapped.
+pub struct Objects<'py> {
+    sequence: Bound<'py, PyAny>,
+    /// Whether a None is read as a null key (else refused by index).
+    nulls: bool,
+    null_key: Option<Vec<u8>>,
+}
+
+/// Keys of a list or tuple packed and mapped at once: the piece's packed keys (under 1 MB
+/// for keys of 23 bytes) stay in the core's own cache.
+const PIECE: usize = 1 << 15;
+
+impl<'py> ByteKeys<'py> {
+    /// `f(batch, threads)` over every key, the outputs in key order, with the GIL released
+    /// for `f`. A batch read whole is mapped once, on `threads`; a list or tuple is packed a
+    /// piece at a time (with the GIL held, which reading its objects needs) and each piece
+    /// mapped on one thread.
+    pub fn map<R: Append + Send>(
+        self,
+        py: Python<'py>,
+        threads: usize,
+        f: impl Fn(&KeyBatch, usize) -> R + Sync,
+    ) -> PyResult<R> {
+        let objects = match self {
+            Self::Batch(batch) => return Ok(py.detach(|| f(&batch, threads))),
+            Self::Objects(objects) => objects,
+        };
+        let len = objects.sequence.len()?;
+        let map_piece = |start: usize| -> PyResult<R> {
+            let piece = objects.batch(start..len.min(start + PIECE), len)?;
+            Ok(py.detach(|| f(&piece, 1)))
+        };
+        let mut out = map_piece(0)?;
+        for start in (PIECE..len).step_by(PIECE) {
+            out.append(map_piece(start)?);
+        }
+        Ok(out)
+    }
+
+    /// Every key in one batch, for calls that read the keys one by one.
+    pub fn whole(self) -> PyResult<KeyBatch> {
+        match self {
+            Self::Batch(batch) => Ok(batch),
+            Self::Objects(objects) => {
+                let len = objects.sequence.len()?;
+                objects.batch(0..len, len)
+            }
+        }
+    }
+}
+
+impl Objects<'_> {
+    /// Keys `range` as a batch, null keys standing in where given.
+    fn batch(&self, range: Range<usize>, len: usize) -> PyResult<KeyBatch> {
+        let batch = KeyBatch::nullable(vec![KeyChunk::Packed(self.pack(range, len)?)]);
+        match &self.null_key {
+            // Nulls were refused by index when there is no stand-in.
+            None => Ok(batch),
+            Some(k) => batch.with_null_key(Some(k.clone())).py(),
+        }
+    }
+
+    /// Packs keys `range` of a list or tuple that held `len` items when its mapping began
+    /// (the GIL is released between pieces, so another thread may have changed a list).
+    fn pack(&self, range: Range<usize>, len: usize) -> PyResult<PackedKeys> {
+        let sequence = &self.sequence;
+        // SAFETY: pack_objects runs no Python code (see there), and reads the slice in place.
+        let packed = unsafe {
+            with_items(sequence, |items| match items.len() == len {
+                true => pack_objects(
+                    sequence.py(),
+                    &items[range.clone()],
+                    range.start,
+                    self.nulls,
+                ),
+                false => Err(errors::invalid(format!(
+                    "keys changed size while they were read, from {len} to {} items",
+                    items.len()
+                ))),
+            })
+        };
+        packed.unwrap_or_else(|| Err(not_a_sequence(sequence)))
+    }
+}
+
+/// Outputs of a batch call that pieces of a batch append to.
+pub trait Append {
+    fn append(&mut self, more: Self);
+}
+
+impl<T> Append for Vec<T> {
+    fn append(&mut self, mut more: Self) {
+        Vec::append(self, &mut more);
+    }
+}
+
+impl<A: Append, B: Append> Append for (A, B) {
+    fn append(&mut self, more: Self) {
+        self.0.append(more.0);
+        self.1.append(more.1);
+    }
+}
+
+fn not_a_sequence(keys: &Bound<'_, PyAny>) -> PyErr {
+    errors::wrong_type(format!(
+        "keys must be a list or tuple of str/bytes, a NumPy array or an Arrow array, got {}",
+        type_name(keys)
+    ))
+}
+
 /// Reads `keys` as a batch of byte keys; `null_key` (str or bytes) stands in for null keys.
-pub fn key_batch(
-    keys: &Bound<'_, PyAny>,
+pub fn key_batch<'py>(
+    keys: &Bound<'py, PyAny>,
     null_key: Option<&Bound<'_, PyAny>>,
-) -> PyResult<KeyBatch> {
+) -> PyResult<ByteKeys<'py>> {
     let null_key = null_key
         .filter(|k| !k.is_none())
         .map(|k| key_bytes(k, "null_key").map(<[u8]>::to_vec))
@@ -55,8 +185,14 @@ pub fn key_batch(
         ints: None,
     };
     match read(keys, intake)? {
-        KeyColumn::Bytes(batch) => batch.with_null_key(null_key).py(),
-        KeyColumn::Ints(_) => unreachable_ints(),
+        Keys::Bytes(ByteKeys::Batch(batch)) => {
+            Ok(ByteKeys::Batch(batch.with_null_key(null_key).py()?))
+        }
+        Keys::Bytes(ByteKeys::Objects(objects)) => Ok(ByteKeys::Objects(Objects {
+            null_key,
+            ..objects
+        })),
+        Keys::Ints(_) => unreachable_ints(),
     }
 }
 
@@ -68,10 +204,10 @@ fn unreachable_ints<T>() -> PyResult<T> {
 /// `key_batch`, also taking any other iterable of keys (a generator, a set), collected into
 /// a list first.
 pub fn any_key_batch(keys: &Bound<'_, PyAny>) -> PyResult<KeyBatch> {
-    match key_batch(keys, None) {
+    match key_batch(keys, None).and_then(ByteKeys::whole) {
         Err(err) if err.is_instance_of::<PyTypeError>(keys.py()) && is_other_iterable(keys) => {
             let items = keys.try_iter()?.collect::<PyResult<Vec<_>>>()?;
-            key_batch(PyList::new(keys.py(), items)?.as_any(), None)
+            key_batch(PyList::new(keys.py(), items)?.as_any(), None)?.whole()
         }
         result => result,
     }
@@ -80,7 +216,7 @@ pub fn any_key_batch(keys: &Bound<'_, PyAny>) -> PyResult<KeyBatch> {
 /// Reads `keys` for a partitioner: byte keys or int keys (by the first key that is not
 /// null; an all-null batch as ints if `ints_if_all_null`), nulls kept; any other iterable
 /// is collected into a list first.
-pub fn key_column(keys: &Bound<'_, PyAny>, ints_if_all_null: bool) -> PyResult<KeyColumn> {
+pub fn key_column<'py>(keys: &Bound<'py, PyAny>, ints_if_all_null: bool) -> PyResult<Keys<'py>> {
     let intake = Intake {
         nulls: true,
         ints: Some(ints_if_all_null),
@@ -118,7 +254,7 @@ fn is_other_iterable(keys: &Bound<'_, PyAny>) -> bool {
     !is_batch(keys) && keys.try_iter().is_ok()
 }
 
-fn read(keys: &Bound<'_, PyAny>, intake: Intake) -> PyResult<KeyColumn> {
+fn read<'py>(keys: &Bound<'py, PyAny>, intake: Intake) -> PyResult<Keys<'py>> {
     let py = keys.py();
     if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
         return Err(errors::wrong_type(format!(
@@ -128,11 +264,11 @@ fn read(keys: &Bound<'_, PyAny>, intake: Intake) -> PyResult<KeyColumn> {
     }
     if keys.hasattr(intern!(py, "__arrow_c_array__"))? {
         let (array, _) = keys.extract::<PyArray>()?.into_inner();
-        return arrow_column(vec![array], intake);
+        return arrow_column(vec![array], intake).map(whole);
     }
     if keys.hasattr(intern!(py, "__arrow_c_stream__"))? {
         let (arrays, _) = keys.extract::<PyChunkedArray>()?.into_inner();
-        return arrow_column(arrays, intake);
+        return arrow_column(arrays, intake).map(whole);
     }
     if let Ok(array) = keys.cast::<PyUntypedArray>() {
         return numpy_column(array, intake);
@@ -145,14 +281,26 @@ fn read(keys: &Bound<'_, PyAny>, intake: Intake) -> PyResult<KeyColumn> {
             // `is_int` may run Python code (an `__index__` lookup): the items are read
             // afresh below.
             if first.as_ref().map_or(side, is_int) {
-                return int_sequence(keys);
+                return int_sequence(keys).map(whole);
             }
         }
     }
-    let packed = pack_sequence(keys, intake.nulls)?;
-    Ok(KeyColumn::Bytes(KeyBatch::nullable(vec![
-        KeyChunk::Packed(packed),
-    ])))
+    if keys.is_instance_of::<PyList>() || keys.is_instance_of::<PyTuple>() {
+        return Ok(Keys::Bytes(ByteKeys::Objects(Objects {
+            sequence: keys.clone(),
+            nulls: intake.nulls,
+            null_key: None,
+        })));
+    }
+    Err(not_a_sequence(keys))
+}
+
+/// A column read whole.
+fn whole<'py>(column: KeyColumn) -> Keys<'py> {
+    match column {
+        KeyColumn::Bytes(batch) => Keys::Bytes(ByteKeys::Batch(batch)),
+        KeyColumn::Ints(ints) => Keys::Ints(ints),
+    }
 }
 
 /// Calls `f` with the items of a list or tuple (subclasses too: they keep the base layout)
@@ -189,18 +337,6 @@ fn first_key<'py>(py: Python<'py>, items: &[*mut ffi::PyObject]) -> Option<Bound
     let none = unsafe { ffi::Py_None() };
     let first = items.iter().find(|&&item| item != none)?;
     Some(unsafe { Bound::from_borrowed_ptr(py, *first) })
-}
-
-/// Packs the str/bytes/None items of a list or tuple.
-fn pack_sequence(keys: &Bound<'_, PyAny>, nulls: bool) -> PyResult<PackedKeys> {
-    // SAFETY: pack_objects runs no Python code (see there), and reads the slice in place.
-    match unsafe { with_items(keys, |items| pack_objects(keys.py(), items, nulls)) } {
-        Some(packed) => packed,
-        None => Err(errors::wrong_type(format!(
-            "keys must be a list or tuple of str/bytes, a NumPy array or an Arrow array, got {}",
-            type_name(keys)
-        ))),
-    }
 }
 
 /// Arrow arrays as one column: all of byte types or (where int keys are read) all of
@@ -397,7 +533,7 @@ fn numpy_ints(array: &Bound<'_, PyUntypedArray>) -> PyResult<KeyColumn> {
     Ok(KeyColumn::Ints(IntBatch { chunks }))
 }
 
-fn numpy_column(array: &Bound<'_, PyUntypedArray>, intake: Intake) -> PyResult<KeyColumn> {
+fn numpy_column<'py>(array: &Bound<'py, PyUntypedArray>, intake: Intake) -> PyResult<Keys<'py>> {
     if array.ndim() != 1 {
         let message = format!(
             "keys must be a one-dimensional array, got {} dimensions",
@@ -410,19 +546,22 @@ fn numpy_column(array: &Bound<'_, PyUntypedArray>, intake: Intake) -> PyResult<K
     }
     let kind = array.dtype().kind();
     match (intake.ints, kind) {
-        (Some(_), b'i' | b'u') => numpy_ints(array),
+        (Some(_), b'i' | b'u') => numpy_ints(array).map(whole),
         (Some(_), b'S' | b'U') | (None, _) => {
             let mask = numpy_mask(array)?;
             let packed = pack_numpy(array, intake.nulls, mask.as_deref())?;
-            Ok(KeyColumn::Bytes(KeyBatch::nullable(vec![
+            Ok(whole(KeyColumn::Bytes(KeyBatch::nullable(vec![
                 KeyChunk::Packed(packed),
-            ])))
+            ]))))
         }
         // Objects may be ints; other dtypes (bool, float) are read as their items, which
         // the checks then name.
         (Some(_), _) => {
             let items = array.call_method0(intern!(array.py(), "tolist"))?;
-            read(&items, intake)
+            read(&items, intake).and_then(|keys| match keys {
+                Keys::Bytes(bytes) => Ok(Keys::Bytes(ByteKeys::Batch(bytes.whole()?))),
+                ints => Ok(ints),
+            })
         }
     }
 }
@@ -432,9 +571,11 @@ fn numpy_column(array: &Bound<'_, PyUntypedArray>, intake: Intake) -> PyResult<K
 /// SAFETY (for callers): `items` must be live objects owned by a container that the caller
 /// holds, with the GIL held. Nothing here runs Python code or releases the GIL, so the
 /// container cannot change while it is read.
+/// `first` is the index of the first of them in the whole batch, which errors name.
 unsafe fn pack_objects(
     py: Python<'_>,
     items: &[*mut ffi::PyObject],
+    first: usize,
     nulls: bool,
 ) -> PyResult<PackedKeys> {
     let mut packed = PackedKeys::with_capacity(items.len(), items.len() * 32);
@@ -455,12 +596,12 @@ unsafe fn pack_objects(
         } else if item == ffi::Py_None() {
             match nulls {
                 true => packed.push_null(),
-                false => return Err(null_error(i)),
+                false => return Err(null_error(first + i)),
             }
         } else {
             // Subclasses, wrong types and undecodable text: the checked path with messages.
             let item = Bound::from_borrowed_ptr(py, item);
-            packed.push(key_bytes_at(&item, i)?);
+            packed.push(key_bytes_at(&item, first + i)?);
         }
         i += 1;
     }
@@ -592,7 +733,12 @@ fn pack_numpy(
                 }
                 list.set_item(i, array.py().None())?;
             }
-            pack_sequence(list.as_any(), nulls)
+            let objects = Objects {
+                sequence: list.clone().into_any(),
+                nulls,
+                null_key: None,
+            };
+            objects.pack(0..list.len(), list.len())
         }
         b'S' => pack_fixed(array, dtype.itemsize(), 1, |packed, raw, i| {
             match mask.is_some_and(|m| m[i]) {

@@ -9,8 +9,8 @@ use strum::{EnumString, IntoStaticStr, VariantNames};
 
 use crate::conversions::{key_bytes, named_arg, type_name};
 use crate::errors::{self, Raise};
-use crate::keys::{int_arg, is_int, key_column};
-use keyshared_kernels::keys::{IntTyping, KeyColumn};
+use crate::keys::{int_arg, is_int, key_column, Keys};
+use keyshared_kernels::keys::IntTyping;
 use keyshared_kernels::parallel::default_threads;
 use keyshared_kernels::partitioners::{
     self as kernels, IcebergValue, IntKey, IntPartitioner, NumPartitions, Partitioner, SparkValue,
@@ -138,14 +138,15 @@ fn partition_keys<'py>(
         errors::wrong_type(format!("keys are {kind} but key_type is {:?}", t.name()))
     };
     let out = match key_column(keys, key_type.is_some_and(KeyType::is_int))? {
-        KeyColumn::Bytes(batch) => {
+        Keys::Bytes(batch) => {
             if let Some(t) = key_type.filter(|t| t.is_int()) {
                 return Err(type_error("str/bytes", t));
             }
-            keys.py()
-                .detach(|| p.partitions(&batch, n, default_threads()))
+            batch.map(keys.py(), default_threads(), |batch, threads| {
+                p.partitions(batch, n, threads)
+            })?
         }
-        KeyColumn::Ints(ints) => {
+        Keys::Ints(ints) => {
             let int_partitioner = int_partitioner(p)?;
             if let Some(t) = key_type.filter(|t| !t.is_int()) {
                 return Err(type_error("ints", t));
