@@ -21,3 +21,8 @@ pub mod ring;
 pub mod routing;
 pub mod routing_key;
 pub mod window;
+
+/// The crate README's examples, compiled and run by `cargo test`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
