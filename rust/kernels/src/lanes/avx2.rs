@@ -66,6 +66,8 @@ unsafe fn hash_groups(base: *const u8, groups: &[Group; GROUPS]) -> [__m256i; GR
     let longest = lens.clone().max().unwrap_or(0);
     let whole_words = lens.min().unwrap_or(0) / 4;
     let words = longest.div_ceil(4);
+    // Past the longest key's whole blocks a column holds tail bytes only: no lane steps.
+    let stepped = longest / 4;
     let len_v: [__m256i; GROUPS] = std::array::from_fn(|g| lanes_of(&groups[g].lens));
     let full_blocks = len_v.map(|v| _mm256_srli_epi32::<2>(v));
     let mut h = [_mm256_setzero_si256(); GROUPS];
@@ -93,8 +95,10 @@ unsafe fn hash_groups(base: *const u8, groups: &[Group; GROUPS]) -> [__m256i; GR
             }
             let bv = _mm256_set1_epi32(b as i32);
             for g in 0..GROUPS {
-                let active = _mm256_cmpgt_epi32(full_blocks[g], bv);
-                h[g] = _mm256_blendv_epi8(h[g], step(h[g], columns[g][j]), active);
+                if b < stepped {
+                    let active = _mm256_cmpgt_epi32(full_blocks[g], bv);
+                    h[g] = _mm256_blendv_epi8(h[g], step(h[g], columns[g][j]), active);
+                }
                 let is_tail = _mm256_cmpeq_epi32(full_blocks[g], bv);
                 tail[g] = _mm256_blendv_epi8(tail[g], columns[g][j], is_tail);
             }

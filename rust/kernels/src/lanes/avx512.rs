@@ -141,6 +141,8 @@ unsafe fn hash_block<H: Lanes, O: Offset>(data: &[u8], edges: &[O]) -> Option<[_
     let data = data.as_ptr();
     let words = b.longest.div_ceil(4);
     let whole_words = b.shortest / 4;
+    // Past the longest key's whole blocks a column holds tail bytes only: no lane steps.
+    let stepped = b.longest / 4;
     let full_blocks = b.lens.map(|lens| _mm512_srli_epi32::<2>(lens));
     let mut h = b.lens.map(|lens| H::init(lens));
     let mut tail = [_mm512_setzero_si512(); GROUPS];
@@ -151,6 +153,7 @@ unsafe fn hash_block<H: Lanes, O: Offset>(data: &[u8], edges: &[O]) -> Option<[_
         let first = window * WORDS;
         let used = (words - first).min(WORDS);
         let unmasked = whole_words.saturating_sub(first).min(used);
+        let stepped = stepped.saturating_sub(first).min(used);
         // `j` picks the same column out of every group's.
         #[allow(clippy::needless_range_loop)]
         for j in 0..WORDS {
@@ -162,8 +165,11 @@ unsafe fn hash_block<H: Lanes, O: Offset>(data: &[u8], edges: &[O]) -> Option<[_
             } else if j < used {
                 let bv = _mm512_set1_epi32((first + j) as i32);
                 for k in 0..GROUPS {
-                    let active = _mm512_cmpgt_epu32_mask(full_blocks[k], bv);
-                    h[k] = _mm512_mask_mov_epi32(h[k], active, H::step(h[k], columns[k][j]));
+                    if j < stepped {
+                        let active = _mm512_cmpgt_epu32_mask(full_blocks[k], bv);
+                        let stepped = H::step(h[k], columns[k][j]);
+                        h[k] = _mm512_mask_mov_epi32(h[k], active, stepped);
+                    }
                     let is_tail = _mm512_cmpeq_epi32_mask(full_blocks[k], bv);
                     tail[k] = _mm512_mask_mov_epi32(tail[k], is_tail, columns[k][j]);
                 }
