@@ -20,6 +20,8 @@ pub mod redelivery;
 pub mod ring;
 pub mod routing;
 pub mod routing_key;
+#[cfg(test)]
+mod test_rng;
 pub mod window;
 
 /// The crate README's examples, compiled and run by `cargo test`.

@@ -696,13 +696,8 @@ mod tests {
     }
 
     fn pseudo_random_keys(count: usize, seed: u64) -> Vec<Vec<u8>> {
-        let mut s = seed;
-        let mut next = move || {
-            s = s
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (s >> 33) as u32
-        };
+        let mut rng = crate::test_rng::lcg(seed);
+        let mut next = move || rng() as u32;
         let alphabets: [&[u8]; 3] = [
             b"abcXYZ0189-_",
             "é名\u{1F600}a".as_bytes(),

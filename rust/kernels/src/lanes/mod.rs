@@ -167,13 +167,8 @@ mod tests {
     }
 
     fn pseudo_random_keys(n: usize, max_len: usize, seed: u64) -> Vec<Vec<u8>> {
-        let mut s = seed;
-        let mut next = move || {
-            s = s
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (s >> 33) as usize
-        };
+        let mut rng = crate::test_rng::lcg(seed);
+        let mut next = move || rng() as usize;
         (0..n)
             .map(|_| (0..next() % (max_len + 1)).map(|_| next() as u8).collect())
             .collect()
