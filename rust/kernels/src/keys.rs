@@ -380,18 +380,30 @@ pub trait Keys: Sized {
 /// Keys laid end to end: key `i` is `data[offsets[i]..offsets[i + 1]]`.
 pub struct OffsetKeys<'a, O> {
     data: &'a [u8],
+    /// The run's offsets, then those of the keys after it in the same buffer, whose bytes
+    /// the lanes ask for early while they hash the run (`lanes::hash_offsets`).
     offsets: &'a [O],
+    len: usize,
 }
 
 impl<'a, O: Offset> OffsetKeys<'a, O> {
     /// `offsets` ascend and lie inside `data`; it holds one more entry than there are keys.
     pub fn new(data: &'a [u8], offsets: &'a [O]) -> Self {
-        Self { data, offsets }
+        Self {
+            data,
+            offsets,
+            len: offsets.len().saturating_sub(1),
+        }
+    }
+
+    /// The offsets of the run's own keys.
+    fn run(&self) -> &'a [O] {
+        &self.offsets[..self.offsets.len().min(self.len + 1)]
     }
 
     /// The bytes of all the run's keys.
     fn span(&self) -> &'a [u8] {
-        match (self.offsets.first(), self.offsets.last()) {
+        match (self.run().first(), self.run().last()) {
             (Some(a), Some(b)) => &self.data[a.to_usize()..b.to_usize()],
             _ => &[],
         }
@@ -400,13 +412,13 @@ impl<'a, O: Offset> OffsetKeys<'a, O> {
 
 impl<O: Offset> Keys for OffsetKeys<'_, O> {
     fn len(&self) -> usize {
-        self.offsets.len().saturating_sub(1)
+        self.len
     }
 
     #[inline]
     fn fill<T>(&self, out: &mut [MaybeUninit<T>], mut f: impl FnMut(&[u8]) -> T) {
         let data = self.data;
-        for (slot, w) in out.iter_mut().zip(self.offsets.windows(2)) {
+        for (slot, w) in out.iter_mut().zip(self.run().windows(2)) {
             slot.write(f(&data[w[0].to_usize()..w[1].to_usize()]));
         }
     }
@@ -415,8 +427,19 @@ impl<O: Offset> Keys for OffsetKeys<'_, O> {
         hash_offsets(hash, self.data, self.offsets, out);
     }
 
+    /// The slice keeps the offsets after it, so that hashing it asks for the next keys.
     fn slice(&self, start: usize, len: usize) -> Self {
-        Self::new(self.data, &self.offsets[start..=start + len])
+        assert!(
+            start + len <= self.len,
+            "keys {start}..{} of {}",
+            start + len,
+            self.len
+        );
+        Self {
+            data: self.data,
+            offsets: &self.offsets[start..],
+            len,
+        }
     }
 
     fn all_ascii(&self) -> bool {
@@ -429,7 +452,7 @@ impl<O: Offset> Keys for OffsetKeys<'_, O> {
         }
         // Keys end to end are valid UTF-8 and no key starts inside a character: then each
         // key is valid on its own.
-        let starts_whole = self.offsets.iter().all(|o| {
+        let starts_whole = self.run().iter().all(|o| {
             self.data
                 .get(o.to_usize())
                 .is_none_or(|&b| (b as i8) >= -0x40)
@@ -857,6 +880,49 @@ mod tests {
         let batch = KeyBatch::new(chunks, None).unwrap();
         for threads in [1, 2, 3] {
             assert_eq!(hashes(&batch, threads), expected);
+        }
+    }
+
+    /// A slice answers for its own keys only, though it keeps the offsets after it.
+    #[test]
+    fn a_slice_of_offset_keys_is_its_own_run() {
+        let data = b"abcdefgh\xff\xfe".to_vec();
+        let offsets = [0usize, 2, 5, 8, 9, 10];
+        let keys = OffsetKeys::new(&data, &offsets);
+        let head = keys.slice(1, 2);
+        assert_eq!(head.len(), 2);
+        assert!(head.all_ascii() && head.all_utf8());
+        assert!(!keys.slice(2, 2).all_utf8());
+        let mut out = [MaybeUninit::<Vec<u8>>::uninit(), MaybeUninit::uninit()];
+        head.fill(&mut out, <[u8]>::to_vec);
+        // SAFETY: `fill` wrote both slots.
+        let out = out.map(|k| unsafe { k.assume_init() });
+        assert_eq!(out, [b"cde".to_vec(), b"fgh".to_vec()]);
+        let mut hashes = [0u32; 2];
+        head.hash_into(LaneHash::Murmur3, &mut hashes);
+        assert_eq!(hashes, [key_hash(b"cde"), key_hash(b"fgh")]);
+    }
+
+    /// Keys spanning megabytes, hashed a block at a time with the next ones asked for early.
+    #[cfg(feature = "arrow")]
+    #[test]
+    fn long_runs_hash_the_same_in_every_layout() {
+        let keys: Vec<Vec<u8>> = (0..150_000)
+            .map(|i| format!("{i:08}-order-{}", "x".repeat(i % 17)).into_bytes())
+            .collect();
+        let expected: Vec<u32> = keys.iter().map(|k| key_hash(k)).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let mut packed = PackedKeys::default();
+        keys.iter().for_each(|k| packed.push(k));
+        for chunk in [
+            KeyChunk::Packed(packed),
+            KeyChunk::Binary(BinaryArray::from_vec(refs.clone())),
+            KeyChunk::LargeBinary(LargeBinaryArray::from_vec(refs)),
+        ] {
+            let batch = KeyBatch::new(vec![chunk], None).unwrap();
+            for threads in [1, 2, 3] {
+                assert_eq!(hashes(&batch, threads), expected);
+            }
         }
     }
 
