@@ -15,7 +15,7 @@ import keyshared as ks
 from keyshared.routing import Partitioner
 
 #: Keys of a list read at once (rust/bindings/src/keys.rs).
-PIECE = 1 << 15
+PIECE = 1 << 12
 
 keys_st = st.one_of(st.text(max_size=64), st.binary(max_size=64))
 key_lists = st.lists(keys_st, max_size=40)
