@@ -95,6 +95,7 @@ impl<'py> ByteKeys<'py> {
             Ok(py.detach(|| f(&piece, 1)))
         };
         let mut out = map_piece(0)?;
+        out.reserve(len.saturating_sub(PIECE));
         for start in (PIECE..len).step_by(PIECE) {
             out.append(map_piece(start)?);
         }
@@ -150,11 +151,17 @@ impl Objects<'_> {
 /// Outputs of a batch call that pieces of a batch append to.
 pub trait Append {
     fn append(&mut self, more: Self);
+    /// Room for the outputs of `keys` more keys, made once rather than as they come.
+    fn reserve(&mut self, keys: usize);
 }
 
 impl<T> Append for Vec<T> {
     fn append(&mut self, mut more: Self) {
         Vec::append(self, &mut more);
+    }
+
+    fn reserve(&mut self, keys: usize) {
+        Vec::reserve(self, keys);
     }
 }
 
@@ -162,6 +169,11 @@ impl<A: Append, B: Append> Append for (A, B) {
     fn append(&mut self, more: Self) {
         self.0.append(more.0);
         self.1.append(more.1);
+    }
+
+    fn reserve(&mut self, keys: usize) {
+        self.0.reserve(keys);
+        self.1.reserve(keys);
     }
 }
 
