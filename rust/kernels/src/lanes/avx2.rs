@@ -2,7 +2,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{hash_scalar, prefetch_keys, streams, LaneHash, Offset};
+use super::{hash_scalar, LaneHash, Offset, Prefetch};
 
 const LANES: usize = 8;
 /// Groups of eight keys hashed side by side: one group's hash chain alone leaves the
@@ -41,12 +41,10 @@ impl Group {
 #[target_feature(enable = "avx2")]
 pub unsafe fn hash_offsets<O: Offset>(data: &[u8], offsets: &[O], out: &mut [u32]) {
     let step = LANES * GROUPS;
-    let ahead = streams(offsets);
+    let prefetch = Prefetch::new(data, offsets);
     let mut i = 0;
     while i + step <= out.len() {
-        if ahead {
-            prefetch_keys(data, offsets, i, step);
-        }
+        prefetch.block(i, step);
         let groups: [Group; GROUPS] =
             std::array::from_fn(|g| Group::read(&offsets[i + g * LANES..]));
         let chunk = &mut out[i..i + step];

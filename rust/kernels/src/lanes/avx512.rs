@@ -2,7 +2,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{hash_scalar, prefetch_keys, streams, LaneHash, Offset};
+use super::{hash_scalar, LaneHash, Offset, Prefetch};
 
 const LANES: usize = 16;
 /// Groups of sixteen keys hashed side by side.
@@ -55,12 +55,10 @@ pub unsafe fn hash_offsets<O: Offset>(hash: LaneHash, data: &[u8], offsets: &[O]
 #[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn run<H: Lanes, O: Offset>(data: &[u8], offsets: &[O], out: &mut [u32]) {
     let step = LANES * GROUPS;
-    let ahead = streams(offsets);
+    let prefetch = Prefetch::new(data, offsets);
     let mut i = 0;
     while i + step <= out.len() {
-        if ahead {
-            prefetch_keys(data, offsets, i, step);
-        }
+        prefetch.block(i, step);
         let edges = &offsets[i..=i + step];
         match hash_block::<H, O>(data, edges) {
             Some(hashes) => {

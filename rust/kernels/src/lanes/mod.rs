@@ -140,33 +140,50 @@ const PREFETCH_ABOVE: usize = 1 << 20;
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_SPAN: usize = 4096;
 
-/// Whether the keys between `offsets` span enough bytes to stream from memory.
+/// Asks for the bytes of keys ahead of the lanes, where the keys (those of the run and those
+/// after it) span enough bytes to stream from memory; otherwise does nothing.
 #[cfg(target_arch = "x86_64")]
-fn streams<O: Offset>(offsets: &[O]) -> bool {
-    match (offsets.first(), offsets.last()) {
-        (Some(first), Some(last)) => {
-            last.to_usize().saturating_sub(first.to_usize()) > PREFETCH_ABOVE
-        }
-        _ => false,
-    }
+struct Prefetch<'a, O> {
+    data: &'a [u8],
+    offsets: &'a [O],
+    streams: bool,
 }
 
-/// Asks for the bytes of the `count` keys `PREFETCH_KEYS` after key `i`, where there are
-/// so many. Offsets from outside are not trusted: any values only bound the loop, and a
-/// prefetch never faults, whatever the address.
 #[cfg(target_arch = "x86_64")]
-#[inline]
-fn prefetch_keys<O: Offset>(data: &[u8], offsets: &[O], i: usize, count: usize) {
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-    let from = i + PREFETCH_KEYS;
-    let (Some(start), Some(end)) = (offsets.get(from), offsets.get(from + count)) else {
-        return;
-    };
-    let start = start.to_usize() & !63;
-    let end = end.to_usize().min(start.saturating_add(PREFETCH_SPAN));
-    for line in (start..end).step_by(64) {
-        // SAFETY: a prefetch is a hint and never faults; the address is only computed.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(data.as_ptr().wrapping_add(line) as *const i8) };
+impl<'a, O: Offset> Prefetch<'a, O> {
+    fn new(data: &'a [u8], offsets: &'a [O]) -> Self {
+        let span = match (offsets.first(), offsets.last()) {
+            (Some(first), Some(last)) => last.to_usize().saturating_sub(first.to_usize()),
+            _ => 0,
+        };
+        Self {
+            data,
+            offsets,
+            streams: span > PREFETCH_ABOVE,
+        }
+    }
+
+    /// Asks for the bytes of the `count` keys `PREFETCH_KEYS` after key `i`, where there are
+    /// so many. Offsets from outside are not trusted: any values only bound the loop, and a
+    /// prefetch never faults, whatever the address.
+    #[inline]
+    fn block(&self, i: usize, count: usize) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        if !self.streams {
+            return;
+        }
+        let from = i + PREFETCH_KEYS;
+        let (Some(start), Some(end)) = (self.offsets.get(from), self.offsets.get(from + count))
+        else {
+            return;
+        };
+        let start = start.to_usize() & !63;
+        let end = end.to_usize().min(start.saturating_add(PREFETCH_SPAN));
+        for line in (start..end).step_by(64) {
+            let at = self.data.as_ptr().wrapping_add(line) as *const i8;
+            // SAFETY: a prefetch is a hint and never faults; the address is only computed.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(at) };
+        }
     }
 }
 
@@ -186,13 +203,19 @@ mod avx512;
 mod tests {
     use super::*;
     /// Every implementation this CPU runs, for both hashes, against one key at a time.
-    fn check(keys: &[Vec<u8>], slack: usize) {
+    /// The keys end to end, and their offsets.
+    fn laid_out(keys: &[Vec<u8>]) -> (Vec<u8>, Vec<usize>) {
         let mut data: Vec<u8> = Vec::new();
         let mut offsets = vec![0usize];
         for k in keys {
             data.extend_from_slice(k);
             offsets.push(data.len());
         }
+        (data, offsets)
+    }
+
+    fn check(keys: &[Vec<u8>], slack: usize) {
+        let (mut data, offsets) = laid_out(keys);
         data.extend(std::iter::repeat_n(0xAB, slack));
         assert_eq!(is_ascii(&data), data.is_ascii());
         for hash in [LaneHash::Murmur3, LaneHash::Murmur2, LaneHash::JavaAscii] {
@@ -248,12 +271,7 @@ mod tests {
     #[test]
     fn offsets_after_the_keys_change_no_hash() {
         let keys = pseudo_random_keys(70_000, 30, 5);
-        let mut data = Vec::new();
-        let mut offsets = vec![0usize];
-        for k in &keys {
-            data.extend_from_slice(k);
-            offsets.push(data.len());
-        }
+        let (data, offsets) = laid_out(&keys);
         let n = 50_000;
         for hash in [LaneHash::Murmur3, LaneHash::Murmur2, LaneHash::JavaAscii] {
             let want: Vec<u32> = keys[..n].iter().map(|k| hash.one(k)).collect();
