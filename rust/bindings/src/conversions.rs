@@ -7,7 +7,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::str::FromStr;
 
-use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{
+    Element, PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
+};
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -621,10 +623,7 @@ fn item_values(obj: &Bound<'_, PyAny>, what: &str) -> Result<Vec<i128>, Option<P
 }
 
 /// The array's values as `W`, converting the dtype only when it differs.
-fn wide<W: numpy::Element + Copy>(
-    array: &Bound<'_, PyUntypedArray>,
-    dtype: &str,
-) -> PyResult<Vec<W>> {
+fn wide<W: Element + Copy>(array: &Bound<'_, PyUntypedArray>, dtype: &str) -> PyResult<Vec<W>> {
     if let Ok(exact) = array.cast::<PyArray1<W>>() {
         return Ok(values(exact));
     }
@@ -632,7 +631,7 @@ fn wide<W: numpy::Element + Copy>(
     Ok(values(converted.cast::<PyArray1<W>>()?))
 }
 
-fn values<W: numpy::Element + Copy>(array: &Bound<'_, PyArray1<W>>) -> Vec<W> {
+fn values<W: Element + Copy>(array: &Bound<'_, PyArray1<W>>) -> Vec<W> {
     match array.to_vec() {
         Ok(v) => v,
         Err(_) => array.readonly().as_array().to_vec(),
@@ -969,4 +968,16 @@ fn segment_route(item: &Bound<'_, PyAny>, what: &str) -> PyResult<SegmentRoute> 
         range,
         splits,
     })
+}
+
+/// Outputs of up to this many items are copied into an array NumPy allocates: handing a
+/// vector over without a copy costs a Python object to own it, more than copying a short one.
+const COPIED_OUTPUT: usize = 256;
+
+/// `values` as a NumPy array.
+pub fn numpy<T: Element>(py: Python<'_>, values: Vec<T>) -> Bound<'_, PyArray1<T>> {
+    match values.len() <= COPIED_OUTPUT {
+        true => PyArray1::from_slice(py, &values),
+        false => PyArray1::from_vec(py, values),
+    }
 }

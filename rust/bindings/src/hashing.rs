@@ -1,10 +1,10 @@
-use numpy::PyArray1;
+use numpy::{Element, PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 
 use super::buckets::PyHashRange;
-use super::keys::key_batch;
+use super::keys::{hash_short, key_batch, null_key_arg};
 use crate::conversions::{
-    arg, arg_or, instance, key_bytes, DefaultThreads, ScalableRelease, Threads,
+    arg, arg_or, instance, key_bytes, numpy, DefaultThreads, ScalableRelease, Threads,
 };
 use keyshared_kernels::hashing::{self, bucket_hash, segment_hash, sticky_hash_in, HASH_VERSION};
 use keyshared_kernels::parallel::set_default_threads;
@@ -49,22 +49,87 @@ fn make_sticky_key_hash(key: &Bound<'_, PyAny>, hash_range: &Bound<'_, PyAny>) -
     ))
 }
 
-/// Hashes every key of a batch with the GIL released, writing `f(hash)` to two outputs.
-pub(super) fn hash_keys<A, B, F>(
+/// Hashes every key of a batch and maps each hash by `f`: a short list or tuple with the GIL
+/// held (`short` of its key hashes, `hash_short`), anything else with it released (`long` of
+/// the two outputs).
+pub(super) fn hash_keys<A, B, R>(
     keys: &Bound<'_, PyAny>,
     null_key: Option<&Bound<'_, PyAny>>,
     threads: Option<&Bound<'_, PyAny>>,
-    f: F,
-) -> PyResult<(Vec<A>, Vec<B>)>
+    f: impl Fn(u32) -> (A, B) + Sync,
+    short: impl FnOnce(&[u32]) -> R,
+    long: impl FnOnce(Vec<A>, Vec<B>) -> R,
+) -> PyResult<R>
 where
     A: Copy + Send + Sync,
     B: Copy + Send + Sync,
-    F: Fn(u32) -> (A, B) + Sync + Send,
 {
     let threads = Threads::or_default(threads)?;
-    key_batch(keys, null_key)?.map(keys.py(), threads, |batch, threads| {
+    let null_key = null_key_arg(null_key)?;
+    if let Some(out) = hash_short(keys, null_key.as_deref(), short)? {
+        return Ok(out);
+    }
+    let (a, b) = key_batch(keys, null_key)?.map(keys.py(), threads, |batch, threads| {
         batch.map_hashes(threads, &f)
-    })
+    })?;
+    Ok(long(a, b))
+}
+
+/// `f` of every key's hash as a NumPy array; see [`hash_keys`].
+pub(super) fn hash_array<'py, A: Element + Copy + Send + Sync>(
+    keys: &Bound<'py, PyAny>,
+    null_key: Option<&Bound<'_, PyAny>>,
+    threads: Option<&Bound<'_, PyAny>>,
+    f: impl Fn(u32) -> A + Sync,
+) -> PyResult<Bound<'py, PyArray1<A>>> {
+    let py = keys.py();
+    hash_keys(
+        keys,
+        null_key,
+        threads,
+        |h| (f(h), ()),
+        |hashes| array_of(py, hashes, &f),
+        |a, _| numpy(py, a),
+    )
+}
+
+/// `f` of every key's hash as two NumPy arrays; see [`hash_keys`].
+#[allow(clippy::type_complexity)]
+pub(super) fn hash_arrays<'py, A, B>(
+    keys: &Bound<'py, PyAny>,
+    null_key: Option<&Bound<'_, PyAny>>,
+    threads: Option<&Bound<'_, PyAny>>,
+    f: impl Fn(u32) -> (A, B) + Sync,
+) -> PyResult<(Bound<'py, PyArray1<A>>, Bound<'py, PyArray1<B>>)>
+where
+    A: Element + Copy + Send + Sync,
+    B: Element + Copy + Send + Sync,
+{
+    let py = keys.py();
+    let short = |hashes: &[u32]| {
+        let a = array_of(py, hashes, |h| f(h).0);
+        (a, array_of(py, hashes, |h| f(h).1))
+    };
+    let long = |a, b| (numpy(py, a), numpy(py, b));
+    hash_keys(keys, null_key, threads, &f, short, long)
+}
+
+/// `f` of each hash, written straight into a new NumPy array.
+fn array_of<'py, T: Element + Copy>(
+    py: Python<'py>,
+    hashes: &[u32],
+    f: impl Fn(u32) -> T,
+) -> Bound<'py, PyArray1<T>> {
+    // SAFETY: the new array holds `hashes.len()` elements, each written before it is handed
+    // out; nothing else has a reference to it yet.
+    unsafe {
+        let array = PyArray1::<T>::new(py, hashes.len(), false);
+        let data = array.data();
+        for (i, &h) in hashes.iter().enumerate() {
+            data.add(i).write(f(h));
+        }
+        array
+    }
 }
 
 #[doc = stub_doc!("key_hashes")]
@@ -75,8 +140,7 @@ fn key_hashes<'py>(
     null_key: Option<&Bound<'py, PyAny>>,
     threads: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<u32>>> {
-    let (hashes, _) = hash_keys(keys, null_key, threads, |h| (h, ()))?;
-    Ok(PyArray1::from_vec(keys.py(), hashes))
+    hash_array(keys, null_key, threads, |h| h)
 }
 
 #[doc = stub_doc!("sticky_key_hashes")]
@@ -87,10 +151,7 @@ fn sticky_key_hashes<'py>(
     null_key: Option<&Bound<'py, PyAny>>,
     threads: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<u16>>> {
-    let (hashes, _) = hash_keys(keys, null_key, threads, |h| {
-        (hashing::sticky_from_hash(h), ())
-    })?;
-    Ok(PyArray1::from_vec(keys.py(), hashes))
+    hash_array(keys, null_key, threads, hashing::sticky_from_hash)
 }
 
 #[doc = stub_doc!("make_sticky_key_hashes")]
@@ -104,10 +165,7 @@ fn make_sticky_key_hashes<'py>(
 ) -> PyResult<Bound<'py, PyArray1<u16>>> {
     let r = instance::<PyHashRange>(hash_range, "hash_range")?.get().0;
     let (start, size) = (r.start(), r.size());
-    let (hashes, _) = hash_keys(keys, null_key, threads, move |h| {
-        (sticky_hash_in(h, start, size), ())
-    })?;
-    Ok(PyArray1::from_vec(keys.py(), hashes))
+    hash_array(keys, null_key, threads, |h| sticky_hash_in(h, start, size))
 }
 
 #[doc = stub_doc!("split_hashes")]
@@ -119,11 +177,9 @@ fn split_hashes<'py>(
     null_key: Option<&Bound<'py, PyAny>>,
     threads: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(Bound<'py, PyArray1<u16>>, Bound<'py, PyArray1<u16>>)> {
-    let (seg, bucket) = hash_keys(keys, null_key, threads, |h| {
+    hash_arrays(keys, null_key, threads, |h| {
         (segment_hash(h), bucket_hash(h))
-    })?;
-    let py = keys.py();
-    Ok((PyArray1::from_vec(py, seg), PyArray1::from_vec(py, bucket)))
+    })
 }
 
 #[doc = stub_doc!("set_num_threads")]

@@ -24,6 +24,7 @@ use pyo3::{ffi, intern};
 use pyo3_arrow::{PyArray, PyChunkedArray};
 
 use crate::conversions::{key_bytes, key_bytes_at, type_name};
+use keyshared_kernels::hashing;
 use keyshared_kernels::keys::{
     IntBatch, IntChunk, IntValues, KeyBatch, KeyChunk, KeyColumn, PackedKeys,
 };
@@ -114,6 +115,43 @@ impl<'py> ByteKeys<'py> {
     }
 }
 
+/// Lists and tuples of up to this many keys are hashed one at a time with the GIL held and
+/// no key batch: releasing the GIL and packing the keys cost more than such a batch's
+/// hashing, and the lanes gain nothing on so few keys.
+pub const SHORT: usize = 64;
+
+/// `then` of the key hashes of every key, if `keys` is a list or tuple of at most [`SHORT`]
+/// keys, read in place with the GIL held and no key batch; `null_key`'s hash stands for a
+/// null key where given (else a null is refused by index). None for any other batch.
+pub fn hash_short<R>(
+    keys: &Bound<'_, PyAny>,
+    null_key: Option<&[u8]>,
+    then: impl FnOnce(&[u32]) -> R,
+) -> PyResult<Option<R>> {
+    // Only the exact types: `read` looks for other forms on anything else.
+    if !keys.is_exact_instance_of::<PyList>() && !keys.is_exact_instance_of::<PyTuple>() {
+        return Ok(None);
+    }
+    let py = keys.py();
+    let mut hashes = [0u32; SHORT];
+    // SAFETY: nothing here runs Python code (`object_key` runs none).
+    let read = unsafe {
+        with_items(keys, |items| -> PyResult<Option<usize>> {
+            if items.len() > SHORT {
+                return Ok(None);
+            }
+            for (i, (&item, hash)) in items.iter().zip(&mut hashes).enumerate() {
+                let key = object_key(py, item, i, null_key.is_some())?;
+                *hash = hashing::key_hash(key.or(null_key).unwrap_or_default());
+            }
+            Ok(Some(items.len()))
+        })
+    };
+    // `then` runs after the items are read: it may run Python code (an allocation may
+    // collect garbage).
+    Ok(read.transpose()?.flatten().map(|n| then(&hashes[..n])))
+}
+
 impl Objects<'_> {
     /// Keys `range` as a batch, null keys standing in where given.
     fn batch(&self, range: Range<usize>, len: usize) -> PyResult<KeyBatch> {
@@ -184,15 +222,19 @@ fn not_a_sequence(keys: &Bound<'_, PyAny>) -> PyErr {
     ))
 }
 
-/// Reads `keys` as a batch of byte keys; `null_key` (str or bytes) stands in for null keys.
-pub fn key_batch<'py>(
-    keys: &Bound<'py, PyAny>,
-    null_key: Option<&Bound<'_, PyAny>>,
-) -> PyResult<ByteKeys<'py>> {
-    let null_key = null_key
+/// The `null_key` argument (str, bytes, or None for none) as bytes.
+pub fn null_key_arg(null_key: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<u8>>> {
+    null_key
         .filter(|k| !k.is_none())
         .map(|k| key_bytes(k, "null_key").map(<[u8]>::to_vec))
-        .transpose()?;
+        .transpose()
+}
+
+/// Reads `keys` as a batch of byte keys; `null_key` stands in for null keys.
+pub fn key_batch<'py>(
+    keys: &Bound<'py, PyAny>,
+    null_key: Option<Vec<u8>>,
+) -> PyResult<ByteKeys<'py>> {
     let intake = Intake {
         nulls: null_key.is_some(),
         ints: None,
@@ -269,22 +311,13 @@ fn is_other_iterable(keys: &Bound<'_, PyAny>) -> bool {
 
 fn read<'py>(keys: &Bound<'py, PyAny>, intake: Intake) -> PyResult<Keys<'py>> {
     let py = keys.py();
-    if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
-        return Err(errors::wrong_type(format!(
-            "keys must be a batch of keys, not a single str or bytes; {}",
-            intake.one_key_hint()
-        )));
-    }
-    if keys.hasattr(intern!(py, "__arrow_c_array__"))? {
-        let (array, _) = keys.extract::<PyArray>()?.into_inner();
-        return arrow_column(vec![array], intake).map(whole);
-    }
-    if keys.hasattr(intern!(py, "__arrow_c_stream__"))? {
-        let (arrays, _) = keys.extract::<PyChunkedArray>()?.into_inner();
-        return arrow_column(arrays, intake).map(whole);
-    }
-    if let Ok(array) = keys.cast::<PyUntypedArray>() {
-        return numpy_column(array, intake);
+    // An exact list or tuple has none of the other forms' attributes: looking each up and
+    // missing would cost more than a short batch's hashing.
+    let exact = keys.is_exact_instance_of::<PyList>() || keys.is_exact_instance_of::<PyTuple>();
+    if !exact {
+        if let Some(column) = other_column(keys, intake)? {
+            return Ok(column);
+        }
     }
     if let Some(side) = intake.ints {
         // Int keys or byte keys by the first key that is not None, so that no other key is
@@ -306,6 +339,30 @@ fn read<'py>(keys: &Bound<'py, PyAny>, intake: Intake) -> PyResult<Keys<'py>> {
         })));
     }
     Err(not_a_sequence(keys))
+}
+
+/// Keys in any form but a list or tuple (Arrow, NumPy), read whole; None for a list, a
+/// tuple or anything else.
+fn other_column<'py>(keys: &Bound<'py, PyAny>, intake: Intake) -> PyResult<Option<Keys<'py>>> {
+    let py = keys.py();
+    if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
+        return Err(errors::wrong_type(format!(
+            "keys must be a batch of keys, not a single str or bytes; {}",
+            intake.one_key_hint()
+        )));
+    }
+    if keys.hasattr(intern!(py, "__arrow_c_array__"))? {
+        let (array, _) = keys.extract::<PyArray>()?.into_inner();
+        return arrow_column(vec![array], intake).map(whole).map(Some);
+    }
+    if keys.hasattr(intern!(py, "__arrow_c_stream__"))? {
+        let (arrays, _) = keys.extract::<PyChunkedArray>()?.into_inner();
+        return arrow_column(arrays, intake).map(whole).map(Some);
+    }
+    if let Ok(array) = keys.cast::<PyUntypedArray>() {
+        return numpy_column(array, intake).map(Some);
+    }
+    Ok(None)
 }
 
 /// A column read whole.
@@ -604,21 +661,43 @@ unsafe fn pack_objects(
         let Some(&item) = items.get(i) else {
             break;
         };
-        if let Some(bytes) = exact_key(item) {
-            packed.push(bytes);
-        } else if item == ffi::Py_None() {
-            match nulls {
-                true => packed.push_null(),
-                false => return Err(null_error(first + i)),
-            }
-        } else {
-            // Subclasses, wrong types and undecodable text: the checked path with messages.
-            let item = Bound::from_borrowed_ptr(py, item);
-            packed.push(key_bytes_at(&item, first + i)?);
+        match object_key(py, item, first + i, nulls)? {
+            Some(bytes) => packed.push(bytes),
+            None => packed.push_null(),
         }
         i += 1;
     }
     Ok(packed)
+}
+
+/// The bytes of the key `item` (item `index` of the batch), or None for a None read as a
+/// null key (refused by index where nulls are not read).
+///
+/// SAFETY (for callers): as for `pack_objects`, `item` is live for `'a`.
+unsafe fn object_key<'a>(
+    py: Python<'_>,
+    item: *mut ffi::PyObject,
+    index: usize,
+    nulls: bool,
+) -> PyResult<Option<&'a [u8]>> {
+    if let Some(bytes) = exact_key(item) {
+        return Ok(Some(bytes));
+    }
+    if item == ffi::Py_None() {
+        return match nulls {
+            true => Ok(None),
+            false => Err(null_error(index)),
+        };
+    }
+    // Subclasses, wrong types and undecodable text: the checked path with messages.
+    let item = Bound::from_borrowed_ptr(py, item);
+    let bytes = key_bytes_at(&item, index)?;
+    // SAFETY: the bytes are the object's own (its buffer, or the UTF-8 a str keeps), which
+    // live as long as the object, not only as long as this reference to it.
+    Ok(Some(std::slice::from_raw_parts(
+        bytes.as_ptr(),
+        bytes.len(),
+    )))
 }
 
 /// Objects are scattered over the heap; asking for them early hides the cache misses. Keys

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use strum::{EnumString, IntoStaticStr, VariantNames};
 
-use crate::conversions::{key_bytes, named_arg, type_name};
+use crate::conversions::{key_bytes, named_arg, numpy, type_name};
 use crate::errors::{self, Raise};
 use crate::keys::{int_arg, is_int, key_column, Keys};
 use keyshared_kernels::keys::IntTyping;
@@ -167,7 +167,7 @@ fn partition_keys<'py>(
                 .detach(|| int_partitioner.partitions(&ints, typing, n, null, default_threads()))
         }
     };
-    Ok(PyArray1::from_vec(keys.py(), out))
+    Ok(numpy(keys.py(), out))
 }
 
 #[doc = stub_doc!("murmur2")]

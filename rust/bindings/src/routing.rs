@@ -5,9 +5,9 @@ use pyo3::types::PyTuple;
 use crate::errors::Raise;
 
 use super::buckets::PyHashRange;
-use super::hashing::hash_keys;
+use super::hashing::{hash_arrays, hash_keys};
 use crate::conversions::{
-    arg, arg_or, key_bytes, KeyHash, ScalableRelease, SegmentRoutes, Threads, U32s,
+    arg, arg_or, key_bytes, numpy, KeyHash, ScalableRelease, SegmentRoutes, Threads, U32s,
 };
 use keyshared_kernels::hashing::{bucket_hash, key_hash, segment_hash};
 use keyshared_kernels::parallel::map_pairs;
@@ -85,13 +85,18 @@ impl PyRoutingTable {
     ) -> PyResult<Bound<'py, PyTuple>> {
         let py = keys.py();
         if !with_hashes {
-            let (ids, buckets) =
-                hash_keys(keys, null_key, threads, |h| self.table.route_signed(h))?;
-            return (PyArray1::from_vec(py, ids), PyArray1::from_vec(py, buckets))
-                .into_pyobject(py);
+            let routes = hash_arrays(keys, null_key, threads, |h| self.table.route_signed(h))?;
+            return routes.into_pyobject(py);
         }
         let n = Threads::or_default(threads)?;
-        let (hashes, _) = hash_keys(keys, null_key, threads, |h| (h, ()))?;
+        let hashes = hash_keys(
+            keys,
+            null_key,
+            threads,
+            |h| (h, ()),
+            <[u32]>::to_vec,
+            |hashes, _| hashes,
+        )?;
         let ((ids, buckets), (high, low)) = py.detach(|| {
             let halves = map_pairs(hashes.len(), n, |i| {
                 (segment_hash(hashes[i]), bucket_hash(hashes[i]))
@@ -99,11 +104,11 @@ impl PyRoutingTable {
             (self.table.route_hashes(&hashes, n), halves)
         });
         (
-            PyArray1::from_vec(py, ids),
-            PyArray1::from_vec(py, buckets),
-            PyArray1::from_vec(py, hashes),
-            PyArray1::from_vec(py, high),
-            PyArray1::from_vec(py, low),
+            numpy(py, ids),
+            numpy(py, buckets),
+            numpy(py, hashes),
+            numpy(py, high),
+            numpy(py, low),
         )
             .into_pyobject(py)
     }
@@ -120,7 +125,7 @@ impl PyRoutingTable {
         let U32s(hashes) = arg(key_hashes, "key_hashes")?;
         let py = key_hashes.py();
         let (ids, buckets) = py.detach(|| self.table.route_hashes(&hashes, threads));
-        Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, buckets)))
+        Ok((numpy(py, ids), numpy(py, buckets)))
     }
 
     #[doc = stub_doc!("RoutingTable.bucket_count")]
@@ -146,7 +151,7 @@ impl PyRoutingTable {
         let U32s(hashes) = arg(key_hashes, "key_hashes")?;
         let py = key_hashes.py();
         let ordinals = py.detach(|| self.table.bucket_ordinals(&hashes, threads));
-        Ok(PyArray1::from_vec(py, ordinals))
+        Ok(numpy(py, ordinals))
     }
 }
 

@@ -1,11 +1,25 @@
-//! Splitting a batch over scoped threads, with a process-wide default thread count.
+//! Splitting a batch over a persistent pool of worker threads, with a process-wide default
+//! thread count.
+//!
+//! The workers are rayon's: made once for each thread count a process asks for and kept, so
+//! a call wakes threads that already exist instead of starting new ones, and they share a
+//! call's pieces by work stealing. Each piece's output is written by the thread that
+//! computes it, so the pages of a fresh output are first touched, and faulted in, on every
+//! thread at once.
+//!
+//! After `fork` the child has only the thread that forked: the parent's workers are not
+//! there. Each pool remembers the process that made it, and a child makes its own (Spark's
+//! Python workers are forked from a daemon that may have imported the library).
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread;
 
-/// Below this many items per thread, spawning costs more than it saves.
+use rayon::prelude::*;
+use rayon::{ThreadPool, ThreadPoolBuilder};
+
+/// Below this many items per thread, waking a worker costs more than it saves.
 pub const MIN_ITEMS_PER_THREAD: usize = 32 * 1024;
 
 static DEFAULT_THREADS: AtomicUsize = AtomicUsize::new(0);
@@ -30,8 +44,46 @@ pub fn set_default_threads(threads: usize) {
     DEFAULT_THREADS.store(threads, Ordering::Relaxed);
 }
 
-/// Items in one piece of work handed to a thread.
+/// Items in the smallest piece of work a thread takes: large enough that taking it costs
+/// little beside hashing it, small enough that a thread the OS puts aside on a busy machine
+/// holds up little.
 const PIECE: usize = 16 * 1024;
+
+/// A pool of `threads` workers and the process that made it.
+struct Pool {
+    process: u32,
+    threads: usize,
+    pool: Arc<ThreadPool>,
+}
+
+/// The pool of `threads` workers of this process, made on first use; None if the OS would
+/// not start its threads (the caller then works alone).
+fn pool(threads: usize) -> Option<Arc<ThreadPool>> {
+    static POOLS: Mutex<Vec<Pool>> = Mutex::new(Vec::new());
+    let process = std::process::id();
+    let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
+    if pools.first().is_some_and(|p| p.process != process) {
+        // A forked child's copy of its parent's pools: their workers are not in this
+        // process, so dropping them would signal threads that do not exist. They are
+        // forgotten instead, a few bytes each.
+        std::mem::forget(std::mem::take(&mut *pools));
+    }
+    if let Some(p) = pools.iter().find(|p| p.threads == threads) {
+        return Some(Arc::clone(&p.pool));
+    }
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("keyshared-{i}"))
+        .build()
+        .ok()?;
+    let pool = Arc::new(pool);
+    pools.push(Pool {
+        process,
+        threads,
+        pool: Arc::clone(&pool),
+    });
+    Some(pool)
+}
 
 /// `f(i)` for every `i` in `0..n`, unzipped into two outputs, on up to `threads` threads.
 pub fn map_pairs<A, B, F>(n: usize, threads: usize, f: F) -> (Vec<A>, Vec<B>)
@@ -53,7 +105,8 @@ where
 
 /// Two outputs of `n` items each, filled on up to `threads` threads by `work(start, a, b)`,
 /// where `start` is the chunks' first index. The outputs are not zero-filled first: on a
-/// large batch that would add a tenth to the memory traffic of hashing it.
+/// large batch that would add a tenth to the memory traffic of hashing it, and it would
+/// fault every page in on the calling thread alone.
 ///
 /// # Safety
 /// `work` must initialize every slot of both (equally long) chunks it is given.
@@ -78,10 +131,8 @@ where
     (a, b)
 }
 
-/// Calls `work(start, a_chunk, b_chunk)` over matching chunks of two equally long outputs.
-///
-/// Threads take small pieces one after another rather than one equal share each, so a thread
-/// the OS puts aside on a busy machine holds up only its current piece.
+/// Calls `work(start, a_chunk, b_chunk)` over matching chunks of two equally long outputs
+/// that together cover them, on up to `threads` threads of the pool.
 fn for_each_chunk<A, B, F>(a: &mut [A], b: &mut [B], threads: usize, work: F)
 where
     A: Send,
@@ -89,24 +140,15 @@ where
     F: Fn(usize, &mut [A], &mut [B]) + Sync,
 {
     let threads = threads.clamp(1, (a.len() / MIN_ITEMS_PER_THREAD).max(1));
-    if threads == 1 {
+    let Some(pool) = (threads > 1).then(|| pool(threads)).flatten() else {
         work(0, a, b);
         return;
-    }
-    let pieces = Mutex::new(a.chunks_mut(PIECE).zip(b.chunks_mut(PIECE)).enumerate());
-    let run = || loop {
-        let next = pieces.lock().unwrap_or_else(PoisonError::into_inner).next();
-        match next {
-            Some((i, (a, b))) => work(i * PIECE, a, b),
-            None => break,
-        }
     };
-    thread::scope(|scope| {
-        for _ in 1..threads {
-            scope.spawn(run);
-        }
-        // The calling thread works too instead of only waiting.
-        run();
+    pool.install(|| {
+        a.par_chunks_mut(PIECE)
+            .zip(b.par_chunks_mut(PIECE))
+            .enumerate()
+            .for_each(|(i, (a, b))| work(i * PIECE, a, b));
     });
 }
 
@@ -128,5 +170,26 @@ mod tests {
     fn empty_batches_are_fine() {
         let (a, b) = map_pairs(0, 4, |i| (i, ()));
         assert!(a.is_empty() && b.is_empty());
+    }
+
+    #[test]
+    fn a_pool_is_kept_per_thread_count() {
+        let first = pool(3).expect("a pool of 3");
+        assert_eq!(first.current_num_threads(), 3);
+        assert!(Arc::ptr_eq(&first, &pool(3).expect("the same pool")));
+        assert_eq!(pool(2).expect("a pool of 2").current_num_threads(), 2);
+    }
+
+    #[test]
+    fn calls_from_many_threads_at_once_agree() {
+        let n = MIN_ITEMS_PER_THREAD * 3;
+        thread::scope(|scope| {
+            for threads in [2, 3, 2, 4] {
+                scope.spawn(move || {
+                    let (a, _) = map_pairs(n, threads, |i| (i * 3, ()));
+                    assert!(a.iter().enumerate().all(|(i, &v)| v == i * 3));
+                });
+            }
+        });
     }
 }
