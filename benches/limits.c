@@ -3,11 +3,13 @@
  * read_objects(list) reads every key's bytes through a Python list, as any batch call over a
  * list must (the list's pointer, the object's header, its bytes), and sums them so that no
  * read can be left out; it hashes nothing and writes nothing. read_bytes(data, len, threads)
- * sums a buffer on `threads` OpenMP threads: the memory's own speed for those bytes.
+ * sums a buffer on `threads` OpenMP threads: the memory's own speed for those bytes; spin
+ * is the cores' own speed.
  * benches/limits.py compiles this file with the machine's C compiler and loads it. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <omp.h>
 #include <string.h>
 
 static uint64_t sum_bytes(const uint8_t *p, size_t n) {
@@ -57,4 +59,18 @@ uint64_t read_bytes(const uint8_t *data, size_t len, int threads) {
         sum += word;
     }
     return sum + sum_bytes(data + 8 * words, len % 8);
+}
+
+/* `steps` steps of a dependent chain of multiplies, split over `threads` OpenMP threads:
+ * what the machine's cores give work that touches no memory, the limit of any speedup. */
+uint64_t spin(uint64_t steps, int threads) {
+    uint64_t out = 0;
+#pragma omp parallel num_threads(threads) reduction(^ : out)
+    {
+        int n = omp_get_num_threads(), me = omp_get_thread_num();
+        uint64_t x = (uint64_t)me + 1, mine = steps / n + (me < (int)(steps % n));
+        for (uint64_t i = 0; i < mine; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        out ^= x;
+    }
+    return out;
 }

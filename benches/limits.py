@@ -29,6 +29,8 @@ def library() -> ctypes.PyDLL:
     lib.read_objects.restype = ctypes.c_int64
     lib.read_bytes.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     lib.read_bytes.restype = ctypes.c_uint64
+    lib.spin.argtypes = [ctypes.c_uint64, ctypes.c_int]
+    lib.spin.restype = ctypes.c_uint64
     return lib
 
 
@@ -40,9 +42,26 @@ def read_objects(keys: list[str] | list[bytes]) -> int:
     return total
 
 
+def checksum(keys: list[str] | list[bytes]) -> int:
+    """What ``read_objects`` answers, computed in Python: the sum of each key's 8-byte
+    little-endian words and then its remaining bytes, modulo 2^63."""
+    total = 0
+    for key in keys:
+        data = key.encode() if isinstance(key, str) else key
+        whole = len(data) // 8 * 8
+        words = (int.from_bytes(data[i : i + 8], "little") for i in range(0, whole, 8))
+        total += sum(words) + sum(data[whole:])
+    return total & ((1 << 63) - 1)
+
+
 def read_arrow(keys: pa.Array, threads: int) -> int:
     """Reads an Arrow string or binary array's offsets and bytes on `threads` threads."""
     _, offsets, data = keys.buffers()
     return sum(
         int(library().read_bytes(buf.address, buf.size, threads)) for buf in (offsets, data)
     ) & ((1 << 64) - 1)
+
+
+def spin(steps: int, threads: int) -> int:
+    """``steps`` dependent multiplies split over ``threads`` threads: the cores' own speedup."""
+    return int(library().spin(steps, threads))

@@ -1,11 +1,13 @@
 """Hashing and bucketing kernels against the peers a user would otherwise pick."""
 
 import bisect
+import os
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
+import limits
 import mmh3
 import numpy as np
 import polars as pl
@@ -137,3 +139,51 @@ def test_key_hashes_arrow_one_thread(benchmark: Any, lib: str, fixed_keys: list[
     benchmark.extra_info[KEYS] = len(fixed_keys)
     # The ceiling checks the CPU time, which a machine's other work does not stretch.
     benchmark.extra_info[CPU_NS] = round(statistics.median(cpu) / len(fixed_keys), 2)
+
+
+#: Keys of the thread-scaling group: 16M keys of 23 bytes, 432 MB of Arrow data and offsets,
+#: far more than any cache.
+SCALING_KEYS = 16_000_000
+#: About as long as one thread hashing SCALING_KEYS.
+SPIN_STEPS = 50_000_000
+#: The many-core check runs where this many cores are there to use.
+MANY = 16
+
+
+def thread_counts() -> list[int]:
+    cores = len(os.sched_getaffinity(0))
+    return [1, 2] + ([MANY] if cores >= MANY else [])
+
+
+@pytest.fixture(scope="module")
+def scaling_keys(fixed_keys: list[str]) -> pa.Array:
+    """SCALING_KEYS keys: `fixed_keys` over and over (hashing does not care that they
+    repeat; memory holds every copy)."""
+    one = pa.array(fixed_keys, pa.string())
+    return pa.concat_arrays([one] * (SCALING_KEYS // len(one)))
+
+
+@pytest.mark.benchmark(group="key-hashes-threads")
+@pytest.mark.parametrize("threads", thread_counts())
+@pytest.mark.parametrize("lib", ["keyshared", "read", "spin"])
+def test_key_hashes_thread_scaling(
+    benchmark: Any, lib: str, threads: int, scaling_keys: pa.Array
+) -> None:
+    """key_hashes of 16M Arrow keys on 1, 2 and (where there are that many cores) 16
+    threads, beside two limits (benches/limits.c): the memory's, a parallel read of the same
+    bytes (the keys and their offsets) that hashes nothing, and the cores', a fixed amount of
+    work that touches no memory split over the same threads."""
+    runs: dict[str, Callable[[], object]] = {
+        "keyshared": lambda: ks.key_hashes(scaling_keys, threads=threads),
+        "read": lambda: limits.read_arrow(scaling_keys, threads),
+        "spin": lambda: limits.spin(SPIN_STEPS, threads),
+    }
+    run = runs[lib]
+    # The same answer on any thread count (spin's depends on its split, and it reads nothing).
+    if lib == "keyshared":
+        assert_same(run(), ks.key_hashes(scaling_keys, threads=1))
+    elif lib == "read":
+        assert run() == limits.read_arrow(scaling_keys, 1)
+    benchmark.pedantic(run, rounds=7, iterations=1, warmup_rounds=1)
+    benchmark.extra_info["lib"] = f"{lib}-{threads}-thread{'s' if threads > 1 else ''}"
+    benchmark.extra_info[KEYS] = len(scaling_keys)

@@ -43,6 +43,7 @@ iceberg-bucket-long (Iceberg's bucket of 64-bit integers) has no JVM peer.
 from collections.abc import Callable
 from typing import Any
 
+import limits
 import mmh3
 import numpy as np
 import pyarrow as pa
@@ -57,6 +58,9 @@ import keyshared as ks
 from keyshared.routing import Partitioner
 
 PARTITIONS = 12
+#: The limit of the list rows: reading every key's bytes through the list and nothing else.
+READ = "read-objects"
+READ_ROUNDS = 15
 #: Rounds of the per-key Python loops, whose rounds take seconds.
 PYTHON_ROUNDS = 3
 #: Values of the integer group, which has no JVM peer.
@@ -89,13 +93,22 @@ def compare(
     runs: dict[str, Callable[[], object]],
     loop: Callable[[], Loop],
     expected: np.ndarray,
+    keys: list[str] | list[bytes],
 ) -> None:
     """Checks ``lib``'s answer against ``expected`` (keyshared's), then times it: keyshared
-    beside the JVM, the JVM on its own, a Python loop over a few rounds."""
+    beside the JVM, the JVM on its own, a Python loop over a few rounds, and the read of
+    ``keys`` through their list (``READ``, the list rows' limit)."""
+    runs = {**runs, READ: lambda: limits.read_objects(keys)}
     if lib == "jvm":
         time_jvm(benchmark, loop(), expected)
         return
     run = runs[lib]
+    if lib == READ:
+        # Not a peer but the limit: its answer is a checksum of the keys' bytes.
+        assert run() == limits.checksum(keys)
+        benchmark.pedantic(run, rounds=READ_ROUNDS, iterations=1, warmup_rounds=1)
+        benchmark.extra_info[KEYS] = len(expected)
+        return
     assert_same(run(), expected)
     if lib.startswith("keyshared"):
         time_beside_jvm(benchmark, run, loop(), len(expected))
@@ -105,7 +118,7 @@ def compare(
 
 
 @pytest.mark.benchmark(group="kafka-partition")
-@pytest.mark.parametrize("lib", ["keyshared", "keyshared-arrow", "jvm", "kafka-python-loop"])
+@pytest.mark.parametrize("lib", ["keyshared", "keyshared-arrow", "jvm", "kafka-python-loop", READ])
 def test_kafka_partition(
     benchmark: Any, lib: str, key_bytes: list[bytes], jvm_loop: Callable[..., Loop]
 ) -> None:
@@ -116,11 +129,12 @@ def test_kafka_partition(
         "kafka-python-loop": lambda: kafka_python_loop(key_bytes),
     }
     expected = ks.partitions(key_bytes, PARTITIONS, Partitioner.KAFKA)
-    compare(benchmark, lib, runs, lambda: jvm_loop("kafka", num_partitions=PARTITIONS), expected)
+    kafka = lambda: jvm_loop("kafka", num_partitions=PARTITIONS)  # noqa: E731
+    compare(benchmark, lib, runs, kafka, expected, key_bytes)
 
 
 @pytest.mark.benchmark(group="murmur3-partition")
-@pytest.mark.parametrize("lib", ["keyshared", "keyshared-arrow", "jvm", "mmh3-loop"])
+@pytest.mark.parametrize("lib", ["keyshared", "keyshared-arrow", "jvm", "mmh3-loop", READ])
 def test_murmur3_partition(
     benchmark: Any, lib: str, fixed_keys: list[str], jvm_loop: Callable[..., Loop]
 ) -> None:
@@ -142,11 +156,12 @@ def test_murmur3_partition(
         runs,
         lambda: jvm_loop("pulsar_murmur3", num_partitions=PARTITIONS),
         expected,
+        fixed_keys,
     )
 
 
 @pytest.mark.benchmark(group="java-string-hash-partition")
-@pytest.mark.parametrize("lib", ["keyshared", "keyshared-arrow", "jvm"])
+@pytest.mark.parametrize("lib", ["keyshared", "keyshared-arrow", "jvm", READ])
 def test_java_string_hash_partition(
     benchmark: Any, lib: str, key_bytes: list[bytes], jvm_loop: Callable[..., Loop]
 ) -> None:
@@ -165,11 +180,12 @@ def test_java_string_hash_partition(
         runs,
         lambda: jvm_loop("pulsar_java_string", num_partitions=PARTITIONS),
         expected,
+        key_bytes,
     )
 
 
 @pytest.mark.benchmark(group="iceberg-bucket-string")
-@pytest.mark.parametrize("lib", ["keyshared", "keyshared-arrow", "jvm", "pyiceberg-loop"])
+@pytest.mark.parametrize("lib", ["keyshared", "keyshared-arrow", "jvm", "pyiceberg-loop", READ])
 def test_iceberg_bucket_string(
     benchmark: Any, lib: str, fixed_keys: list[str], jvm_loop: Callable[..., Loop]
 ) -> None:
@@ -188,6 +204,7 @@ def test_iceberg_bucket_string(
         runs,
         lambda: jvm_loop("iceberg_bucket_string", num_partitions=PARTITIONS),
         expected,
+        fixed_keys,
     )
 
 

@@ -5,6 +5,11 @@ spark-route-5m: routing 5M keys with the JVM ``ks_route`` (keyshared), the Arrow
 length), mmh3 looped in a pandas UDF, and Spark's built-in JVM ``hash()`` (a different hash, the
 engine's own speed). Each round runs the whole column into Spark's no-op sink.
 
+spark-bucket-hash-arrow: SQL's ``ks_bucket_hash`` registered on the Arrow engine (keyshared)
+over 3M keys, against the transfer floor of any Python UDF on the same keys (the Arrow UDF
+returning each key's length, trivial-arrow-udf). The SQL function checks each row for a null
+key and takes the key as binary, so this is what those cost on top of the Python UDF.
+
 spark-job-step: the bulk-bucketing job's "routing keys and counting load per bucket and key"
 step on the README's 10M synthetic messages (keyshared: the histogram and the 20 hottest
 keys), against Spark alone generating the same messages and grouping them by key
@@ -26,17 +31,19 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf, pandas_udf
 from pyspark.sql.types import IntegerType, LongType
-from ratios import PAIRED
+from ratios import KEYS, PAIRED
 
 import keyshared as ks
 from keyshared import TopicLayout
-from spark_udfs import with_routing
+from spark_udfs import register, with_routing
 from spark_udfs.bucketing import KEY, MESSAGES, count_load
 from spark_udfs.session import get_session
 from spark_udfs.sources import SIZE, SyntheticSource, read_messages
 
 N_KEYS = 5_000_000
 ROUNDS = 7
+HASH_KEYS = 3_000_000
+HASH_ROUNDS = 9
 LAYOUT = TopicLayout.initial(4, 16)
 # The README's main job: 10M messages over 1M Zipf-skewed keys.
 JOB_SOURCE = SyntheticSource(10_000_000, 1_000_000, 1.1, 42, 1024)
@@ -61,12 +68,11 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
-@pytest.fixture(scope="module")
-def keys(spark: SparkSession) -> Iterator[DataFrame]:
-    """5M distinct keys of 20 to 30 ASCII bytes, like the other groups', cached in memory."""
+def cached_keys(spark: SparkSession, n: int) -> DataFrame:
+    """n distinct keys of 20 to 30 ASCII bytes, like the other groups', cached in memory."""
     suffix = F.substring(F.sha2(F.col("id").cast("string"), 256), 1, 11)
     tail = F.expr("substring(sha2(cast(id AS string), 224), 1, cast(id % 11 AS int))")
-    df = spark.range(0, N_KEYS, 1, 4).select(
+    df = spark.range(0, n, 1, 4).select(
         F.concat(F.lpad(F.col("id").cast("string"), 8, "0"), F.lit("-"), suffix, tail).alias("k")
     )
     df = df.cache()
@@ -77,7 +83,24 @@ def keys(spark: SparkSession) -> Iterator[DataFrame]:
         df.select(F.xxhash64("k")).write.format("noop").mode("overwrite").save()
     for _ in range(2):
         df.select(arrow_len(F.col("k"))).write.format("noop").mode("overwrite").save()
+    return df
+
+
+@pytest.fixture(scope="module")
+def keys(spark: SparkSession) -> Iterator[DataFrame]:
+    """N_KEYS keys, for spark-route-5m."""
+    df = cached_keys(spark, N_KEYS)
     yield df
+    df.unpersist()
+
+
+@pytest.fixture(scope="module")
+def hash_keys(spark: SparkSession) -> Iterator[DataFrame]:
+    """HASH_KEYS keys, with the Arrow engine's SQL functions registered while they last."""
+    df = cached_keys(spark, HASH_KEYS)
+    register(spark, engine="arrow")
+    yield df
+    register(spark, engine="jvm")
     df.unpersist()
 
 
@@ -149,6 +172,51 @@ def test_spark_route(benchmark: Any, lib: str, keys: DataFrame) -> None:
 
     # Three warm-up rounds: the JIT compiles each query's generated code over its first runs.
     benchmark.pedantic(run, rounds=ROUNDS, iterations=1, warmup_rounds=3)
+
+
+def bucket_hash_column(lib: str) -> Column:
+    """SQL's ks_bucket_hash as registered (null keys refused, the key taken as binary), or the
+    trivial Arrow UDF, of the key column."""
+    if lib == "keyshared":
+        return F.expr("ks_bucket_hash(k)")
+    return arrow_len(F.col("k"))
+
+
+@pytest.mark.benchmark(group="spark-bucket-hash-arrow")
+@pytest.mark.parametrize("lib", ["keyshared", "trivial-arrow-udf"])
+def test_spark_bucket_hash_arrow(benchmark: Any, lib: str, hash_keys: DataFrame) -> None:
+    peer = "trivial-arrow-udf" if lib == "keyshared" else "keyshared"
+    sample = hash_keys.limit(20_000)
+    for name in (lib, peer):
+        got = sample.select("k", bucket_hash_column(name).alias("out")).toArrow()
+        want = got.column("k").combine_chunks()
+        expected = ks.split_hashes(want)[1] if name == "keyshared" else pc.binary_length(want)
+        assert np.array_equal(got.column("out").to_numpy(), np.asarray(expected)), name
+    ours = hash_keys.select(bucket_hash_column(lib).alias("out"))
+    other = hash_keys.select(bucket_hash_column(peer).alias("out"))
+    benchmark.extra_info[KEYS] = HASH_KEYS
+
+    def run(plan: DataFrame) -> None:
+        plan.write.format("noop").mode("overwrite").save()
+
+    # As spark-job-step's: each round follows a run of the other variant, so that the two
+    # share the same stretches of a noisy machine's time, and the floor compares pairs.
+    other_times: list[float] = []
+
+    def interleave() -> None:
+        start = time.perf_counter()
+        run(other)
+        other_times.append(time.perf_counter() - start)
+
+    # Three warm-up rounds: the JIT compiles each query's generated code over its first runs.
+    benchmark.pedantic(
+        run, args=(ours,), setup=interleave, rounds=HASH_ROUNDS, iterations=1, warmup_rounds=3
+    )
+    if lib == "keyshared":
+        pairs = zip(other_times[-HASH_ROUNDS:], benchmark.stats.stats.data, strict=True)
+        benchmark.extra_info[PAIRED + "trivial-arrow-udf"] = statistics.median(
+            theirs / mine for theirs, mine in pairs
+        )
 
 
 def job_step(spark: SparkSession) -> tuple[int, int]:

@@ -55,20 +55,62 @@ def test_paired_rounds_decide_the_floor_when_recorded(capsys: pytest.CaptureFixt
 
 
 def test_a_floor_names_which_keyshared_variant_it_holds(capsys: pytest.CaptureFixture[str]) -> None:
-    # kafka-partition holds keyshared over a list and keyshared-arrow to 2x the JVM, each by
-    # the paired ratio it recorded.
+    # kafka-partition holds keyshared-arrow to 2x the JVM and keyshared over a list to 1x the
+    # JVM and to half the speed of reading the list, each by the ratio it recorded.
     group = "kafka-partition"
     results = {
         "benchmarks": [
-            bench("keyshared", 4e-3, group, {ratios.PAIRED + "jvm": 2.4}),
+            bench("keyshared", 4e-3, group, {ratios.PAIRED + "jvm": 1.2}),
             bench("keyshared-arrow", 3e-3, group, {ratios.PAIRED + "jvm": 1.9}),
             bench("jvm", 9e-3, group),
+            bench("read-objects", 1.9e-3, group),
         ]
     }
-    assert run(results) == ["kafka-partition: keyshared-arrow 1.90x vs jvm, floor 2"]
+    assert run(results) == [
+        "kafka-partition: keyshared-arrow 1.90x vs jvm, floor 2",
+        "kafka-partition: 0.47x vs read-objects, floor 0.5",
+    ]
     out = capsys.readouterr().out
-    assert "floor vs jvm (paired rounds): 2.40 >= 2  ok" in out
+    assert "floor vs jvm (paired rounds): 1.20 >= 1  ok" in out
     assert "floor keyshared-arrow vs jvm (paired rounds): 1.90 >= 2  FAIL" in out
+    assert "floor vs read-objects (medians): 0.47 >= 0.5  FAIL" in out
+
+
+def test_a_benchmark_is_named_by_its_lib(capsys: pytest.CaptureFixture[str]) -> None:
+    # By extra_info["lib"], else its lib parameter beside others (the call-size groups); a
+    # speedup without its limit's runs is not run.
+    sized = bench("x", 2e-7, "key-hashes-1")
+    sized["params"] = {"lib": "keyshared", "size": 1}
+    one = bench("key_hash", 1e-7, "key-hashes-1")
+    threads = [
+        bench("x", 1.0, "key-hashes-threads", {"lib": "keyshared-1-thread"}),
+        bench("y", 0.5, "key-hashes-threads", {"lib": "keyshared-2-threads"}),
+    ]
+    assert run({"benchmarks": [sized, one, *threads]}) == []
+    out = capsys.readouterr().out
+    assert "floor vs key_hash (medians): 0.50 >= 0.5  ok" in out
+    assert "speedup keyshared at 16 threads: not run" in out.split("key-hashes-threads")[1]
+
+
+def test_a_speedup_is_a_share_of_the_limit_s(capsys: pytest.CaptureFixture[str]) -> None:
+    group = "key-hashes-threads"
+    medians = {"keyshared": (1.0, 0.9), "spin": (1.0, 0.98)}
+    results = {
+        "benchmarks": [
+            bench("x", t, group, {"lib": f"{name}-{n}"})
+            for name, (one, two) in medians.items()
+            for n, t in (("1-thread", one), ("2-threads", two))
+        ]
+    }
+    # 1.11x against the cores' 1.02x: 1.09 of what the machine gave.
+    assert run(results) == []
+    assert "speedup keyshared at 2 threads: 1.11x, spin 1.02x: 1.09 >= 0.9  ok" in (
+        capsys.readouterr().out
+    )
+    results["benchmarks"][1]["stats"]["median"] = 1.2
+    assert run(results) == [
+        "key-hashes-threads: keyshared 0.83x at 2 threads, 0.82 of spin's 1.02x, floor 0.9"
+    ]
 
 
 def test_ceiling_holds_the_median_per_key(capsys: pytest.CaptureFixture[str]) -> None:

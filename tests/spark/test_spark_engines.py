@@ -3,14 +3,15 @@ with each other, on every valid and invalid input: layouts, layout confs, key ty
 keys' bytes."""
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pyspark.errors import AnalysisException, IllegalArgumentException
-from pyspark.sql import SparkSession
+from pyspark.errors import AnalysisException, IllegalArgumentException, SparkRuntimeException
+from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 from test_spark_jvm import keyshared_sql
 
@@ -26,6 +27,7 @@ from spark_udfs import (
     sticky_key_hash_udf,
     with_routing,
 )
+from spark_udfs.udfs import null_key_error
 
 
 @pytest.fixture(autouse=True)
@@ -323,6 +325,97 @@ def test_the_arrow_udfs_give_null_for_null_and_with_routing_refuses_it(
     for engine in ("jvm", "arrow"):
         with pytest.raises(Exception, match="a key is null; pass null_key="):
             with_routing(df, "k", TopicLayout.initial(2), engine=engine).collect()
+
+
+SQL_FUNCTIONS = [
+    "ks_key_hash",
+    "ks_segment_hash",
+    "ks_bucket_hash",
+    "ks_sticky_key_hash",
+    "ks_route",
+]
+
+
+def library_values(function: str, keys: list[str | None], null_key: str | None = None) -> list[Any]:
+    """What the SQL function ``function`` gives for each of ``keys`` (ks_route under its
+    default layout), by the library."""
+    if function == "ks_route":
+        segment_ids, buckets = TopicLayout.initial(1).route_keys(keys, null_key=null_key)
+        return list(zip(segment_ids.tolist(), buckets.tolist(), strict=True))
+    if function == "ks_sticky_key_hash":
+        return list(sticky_key_hashes(keys, null_key=null_key).tolist())
+    hashes = key_hashes(keys, null_key=null_key)
+    halves = {
+        "ks_key_hash": hashes,
+        "ks_segment_hash": hashes >> 16,
+        "ks_bucket_hash": hashes & 0xFFFF,
+    }
+    return list(halves[function].tolist())
+
+
+def sql_values(spark: SparkSession, query: str) -> list[Any]:
+    return [tuple(r.v) if isinstance(r.v, Row) else r.v for r in spark.sql(query).collect()]
+
+
+@pytest.mark.parametrize("function", SQL_FUNCTIONS)
+def test_the_arrow_sql_functions_refuse_a_null_key_only_where_it_reaches_them(
+    spark: SparkSession, function: str
+) -> None:
+    """On the Arrow engine a null string or binary key that reaches a SQL function fails with
+    Spark's own raise_error in null_key_error's words; one the query keeps from it (CASE, IF,
+    a filter) is no error, though the UDF under it sees every row of the batch; with a
+    null_key it hashes as those bytes."""
+    spark.createDataFrame(list(enumerate(NULLABLE_KEYS)), "i int, s string").selectExpr(
+        "i", "s", "CAST(s AS BINARY) AS b"
+    ).createOrReplaceTempView("nk")
+    present = [k for k in NULLABLE_KEYS if k is not None]
+    want = iter(library_values(function, present))
+    guarded_want = [None if k is None else next(want) for k in NULLABLE_KEYS]
+    try:
+        register(spark, engine="arrow")
+        for key in ("s", "b"):
+            with pytest.raises(
+                SparkRuntimeException, match=re.escape(null_key_error(function))
+            ) as refused:
+                spark.sql(f"SELECT {function}({key}) AS v FROM nk").collect()
+            assert refused.value.getCondition() == "USER_RAISED_EXCEPTION"
+            call = f"{function}({key})"
+            for guarded in (
+                f"CASE WHEN {key} IS NULL THEN NULL ELSE {call} END",
+                f"IF({key} IS NOT NULL, {call}, NULL)",
+            ):
+                assert sql_values(spark, f"SELECT {guarded} AS v FROM nk ORDER BY i") == (
+                    guarded_want
+                ), (key, guarded)
+            filtered = f"SELECT {call} AS v FROM nk WHERE {key} IS NOT NULL ORDER BY i"
+            assert sql_values(spark, filtered) == library_values(function, present), key
+        register(spark, engine="arrow", null_key="nul")
+        with_null_key = sql_values(spark, f"SELECT {function}(s) AS v FROM nk ORDER BY i")
+    finally:
+        register(spark, engine="jvm")
+    assert with_null_key == library_values(function, NULLABLE_KEYS, null_key="nul")
+
+
+def test_the_arrow_sql_functions_cast_a_string_key_as_the_udf_reads_it(
+    spark: SparkSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A string key's cast to binary is done as the Arrow UDF's input is gathered, not in a
+    projection of its own before it (one more copy of every key), with or without the
+    refusal of null keys."""
+    spark.createDataFrame(
+        list(enumerate(NULLABLE_KEYS)), "i int, s string"
+    ).createOrReplaceTempView("nk")
+    try:
+        for null_key in (None, "nul"):
+            register(spark, engine="arrow", null_key=null_key)
+            for function in SQL_FUNCTIONS:
+                spark.sql(f"SELECT {function}(s) AS v FROM nk").explain()
+                plan = capsys.readouterr().out
+                assert re.search(
+                    rf"ArrowEvalPython \[{function}_arrow\(cast\(s#\d+ as binary\)\)", plan
+                ), plan
+    finally:
+        register(spark, engine="jvm")
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,9 @@
 """The pinned key hash against mmh3, over every input kind a batch accepts."""
 
+import os
+import signal
 import threading
+import time
 
 import mmh3
 import numpy as np
@@ -16,6 +19,8 @@ from keyshared.routing import Partitioner
 
 #: Keys of a list read at once (rust/bindings/src/keys.rs).
 PIECE = 1 << 12
+#: Lists and tuples up to this long are hashed with the GIL held, straight into the output.
+SHORT = 64
 
 keys_st = st.one_of(st.text(max_size=64), st.binary(max_size=64))
 key_lists = st.lists(keys_st, max_size=40)
@@ -274,7 +279,7 @@ def test_list_items_of_every_kind_hash_as_their_bytes(keys: list[str | bytes | N
         np.testing.assert_array_equal(ks.key_hashes(batch, null_key=null_key), want)
 
 
-@pytest.mark.parametrize("at", [1000, PIECE * 2 + 5])
+@pytest.mark.parametrize("at", [3, SHORT - 3, 1000, PIECE * 2 + 5])
 @pytest.mark.parametrize(
     ("bad", "error", "message"),
     [
@@ -349,3 +354,60 @@ def test_a_list_changed_while_it_is_read_is_refused_or_read_whole() -> None:
         stop.set()
         changer.join(timeout=10)
     assert outcomes
+
+
+@given(st.lists(list_items, min_size=SHORT - 3, max_size=SHORT + 3), st.data())
+def test_short_and_long_batches_agree(keys: list[str | bytes | None], data: st.DataObject) -> None:
+    # A list of at most SHORT keys takes the short path, an object array of the same keys the
+    # batch path; either side of the edge, with and without a stand-in for nulls.
+    at = data.draw(st.integers(0, len(keys)))
+    keys = keys[:at]
+    objects = np.empty(len(keys), dtype=object)
+    objects[:] = keys
+    table = ks.RoutingTable(
+        [(0, ks.HashRange(0, 0x7FFF), [0x4000]), (1, ks.HashRange(0x8000, 0xFFFF), [])]
+    )
+    calls = {
+        "key_hashes": lambda b: ks.key_hashes(b, null_key="n"),
+        "split_hashes": lambda b: ks.split_hashes(b, null_key="n"),
+        "sticky": lambda b: ks.routing.sticky_key_hashes(b, null_key="n"),
+        "make_sticky": lambda b: ks.routing.make_sticky_key_hashes(
+            b, ks.HashRange(5, 900), null_key="n"
+        ),
+        "route": lambda b: table.route_keys(b, null_key="n"),
+        "route_hashes": lambda b: table.route_keys(b, null_key="n", with_hashes=True),
+    }
+    for name, call in calls.items():
+        want = call(objects)
+        for batch in (keys, tuple(keys)):
+            got = call(batch)
+            for g, w in zip(
+                got if isinstance(got, tuple) else (got,),
+                want if isinstance(want, tuple) else (want,),
+                strict=True,
+            ):
+                assert g.dtype == w.dtype, name
+                np.testing.assert_array_equal(g, w, err_msg=name)
+    if None in keys:
+        with pytest.raises(ValueError, match=rf"keys\[{keys.index(None)}\] is None"):
+            ks.key_hashes(keys)
+
+
+def test_threaded_batches_run_in_a_forked_child() -> None:
+    # The parent's workers are not in a forked child (Spark forks its Python workers): the
+    # child's batches must make their own instead of waiting on them.
+    keys = pa.array([f"key-{i}" for i in range(300_000)])
+    want = ks.key_hashes(keys, threads=1)
+    assert (ks.key_hashes(keys, threads=2) == want).all()
+    pid = os.fork()
+    if pid == 0:
+        ok = all((ks.key_hashes(keys, threads=t) == want).all() for t in (2, 3, 2))
+        os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("a forked child's threaded batch did not finish in 60 s")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(done[1]) == 0

@@ -1,0 +1,113 @@
+"""Small calls, as brokers, clients and producers make them: a batch call per call size
+against mmh3's loop over the same keys (the C extension a user calls per key), and single
+calls of the selector and the sticky-key dispatcher against one ``key_hash`` call, the
+binding's floor (one argument in, one small result out).
+
+Every round makes CALLS calls, so that the timer's own overhead is spread thin; each peer
+is checked to give keyshared's answer first. Call sizes 1 and 8 are where the library is
+used as a library; 64 is the short path's last size (rust/bindings/src/keys.rs ``SHORT``),
+512 and 4096 take the batch path."""
+
+from collections.abc import Callable
+from typing import Any
+
+import mmh3
+import numpy as np
+import pytest
+
+import keyshared as ks
+
+CALLS = 1_000
+SIZES = [1, 8, 64, 512, 4096]
+KEYS = [f"order-{i:08d}-{i * 7919 % 100_003:06d}" for i in range(max(SIZES))]
+CONSUMERS = 10
+
+
+def mmh3_loop(keys: list[str]) -> list[int]:
+    hash32 = mmh3.hash
+    return [hash32(k, 0, False) for k in keys]
+
+
+def per_call(benchmark: Any, call: Callable[[], object], calls: int = CALLS) -> None:
+    """Times `calls` calls of `call` a round; records the time of one."""
+
+    def run() -> None:
+        for _ in range(calls):
+            call()
+
+    benchmark(run)
+    benchmark.extra_info["calls_per_round"] = calls
+    benchmark.extra_info["ns_per_call"] = round(benchmark.stats.stats.median / calls * 1e9, 1)
+
+
+@pytest.mark.parametrize(
+    ("lib", "size"),
+    # One key_hash call is the floor of the one-key group.
+    [(lib, size) for size in SIZES for lib in ("keyshared", "mmh3-loop")] + [("key_hash", 1)],
+)
+def test_key_hashes_by_call_size(benchmark: Any, lib: str, size: int) -> None:
+    benchmark.group = f"key-hashes-{size}"
+    keys = KEYS[:size]
+    key = keys[0]
+    call: Callable[[], object] = {
+        "keyshared": lambda: ks.key_hashes(keys),
+        "mmh3-loop": lambda: mmh3_loop(keys),
+        "key_hash": lambda: ks.key_hash(key),
+    }[lib]
+    want = ks.key_hashes(keys)
+    got = call()
+    assert np.array_equal(np.atleast_1d(np.asarray(got, dtype=np.uint32)), want)
+    per_call(benchmark, call, max(10, CALLS // size))
+
+
+def ring() -> ks.ConsistentHashingStickyKeyConsumerSelector:
+    selector = ks.ConsistentHashingStickyKeyConsumerSelector()
+    for c in range(CONSUMERS):
+        selector.add_consumer(c, f"consumer-{c}")
+    return selector
+
+
+@pytest.mark.benchmark(group="select-1")
+@pytest.mark.parametrize("lib", ["keyshared", "key_hash"])
+def test_select_one_hash(benchmark: Any, lib: str) -> None:
+    selector = ring()
+    h = ks.sticky_key_hash(KEYS[0])
+    call: Callable[[], object] = {
+        "keyshared": lambda: selector.select(h),
+        "key_hash": lambda: ks.key_hash(KEYS[0]),
+    }[lib]
+    assert selector.select(h) == selector.select_many(np.array([h], np.uint16))[0]
+    per_call(benchmark, call)
+
+
+def sticky_dispatcher() -> ks.StickyKeyDispatcher:
+    d = ks.StickyKeyDispatcher()
+    for c in range(CONSUMERS):
+        d.add_consumer(c, f"consumer-{c}")
+    return d
+
+
+@pytest.mark.benchmark(group="dispatch-ack-1")
+@pytest.mark.parametrize("lib", ["keyshared", "key_hash"])
+def test_dispatch_one_entry(benchmark: Any, lib: str) -> None:
+    """One entry dispatched and acked, the steady state of a consumer that keeps up: the
+    dispatcher's pending acks stay as they were."""
+    d = sticky_dispatcher()
+    hashes = [ks.sticky_key_hash(k) for k in KEYS[:CALLS]]
+    entry = iter(range(1 << 62))
+
+    def dispatch_and_ack() -> None:
+        e = next(entry)
+        sent = d.dispatch(1, e, hashes[e % CALLS])
+        d.ack(sent.consumer_id, 1, e)
+
+    def two_key_hashes() -> None:
+        ks.key_hash(KEYS[0])
+        ks.key_hash(KEYS[1])
+
+    first = d.dispatch(0, 0, hashes[0])
+    assert first.delivered and first.consumer_id == d.select(hashes[0])
+    assert d.ack(first.consumer_id, 0, 0)
+    call = dispatch_and_ack if lib == "keyshared" else two_key_hashes
+    per_call(benchmark, call)
+    assert all(d.pending_acks(c).size() == 0 for c in range(CONSUMERS))
