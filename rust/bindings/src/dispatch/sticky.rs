@@ -37,10 +37,16 @@ impl PyStickyKeyDispatcher {
         entries: Vec<ReadEntry>,
         replay: bool,
     ) -> PyResult<Vec<PyDispatchResult>> {
-        let results = self
-            .core
-            .run(py, |d, parts| d.dispatch_read(parts, &entries, replay))
-            .py_in("entries")?;
+        // One entry's work is shorter than releasing the GIL.
+        let results = match entries.len() {
+            1 => self
+                .core
+                .run_held(py, |d, parts| d.dispatch_read(parts, &entries, replay)),
+            _ => self
+                .core
+                .run(py, |d, parts| d.dispatch_read(parts, &entries, replay)),
+        };
+        let results = results.py_in("entries")?;
         Ok(entries
             .iter()
             .zip(results)

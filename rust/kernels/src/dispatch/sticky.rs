@@ -262,17 +262,21 @@ impl StickyKeyDispatcher {
         for (i, e) in entries.iter().enumerate() {
             check_entry(e).map_err(|err| err.at(i))?;
         }
+        // Each entry's consumer, and each consumer's map, looked up once for the checks and
+        // the sending alike.
+        let consumers: Vec<Option<u64>> = entries
+            .iter()
+            .map(|e| parts.selector.select(e.sticky_key_hash))
+            .collect();
+        let index = consumer_index(parts.acks);
         {
-            let index = consumer_index(parts.acks);
             let acks: &[A] = parts.acks;
-            let pending_on = |hash| {
-                let consumer = parts.selector.select(hash)?;
-                index.get(&consumer).map(|&i| &*acks[i])
-            };
+            let pending_on = |c: Option<u64>| c.and_then(|c| index.get(&c)).map(|&i| &*acks[i]);
             check_positions(
                 entries
                     .iter()
-                    .map(|e| (e.position, e.sticky_key_hash, pending_on(e.sticky_key_hash))),
+                    .zip(&consumers)
+                    .map(|(e, &c)| (e.position, e.sticky_key_hash, pending_on(c))),
             )?;
         }
         if parts.acks.is_empty() {
@@ -282,10 +286,10 @@ impl StickyKeyDispatcher {
             ]);
         }
         let Parts {
-            selector,
             acks,
             redelivery,
             tracker,
+            ..
         } = parts;
         let taken = if replay {
             entries.len()
@@ -299,17 +303,13 @@ impl StickyKeyDispatcher {
             .iter()
             .map(|e| (e.position, e.sticky_key_hash))
             .collect();
-        let consumers: Vec<Option<u64>> = read
-            .iter()
-            .map(|e| selector.select(e.sticky_key_hash))
-            .collect();
         // Every decision comes before any entry goes, so permits are as the read began.
         let decisions = {
             let acks: &[A] = acks;
             let permits_of = |c| self.permits_of(c, acks);
-            redelivery.filter_read(&positions, &consumers, replay, permits_of, Some(tracker))?
+            let consumers = &consumers[..taken];
+            redelivery.filter_read(&positions, consumers, replay, permits_of, Some(tracker))?
         };
-        let index = consumer_index(acks);
         let mut out = Vec::with_capacity(entries.len());
         for (entry, decision) in read.iter().zip(decisions) {
             out.push(match decision {
@@ -440,12 +440,26 @@ fn check_entry(e: &ReadEntry) -> KernelResult<()> {
     non_negative(e.batch_size.into(), "batch_size", 0).map(drop)
 }
 
-/// Each connected consumer's place in `acks`.
-fn consumer_index<A: DerefMut<Target = PendingAcks>>(acks: &[A]) -> HashMap<u64, usize> {
-    acks.iter()
+/// Each connected consumer's place in `acks`, by id: a sorted list rather than a hash map,
+/// since a read makes one and consumers are few (a dispatch of one entry made two maps, a
+/// third of its time).
+struct ConsumerIndex(Vec<(u64, usize)>);
+
+impl ConsumerIndex {
+    fn get(&self, consumer: &u64) -> Option<&usize> {
+        let at = self.0.binary_search_by_key(consumer, |&(c, _)| c).ok()?;
+        Some(&self.0[at].1)
+    }
+}
+
+fn consumer_index<A: DerefMut<Target = PendingAcks>>(acks: &[A]) -> ConsumerIndex {
+    let mut index: Vec<(u64, usize)> = acks
+        .iter()
         .enumerate()
         .map(|(i, a)| (a.consumer_id(), i))
-        .collect()
+        .collect();
+    index.sort_unstable();
+    ConsumerIndex(index)
 }
 
 /// Consumers connect with no permits, and leave with their capacity forgotten; a leaving
