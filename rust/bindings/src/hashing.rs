@@ -4,10 +4,10 @@ use pyo3::prelude::*;
 use super::buckets::PyHashRange;
 use super::keys::{hash_short, key_batch, null_key_arg};
 use crate::conversions::{
-    arg, arg_or, instance, key_bytes, numpy, DefaultThreads, ScalableRelease, Threads,
+    arg, arg_or, instance, key_bytes, numpy, opt_arg, DefaultThreads, ScalableRelease, Threads,
 };
 use keyshared_kernels::hashing::{self, bucket_hash, segment_hash, sticky_hash_in, HASH_VERSION};
-use keyshared_kernels::parallel::set_default_threads;
+use keyshared_kernels::parallel::{default_threads, set_default_threads};
 
 #[doc = stub_doc!("key_hash")]
 #[pyfunction]
@@ -64,11 +64,13 @@ where
     A: Copy + Send + Sync,
     B: Copy + Send + Sync,
 {
-    let threads = Threads::or_default(threads)?;
+    // Checked first, looked up only where a batch takes threads.
+    let threads = opt_arg::<Threads>(threads, "threads")?;
     let null_key = null_key_arg(null_key)?;
     if let Some(out) = hash_short(keys, null_key.as_deref(), short)? {
         return Ok(out);
     }
+    let threads = threads.map_or_else(default_threads, |t| t.0);
     let (a, b) = key_batch(keys, null_key)?.map(keys.py(), threads, |batch, threads| {
         batch.map_hashes(threads, &f)
     })?;
@@ -115,6 +117,7 @@ where
 }
 
 /// `f` of each hash, written straight into a new NumPy array.
+#[inline]
 fn array_of<'py, T: Element + Copy>(
     py: Python<'py>,
     hashes: &[u32],
@@ -193,7 +196,7 @@ fn set_num_threads(threads: &Bound<'_, PyAny>) -> PyResult<()> {
 #[doc = stub_doc!("get_num_threads")]
 #[pyfunction]
 fn get_num_threads() -> usize {
-    keyshared_kernels::parallel::default_threads()
+    default_threads()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

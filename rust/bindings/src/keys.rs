@@ -6,6 +6,7 @@
 //! and reading it back cost more than mapping it, and the copy of a large batch took as much
 //! memory as its keys.
 
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
 use arrow_array::cast::AsArray;
@@ -123,6 +124,7 @@ pub const SHORT: usize = 64;
 /// `then` of the key hashes of every key, if `keys` is a list or tuple of at most [`SHORT`]
 /// keys, read in place with the GIL held and no key batch; `null_key`'s hash stands for a
 /// null key where given (else a null is refused by index). None for any other batch.
+#[inline]
 pub fn hash_short<R>(
     keys: &Bound<'_, PyAny>,
     null_key: Option<&[u8]>,
@@ -133,7 +135,8 @@ pub fn hash_short<R>(
         return Ok(None);
     }
     let py = keys.py();
-    let mut hashes = [0u32; SHORT];
+    // Not zeroed first: only the hashes written are read.
+    let mut hashes = [MaybeUninit::<u32>::uninit(); SHORT];
     // SAFETY: nothing here runs Python code (`object_key` runs none).
     let read = unsafe {
         with_items(keys, |items| -> PyResult<Option<usize>> {
@@ -142,14 +145,18 @@ pub fn hash_short<R>(
             }
             for (i, (&item, hash)) in items.iter().zip(&mut hashes).enumerate() {
                 let key = object_key(py, item, i, null_key.is_some())?;
-                *hash = hashing::key_hash(key.or(null_key).unwrap_or_default());
+                hash.write(hashing::key_hash(key.or(null_key).unwrap_or_default()));
             }
             Ok(Some(items.len()))
         })
     };
     // `then` runs after the items are read: it may run Python code (an allocation may
     // collect garbage).
-    Ok(read.transpose()?.flatten().map(|n| then(&hashes[..n])))
+    let Some(n) = read.transpose()?.flatten() else {
+        return Ok(None);
+    };
+    // SAFETY: the loop wrote the first `n` hashes.
+    Ok(Some(then(unsafe { hashes[..n].assume_init_ref() })))
 }
 
 impl Objects<'_> {
