@@ -8,11 +8,12 @@ as an Arrow array, with no pandas and no per-row Python in between. Executors al
 task per core, so the kernels run single-threaded there.
 
 A null key hashes as ``null_key`` when one is given (checked when a UDF is made, on the
-driver). Without one, the UDFs themselves give a null for a null key, and the SQL functions
-:func:`register` makes and :func:`with_routing` fail on a null key that reaches them, as the
-JVM functions do. The UDFs cannot fail instead: Spark evaluates a Python UDF over whole
-batches, rows that a ``CASE WHEN k IS NULL ...`` or ``IF`` around it leaves out included, so
-a null there is no error; the SQL functions raise where the row is actually evaluated.
+driver). Without one, the UDFs themselves give a null for a null key (from the key column's
+null bitmap), and the SQL functions :func:`register` makes and :func:`with_routing` fail on a
+null key that reaches them, as the JVM functions do. The UDFs cannot fail instead: Spark
+evaluates a Python UDF over whole batches, rows that a ``CASE WHEN k IS NULL ...`` or ``IF``
+around it leaves out included, so a null there is no error; the SQL functions raise where the
+row is actually evaluated, on the UDF's null result (which only a null key gives).
 """
 
 from __future__ import annotations
@@ -246,14 +247,17 @@ def null_key_error(function: str) -> str:
     )
 
 
-def refuse_null_keys(function: str, key: Column, value: Column, null_key: bytes | None) -> Column:
-    """``value`` (an Arrow UDF of ``key``), failing a row whose key is null when no
+def refuse_null_keys(function: str, value: Column, null_key: bytes | None) -> Column:
+    """``value`` (an Arrow UDF of a key), failing a row whose key is null when no
     ``null_key`` is set. Spark evaluates the UDF over the whole batch whatever the query
     around it leaves out, so the UDF gives a null there and this check, evaluated where Spark
-    evaluates the row, raises."""
+    evaluates the row, raises. It reads the UDF's result, null only for a null key, rather
+    than the key: a key read twice, here and by the UDF, is computed twice, and a SQL
+    function's argument read twice (its cast to binary) stays in a projection of its own
+    before the UDF, one more copy of every key."""
     if null_key is not None:
         return value
-    return F.when(key.isNull(), F.raise_error(F.lit(null_key_error(function)))).otherwise(value)
+    return F.coalesce(value, F.raise_error(F.lit(null_key_error(function))))
 
 
 def _key_column(df: DataFrame, key: str | Column) -> Column:
@@ -302,7 +306,7 @@ def with_routing(
     else:
         udf, fields = _route_udf(table, nk), ROUTE_FIELDS
     packed = "__ks_routing"
-    routed = df.withColumn(packed, refuse_null_keys("with_routing", column, udf(column), nk))
+    routed = df.withColumn(packed, refuse_null_keys("with_routing", udf(column), nk))
     return routed.withColumns({name: F.col(packed)[name] for name in fields}).drop(packed)
 
 
@@ -405,10 +409,10 @@ def register(
         returns = udf.returnType.simpleString()
         body = f"{inner}(key)"
         if nk is None:
-            # As refuse_null_keys: the CASE is evaluated row by row, the UDF batch by batch.
-            body = (
-                f"CASE WHEN key IS NULL THEN raise_error('{null_key_error(name)}') ELSE {body} END"
-            )
+            # As refuse_null_keys: the check is evaluated row by row, the UDF batch by batch,
+            # and it reads the UDF's null, not the key, so that the cast of a string key is
+            # done as the UDF's input is gathered and not in a projection of its own.
+            body = f"coalesce({body}, raise_error('{null_key_error(name)}'))"
         spark.sql(
             f"CREATE OR REPLACE TEMPORARY FUNCTION {name}(key BINARY) RETURNS {returns} "
             f"RETURN {body}"
