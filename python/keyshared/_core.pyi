@@ -145,7 +145,11 @@ def split_hashes(
     """``(segment_hash, bucket_hash)`` of every key, as two uint16 arrays."""
 
 def set_num_threads(threads: int) -> None:
-    """Sets the default thread count of batch calls; 0 means one per available core."""
+    """Sets the default thread count of batch calls; 0 means one per available core.
+
+    A batch of 64K keys or more runs on a pool of worker threads, made on first use for each
+    thread count and kept for the process (a forked child makes its own). A list or tuple of
+    up to 64 keys always runs on the calling thread, with the GIL held."""
 
 def get_num_threads() -> int:
     """The thread count batch calls use when not told."""
