@@ -101,6 +101,9 @@ FLOORS = [
     Floor("spark-route-5m", "keyshared-arrow", 2.5),
     Floor("spark-route-5m", "pandas-mmh3", 2.5),
     Floor("spark-route-5m", "spark-hash", 0.625),
+    # The Arrow engine's SQL ks_bucket_hash within 1.15x of a trivial Arrow UDF over the same
+    # keys (the transfer between the JVM and the Python worker is the floor of either).
+    Floor("spark-bucket-hash-arrow", "trivial-arrow-udf", 1 / 1.15),
     # The job's routing step within 1.3x of Spark generating and grouping the same messages.
     Floor("spark-job-step", "spark-groupby", 1 / 1.3),
 ]
