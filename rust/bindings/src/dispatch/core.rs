@@ -152,34 +152,17 @@ where
         f: impl for<'a, 'g> FnOnce(&mut D, Locked<'a, 'g, S::Selector, Q::Queue>) -> R + Send,
         then: impl FnOnce(&R, &mut Maps) -> T + Send,
     ) -> (R, T) {
-        py.detach(|| self.with_all(f, then))
-    }
-
-    /// `with_parts` with the GIL held, for work shorter than releasing it (one entry).
-    /// Waiting for the locks with it held is safe: no lock holder ever waits for the GIL
-    /// (state.rs).
-    pub fn run_held<R>(
-        &self,
-        _py: Python<'_>,
-        f: impl for<'a, 'g> FnOnce(&mut D, Locked<'a, 'g, S::Selector, Q::Queue>) -> R,
-    ) -> R {
-        self.with_all(f, |_, _| ()).0
-    }
-
-    fn with_all<R, T>(
-        &self,
-        f: impl for<'a, 'g> FnOnce(&mut D, Locked<'a, 'g, S::Selector, Q::Queue>) -> R,
-        then: impl FnOnce(&R, &mut Maps) -> T,
-    ) -> (R, T) {
-        let mut own = lock(&self.own);
-        let Own { kernel, maps } = &mut *own;
-        let result = {
-            let mut selector = lock(self.selector.get().state());
-            let mut acks = lock_acks(maps);
-            self.with_rest(kernel, &mut selector, &mut acks, f)
-        };
-        let after = then(&result, maps);
-        (result, after)
+        py.detach(|| {
+            let mut own = lock(&self.own);
+            let Own { kernel, maps } = &mut *own;
+            let result = {
+                let mut selector = lock(self.selector.get().state());
+                let mut acks = lock_acks(maps);
+                self.with_rest(kernel, &mut selector, &mut acks, f)
+            };
+            let after = then(&result, maps);
+            (result, after)
+        })
     }
 
     /// `with_parts` with only the map of the consumer `pick` chooses (none if it chooses

@@ -37,11 +37,14 @@ impl PyStickyKeyDispatcher {
         entries: Vec<ReadEntry>,
         replay: bool,
     ) -> PyResult<Vec<PyDispatchResult>> {
-        // One entry's work is shorter than releasing the GIL.
-        let results = match entries.len() {
-            1 => self
-                .core
-                .run_held(py, |d, parts| d.dispatch_read(parts, &entries, replay)),
+        // One entry's work is shorter than releasing the GIL, and needs only the map of the
+        // consumer it goes to.
+        let results = match entries.as_slice() {
+            [one] => self.core.run_picked(
+                py,
+                |s| (s.select(one.sticky_key_hash), ()),
+                |d, parts, ()| d.dispatch_read(parts, &entries, replay),
+            ),
             _ => self
                 .core
                 .run(py, |d, parts| d.dispatch_read(parts, &entries, replay)),

@@ -252,7 +252,8 @@ impl StickyKeyDispatcher {
     /// A replay read (of positions from [`Self::messages_to_replay_now`]) skips the
     /// redelivery-queue check and takes delivered entries off the queue; a normal read
     /// takes no more than the room under the look-ahead limit. With no consumer connected
-    /// nothing is sent or queued. Every entry is checked before anything changes.
+    /// nothing is sent or queued. Every entry is checked before anything changes. `acks`
+    /// needs only the maps of the consumers the entries select (one, for one entry).
     pub fn dispatch_read<S: Selector, A: DerefMut<Target = PendingAcks>>(
         &mut self,
         parts: Queued<'_, S, A>,
@@ -279,7 +280,7 @@ impl StickyKeyDispatcher {
                     .map(|(e, &c)| (e.position, e.sticky_key_hash, pending_on(c))),
             )?;
         }
-        if parts.acks.is_empty() {
+        if self.consumers.is_empty() {
             return Ok(vec![
                 Dispatched::not_taken(HoldReason::NoConsumer);
                 entries.len()
@@ -296,7 +297,7 @@ impl StickyKeyDispatcher {
         } else {
             entries
                 .len()
-                .min(self.normal_read_size(acks.len(), redelivery))
+                .min(self.normal_read_size(self.consumers.len(), redelivery))
         };
         let (read, rest) = entries.split_at(taken);
         let positions: Vec<(Position, u16)> = read
