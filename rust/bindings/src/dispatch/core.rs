@@ -221,23 +221,22 @@ where
         self.with_parts(py, f, |_, _| ()).0
     }
 
-    /// Runs `f` on one connected consumer's map and the tracker, without the GIL; NotFound
-    /// if the consumer is not connected.
-    pub fn with_map<R: Send>(
+    /// Runs `f` on one connected consumer's map and the tracker, keeping the GIL (one ack's
+    /// work is shorter than releasing it; no lock holder waits for the GIL, state.rs);
+    /// NotFound if the consumer is not connected.
+    pub fn with_map<R>(
         &self,
-        py: Python<'_>,
+        _py: Python<'_>,
         consumer: u64,
-        f: impl FnOnce(&mut PendingAcks, &mut DrainingHashes) -> R + Send,
+        f: impl FnOnce(&mut PendingAcks, &mut DrainingHashes) -> R,
     ) -> StateResult<R> {
-        py.detach(|| {
-            let own = lock(&self.own);
-            let map = own
-                .maps
-                .get(&consumer)
-                .ok_or_else(|| not_connected(consumer))?;
-            let mut acks = lock(&map.get().state);
-            Ok(f(&mut acks, &mut lock(&self.tracker.get().state)))
-        })
+        let own = lock(&self.own);
+        let map = own
+            .maps
+            .get(&consumer)
+            .ok_or_else(|| not_connected(consumer))?;
+        let mut acks = lock(&map.get().state);
+        Ok(f(&mut acks, &mut lock(&self.tracker.get().state)))
     }
 
     /// Connects a consumer; returns its pending-acks map, wired to the tracker.
