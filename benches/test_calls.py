@@ -60,17 +60,19 @@ def test_key_hashes_by_call_size(benchmark: Any, lib: str, size: int) -> None:
     per_call(benchmark, call, max(10, CALLS // size))
 
 
-def ring() -> ks.ConsistentHashingStickyKeyConsumerSelector:
-    selector = ks.ConsistentHashingStickyKeyConsumerSelector()
+def with_consumers(
+    target: ks.ConsistentHashingStickyKeyConsumerSelector | ks.StickyKeyDispatcher,
+) -> Any:
+    """`target` with CONSUMERS consumers added."""
     for c in range(CONSUMERS):
-        selector.add_consumer(c, f"consumer-{c}")
-    return selector
+        target.add_consumer(c, f"consumer-{c}")
+    return target
 
 
 @pytest.mark.benchmark(group="select-1")
 @pytest.mark.parametrize("lib", ["keyshared", "key_hash"])
 def test_select_one_hash(benchmark: Any, lib: str) -> None:
-    selector = ring()
+    selector = with_consumers(ks.ConsistentHashingStickyKeyConsumerSelector())
     h = ks.sticky_key_hash(KEYS[0])
     call: Callable[[], object] = {
         "keyshared": lambda: selector.select(h),
@@ -80,19 +82,12 @@ def test_select_one_hash(benchmark: Any, lib: str) -> None:
     per_call(benchmark, call)
 
 
-def sticky_dispatcher() -> ks.StickyKeyDispatcher:
-    d = ks.StickyKeyDispatcher()
-    for c in range(CONSUMERS):
-        d.add_consumer(c, f"consumer-{c}")
-    return d
-
-
 @pytest.mark.benchmark(group="dispatch-ack-1")
 @pytest.mark.parametrize("lib", ["keyshared", "key_hash"])
 def test_dispatch_one_entry(benchmark: Any, lib: str) -> None:
     """One entry dispatched and acked, the steady state of a consumer that keeps up: the
     dispatcher's pending acks stay as they were."""
-    d = sticky_dispatcher()
+    d = with_consumers(ks.StickyKeyDispatcher())
     hashes = [ks.sticky_key_hash(k) for k in KEYS[:CALLS]]
     entry = iter(range(1 << 62))
 

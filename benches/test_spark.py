@@ -18,7 +18,7 @@ keys), against Spark alone generating the same messages and grouping them by key
 
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import mmh3
@@ -199,22 +199,35 @@ def test_spark_bucket_hash_arrow(benchmark: Any, lib: str, hash_keys: DataFrame)
     def run(plan: DataFrame) -> None:
         plan.write.format("noop").mode("overwrite").save()
 
-    # As spark-job-step's: each round follows a run of the other variant, so that the two
-    # share the same stretches of a noisy machine's time, and the floor compares pairs.
+    # Three warm-up rounds: the JIT compiles each query's generated code over its first runs.
+    paired_rounds(
+        benchmark, lambda: run(ours), lambda: run(other), lib, peer, HASH_ROUNDS, warmup=3
+    )
+
+
+def paired_rounds(
+    benchmark: Any,
+    ours: Callable[[], object],
+    other: Callable[[], object],
+    lib: str,
+    peer: str,
+    rounds: int,
+    warmup: int,
+) -> None:
+    """Times `ours`, each round just after a run of `other`, so that both are timed in the
+    same stretches of a noisy machine's time; keyshared's benchmark records the median over
+    rounds of the other's time over its own (the floor's paired ratio vs `peer`)."""
     other_times: list[float] = []
 
     def interleave() -> None:
         start = time.perf_counter()
-        run(other)
+        other()
         other_times.append(time.perf_counter() - start)
 
-    # Three warm-up rounds: the JIT compiles each query's generated code over its first runs.
-    benchmark.pedantic(
-        run, args=(ours,), setup=interleave, rounds=HASH_ROUNDS, iterations=1, warmup_rounds=3
-    )
+    benchmark.pedantic(ours, setup=interleave, rounds=rounds, iterations=1, warmup_rounds=warmup)
     if lib == "keyshared":
-        pairs = zip(other_times[-HASH_ROUNDS:], benchmark.stats.stats.data, strict=True)
-        benchmark.extra_info[PAIRED + "trivial-arrow-udf"] = statistics.median(
+        pairs = zip(other_times[-rounds:], benchmark.stats.stats.data, strict=True)
+        benchmark.extra_info[PAIRED + peer] = statistics.median(
             theirs / mine for theirs, mine in pairs
         )
 
@@ -249,27 +262,8 @@ def test_spark_job_step(benchmark: Any, lib: str, spark: SparkSession) -> None:
     assert (messages, distinct) == other(spark)
     benchmark.extra_info["messages"] = messages
 
-    # Rounds are interleaved: the other variant runs before each round, so that both are
-    # timed in the same stretches of a noisy machine's time, and each round is paired with
-    # the other's run just before it. One warm-up round, as the first run of each query
-    # compiles its generated code.
-    other_times: list[float] = []
-
-    def interleave() -> None:
-        start = time.perf_counter()
-        other(spark)
-        other_times.append(time.perf_counter() - start)
-
-    benchmark.pedantic(
-        step,
-        args=(spark,),
-        setup=interleave,
-        rounds=JOB_ROUNDS,
-        iterations=1,
-        warmup_rounds=1,
+    # One warm-up round, as the first run of each query compiles its generated code.
+    peer = "spark-groupby" if lib == "keyshared" else "keyshared"
+    paired_rounds(
+        benchmark, lambda: step(spark), lambda: other(spark), lib, peer, JOB_ROUNDS, warmup=1
     )
-    if lib == "keyshared":
-        pairs = zip(other_times[-JOB_ROUNDS:], benchmark.stats.stats.data, strict=True)
-        benchmark.extra_info[PAIRED + "spark-groupby"] = statistics.median(
-            theirs / ours for theirs, ours in pairs
-        )
