@@ -100,11 +100,16 @@ def pulsar_release(request: pytest.FixtureRequest) -> "Oracle":
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from support.faults import summary_lines
     from support.pulsar_oracle import COMPARISONS, KEPT
 
+    write = terminalreporter.write_line
+    if lines := summary_lines():
+        terminalreporter.section("under faults")
+        for line in lines:
+            write(line)
     if not COMPARISONS:
         return
-    write = terminalreporter.write_line
     terminalreporter.section("compared with the real implementations")
     kept = {area: counts for area, counts in COMPARISONS.items() if KEPT in area}
     for area, (cases, differences) in sorted(COMPARISONS.items()):

@@ -253,7 +253,8 @@ class PulsarBroker:
         self.settings = {**STANDALONE_CONF, **(settings or {})}
         self.zookeeper = zookeeper
         self._dir = Path(tempfile.mkdtemp(prefix="keyshared-pulsar-"))
-        broker_port, web_port, bookie_port = free_port(), free_port(), free_port()
+        self._ports = (free_port(), free_port(), free_port())
+        broker_port, web_port, _ = self._ports
         self.service_url = f"pulsar://127.0.0.1:{broker_port}"
         self.web_url = f"http://127.0.0.1:{web_port}"
         self.websocket_url = f"ws://127.0.0.1:{web_port}/ws/v2"
@@ -262,16 +263,38 @@ class PulsarBroker:
         self._zookeeper_port = free_port() if zookeeper else None
         self.metadata_connect = f"127.0.0.1:{self._zookeeper_port}" if zookeeper else None
         try:
-            self._proc = self._spawn(broker_port, web_port, bookie_port)
+            self._start(start_timeout_s)
         except BaseException:
             shutil.rmtree(self._dir, ignore_errors=True)
             raise
+
+    def _start(self, timeout_s: float) -> None:
+        """Starts the JVM on the broker's ports and data and waits until it serves; on
+        failure stops it and raises BrokerUnavailable with its log's tail."""
+        self._proc = self._spawn(*self._ports)
         try:
-            wait_until_ready(self.web_url, start_timeout_s, lambda: self._proc.poll() is None)
+            wait_until_ready(self.web_url, timeout_s, lambda: self._proc.poll() is None)
         except BaseException as e:
             tail = self.log_tail()
-            self.close()
+            self._stop()
             raise BrokerUnavailable(f"{e}; the end of its log:\n{tail}") from None
+
+    def restart(self, hard: bool = True, timeout_s: float = START_TIMEOUT_S) -> float:
+        """Stops the broker (``kill -9`` with ``hard``, else SIGTERM as an operator's stop)
+        and starts it again on its own ports and data; the seconds until it served again.
+        Clients connected to it see their connections drop and reconnect."""
+        if self._proc.poll() is not None:
+            raise BrokerUnavailable(
+                f"cannot restart: the broker already exited:\n{self.log_tail()}"
+            )
+        began = time.monotonic()
+        if hard:
+            self._signal_group(signal.SIGKILL)
+            self._proc.wait(timeout=STOP_TIMEOUT_S)
+        else:
+            self._stop()
+        self._start(timeout_s)
+        return time.monotonic() - began
 
     def _spawn(self, broker_port: int, web_port: int, bookie_port: int) -> subprocess.Popen[bytes]:
         settings = {**self.settings, "brokerServicePort": broker_port, "webServicePort": web_port}
@@ -304,7 +327,7 @@ class PulsarBroker:
             env = {**os.environ, "PULSAR_STANDALONE_USE_ZOOKEEPER": "1"}
         if self.zookeeper or not self.version.startswith("5."):
             command += ["--zookeeper-dir", str(data / "zookeeper")]
-        with open(self._log_path, "wb") as log:
+        with open(self._log_path, "ab") as log:
             # A session of its own, so that closing can signal every process the JVM starts.
             return subprocess.Popen(
                 command,
@@ -341,19 +364,22 @@ class PulsarBroker:
         return self.admin(f"persistent/public/default/{topic}/stats")
 
     def close(self) -> None:
-        """Stops the broker (SIGTERM, then SIGKILL after STOP_TIMEOUT_S) and removes its
-        folder."""
+        """Stops the broker and removes its folder."""
         try:
-            self._signal_group(signal.SIGTERM)
-            try:
-                self._proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self._signal_group(signal.SIGKILL)
-                self._proc.wait(timeout=STOP_TIMEOUT_S)
-            # Whatever the JVM started in its group goes with it.
-            self._signal_group(signal.SIGKILL)
+            self._stop()
         finally:
             shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _stop(self) -> None:
+        """SIGTERM, then SIGKILL after STOP_TIMEOUT_S."""
+        self._signal_group(signal.SIGTERM)
+        try:
+            self._proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._signal_group(signal.SIGKILL)
+            self._proc.wait(timeout=STOP_TIMEOUT_S)
+        # Whatever the JVM started in its group goes with it.
+        self._signal_group(signal.SIGKILL)
 
     def _signal_group(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):
