@@ -1,8 +1,15 @@
 """The bulk-bucketing report as JSON (everything), Markdown (for people) and a PNG chart, and
-with a migration audit its heatmap."""
+with a migration audit its heatmap.
+
+Every file is written whole or not at all (:func:`write_atomically`): a run killed while it
+writes leaves no partial report under a final name.
+"""
 
 import dataclasses
+import io
 import json
+import os
+import secrets
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -248,6 +255,36 @@ def to_markdown(report: Report) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def write_atomically(path: Path, data: str | bytes) -> None:
+    """Writes ``data`` (text as UTF-8) to ``path`` so that a reader sees the file that was
+    there before, or none, until ``path`` holds all of ``data``, never part of it.
+
+    The bytes go to a temporary file beside ``path`` (``.NAME.PID.RANDOM.tmp``, hidden, in the
+    same folder so that the rename stays within one file system), which is flushed to disk
+    and renamed over ``path`` (``os.replace``, atomic on POSIX). A process killed before the
+    rename leaves that temporary file behind and ``path`` as it was.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # "x" creates with the umask's permissions, as a plain write does (mkstemp would give 0600).
+    mode, encoding = ("x", "utf-8") if isinstance(data, str) else ("xb", None)
+    try:
+        with open(temporary, mode, encoding=encoding) as f:
+            f.write(data)
+            f.flush()
+            # Without it a machine crash could rename a file whose bytes never reached disk.
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    return buffer.getvalue()
+
+
 def write_chart(report: Report, path: Path) -> None:
     """Messages per bucket now (coloured by segment) and under balanced boundaries."""
     now = np.array([b.load.messages for b in report.buckets], dtype=np.float64)
@@ -285,7 +322,7 @@ def write_chart(report: Report, path: Path) -> None:
         axes.set_xlim(-0.5, max(len(loads), 1) - 0.5)
     bottom.set_xlabel("bucket (segments in range order, one colour each; dashed: mean)")
     fig.suptitle(f"Key_Shared bucketing: {report.totals.messages:,} messages")
-    fig.savefig(path, dpi=110)
+    write_atomically(path, _png(fig))
 
 
 def write_migration_chart(audit: dict[str, Any], path: Path) -> None:
@@ -316,24 +353,23 @@ def write_migration_chart(audit: dict[str, Any], path: Path) -> None:
     fig.suptitle(
         f"Migration: {audit['at_risk_keys']:,} keys at risk ({audit['risk']})", fontsize=10
     )
-    fig.savefig(path, dpi=110)
+    write_atomically(path, _png(fig))
 
 
 def write_outputs(report: Report, out_dir: Path) -> list[Path]:
     """Writes report.json, report.md, report.png, with an audit migration.png, and, when
-    boundaries move, balanced-layout.json into ``out_dir``; returns the paths written."""
+    boundaries move, balanced-layout.json into ``out_dir``, each whole or not at all
+    (:func:`write_atomically`); returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "report.json", out_dir / "report.md", out_dir / "report.png"]
-    written[0].write_text(to_json(report), encoding="utf-8")
-    written[1].write_text(to_markdown(report), encoding="utf-8")
+    write_atomically(written[0], to_json(report))
+    write_atomically(written[1], to_markdown(report))
     write_chart(report, written[2])
     if report.migration is not None:
         written.append(out_dir / "migration.png")
         write_migration_chart(report.migration, written[-1])
     if report.balancing.layout is not None:
         layout_path = out_dir / "balanced-layout.json"
-        layout_path.write_text(
-            json.dumps(report.balancing.layout, indent=2) + "\n", encoding="utf-8"
-        )
+        write_atomically(layout_path, json.dumps(report.balancing.layout, indent=2) + "\n")
         written.append(layout_path)
     return written

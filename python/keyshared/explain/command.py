@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -159,15 +160,21 @@ def _explain_topics(args: argparse.Namespace) -> list[str | None]:
     return [args.topic]
 
 
+def _read_stats(args: argparse.Namespace, topic: str | None) -> tuple[Any, int | None]:
+    """The stats of the file (``topic`` None) or of ``topic`` from --url, and when they
+    were fetched (None for a file: its newest timestamp stands for that)."""
+    if topic is None:
+        return explaining.load_stats(args.stats), None
+    fetched_ms = int(time.time() * 1000)
+    return explaining.fetch_stats(args.url, topic, args.timeout), fetched_ms
+
+
 def _read_explained(
-    args: argparse.Namespace, topic: str | None, stats: Any = None
+    args: argparse.Namespace, topic: str | None, stats: Any = None, fetched_ms: int | None = None
 ) -> explaining.KeySharedSubscription:
     """The subscription from ``stats`` when given (already read), else read afresh."""
-    if topic is None:
-        stats = explaining.load_stats(args.stats) if stats is None else stats
-        return explaining.read_subscription(stats, args.subscription)
-    fetched_ms = int(time.time() * 1000)
-    stats = explaining.fetch_stats(args.url, topic, args.timeout)
+    if stats is None:
+        stats, fetched_ms = _read_stats(args, topic)
     return explaining.read_subscription(stats, args.subscription, stats_time_ms=fetched_ms)
 
 
@@ -209,7 +216,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             data = {str(t): a.to_dict() for t, a in answers.items()}
         _dump(data, out)
     if args.watch is not None:
-        _watch(args, topics, answers, sample, out)
+        return _watch(args, topics, answers, sample, out)
     return 0
 
 
@@ -296,9 +303,13 @@ def _ids(ids: Sequence[int]) -> str:
 
 
 def _explain_once(
-    args: argparse.Namespace, topic: str | None, sample: dict[str, int] | None, stats: Any = None
+    args: argparse.Namespace,
+    topic: str | None,
+    sample: dict[str, int] | None,
+    stats: Any = None,
+    fetched_ms: int | None = None,
 ) -> explaining.Explanation:
-    sub = _read_explained(args, topic, stats)
+    sub = _read_explained(args, topic, stats, fetched_ms)
     answer = explaining.explain_subscription(
         sub,
         sample=sample,
@@ -337,29 +348,101 @@ def _draw(args: argparse.Namespace, answer: explaining.Explanation, path: Path) 
         explain_plot.plot_consumers(answer, path)
 
 
+#: The exit status of a --watch ended by Ctrl-C (SIGINT), as a shell reports one.
+EXIT_INTERRUPTED = 130
+
+
+class _PollFailed(Exception):
+    """A --watch re-read that gave no explanation; the message is its line. ``read``:
+    whether the stats were read (and did not explain the subscription)."""
+
+    def __init__(self, line: str, read: bool = False) -> None:
+        super().__init__(line)
+        self.read = read
+
+
 def _watch(
     args: argparse.Namespace,
     topics: Sequence[str | None],
     answers: dict[str | None, explaining.Explanation],
     sample: dict[str, int] | None,
     out: TextIO,
-) -> None:
-    """Every --watch seconds, re-reads the stats and prints what changed (--count times)."""
+) -> int:
+    """Every --watch seconds, re-reads the stats and prints what changed (--count times).
+    A re-read that fails is one line saying why, and watching carries on; the first good
+    one after says that the stats are back and what changed since the last good one.
+    Ctrl-C ends the watch quietly (EXIT_INTERRUPTED)."""
     started = time.monotonic()
+    good_at = dict.fromkeys(topics, 0.0)
+    # Per topic: when its failing polls began, how many there were, and whether the stats
+    # were read in every one (so that what is back is the explanation, not the source).
+    failing: dict[str | None, tuple[float, int, bool]] = {}
     reads = 0
-    while args.count is None or reads < args.count:
-        _sleep(args.watch)
-        reads += 1
-        elapsed = time.monotonic() - started
-        for topic in topics:
-            now = _explain_once(args, topic, sample)
-            lines = explaining.changes(answers[topic], now)
-            where = "" if topic is None or len(topics) == 1 else f" {topic}"
-            out.write(f"\n+{elapsed:.0f} s{where}: {'no change' if not lines else ''}\n")
-            for line in lines:
-                out.write(f"  {line}\n")
-            answers[topic] = now
+    try:
+        while args.count is None or reads < args.count:
+            _sleep(args.watch)
+            reads += 1
+            for topic in topics:
+                elapsed = time.monotonic() - started
+                where = "" if topic is None or len(topics) == 1 else f" {topic}"
+                stamp = f"\n+{_seconds(elapsed, args.watch)} s{where}:"
+                try:
+                    now = _poll(args, topic, sample)
+                except _PollFailed as e:
+                    since, count, read = failing.get(topic, (elapsed, 0, True))
+                    failing[topic] = (since, count + 1, read and e.read)
+                    out.write(f"{stamp} {e}\n")
+                    continue
+                lines = explaining.changes(answers[topic], now)
+                head = ""
+                if topic in failing:
+                    head = _back(args, *failing.pop(topic)) + "; "
+                last = f"+{_seconds(good_at[topic], args.watch)} s"
+                if not lines:
+                    said = f" {head}no change since the read at {last}" if head else " no change"
+                else:
+                    said = f" {head}what changed since the read at {last}:" if head else ""
+                out.write(f"{stamp}{said}\n" + "".join(f"  {line}\n" for line in lines))
+                answers[topic] = now
+                good_at[topic] = elapsed
+            out.flush()
+    except KeyboardInterrupt:
         out.flush()
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _poll(
+    args: argparse.Namespace, topic: str | None, sample: dict[str, int] | None
+) -> explaining.Explanation:
+    """One re-read, explained; _PollFailed with the line that says why it is not: the
+    endpoint unreachable (no connection, no answer in time), failed (an HTTP error, a
+    body cut short or not JSON), or stats that do not explain the subscription."""
+    source = "the admin endpoint" if topic is not None else "the stats file"
+    try:
+        stats, fetched_ms = _read_stats(args, topic)
+    except (explaining.AnswerError, ValueError) as e:
+        failed = "failed" if topic is not None else "cannot be read"
+        raise _PollFailed(f"{source} {failed}: {e}") from None
+    except OSError as e:
+        unreachable = "is unreachable" if topic is not None else "cannot be read"
+        raise _PollFailed(f"{source} {unreachable}: {e}") from None
+    try:
+        return _explain_once(args, topic, sample, stats, fetched_ms)
+    except (ValueError, TypeError) as e:
+        raise _PollFailed(f"the stats cannot be explained: {e}", read=True) from None
+
+
+def _back(args: argparse.Namespace, since: float, count: int, read: bool) -> str:
+    back = "the admin endpoint is back" if args.url is not None else "the stats are back"
+    back = "the subscription is explained again" if read else back
+    return f"{back} after {count} failed poll(s) from +{_seconds(since, args.watch)} s"
+
+
+def _seconds(elapsed: float, interval: float) -> str:
+    """``elapsed`` to the precision of polls every ``interval`` seconds."""
+    digits = 0 if interval >= 1 else min(3, math.ceil(-math.log10(interval)))
+    return f"{elapsed:.{digits}f}"
 
 
 def _print_explanation(e: explaining.Explanation, all_ranges: bool, out: TextIO) -> None:

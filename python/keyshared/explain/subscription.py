@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import http.client
+import json
 import math
 import re
 import threading
@@ -427,26 +428,66 @@ def stats_url(url: str, topic: str) -> str:
     return _admin_url(url, _persistent(topic), "/stats")
 
 
-class HttpStatusError(OSError):
-    """The broker answered with an HTTP error ``code``."""
+class AnswerError(OSError):
+    """The broker's admin endpoint was reached but gave no whole answer: an HTTP error
+    (:class:`HttpStatusError`), or a connection closed before the body was complete. The
+    other OSErrors of :func:`http_get` say that it could not be reached, or gave no answer
+    within the timeout."""
 
-    def __init__(self, address: str, code: int, reason: str) -> None:
-        super().__init__(f"{address}: HTTP {code} {reason}")
+
+class HttpStatusError(AnswerError):
+    """The broker answered with an HTTP error ``code``; the message ends with the reason
+    its answer gives, when it gives one."""
+
+    def __init__(self, address: str, code: int, reason: str, detail: str | None = None) -> None:
+        said = "" if not detail else f": {shown(detail, 200)}"
+        super().__init__(f"{address}: HTTP {code} {reason}{said}")
         self.code = code
+
+
+#: The most of an HTTP error's body read for its reason.
+_ERROR_BODY_LIMIT = 16 * 1024
+
+
+def _error_detail(body: bytes) -> str | None:
+    """What Pulsar's error answer says: the ``reason`` of its JSON, or the ``Message:``
+    line of the page an unexpected exception gives; None for anything else (a proxy's
+    HTML page is no reason)."""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("reason"), str):
+        return data["reason"].strip() or None
+    for line in text.splitlines():
+        if line.startswith("Message: "):
+            return line.removeprefix("Message: ").strip() or None
+    return None
 
 
 def http_get(address: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bytes:
     """The body of a GET of ``address``, the whole request (connecting, the headers and
     every read of the body) within ``timeout_s``: a server that answers a byte at a time
-    cannot stretch it. An OSError naming the address otherwise (HttpStatusError for an
-    HTTP error)."""
+    cannot stretch it. An OSError naming the address otherwise: :class:`HttpStatusError`
+    for an HTTP error, :class:`AnswerError` for a body cut short."""
     timeout_s = check_timeout("timeout", timeout_s)
     outcome: list[bytes | BaseException] = []
+    detail: list[str | None] = []
 
     def get() -> None:
         try:
             with urllib.request.urlopen(address, timeout=timeout_s) as answer:
                 outcome.append(answer.read())
+        except urllib.error.HTTPError as e:
+            # Read here, within the deadline: an error's body can hang as a body can.
+            try:
+                detail.append(_error_detail(e.read(_ERROR_BODY_LIMIT)))
+            except (OSError, http.client.HTTPException):
+                detail.append(None)
+            finally:
+                e.close()
+            outcome.append(e)
         except BaseException as e:  # handed to the caller's thread
             outcome.append(e)
 
@@ -456,13 +497,24 @@ def http_get(address: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bytes:
     worker = threading.Thread(target=get, name="keyshared-admin-get", daemon=True)
     worker.start()
     worker.join(timeout_s)
+    late = OSError(f"{address}: no complete answer within {timeout_s:g} s")
     if not outcome:
-        raise OSError(f"{address}: no complete answer within {timeout_s:g} s")
+        raise late
     result = outcome[0]
+    reason = result.reason if isinstance(result, urllib.error.URLError) else result
+    if isinstance(reason, TimeoutError):
+        # urllib's socket timeout is the same span and may fire first: the same failure.
+        raise late
     if isinstance(result, urllib.error.HTTPError):
-        raise HttpStatusError(address, result.code, str(result.reason))
+        raise HttpStatusError(
+            address, result.code, str(result.reason), detail[0] if detail else None
+        )
     if isinstance(result, urllib.error.URLError):
         raise OSError(f"{address}: {result.reason}")
+    if isinstance(result, http.client.IncompleteRead):
+        got = len(result.partial)
+        of = "" if result.expected is None else f" of {got + result.expected}"
+        raise AnswerError(f"{address}: the connection closed after {got}{of} bytes of the answer")
     if isinstance(result, OSError | http.client.HTTPException):
         raise OSError(f"{address}: {result}")
     if isinstance(result, BaseException):
@@ -1023,12 +1075,13 @@ class ConsumerHealth:
 
     ``seconds_since_ack`` is None when it never acked since it connected
     (``lastAckedTimestamp`` 0); ``connected_s`` how long it had been connected (None when
-    the stats do not say). ``reasons`` say why it takes no messages or makes no progress:
-    ``no permits`` (its receiver queue is full: the application is not receiving), ``at
-    its unacked limit``, ``never acked since it connected``, ``no ack for N s``.
-    ``holds`` hashes are draining on it; ``waits_for`` hashes of its ranges are held by
-    others. ``will_drain`` is False when what it holds cannot drain by itself: it takes no
-    messages and does not ack, so nothing it holds is ever acked."""
+    the stats do not say), since ``connected_since`` (the broker's ``connectedSince``).
+    ``reasons`` say why it takes no messages or makes no progress: ``no permits`` (its
+    receiver queue is full: the application is not receiving), ``at its unacked limit``,
+    ``never acked since it connected``, ``no ack for N s``. ``holds`` hashes are draining
+    on it; ``waits_for`` hashes of its ranges are held by others. ``will_drain`` is False
+    when what it holds cannot drain by itself: it takes no messages and does not ack, so
+    nothing it holds is ever acked."""
 
     consumer: str
     available_permits: int
@@ -1045,6 +1098,7 @@ class ConsumerHealth:
     holds: int
     waits_for: int
     will_drain: bool
+    connected_since: str | None = None
 
 
 @dataclass(frozen=True)
@@ -1137,6 +1191,7 @@ def _health(
         # Held messages are delivered ones: a consumer that neither takes messages nor acks
         # never acks them, so its hashes stay held until it is closed.
         will_drain=holds == 0 or taking or acking,
+        connected_since=c.connected_since,
     )
 
 
@@ -1286,7 +1341,8 @@ def shown(text: str, limit: int = 40) -> str:
 
 def changes(before: Explanation, after: Explanation) -> tuple[str, ...]:
     """What changed from one explanation of a subscription to the next, for an operator
-    watching it recover: consumers that joined or left, hashes drained and newly held,
+    watching it recover: consumers that joined, left or reconnected (a new
+    ``connectedSince``: after a broker restart, say), hashes drained and newly held,
     consumers that started or stopped acking or taking messages, and the replay queue."""
     show = shown
     old = {h.consumer: h for h in (before.verdict.consumers if before.verdict else ())}
@@ -1300,8 +1356,10 @@ def changes(before: Explanation, after: Explanation) -> tuple[str, ...]:
         lines.append(f"{len(drained)} hash(es) drained: {_by_holder(drained)}")
     if fresh:
         lines.append(f"{len(fresh)} hash(es) newly held: {_by_holder(fresh)}")
-    for c in new.keys() & old.keys():
+    for c in [c for c in new if c in old]:
         a, b = old[c], new[c]
+        if a.connected_since and b.connected_since and a.connected_since != b.connected_since:
+            lines.append(f"{show(c)} reconnected (connected since {show(b.connected_since)})")
         if b.last_acked_timestamp > a.last_acked_timestamp:
             what = "started acking" if a.last_acked_timestamp == 0 else "acked"
             lines.append(f"{show(c)} {what} ({b.unacked_messages} unacked now)")
@@ -1326,6 +1384,7 @@ __all__ = [
     "KEY_SHARED",
     "MAX_COUNT",
     "NO_OWNER",
+    "AnswerError",
     "ConsumerHealth",
     "ConsumerShare",
     "ConsumerStats",
