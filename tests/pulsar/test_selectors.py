@@ -331,9 +331,11 @@ def test_resolve_consumer_removed_hash_ranges_range_updated() -> None:
 
 def test_resolve_consumer_updated_hash_ranges_overlapping_ranges() -> None:
     result = snapshot((1, 5, 1)).resolve_impacted_consumers(snapshot((3, 7, 2)))
-    # Pulsar expects only [3, 5] removed from consumer 1, dropping [1, 2], which consumer 1
-    # no longer serves either; every hash lost is reported here so that it drains.
-    assert result.removed_hash_ranges == {1: [HashRange(1, 5)]}
+    # Kept on purpose (README, "Checked against Pulsar"): Pulsar's test expects only the
+    # part another consumer takes, [3, 5], and drops [1, 2], which consumer 1 no longer
+    # serves either and nobody gains; every hash lost is reported here so that it drains.
+    pulsar_removed = {1: [HashRange(3, 5)]}
+    assert result.removed_hash_ranges == {1: [HashRange(1, 5)]} != pulsar_removed
     assert result.added_hash_ranges == {2: [HashRange(3, 7)]}
 
 
