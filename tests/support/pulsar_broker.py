@@ -599,6 +599,12 @@ class V5Client:
         if handle in self._own_clients:
             self.oracle.call("v5.close", handle=self._own_clients.pop(handle))
 
+    def kill(self) -> None:
+        """``kill -9`` of its JVM: every client, producer and consumer it holds dies with
+        it, so the broker sees their connections drop, not close. :meth:`shutdown` still
+        tidies up after it."""
+        self.oracle.kill()
+
     def shutdown(self) -> None:
         """Closes the client and its JVM."""
         try:

@@ -209,6 +209,13 @@ class Oracle:
     def supports(self, op: str) -> bool:
         return op in self.ops
 
+    def kill(self, timeout_s: float = 10.0) -> None:
+        """``kill -9`` of the JVM, waiting at most ``timeout_s`` for it to go: whatever it
+        held (connections, consumers) dies with it, closing nothing. :meth:`close` still
+        releases the rest; a later call raises OracleUnavailable."""
+        self._proc.kill()
+        self._proc.wait(timeout=timeout_s)
+
     def close(self) -> None:
         if self._proc.stdin is not None and not self._proc.stdin.closed:
             with contextlib.suppress(BrokenPipeError):
