@@ -161,6 +161,25 @@ def column(
     return ClassicColumn(jc)
 
 
+def key_type_check(spark: SparkSession, function: str, key: Column) -> Column:
+    """The JVM function ``function(key)``, made only for Spark to check the key's type when
+    the query is analysed (``spark_udfs.udfs`` folds it away unevaluated): it refuses a key
+    neither string nor binary with the JVM functions' message."""
+    from pyspark.sql.classic.column import Column as ClassicColumn
+
+    with library_errors():
+        jc = _functions(spark).keyTypeCheck(function, key._jc)
+    return ClassicColumn(jc)
+
+
+def check_key_types(spark: SparkSession, function: str) -> None:
+    """Makes ``spark``'s function ``function`` (an Arrow-engine SQL function of a key) refuse a
+    key neither string nor binary when the query is analysed, with the JVM functions'
+    message, before anything else sees it."""
+    with library_errors():
+        _functions(spark).checkKeyTypes(spark._jsparkSession, function)
+
+
 def partition_column(
     spark: SparkSession, key: Column, num_partitions: int, partitioner: str
 ) -> Column:

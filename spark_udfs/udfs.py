@@ -81,19 +81,44 @@ def _arrow_iter_udf(func: ArrowIterFunction, return_type: DataType) -> UserDefin
     return arrow_udf(func, return_type)  # type: ignore[call-overload, no-any-return]
 
 
+def key_type_error(function: str, type_name: str) -> str:
+    """What ``function`` refuses a key of type ``type_name`` (neither string nor binary) with,
+    when the query is built: the JVM functions' words (``KeysharedException.keyType``)."""
+    return (
+        f"{function} takes a string or binary key, got {type_name}: cast the key to string or "
+        "binary first, as a producer sending it as a string or bytes key would"
+    )
+
+
+def _key_type_check(function: str, column: Column) -> Column:
+    """A column over ``column`` that Spark type-checks when the query is analysed and the
+    optimizer then removes, unevaluated: where the session's driver can load the keyshared jar,
+    the JVM function ``function`` itself, which refuses a key neither string nor binary with
+    :func:`key_type_error`'s message; else ``crc32``, which refuses it in Spark's words
+    (``... requires the "BINARY" type, however "k" has the type "INT"``) and takes a string as
+    its UTF-8 bytes, as the UDFs do."""
+    from pyspark.sql.classic.column import Column as ClassicColumn
+
+    if isinstance(column, ClassicColumn):
+        spark = SparkSession.getActiveSession()
+        if spark is not None and jvm.jvm_usable(spark):
+            return jvm.key_type_check(spark, function, column)
+    return F.crc32(column)
+
+
 def _key_udf(udf: UserDefinedFunctionLike) -> UserDefinedFunctionLike:
     """``udf`` (an Arrow UDF of one key) whose key Spark checks when the query is analysed:
     a column that is neither string nor binary (an int, a bigint, a date) is refused there,
-    on the driver, naming its type, where the UDF would fail in an executor. The check is
-    Spark's own type check of a binary argument (``crc32``'s, which takes a string as its
-    UTF-8 bytes as the UDF does); the optimizer removes it from the plan, so it costs nothing
-    per row. The result stays a UDF (``spark.udf.register`` takes it)."""
+    on the driver, naming the function and its type (:func:`_key_type_check`), where the UDF
+    would fail in an executor. The check's branch folds away once analysis has passed, so it
+    costs nothing per row. The result stays a UDF (``spark.udf.register`` takes it)."""
 
     @functools.wraps(udf)
     def on_key(key: str | Column) -> Column:
         column = F.col(key) if isinstance(key, str) else key
         # `false AND ...` folds to false, and the branch with it, once analysis has passed.
-        checked = F.when(F.lit(False) & F.crc32(column).isNull(), F.lit(None))
+        check = _key_type_check(on_key.__name__, column)
+        checked = F.when(F.lit(False) & check.isNull(), F.lit(None))
         value = udf(checked.otherwise(column))
         # The name the UDF would give the column without the check (wraps copied the
         # UDF's name), for a column given by name.
@@ -136,57 +161,61 @@ def _column(values: npt.NDArray[Any], nulls: pa.Array | None) -> pa.Array:
     return pa.array(values, mask=None if nulls is None else nulls.to_numpy(zero_copy_only=False))
 
 
+HashKernel = Callable[[pa.Array, bytes | None], npt.NDArray[Any]]
+
+
+def _key_hash(keys: pa.Array, null_key: bytes | None) -> npt.NDArray[Any]:
+    return key_hashes(keys, null_key=null_key, threads=1).astype(np.int64)
+
+
+def _segment_hash(keys: pa.Array, null_key: bytes | None) -> npt.NDArray[Any]:
+    return split_hashes(keys, null_key=null_key, threads=1)[0].astype(np.int32)
+
+
+def _bucket_hash(keys: pa.Array, null_key: bytes | None) -> npt.NDArray[Any]:
+    return split_hashes(keys, null_key=null_key, threads=1)[1].astype(np.int32)
+
+
+def _sticky_key_hash(keys: pa.Array, null_key: bytes | None) -> npt.NDArray[Any]:
+    return sticky_key_hashes(keys, null_key=null_key, threads=1).astype(np.int32)
+
+
+def _hash_udf(
+    name: str, kernel: HashKernel, return_type: DataType, null_key: NullKey
+) -> UserDefinedFunctionLike:
+    """The Arrow UDF ``name(key)`` of ``kernel`` (a key's hash, batch by batch), with its key
+    type checked at analysis (:func:`_key_udf`) and ``null_key`` checked here."""
+    nk_bytes = null_key_bytes(null_key)
+
+    def hash_keys(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        for keys in batches:
+            nk, nulls = _nulls(keys, nk_bytes)
+            yield _column(kernel(keys, nk), nulls)
+
+    # The UDF's name, in plans, column names and the key check's message.
+    hash_keys.__name__ = hash_keys.__qualname__ = name
+    return _key_udf(_arrow_iter_udf(hash_keys, return_type))
+
+
 def key_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
     """``ks_key_hash(key)``: the pinned 32-bit key hash, as a bigint in ``[0, 2**32)``."""
-    null_key = null_key_bytes(null_key)
-
-    def ks_key_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
-        for keys in batches:
-            nk, nulls = _nulls(keys, null_key)
-            hashes = key_hashes(keys, null_key=nk, threads=1)
-            yield _column(hashes.astype(np.int64), nulls)
-
-    return _key_udf(_arrow_iter_udf(ks_key_hash, LongType()))
+    return _hash_udf("ks_key_hash", _key_hash, LongType(), null_key)
 
 
 def segment_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
     """``ks_segment_hash(key)``: ``key_hash >> 16``, the key's place on the segment ring."""
-    null_key = null_key_bytes(null_key)
-
-    def ks_segment_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
-        for keys in batches:
-            nk, nulls = _nulls(keys, null_key)
-            segment, _ = split_hashes(keys, null_key=nk, threads=1)
-            yield _column(segment.astype(np.int32), nulls)
-
-    return _key_udf(_arrow_iter_udf(ks_segment_hash, IntegerType()))
+    return _hash_udf("ks_segment_hash", _segment_hash, IntegerType(), null_key)
 
 
 def bucket_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
     """``ks_bucket_hash(key)``: ``key_hash & 0xFFFF``, PIP-486's hashB."""
-    null_key = null_key_bytes(null_key)
-
-    def ks_bucket_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
-        for keys in batches:
-            nk, nulls = _nulls(keys, null_key)
-            _, bucket = split_hashes(keys, null_key=nk, threads=1)
-            yield _column(bucket.astype(np.int32), nulls)
-
-    return _key_udf(_arrow_iter_udf(ks_bucket_hash, IntegerType()))
+    return _hash_udf("ks_bucket_hash", _bucket_hash, IntegerType(), null_key)
 
 
 def sticky_key_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
     """``ks_sticky_key_hash(key)``: ``(key_hash & 0x7FFFFFFF) % 65535 + 1``, the classic
     Key_Shared hash of Pulsar's default selector (SPEC 1), an int in ``[1, 65535]``."""
-    null_key = null_key_bytes(null_key)
-
-    def ks_sticky_key_hash(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
-        for keys in batches:
-            nk, nulls = _nulls(keys, null_key)
-            hashes = sticky_key_hashes(keys, null_key=nk, threads=1)
-            yield _column(hashes.astype(np.int32), nulls)
-
-    return _key_udf(_arrow_iter_udf(ks_sticky_key_hash, IntegerType()))
+    return _hash_udf("ks_sticky_key_hash", _sticky_key_hash, IntegerType(), null_key)
 
 
 def route_udf(
@@ -198,7 +227,8 @@ def route_udf(
 
     ``layout`` is a ``TopicLayout``, a ``RoutingTable`` or ``(segment_id, HashRange, splits)``
     triples; it is validated here, on the driver, as are ``null_key`` and ``pulsar_version``,
-    and the key column's type (string or binary) when the query is analysed.
+    and the key column's type (string or binary) when the query is analysed (as for the hash
+    UDFs: :func:`_key_type_check`).
     """
     return _key_udf(_route_udf(routing_table(layout, pulsar_version), null_key_bytes(null_key)))
 
@@ -265,10 +295,9 @@ def _key_column(df: DataFrame, key: str | Column) -> Column:
     column = F.col(key) if isinstance(key, str) else key
     kind = df.select(column).schema.fields[0].dataType
     if not isinstance(kind, StringType | BinaryType):
+        name = key if isinstance(key, str) else str(column)
         raise ArgumentTypeError(
-            f"the key column {key if isinstance(key, str) else str(column)!r} is "
-            f"{kind.simpleString()}: keys are string or binary; cast it to string first, as a "
-            "producer sending it as a string key would"
+            key_type_error("with_routing", f"{kind.simpleString()} (the key column {name!r})")
         )
     return column
 
@@ -389,7 +418,8 @@ def register(
         # follow the conf of each query, which the Arrow UDFs cannot, and the two would part.
         jvm.register_functions(spark, routes, nk)
         return chosen
-    if jvm.jvm_usable(spark):
+    has_jar = jvm.jvm_usable(spark)
+    if has_jar:
         jvm.drop_extension_functions(spark)
     functions = {
         "ks_key_hash": key_hash_udf(nk),
@@ -419,5 +449,11 @@ def register(
             f"CREATE OR REPLACE TEMPORARY FUNCTION {name}(key BINARY) RETURNS {returns} "
             f"RETURN {body}"
         )
+        if has_jar:
+            # The cast to the BINARY parameter would refuse another key in Spark's words
+            # (cannot cast "INT" to "BINARY"), or without ANSI mode hash an integer's bytes:
+            # where the driver has the keyshared jar, the key's type is checked first, with
+            # the JVM function's message (key_type_error). Without it, that cast is the check.
+            jvm.check_key_types(spark, name)
     partitioning.register_arrow(spark)
     return chosen

@@ -20,14 +20,17 @@ from keyshared.routing import sticky_key_hashes
 from spark_udfs import (
     HIVE_CLASSES,
     LAYOUT_CONF,
+    bucket_hash_udf,
     jar_path,
     key_hash_udf,
     register,
     route_udf,
+    segment_hash_udf,
     sticky_key_hash_udf,
+    udfs,
     with_routing,
 )
-from spark_udfs.udfs import null_key_error
+from spark_udfs.udfs import key_type_error, null_key_error
 
 
 @pytest.fixture(autouse=True)
@@ -418,30 +421,96 @@ def test_the_arrow_sql_functions_cast_a_string_key_as_the_udf_reads_it(
         register(spark, engine="jvm")
 
 
-@pytest.mark.parametrize(
-    ("kind", "expression"),
-    [
-        ("int", "CAST(id AS INT)"),
-        ("bigint", "id"),
-        ("date", "date_from_unix_date(CAST(id AS INT))"),
-        ("double", "CAST(id AS DOUBLE)"),
-    ],
-)
+KEY_TYPES = [
+    ("int", "CAST(id AS INT)"),
+    ("bigint", "id"),
+    ("date", "date_from_unix_date(CAST(id AS INT))"),
+    ("double", "CAST(id AS DOUBLE)"),
+]
+KEY_UDFS = {
+    "ks_route": lambda: route_udf(TopicLayout.initial(2)),
+    "ks_key_hash": key_hash_udf,
+    "ks_segment_hash": segment_hash_udf,
+    "ks_bucket_hash": bucket_hash_udf,
+    "ks_sticky_key_hash": sticky_key_hash_udf,
+}
+
+
+@pytest.mark.parametrize(("kind", "expression"), KEY_TYPES)
 def test_the_arrow_udfs_refuse_other_key_types_at_analysis(
     spark: SparkSession, kind: str, expression: str
 ) -> None:
-    """route_udf and the hash UDFs on an int, bigint or date column fail when the query is
-    built, naming the type, not in an executor."""
+    """route_udf and the hash UDFs on an int, bigint, date or double column fail when the
+    query is built, in keyshared's words naming the function and the type (the JVM
+    functions' words), not in an executor nor in Spark's words about a crc32 check."""
     df = spark.range(3).selectExpr(f"{expression} AS k")
-    for udf in (route_udf(TopicLayout.initial(2)), key_hash_udf(), sticky_key_hash_udf()):
-        with pytest.raises(AnalysisException, match=f'"k" has the type "{kind.upper()}"'):
-            df.select(udf("k"))
+    for name, make in KEY_UDFS.items():
+        with pytest.raises(AnalysisException) as refused:
+            df.select(make()("k"))
+        assert key_type_error(name, kind) in str(refused.value)
+        assert "crc32" not in str(refused.value)
     strings = spark.createDataFrame([("a",), ("b",)], "k string")
     assert strings.select(route_udf(TopicLayout.initial(2))("k")).columns == ["ks_route(k)"]
     routed = strings.select(route_udf(TopicLayout.initial(2))("k").alias("r")).collect()
     assert [tuple(r.r) for r in routed] == list(
         zip(*[a.tolist() for a in TopicLayout.initial(2).route_keys(["a", "b"])], strict=True)
     )
+
+
+def test_the_arrow_udfs_fall_back_to_sparks_check_without_the_jar(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the driver cannot load the keyshared jar, the UDFs still refuse another key type
+    when the query is built, in Spark's words (its crc32 check of a binary argument)."""
+    monkeypatch.setattr(udfs.jvm, "jvm_usable", lambda _spark: False)
+    df = spark.range(3).selectExpr("CAST(id AS INT) AS k")
+    with pytest.raises(AnalysisException, match='"k" has the type "INT"'):
+        df.select(key_hash_udf()("k"))
+    strings = spark.createDataFrame([("a",)], "k string")
+    assert strings.select(key_hash_udf()("k").alias("h")).collect()[0].h == key_hash("a")
+
+
+@pytest.mark.parametrize(("kind", "expression"), KEY_TYPES)
+def test_sql_refuses_other_key_types_alike_on_both_engines(
+    spark: SparkSession, kind: str, expression: str
+) -> None:
+    """Every SQL function of a key refuses an int, bigint, date or double key when the query
+    is built with one message on both engines, naming the function and the type; on the
+    Arrow engine not Spark's own about a cast to BINARY that the query never wrote."""
+    spark.range(3).selectExpr(f"{expression} AS k").createOrReplaceTempView("typed_keys")
+    said: dict[str, list[str]] = {}
+    try:
+        for engine in ("jvm", "arrow"):
+            register(spark, engine=engine)
+            said[engine] = []
+            for function in SQL_FUNCTIONS:
+                with pytest.raises(AnalysisException) as refused:
+                    spark.sql(f"SELECT {function}(k) AS v FROM typed_keys")
+                message = str(refused.value)
+                assert key_type_error(function, kind) in message, (engine, message)
+                said[engine].append(message.split(". SQLSTATE")[0])
+    finally:
+        register(spark, engine="jvm")
+    assert said["arrow"] == said["jvm"]
+
+
+def test_the_arrow_sql_functions_refuse_an_integer_key_without_ansi_mode(
+    spark: SparkSession,
+) -> None:
+    """Without ANSI mode Spark casts an integer to BINARY (its big-endian bytes), so the Arrow
+    engine's SQL functions, whose parameter is BINARY, hashed a key no producer sends; they
+    refuse it as the JVM functions do."""
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        register(spark, engine="arrow")
+        for function in SQL_FUNCTIONS:
+            with pytest.raises(AnalysisException, match=re.escape(key_type_error(function, "int"))):
+                spark.sql(f"SELECT {function}(CAST(7 AS INT)) AS v")
+        string_key = spark.sql("SELECT ks_key_hash('7') AS v").collect()[0].v
+        assert string_key == key_hash("7")
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+        register(spark, engine="jvm")
 
 
 CONF_KEYS = [

@@ -231,11 +231,53 @@ def test_sql_routes_under_the_layout_conf(spark: SparkSession) -> None:
     assert tuple(default) == (0, ks.bucket_index(0xFA47, [0x4000, 0x8000, 0xC000]))
 
 
+MALFORMED_LAYOUTS = [
+    ("{not json", "layout is not JSON: Unexpected character"),
+    (f"{LAYOUT_JSON} []", "layout is not JSON: extra data after the layout at char"),
+    (f"{LAYOUT_JSON}\n{LAYOUT_JSON}", "layout is not JSON: extra data after the layout at char"),
+    (f"{LAYOUT_JSON} x", "layout is not JSON: Unrecognized token 'x'"),
+    ('{"segments": [{"segment_id": 0, "hash_range": "0000-7fff"}]}', "but end at 7fff"),
+    ('{"segments": [], "pulsar_version": "4.0"}', "layout.pulsar_version '4.0'"),
+]
+
+
+@pytest.mark.parametrize(("conf", "message"), MALFORMED_LAYOUTS)
+def test_a_malformed_layout_conf_fails_the_query_when_it_is_built(
+    spark: SparkSession, conf: str, message: str
+) -> None:
+    """ks_route without a layout (the session extension's functions) reads the conf when the
+    query is analysed: a malformed one fails the query there, naming the conf and what is
+    wrong with its value, as register() does for both engines. A value with more after the
+    layout (a second layout, a stray token) was routed by its first layout."""
+    register_functions(spark, None, None)
+    df = spark.createDataFrame([("a",)], "k string")
+    spark.conf.set(LAYOUT_CONF, conf)
+    try:
+        with pytest.raises(IllegalArgumentException) as refused:
+            df.selectExpr("ks_route(k) AS r")
+        with pytest.raises(ValueError) as by_register:
+            register(spark, engine="arrow")
+    finally:
+        spark.conf.unset(LAYOUT_CONF)
+    said = str(refused.value)
+    assert said.startswith(f"{LAYOUT_CONF}: ") and message in said, said
+    assert str(by_register.value).startswith(f"{LAYOUT_CONF}: ")
+
+
 @pytest.mark.parametrize(
     ("sql", "error", "message"),
     [
-        ("ks_key_hash(1)", AnalysisException, "takes a string or binary key, got int"),
+        (
+            "ks_key_hash(1)",
+            AnalysisException,
+            "ks_key_hash takes a string or binary key, got int: cast the key to string or binary",
+        ),
         ("ks_route(k, '{not json')", IllegalArgumentException, "layout is not JSON"),
+        (
+            """ks_route(k, '{"segments": [{"segment_id": 0, "hash_range": "0000-ffff"}]} []')""",
+            IllegalArgumentException,
+            "layout is not JSON: extra data after the layout at char 61",
+        ),
         (
             """ks_route(k, '{"segments": [{"segment_id": 0, "hash_range": "0000-7fff"}]}')""",
             IllegalArgumentException,
@@ -281,7 +323,11 @@ def test_bad_arguments_fail_on_the_driver(spark: SparkSession) -> None:
     with pytest.raises(TypeError, match="null_key must be str, bytes or None"):
         register(spark, LAYOUT, null_key=5, engine="arrow")  # type: ignore[arg-type]
     for engine in ("jvm", "arrow"):
-        with pytest.raises(TypeError, match="the key column 'n' is int: keys are string or"):
+        with pytest.raises(
+            TypeError,
+            match=r"with_routing takes a string or binary key, got int \(the key column 'n'\): "
+            "cast the key to string or binary first",
+        ):
             with_routing(df, "n", LAYOUT, engine=engine)
     with pytest.raises(ValueError, match="engine must be one of jvm, arrow"):
         with_routing(df, "k", LAYOUT, engine="scala")

@@ -12,6 +12,7 @@ import org.apache.spark.sql.catalyst.expressions.ExpressionInfo;
 import org.apache.spark.sql.classic.ExpressionUtils;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.BinaryType;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.unsafe.types.UTF8String;
 import scala.Function1;
@@ -73,11 +74,22 @@ public final class Functions {
     }
   }
 
-  /** The layout of the session's {@value #LAYOUT_CONF}, else the default one. */
+  /**
+   * The layout of the session's {@value #LAYOUT_CONF}, else the default one. Read when a query
+   * is analysed (a function built without a layout), so that a malformed conf fails the query
+   * there, naming the conf as the library does ({@code spark_udfs.udfs.conf_layout}).
+   */
   public static Router confLayout() {
     String json = SQLConf.get().getConfString(LAYOUT_CONF, null);
     String version = confVersion();
-    return json == null || json.isBlank() ? Router.defaultFor(version) : Router.parse(json, version);
+    if (json == null || json.isBlank()) {
+      return Router.defaultFor(version);
+    }
+    try {
+      return Router.parse(json, version);
+    } catch (KeysharedException e) {
+      throw new KeysharedException(LAYOUT_CONF + ": " + e.getMessage());
+    }
   }
 
   /** The release of the session's {@value #VERSION_CONF}, else master. */
@@ -192,6 +204,58 @@ public final class Functions {
     Router router =
         f.routes() ? (layoutJson == null ? confLayout() : Router.parse(layoutJson, confVersion())) : null;
     return ExpressionUtils.column(new KeyExpression(ExpressionUtils.expression(key), f, router, nullKey));
+  }
+
+  /**
+   * {@code function(key)} built only for its check of the key's type when the query is
+   * analysed, never evaluated: it routes under the default layout and hashes a null key as no
+   * bytes. The Arrow engine's functions refuse a key with it, in the JVM functions' words.
+   */
+  static KeyExpression keyTypeCheck(KeyFunction function, Expression key) {
+    return new KeyExpression(key, function, function.routes() ? Router.DEFAULT : null, new byte[0]);
+  }
+
+  /**
+   * The column of {@link #keyTypeCheck}: the Arrow UDFs of {@code spark_udfs.udfs} put it in a
+   * branch that the optimizer removes ({@code false AND ...}), so that it costs nothing per row.
+   */
+  public static Column keyTypeCheck(String function, Column key) {
+    return ExpressionUtils.column(
+        keyTypeCheck(KeyFunction.named(function), ExpressionUtils.expression(key)));
+  }
+
+  /**
+   * Makes the session's function {@code name} (the Arrow engine's SQL function of that keyshared
+   * function, whose parameter is BINARY) refuse a key that is neither string nor binary when
+   * the query is analysed, with the JVM function's message: otherwise the cast to its parameter
+   * refuses it in Spark's words, or, without ANSI mode, turns an integer into its bytes (and an
+   * untyped NULL would pass, which the JVM functions refuse). String and binary keys reach the
+   * function's own builder unchanged.
+   */
+  public static void checkKeyTypes(SparkSession spark, String name) {
+    KeyFunction function = KeyFunction.named(name);
+    FunctionRegistry registry = spark.sessionState().functionRegistry();
+    // The registry holds the temporary function under its qualified name (system.session.name).
+    FunctionIdentifier builtin = FunctionRegistry$.MODULE$.builtinFunctionIdentifier(name);
+    FunctionIdentifier id =
+        CollectionConverters.asJava(registry.listFunction()).stream()
+            .filter(f -> f.funcName().equals(name) && !f.equals(builtin))
+            .findFirst()
+            .orElseThrow(
+                () -> new KeysharedException("no temporary function " + name + " in this session"));
+    Function1<Seq<Expression>, Expression> builder = registry.lookupFunctionBuilder(id).get();
+    ExpressionInfo info = registry.lookupFunction(id).get();
+    Function1<Seq<Expression>, Expression> checked =
+        args -> {
+          if (!args.isEmpty() && args.head().resolved()) {
+            DataType type = args.head().dataType();
+            if (!(type instanceof StringType || type instanceof BinaryType)) {
+              return keyTypeCheck(function, args.head());
+            }
+          }
+          return builder.apply(args);
+        };
+    registry.registerFunction(id, info, checked);
   }
 
   /** The column {@code ks_partition(key, numPartitions, partitioner)}: the DataFrame form. */

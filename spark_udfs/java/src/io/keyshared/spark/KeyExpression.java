@@ -104,10 +104,7 @@ public final class KeyExpression extends Expression implements Serializable {
       return TypeCheckResult.TypeCheckSuccess$.MODULE$;
     }
     return new TypeCheckResult.TypeCheckFailure(
-        function.sqlName()
-            + " takes a string or binary key, got "
-            + type.simpleString()
-            + ": cast the key to string first, as a producer sending it as a string key would");
+        KeysharedException.keyType(function.sqlName(), type.simpleString()));
   }
 
   private int hashOf(Object key) {

@@ -1,6 +1,8 @@
 package io.keyshared.spark;
 
+import java.io.IOException;
 import java.io.Serializable;
+import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Iterator;
@@ -9,6 +11,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
+import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -148,10 +151,18 @@ public final class Router implements Serializable {
 
   private static Router fromJson(String json, String defaultVersion) {
     JsonNode root;
-    try {
-      root = JSON.readTree(json);
+    try (JsonParser parser = JSON.createParser(json)) {
+      root = JSON.readTree(parser);
+      // readTree stops after the first value; the library (Python's json) refuses what follows.
+      if (root != null && parser.nextToken() != null) {
+        throw new KeysharedException(
+            "layout is not JSON: extra data after the layout at char "
+                + parser.currentTokenLocation().getCharOffset());
+      }
     } catch (JsonProcessingException e) {
       throw new KeysharedException("layout is not JSON: " + e.getOriginalMessage());
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
     }
     if (root == null || !root.isObject() || !root.path("segments").isArray()) {
       throw new KeysharedException(

@@ -51,8 +51,7 @@ public abstract class KeyUDF extends GenericUDF {
     }
     if (!(args[0] instanceof StringObjectInspector || args[0] instanceof BinaryObjectInspector)) {
       throw new UDFArgumentException(
-          function.sqlName() + " takes a string or binary key, got " + args[0].getTypeName()
-              + ": cast the key to string first");
+          KeysharedException.keyType(function.sqlName(), args[0].getTypeName()));
     }
     keyInspector = args[0];
     int nullKeyAt = 1;
