@@ -510,6 +510,27 @@ def delivery_counts(run: Run) -> Counter[str]:
     return Counter(i["value"] for c in run.consumers.values() for i in c.received)
 
 
+def tally(
+    run: Run, kind: str, acked: dict[str, Any], findings: Sequence[str] = ()
+) -> tuple[dict[str, int], set[str], list[str]]:
+    """The duplicates (value: extra deliveries), lost values and order violations of a run
+    whose consumers acknowledged ``acked`` (label: segments), recorded under ``kind``."""
+    duplicates = {v: n - 1 for v, n in delivery_counts(run).items() if n > 1}
+    lost = set(run.sent) - {i["value"] for s in acked.values() for e in s for i in e}
+    order = order_violations(acked)
+    record_fault(
+        f"{run.broker.version} {kind}",
+        faults=1,
+        messages=len(run.sent),
+        lost=len(lost),
+        duplicates=sum(duplicates.values()),
+        order_violations=len(order),
+        mismatched=run.mismatched,
+        findings=findings,
+    )
+    return duplicates, lost, order
+
+
 def held_explanation_pairs(
     run: Run, sub: Mapping[str, Any], holder: str, waiting: str
 ) -> list[tuple[object, object]]:
@@ -605,20 +626,8 @@ def test_a_killed_consumers_messages_go_where_keyshared_says(
         run.model.ack("victim", run.positions(restarted.received))
         problems += run.compare_stats("all acknowledged", run.finish())
 
-    counts = delivery_counts(run)
-    duplicates = {v: n - 1 for v, n in counts.items() if n > 1}
     acked = {label: run.segments(label) for label in run.consumers if label != "victim"}
-    lost = set(run.sent) - {i["value"] for s in acked.values() for e in s for i in e}
-    order = order_violations(acked)
-    record_fault(
-        f"{broker.version} consumer killed",
-        faults=1,
-        messages=len(run.sent),
-        lost=len(lost),
-        duplicates=sum(duplicates.values()),
-        order_violations=len(order),
-        mismatched=run.mismatched,
-    )
+    duplicates, lost, order = tally(run, "consumer killed", acked)
     assert not problems, problems[:20]
     assert not lost and not order, (sorted(lost, key=int)[:20], order[:20])
     # At-least-once, no more: each message the killed consumer held came once more.
@@ -713,29 +722,17 @@ def test_a_consumer_stopped_past_the_keep_alive_is_dropped_and_comes_back(
         run.model.ack("sleeper", run.positions(got["sleeper"]))
         problems += run.compare_stats("all acknowledged", run.finish())
 
-    counts = delivery_counts(run)
-    duplicates = {v: n - 1 for v, n in counts.items() if n > 1}
     # What it held when stopped went to others before it could ack it: its acks of those,
     # sent once continued, came after theirs and acknowledged nothing.
     acked = {label: run.segments(label) for label in run.consumers}
     acked["sleeper"][0] = []
-    lost = set(run.sent) - {i["value"] for s in acked.values() for e in s for i in e}
-    order = order_violations(acked)
-    record_fault(
-        f"{broker.version} consumer stopped past the keep-alive",
-        faults=1,
-        messages=len(run.sent),
-        lost=len(lost),
-        duplicates=sum(duplicates.values()),
-        order_violations=len(order),
-        mismatched=run.mismatched,
-        findings=[
-            f"{broker.version}: a consumer stopped past the {KEEP_ALIVE_S} s keep-alive was "
-            f"dropped {dropped_after:.1f} s after the stop; continued, its client subscribed "
-            f"again under its name {back_after:.1f} s later, a new consumer taking its old "
-            f"ranges back"
-        ],
-    )
+    findings = [
+        f"{broker.version}: a consumer stopped past the {KEEP_ALIVE_S} s keep-alive was "
+        f"dropped {dropped_after:.1f} s after the stop; continued, its client subscribed "
+        f"again under its name {back_after:.1f} s later, a new consumer taking its old "
+        f"ranges back"
+    ]
+    duplicates, lost, order = tally(run, "consumer stopped past the keep-alive", acked, findings)
     assert not problems, problems[:20]
     assert not lost and not order, (sorted(lost, key=int)[:20], order[:20])
     assert duplicates == dict.fromkeys(held, 1)
@@ -820,20 +817,8 @@ def test_a_consumer_stopped_within_the_keep_alive_keeps_its_hashes(
         run.ack_reported(got, everyone_else)
         problems += run.compare_stats("all acknowledged", run.finish())
 
-    counts = delivery_counts(run)
-    duplicates = {v: n - 1 for v, n in counts.items() if n > 1}
     acked = {label: run.segments(label) for label in run.consumers}
-    lost = set(run.sent) - {i["value"] for s in acked.values() for e in s for i in e}
-    order = order_violations(acked)
-    record_fault(
-        f"{broker.version} consumer stopped within the keep-alive",
-        faults=1,
-        messages=len(run.sent),
-        lost=len(lost),
-        duplicates=sum(duplicates.values()),
-        order_violations=len(order),
-        mismatched=run.mismatched,
-    )
+    duplicates, lost, order = tally(run, "consumer stopped within the keep-alive", acked)
     assert not problems, problems[:20]
     assert not lost and not order and not duplicates, (
         sorted(lost, key=int)[:20],
@@ -911,11 +896,7 @@ def test_a_broker_killed_and_restarted_redelivers_held_messages_to_their_owners(
             run.model.ack(name, run.positions(consumer.received))
         problems += run.compare_stats("all acknowledged", run.finish())
 
-    counts = delivery_counts(run)
-    duplicates = {v: n - 1 for v, n in counts.items() if n > 1}
     acked = {label: run.segments(label) for label in run.consumers}
-    lost = set(run.sent) - {i["value"] for s in acked.values() for e in s for i in e}
-    order = order_violations(acked)
     findings = []
     if repeated:
         findings.append(
@@ -924,16 +905,7 @@ def test_a_broker_killed_and_restarted_redelivers_held_messages_to_their_owners(
             f"their acks counted by the broker, came again: the acks were not persisted "
             f"({run.reproducer()}, 2 consumers acking and 2 holding)"
         )
-    record_fault(
-        f"{broker.version} broker restarted",
-        faults=1,
-        messages=len(run.sent),
-        lost=len(lost),
-        duplicates=sum(duplicates.values()),
-        order_violations=len(order),
-        mismatched=run.mismatched,
-        findings=findings,
-    )
+    duplicates, lost, order = tally(run, "broker restarted", acked, findings)
     assert not problems, problems[:20]
     assert not lost and not order, (sorted(lost, key=int)[:20], order[:20])
     # At-least-once: the held messages, and acknowledged ones only, each once more.
