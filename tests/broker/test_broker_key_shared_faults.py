@@ -418,6 +418,34 @@ class Run:
         self.mismatched += len(out)
         return out
 
+    def redeliver(
+        self,
+        left: str,
+        held: Iterable[str],
+        mark: Mapping[str, int],
+        ackers: Sequence[str],
+        when: str,
+    ) -> list[str]:
+        """Once the broker dropped ``left``: the model's redelivery of what it held against
+        what came since ``mark``, acknowledged by ``ackers``, then the settled stats; the
+        differences."""
+        self.model.leave(left)
+        redelivered = self.model.replay()
+        got = self.wait_for(held, mark)
+        problems = self.compare(f"redeliveries {when}", redelivered, got)
+        self.ack_reported(got, ackers)
+        return problems + self.compare_stats(when, self.settle())
+
+    def publish_more(self, ackers: Sequence[str], when: str) -> list[str]:
+        """MORE new messages, each where the model says, acknowledged by ``ackers``; the
+        differences."""
+        mark = self.mark()
+        after = self.publish(MORE)
+        got = self.wait_for(self.values_of(after), mark)
+        problems = self.compare(f"new messages {when}", after, got)
+        self.ack_reported(got, ackers)
+        return problems
+
     def values_of(self, predicted: Mapping[Position, str | None]) -> list[str]:
         """The values the model delivers (not those it holds)."""
         return [self.by_position[p] for p, name in predicted.items() if name is not None]
@@ -589,18 +617,8 @@ def test_a_killed_consumers_messages_go_where_keyshared_says(
         mark = run.cut()
         victim.kill()
         run.await_consumers(lambda names: "victim" not in names, "the broker dropped it")
-        run.model.leave("victim")
-        redelivered = run.model.replay()
-        got = run.wait_for(held, mark)
-        problems += run.compare("redeliveries after the kill", redelivered, got)
-        run.ack_reported(got, ACKERS)
-        problems += run.compare_stats("after the kill", run.settle())
-
-        mark = run.mark()
-        after = run.publish(MORE)
-        got = run.wait_for(run.values_of(after), mark)
-        problems += run.compare("new messages after the kill", after, got)
-        run.ack_reported(got, ACKERS)
+        problems += run.redeliver("victim", held, mark, ACKERS, "after the kill")
+        problems += run.publish_more(ACKERS, "after the kill")
         run.settle()
 
         mark = run.mark()
@@ -690,18 +708,9 @@ def test_a_consumer_stopped_past_the_keep_alive_is_dropped_and_comes_back(
 
         run.await_consumers(lambda names: "sleeper" not in names, "the broker dropped it")
         dropped_after = time.monotonic() - stopped
-        run.model.leave("sleeper")
-        redelivered = run.model.replay()
-        got = run.wait_for(held, mark)
-        problems += run.compare("redeliveries after the drop", redelivered, got)
         everyone_else = (*ACKERS, "newcomer")
-        run.ack_reported(got, everyone_else)
-        problems += run.compare_stats("after the drop", run.settle())
-        mark = run.mark()
-        after = run.publish(MORE)
-        got = run.wait_for(run.values_of(after), mark)
-        problems += run.compare("new messages after the drop", after, got)
-        run.ack_reported(got, everyone_else)
+        problems += run.redeliver("sleeper", held, mark, everyone_else, "after the drop")
+        problems += run.publish_more(everyone_else, "after the drop")
         run.settle()
 
         mark = run.cut()
@@ -884,11 +893,7 @@ def test_a_broker_killed_and_restarted_redelivers_held_messages_to_their_owners(
         run.ack_reported(got, ACKERS)
         problems += run.compare_stats("after the restart", run.settle())
 
-        mark = run.mark()
-        after = run.publish(MORE)
-        got = run.wait_for(run.values_of(after), mark)
-        problems += run.compare("new messages after the restart", after, got)
-        run.ack_reported(got, ACKERS)
+        problems += run.publish_more(ACKERS, "after the restart")
         for name in holders:
             consumer = run.consumers[name]
             assert isinstance(consumer, ConsumerProcess)

@@ -171,6 +171,21 @@ class Outcome:
         return sum(n - 1 for n in self.copies.values())
 
 
+def record_stream(
+    kind: str, stream: Stream, outcome: Outcome, order: list[str], findings: Sequence[str] = ()
+) -> None:
+    """Adds a test's stream to the summary under ``kind``."""
+    record_fault(
+        f"{MILESTONE} {kind}",
+        faults=1,
+        messages=len(stream.sent),
+        lost=len(outcome.lost),
+        duplicates=outcome.duplicates,
+        order_violations=len(order),
+        findings=findings,
+    )
+
+
 class Stream:
     """A scalable topic on the broker (and keyshared's layout of it), the stream consumers
     of its subscription, what was sent to it and every delivery in the order this driver
@@ -563,15 +578,7 @@ def test_consumer_killed_while_it_owns_segments(
         finally:
             stream.close()
     findings = [stale_finding(stale, stream, "test_consumer_killed_while_it_owns_segments")]
-    record_fault(
-        f"{MILESTONE} stream consumer killed",
-        faults=1,
-        messages=len(stream.sent),
-        lost=len(outcome.lost),
-        duplicates=outcome.duplicates,
-        order_violations=len(outcome.violations),
-        findings=findings,
-    )
+    record_stream("stream consumer killed", stream, outcome, outcome.violations, findings)
 
 
 @pytest.mark.parametrize("kill_first", [True, False], ids=["kill-then-split", "split-then-kill"])
@@ -631,14 +638,7 @@ def test_consumer_killed_during_a_split(
             assert held.isdisjoint(outcome.duplicated)
         finally:
             stream.close()
-    record_fault(
-        f"{MILESTONE} stream consumer killed during a split",
-        faults=1,
-        messages=len(stream.sent),
-        lost=len(outcome.lost),
-        duplicates=outcome.duplicates,
-        order_violations=len(order),
-    )
+    record_stream("stream consumer killed during a split", stream, outcome, order)
 
 
 def test_broker_restarted_mid_stream_just_after_a_split(
@@ -739,12 +739,4 @@ def test_broker_restarted_mid_stream_just_after_a_split(
         assert any(d.consumer == "c1" and d.value in later for d in stream.deliveries)
     finally:
         stream.close()
-    record_fault(
-        f"{MILESTONE} broker restarted",
-        faults=1,
-        messages=len(stream.sent),
-        lost=len(outcome.lost),
-        duplicates=outcome.duplicates,
-        order_violations=len(order),
-        findings=findings,
-    )
+    record_stream("broker restarted", stream, outcome, order, findings)
