@@ -76,9 +76,10 @@ FLOORS = [
     # over Arrow (benches/test_partitioners.py says how the JVM is timed).
     *(Floor(group, "jvm", 2.0, "keyshared-arrow") for group in PARTITIONER_GROUPS),
     # Over a Python list the bound is reading the list's objects (1M of them, 80 MB of str):
-    # within 2x of a loop that only reads each key's bytes through the list (read-objects,
-    # benches/limits.c), and never slower than the JVM.
-    *(Floor(group, "read-objects", 0.5) for group in PARTITIONER_GROUPS),
+    # within 1.67x of a loop that only reads each key's bytes through the list (read-objects,
+    # benches/limits.c; each of its rounds, like keyshared's, just after a JVM pass), and
+    # never slower than the JVM. Measured: 1.2-1.4x the read.
+    *(Floor(group, "read-objects", 0.6) for group in PARTITIONER_GROUPS),
     *(Floor(group, "jvm", 1.0) for group in PARTITIONER_GROUPS),
     Floor("ring-select-batch", "jvm", 2.0),
     # Small calls (benches/test_calls.py): a batch of one key within ~2x of one key_hash call,
@@ -166,7 +167,7 @@ CEILINGS = [
 def lib_name(bench: dict[str, Any]) -> str:
     """The benchmark's name in its group: what it recorded as extra_info["lib"], else its
     ``lib`` parameter, else its whole parameter id or name."""
-    named = bench.get("extra_info", {}).get("lib") or bench.get("params", {}).get("lib")
+    named = bench.get("extra_info", {}).get("lib") or (bench.get("params") or {}).get("lib")
     return str(named or bench.get("param") or bench["name"])
 
 

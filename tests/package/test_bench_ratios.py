@@ -56,7 +56,7 @@ def test_paired_rounds_decide_the_floor_when_recorded(capsys: pytest.CaptureFixt
 
 def test_a_floor_names_which_keyshared_variant_it_holds(capsys: pytest.CaptureFixture[str]) -> None:
     # kafka-partition holds keyshared-arrow to 2x the JVM and keyshared over a list to 1x the
-    # JVM and to half the speed of reading the list, each by the ratio it recorded.
+    # JVM and to 0.6 of the speed of reading the list, each by the ratio it recorded.
     group = "kafka-partition"
     results = {
         "benchmarks": [
@@ -68,12 +68,12 @@ def test_a_floor_names_which_keyshared_variant_it_holds(capsys: pytest.CaptureFi
     }
     assert run(results) == [
         "kafka-partition: keyshared-arrow 1.90x vs jvm, floor 2",
-        "kafka-partition: 0.47x vs read-objects, floor 0.5",
+        "kafka-partition: 0.47x vs read-objects, floor 0.6",
     ]
     out = capsys.readouterr().out
     assert "floor vs jvm (paired rounds): 1.20 >= 1  ok" in out
     assert "floor keyshared-arrow vs jvm (paired rounds): 1.90 >= 2  FAIL" in out
-    assert "floor vs read-objects (medians): 0.47 >= 0.5  FAIL" in out
+    assert "floor vs read-objects (medians): 0.47 >= 0.6  FAIL" in out
 
 
 def test_a_benchmark_is_named_by_its_lib(capsys: pytest.CaptureFixture[str]) -> None:
@@ -82,6 +82,8 @@ def test_a_benchmark_is_named_by_its_lib(capsys: pytest.CaptureFixture[str]) -> 
     sized = bench("x", 2e-7, "key-hashes-1")
     sized["params"] = {"lib": "keyshared", "size": 1}
     one = bench("key_hash", 1e-7, "key-hashes-1")
+    # pytest-benchmark writes "params": null for a test without parameters.
+    one["params"] = None
     threads = [
         bench("x", 1.0, "key-hashes-threads", {"lib": "keyshared-1-thread"}),
         bench("y", 0.5, "key-hashes-threads", {"lib": "keyshared-2-threads"}),
