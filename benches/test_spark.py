@@ -11,7 +11,7 @@ returning each key's length, trivial-arrow-udf). The SQL function checks each ro
 key and takes the key as binary, so this is what those cost on top of the Python UDF.
 
 spark-job-step: the bulk-bucketing job's "routing keys and counting load per bucket and key"
-step on the README's 10M synthetic messages (keyshared: the histogram and the 20 hottest
+step on the Spark guide's 10M synthetic messages (keyshared: the histogram and the 20 hottest
 keys), against Spark alone generating the same messages and grouping them by key
 (spark-groupby).
 """
@@ -45,7 +45,7 @@ ROUNDS = 7
 HASH_KEYS = 3_000_000
 HASH_ROUNDS = 9
 LAYOUT = TopicLayout.initial(4, 16)
-# The README's main job: 10M messages over 1M Zipf-skewed keys.
+# The main job (README, docs/guides/spark.md): 10M messages over 1M Zipf-skewed keys.
 JOB_SOURCE = SyntheticSource(10_000_000, 1_000_000, 1.1, 42, 1024)
 JOB_ROUNDS = 5
 JOB_TOP = 20

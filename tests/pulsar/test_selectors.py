@@ -331,7 +331,7 @@ def test_resolve_consumer_removed_hash_ranges_range_updated() -> None:
 
 def test_resolve_consumer_updated_hash_ranges_overlapping_ranges() -> None:
     result = snapshot((1, 5, 1)).resolve_impacted_consumers(snapshot((3, 7, 2)))
-    # Kept on purpose (README, "Checked against Pulsar"): Pulsar's test expects only the
+    # Kept on purpose (docs/pulsar.md, "Checked against Pulsar"): Pulsar's test expects only the
     # part another consumer takes, [3, 5], and drops [1, 2], which consumer 1 no longer
     # serves either and nobody gains; every hash lost is reported here so that it drains.
     pulsar_removed = {1: [HashRange(3, 5)]}

@@ -1,6 +1,7 @@
-"""The README's cluster recipe on a local-cluster master: the release wheel (with the jar) in a
-venv-packed environment shipped through spark.archives, the jar through --jars, and the job run
-on both engines by executors that import nothing from this checkout."""
+"""The Spark guide's cluster recipe (docs/guides/spark.md) on a local-cluster master: the
+release wheel (with the jar) in a venv-packed environment shipped through spark.archives, the
+jar through --jars, and the job run on both engines by executors that import nothing from
+this checkout."""
 
 import json
 import os

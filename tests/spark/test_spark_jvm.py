@@ -348,22 +348,20 @@ def test_arrow_registration_replaces_the_extension_functions(
         register(spark, engine="jvm")
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SPARK_GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "spark.md"
 
 
-def readme_blocks(lang: str) -> list[str]:
-    """The README's Spark section's code blocks in ``lang``, as written."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index("## Spark\n")
-    section = text[start : text.index("\n## ", start)]
+def guide_blocks(lang: str) -> list[str]:
+    """The Spark guide's code blocks in ``lang``, as written."""
+    text = SPARK_GUIDE.read_text(encoding="utf-8")
     fence = f"```{lang}\n"
-    return [part.split("```", 1)[0] for part in section.split(fence)[1:]]
+    return [part.split("```", 1)[0] for part in text.split(fence)[1:]]
 
 
-def test_the_readme_python_block_runs(spark: SparkSession, tmp_path: Path) -> None:
+def test_the_spark_guide_python_block_runs(spark: SparkSession, tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    (block,) = readme_blocks("python")
+    (block,) = guide_blocks("python")
     # The block reads "messages.parquet" relative to Spark's working directory: point the
     # session's file system there for this test.
     jvm = spark.sparkContext._jvm
@@ -375,7 +373,7 @@ def test_the_readme_python_block_runs(spark: SparkSession, tmp_path: Path) -> No
     pq.write_table(pa.table({"key": keys}), tmp_path / "messages.parquet")
     scope: dict[str, object] = {"spark": spark}
     try:
-        exec(compile(block, "README.md", "exec"), scope)
+        exec(compile(block, "docs/guides/spark.md", "exec"), scope)
     finally:
         fs.setWorkingDirectory(cwd)
         register(spark, engine="jvm")
@@ -412,10 +410,10 @@ def spark_sql(cwd: Path, *args: str) -> list[list[str]]:
 
 
 def test_sql_alone_in_the_spark_sql_shell(tmp_path: Path) -> None:
-    """No Python: the README's SQL block as written, with the extension through --jars and
+    """No Python: the Spark guide's SQL block as written, with the extension through --jars and
     --conf, then every Hive class through CREATE FUNCTION ... USING JAR, in one spark-sql run."""
     jar = jar_path()
-    (readme_sql,) = readme_blocks("sql")
+    (guide_sql,) = guide_blocks("sql")
     keys = ["hello", "", "日本語"]
     values = ", ".join(f"('{k}')" for k in keys)
     layout = TopicLayout.initial(3, 6)
@@ -426,7 +424,7 @@ def test_sql_alone_in_the_spark_sql_shell(tmp_path: Path) -> None:
     hive_calls = ", ".join(f"hive_{f}(k)" for f in FUNCTIONS)
     native_calls = ", ".join(f"{f}(k)" for f in FUNCTIONS)
     sql = (
-        f"{readme_sql}{creates}"
+        f"{guide_sql}{creates}"
         f"SET {LAYOUT_CONF}={layout.to_json()};"
         f"SELECT k, {native_calls}, ks_route(k).segment_id, ks_route(k).bucket,"
         f" {hive_calls}, hive_ks_route(k).segment_id, hive_ks_route(k).bucket,"
@@ -435,8 +433,8 @@ def test_sql_alone_in_the_spark_sql_shell(tmp_path: Path) -> None:
     )
     rows = keyshared_sql(tmp_path, sql)
 
-    readme_keys = ["order-1", "order-2", "日本語"]
-    readme_layout = TopicLayout.from_dict(
+    guide_keys = ["order-1", "order-2", "日本語"]
+    guide_layout = TopicLayout.from_dict(
         {
             "epoch": 0,
             "next_segment_id": 3,
@@ -446,12 +444,12 @@ def test_sql_alone_in_the_spark_sql_shell(tmp_path: Path) -> None:
             ],
         }
     )
-    hashes = ks.key_hashes(readme_keys)
-    segment_ids, buckets = readme_layout.route_keys(readme_keys)
-    want_readme = [
+    hashes = ks.key_hashes(guide_keys)
+    segment_ids, buckets = guide_layout.route_keys(guide_keys)
+    want_guide = [
         [k, str(h), str(s), str(b), str(b), str(int(st))]
         for k, h, s, b, st in zip(
-            readme_keys,
+            guide_keys,
             hashes.tolist(),
             segment_ids.tolist(),
             buckets.tolist(),
@@ -459,7 +457,7 @@ def test_sql_alone_in_the_spark_sql_shell(tmp_path: Path) -> None:
             strict=True,
         )
     ]
-    assert [r for r in rows if len(r) == 6] == want_readme
+    assert [r for r in rows if len(r) == 6] == want_guide
 
     ordered = sorted(keys)
     hashes = ks.key_hashes(ordered)

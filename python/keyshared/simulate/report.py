@@ -31,7 +31,7 @@ _SERIES = (
 
 
 def summarize(result: SimulationResult, scale: float | None = None) -> dict[str, Any]:
-    """The run as one JSON-ready dict (see the README's Simulator section)."""
+    """The run as one JSON-ready dict (see the Simulator section of docs/guides/broker.md)."""
     topics = result.topics
     series = _series(result)
     return {

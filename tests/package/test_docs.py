@@ -1,4 +1,6 @@
-"""Every code block of the README, checked by this one runner, as written.
+"""Every code block of the README and of the documentation site (docs/), checked by this one
+runner, as written; and the site itself, built with warnings as errors, with every public
+name in its API reference.
 
 - ``python`` blocks run in a fresh namespace from the repository root (their ``assert`` lines
   are the checks);
@@ -10,14 +12,16 @@
   (``scripts/test.sh`` is this suite, ``scripts/run.sh`` the Spark job, ``scripts/bench.sh``
   the benchmarks) must exist and be executable.
 
-The blocks of the Spark chapter need a Spark session or a cluster: tests/spark/test_spark_jvm.py
+The blocks of the Spark guide need a Spark session or a cluster: tests/spark/test_spark_jvm.py
 runs its Python and SQL blocks on one, tests/spark/test_spark_cluster.py its cluster recipe.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -25,6 +29,7 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -32,44 +37,45 @@ import keyshared as ks
 from keyshared.simulate import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
-SPARK_CHAPTER = "Spark"
+DOCS = ROOT / "docs"
+SPARK_GUIDE = DOCS / "guides" / "spark.md"
+PAGES = [ROOT / "README.md", *sorted(p for p in DOCS.rglob("*.md") if p != SPARK_GUIDE)]
 WHOLE_JOBS = {"scripts/test.sh", "scripts/run.sh", "scripts/bench.sh"}
 TIMEOUT_S = 1800
 
 
 @dataclass(frozen=True)
 class Block:
-    chapter: str  # the ``##`` heading it sits under
+    page: str  # the page's path from the repository root
     section: str  # its nearest heading
     language: str
     code: str
     line: int
 
     def __str__(self) -> str:
-        return f"{self.section}:{self.line}:{self.language}"
+        return f"{self.page}:{self.line}:{self.language}"
 
 
-def readme_blocks() -> list[Block]:
+def page_blocks(page: Path) -> list[Block]:
     blocks: list[Block] = []
-    chapter = section = ""
+    section = ""
     fence: str | None = None
     start, lines = 0, []
-    for number, line in enumerate(README.read_text(encoding="utf-8").splitlines(), 1):
+    name = page.relative_to(ROOT).as_posix()
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
         if fence is None and line.startswith("#"):
             section = line.lstrip("# ")
-            chapter = section if line.startswith("## ") else chapter
         elif fence is None and line.startswith("```"):
             fence, start, lines = line[3:], number, []
         elif fence is not None and line == "```":
-            blocks.append(Block(chapter, section, fence, "\n".join(lines), start))
+            blocks.append(Block(name, section, fence, "\n".join(lines), start))
             fence = None
         elif fence is not None:
             lines.append(line)
-    return [b for b in blocks if b.chapter != SPARK_CHAPTER]
+    return blocks
 
 
-BLOCKS = readme_blocks()
+BLOCKS = [block for page in PAGES for block in page_blocks(page)]
 
 
 def blocks_in(language: str) -> list[Block]:
@@ -83,7 +89,7 @@ def test_every_block_is_checked() -> None:
 @pytest.mark.parametrize("block", blocks_in("python"), ids=str)
 def test_python_block_runs(block: Block, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
-    exec(compile(block.code, f"README.md:{block.line}", "exec"), {})
+    exec(compile(block.code, f"{block.page}:{block.line}", "exec"), {})
 
 
 @pytest.mark.parametrize("block", blocks_in("toml"), ids=str)
@@ -101,7 +107,7 @@ def commands() -> list[object]:
             if not command:
                 continue
             marks = [pytest.mark.pulsar] if "pulsar" in line else []
-            out.append(pytest.param(command, marks=marks, id=f"{block.line}:{' '.join(command)}"))
+            out.append(pytest.param(command, marks=marks, id=f"{block}:{' '.join(command)}"))
     return out
 
 
@@ -138,7 +144,7 @@ def test_sh_command_runs(command: list[str], scratch: Path) -> None:
         done = run([sys.executable, *command[1:], "--collect-only"], ROOT)
         assert " tests collected" in done.stdout or " tests selected" in done.stdout
     else:
-        assert program == "keyshared", f"no rule to run {program!r} from the README"
+        assert program == "keyshared", f"no rule to run {program!r} from the docs"
         assert run([executable("keyshared"), *command[1:]], scratch).stdout
 
 
@@ -146,3 +152,59 @@ def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
     return done
+
+
+def test_the_readme_is_a_front_page() -> None:
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) < 250
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built as scripts/test.sh builds it: warnings are errors (mkdocs.yml)."""
+    out = tmp_path_factory.mktemp("site")
+    mkdocs = executable("mkdocs")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [mkdocs, "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return out
+
+
+REFERENCE = sorted((DOCS / "reference").glob("*.md"))
+
+
+@pytest.mark.parametrize("page", [p for p in REFERENCE if p.stem != "index"], ids=lambda p: p.stem)
+def test_every_public_name_is_in_the_reference(page: Path, site: Path) -> None:
+    (module_name,) = re.findall(r"^::: (\S+)$", page.read_text(encoding="utf-8"), re.M)
+    module = importlib.import_module(module_name)
+    html = (site / "reference" / page.stem / "index.html").read_text(encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
+    # A subpackage has its own page; a dunder (``__version__``) is named in the page's text.
+    missing = [
+        n
+        for n in module.__all__
+        if not isinstance(getattr(module, n), ModuleType)
+        and f'id="{module_name}.{n}"' not in html
+        and not (n.startswith("__") and f"`{module_name}.{n}`" in text)
+    ]
+    assert not missing, f"{module_name}: not in the API reference: {missing}"
+
+
+def test_every_module_of_the_package_has_a_reference_page() -> None:
+    documented = {
+        re.findall(r"^::: (\S+)$", p.read_text(encoding="utf-8"), re.M)[0]
+        for p in REFERENCE
+        if p.stem != "index"
+    }
+    packages = {"keyshared"} | {
+        f"keyshared.{p.name}"
+        for p in (ROOT / "python" / "keyshared").iterdir()
+        if (p / "__init__.py").exists()
+    }
+    assert packages <= documented
