@@ -17,7 +17,9 @@ The names a user starts from are here; every other name lives in the package of 
 The native kernels live in ``keyshared._core``.
 """
 
-from keyshared import dispatch, errors, explain, routing, scalable, versions
+from typing import TYPE_CHECKING
+
+from keyshared import _deprecated, dispatch, errors, explain, routing, scalable, versions
 from keyshared._core import __version__
 from keyshared.dispatch import (
     ConsistentHashingStickyKeyConsumerSelector,
@@ -110,3 +112,11 @@ __all__ = [
     "sticky_key_hash",
     "versions",
 ]
+
+_deprecated.install()
+
+# Hidden from type checkers: a name that moved is an error there, a warning at run time.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        return _deprecated.moved_name(name)
