@@ -15,17 +15,10 @@ from support.pulsar_broker import owner_by_ranges
 
 from keyshared import ConsistentHashingStickyKeyConsumerSelector
 from keyshared.cli import main
-from keyshared.explain.subscription import (
-    HASH_COUNT,
-    HASH_MIN,
-    NO_OWNER,
-    explain_subscription,
-    fetch_stats,
-    load_keys,
-    load_stats,
-    read_subscription,
-    stats_url,
-)
+from keyshared.explain.admin import fetch_stats, stats_url
+from keyshared.explain.explanation import explain_subscription
+from keyshared.explain.keys import load_keys
+from keyshared.explain.stats import HASH_COUNT, HASH_MIN, NO_OWNER, load_stats, read_subscription
 from keyshared.routing import sticky_key_hash
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "stats"
@@ -496,7 +489,7 @@ def test_a_subscription_with_nothing_held_says_so() -> None:
 
 
 def test_connected_since_is_read_with_nanoseconds() -> None:
-    from keyshared.explain.subscription import _epoch_ms
+    from keyshared.explain.verdicts import _epoch_ms
 
     assert _epoch_ms("2026-11-25T15:27:58.17493988Z") == 1795620478174
     assert _epoch_ms("2026-11-25T16:27:58+01:00") == 1795620478000
@@ -536,7 +529,7 @@ def test_an_empty_key_explains_that_keyless_messages_spread() -> None:
     ],
 )
 def test_odd_keys_and_names_are_printed_escaped_and_short(raw: str, printed: str) -> None:
-    from keyshared.explain.subscription import shown
+    from keyshared.explain.stats import shown
 
     assert shown(raw) == printed
 
@@ -878,7 +871,7 @@ def test_a_partitioned_base_name_names_its_partitions_and_bodies_are_checked(
 
 
 def test_every_answer_that_takes_a_sample_checks_it() -> None:
-    from keyshared.explain.subscription import shares, what_if
+    from keyshared.explain.answers import shares, what_if
 
     sub = read_subscription(held(), SUB)
     with pytest.raises(ValueError, match=r"sample\['k'\] must be >= 0, got -5"):

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from keyshared.errors import InvalidArgument
-from keyshared.explain.subscription import HASH_COUNT, ConsumerShare, Explanation, HeldHash, shown
+from keyshared.explain.answers import ConsumerShare, HeldHash
+from keyshared.explain.explanation import Explanation
+from keyshared.explain.stats import HASH_COUNT, shown
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
