@@ -31,13 +31,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
-import keyshared.explain.subscription as explaining
 from keyshared._jsonfile import load_json
 from keyshared._text import dump as _dump
 from keyshared._text import percent as _percent
 from keyshared._text import table as _table
 from keyshared.errors import InvalidArgument
 from keyshared.explain import command as explain_command
+from keyshared.explain.keys import load_keys
 from keyshared.routing.hashing import key_hashes
 from keyshared.scalable.audit import DEFAULT_SAMPLE_SIZE, MigrationAudit, audit_migration
 from keyshared.scalable.controller import apply_decision
@@ -363,7 +363,7 @@ def _audit_keys(args: argparse.Namespace) -> Counter[str]:
         raise InvalidArgument("--stdin and --to-layout - cannot both read standard input")
     sample: Counter[str] = Counter(args.keys)
     if args.keys_file is not None:
-        sample.update(explaining.load_keys(args.keys_file))
+        sample.update(load_keys(args.keys_file))
     if args.stdin:
         sample.update(_stdin_keys())
     if not sample:

@@ -30,14 +30,10 @@ import pytest
 from support.pulsar_broker import PulsarBroker, owner_by_ranges
 from support.pulsar_oracle import LTS, NEWEST, record
 
-import keyshared.explain.subscription as explaining
 from keyshared.cli import main
-from keyshared.explain.subscription import (
-    Explanation,
-    explain_subscription,
-    place_message,
-    read_subscription,
-)
+from keyshared.explain.answers import place_message
+from keyshared.explain.explanation import Explanation, explain_subscription
+from keyshared.explain.stats import read_subscription, shown
 from keyshared.routing import sticky_key_hash
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "stats"
@@ -572,7 +568,7 @@ def test_the_cli_explains_keyless_messages_and_escapes_names(
     row = next(line for line in text.splitlines() if line.startswith(f"{PRODUCER}-7 "))
     assert row.split()[1] == str(sticky_key_hash(f"{PRODUCER}-7"))
     seventh = scene.got[7]
-    want = explaining.shown(seventh)
+    want = shown(seventh)
     assert re.split(r"\s{2,}", row)[2] == want
     assert "\x1b" not in text and "\t" not in text
     assert repr(ODD_NAME) in text

@@ -47,7 +47,8 @@ from support.pulsar_broker import BrokerUnavailable, PulsarBroker
 from support.pulsar_oracle import LTS, NEWEST
 
 from keyshared import StickyKeyDispatcher
-from keyshared.explain.subscription import explain_subscription, read_subscription
+from keyshared.explain.explanation import explain_subscription
+from keyshared.explain.stats import read_subscription
 from keyshared.routing import sticky_key_hash
 
 SUB = "sub"

@@ -15,17 +15,10 @@ from support.pulsar_broker import owner_by_ranges
 
 from keyshared import ConsistentHashingStickyKeyConsumerSelector
 from keyshared.cli import main
-from keyshared.explain.subscription import (
-    HASH_COUNT,
-    HASH_MIN,
-    NO_OWNER,
-    explain_subscription,
-    fetch_stats,
-    load_keys,
-    load_stats,
-    read_subscription,
-    stats_url,
-)
+from keyshared.explain.admin import fetch_stats, stats_url
+from keyshared.explain.explanation import explain_subscription
+from keyshared.explain.keys import load_keys
+from keyshared.explain.stats import HASH_COUNT, HASH_MIN, NO_OWNER, load_stats, read_subscription
 from keyshared.routing import sticky_key_hash
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "stats"
@@ -496,7 +489,7 @@ def test_a_subscription_with_nothing_held_says_so() -> None:
 
 
 def test_connected_since_is_read_with_nanoseconds() -> None:
-    from keyshared.explain.subscription import _epoch_ms
+    from keyshared.explain.verdicts import _epoch_ms
 
     assert _epoch_ms("2026-11-25T15:27:58.17493988Z") == 1795620478174
     assert _epoch_ms("2026-11-25T16:27:58+01:00") == 1795620478000
@@ -536,7 +529,7 @@ def test_an_empty_key_explains_that_keyless_messages_spread() -> None:
     ],
 )
 def test_odd_keys_and_names_are_printed_escaped_and_short(raw: str, printed: str) -> None:
-    from keyshared.explain.subscription import shown
+    from keyshared.explain.stats import shown
 
     assert shown(raw) == printed
 
@@ -672,7 +665,7 @@ def test_draining_hashes_that_are_not_a_list_are_refused(value: str) -> None:
 def test_the_consumer_picture_marks_who_holds_waits_and_takes_nothing(tmp_path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    from keyshared.explain.plot import STUCK_COLOR, TAKING_COLOR, consumer_figure, plot_consumers
+    from keyshared.explain.plot import consumer_figure, plot_consumers
 
     stats = held()
     e = explain_subscription(read_subscription(stats, SUB))
@@ -696,9 +689,7 @@ def test_the_consumer_picture_marks_who_holds_waits_and_takes_nothing(tmp_path: 
         assert [p.get_width() for p in patches] == pytest.approx([100 * b.hash_share for b in bars])
         from matplotlib.colors import to_rgba
 
-        assert [p.get_facecolor() for p in patches] == [
-            to_rgba(STUCK_COLOR if b.stuck else TAKING_COLOR) for b in bars
-        ]
+        assert [p.get_facecolor() for p in patches] == [to_rgba(b.color) for b in bars]
         texts = [t.get_text() for t in ax.texts]
         assert texts == [b.note for b in bars]
         assert "TAKES NONE: no permits" in texts[3] and "WILL NOT DRAIN" in texts[3]
@@ -708,6 +699,46 @@ def test_the_consumer_picture_marks_who_holds_waits_and_takes_nothing(tmp_path: 
     png = tmp_path / "consumers.png"
     assert plot_consumers(e, png) == bars
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_consumer_picture_marks_the_holders_and_titles_the_whole_verdict() -> None:
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
+
+    from keyshared.explain.plot import HOLDER_COLOR, STUCK_COLOR, TAKING_COLOR, consumer_figure
+
+    e = explain_subscription(read_subscription(held(), SUB))
+    assert e.verdict is not None
+    # The verdict says that newcomer waits for hashes held by the three old consumers, which
+    # take messages but never ack, and by stuck, which takes none.
+    holders = {w.holder for w in e.verdict.waits}
+    assert holders == {"old-0", "old-1", "old-2", "stuck"}
+    fig, bars = consumer_figure(e)
+    try:
+        ax = fig.axes[0]
+        colors = {b.consumer: p.get_facecolor() for b, p in zip(bars, ax.patches, strict=True)}
+        want = {"old-0": HOLDER_COLOR, "old-1": HOLDER_COLOR, "old-2": HOLDER_COLOR}
+        want |= {"stuck": STUCK_COLOR, "newcomer": TAKING_COLOR}
+        assert colors == {name: to_rgba(color) for name, color in want.items()}
+        legend = ax.get_legend()
+        assert legend is not None
+        assert [t.get_text() for t in legend.get_texts()] == [
+            "takes messages",
+            "holds hashes a consumer waits for",
+            "takes no messages",
+        ]
+        assert [to_rgba(h.get_facecolor()) for h in legend.legend_handles] == [
+            to_rgba(c) for c in (TAKING_COLOR, HOLDER_COLOR, STUCK_COLOR)
+        ]
+        # Every line of the verdict, wrapped at spaces: every word is there, in order.
+        title = ax.get_title(loc="left")
+        assert len(e.verdict.lines) == 4
+        assert title.split() == " ".join(e.verdict.lines).split()
+        assert "old-0, old-1, old-2: never acked since it connected" in title
+        assert "close or restart their holder(s)" in title
+        assert max(len(line) for line in title.splitlines()) <= 120
+    finally:
+        plt.close(fig)
 
 
 def test_the_ring_is_drawn_only_on_request(
@@ -878,7 +909,7 @@ def test_a_partitioned_base_name_names_its_partitions_and_bodies_are_checked(
 
 
 def test_every_answer_that_takes_a_sample_checks_it() -> None:
-    from keyshared.explain.subscription import shares, what_if
+    from keyshared.explain.answers import shares, what_if
 
     sub = read_subscription(held(), SUB)
     with pytest.raises(ValueError, match=r"sample\['k'\] must be >= 0, got -5"):

@@ -16,12 +16,25 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import keyshared.explain.scalable_topic as explain_scalable
-import keyshared.explain.subscription as explaining
 from keyshared._checks import check_int
 from keyshared._text import dump as _dump
 from keyshared._text import percent as _percent
 from keyshared._text import table as _table
 from keyshared.errors import InvalidArgument
+from keyshared.explain.admin import (
+    DEFAULT_TIMEOUT_S,
+    AnswerError,
+    check_timeout,
+    fetch_max_unacked,
+    fetch_stats,
+    partition_names,
+)
+from keyshared.explain.answers import DEFAULT_POINTS, HeldHash, WhatIf, place_message
+from keyshared.explain.explanation import Explanation, explain_subscription
+from keyshared.explain.keys import load_keys
+from keyshared.explain.stats import KeySharedSubscription, load_stats, read_subscription, shown
+from keyshared.explain.verdicts import ConsumerHealth
+from keyshared.explain.watch import changes
 from keyshared.versions import SCALABLE_TOPICS
 
 
@@ -42,7 +55,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout",
         type=float,
-        default=explaining.DEFAULT_TIMEOUT_S,
+        default=DEFAULT_TIMEOUT_S,
         help="seconds for each whole request to --url (%(default)s)",
     )
     parser.add_argument(
@@ -76,7 +89,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--points",
         type=int,
-        default=explaining.DEFAULT_POINTS,
+        default=DEFAULT_POINTS,
         help="the broker's subscriptionKeySharedConsistentHashingReplicaPoints (%(default)s)",
     )
     parser.add_argument(
@@ -134,9 +147,9 @@ def _check_explain_args(args: argparse.Namespace) -> None:
         explain_scalable.scalable_topic_name(args.topic)
     if args.all_partitions and args.url is None:
         raise InvalidArgument("--all-partitions needs --url and --topic")
-    explaining.check_timeout("--timeout", args.timeout)
+    check_timeout("--timeout", args.timeout)
     if args.watch is not None:
-        explaining.check_timeout("--watch", args.watch)
+        check_timeout("--watch", args.watch)
         if args.stats == "-":
             raise InvalidArgument("--watch re-reads the stats: give a file or --url, not stdin")
     if args.count is not None:
@@ -156,7 +169,7 @@ def _explain_topics(args: argparse.Namespace) -> list[str | None]:
     if args.url is None:
         return [None]
     if args.all_partitions:
-        return list(explaining.partition_names(args.url, args.topic, args.timeout))
+        return list(partition_names(args.url, args.topic, args.timeout))
     return [args.topic]
 
 
@@ -164,24 +177,24 @@ def _read_stats(args: argparse.Namespace, topic: str | None) -> tuple[Any, int |
     """The stats of the file (``topic`` None) or of ``topic`` from --url, and when they
     were fetched (None for a file: its newest timestamp stands for that)."""
     if topic is None:
-        return explaining.load_stats(args.stats), None
+        return load_stats(args.stats), None
     fetched_ms = int(time.time() * 1000)
-    return explaining.fetch_stats(args.url, topic, args.timeout), fetched_ms
+    return fetch_stats(args.url, topic, args.timeout), fetched_ms
 
 
 def _read_explained(
     args: argparse.Namespace, topic: str | None, stats: Any = None, fetched_ms: int | None = None
-) -> explaining.KeySharedSubscription:
+) -> KeySharedSubscription:
     """The subscription from ``stats`` when given (already read), else read afresh."""
     if stats is None:
         stats, fetched_ms = _read_stats(args, topic)
-    return explaining.read_subscription(stats, args.subscription, stats_time_ms=fetched_ms)
+    return read_subscription(stats, args.subscription, stats_time_ms=fetched_ms)
 
 
 def _unacked_limit(args: argparse.Namespace, topic: str | None) -> int | None:
     if args.max_unacked is not None or topic is None:
         return args.max_unacked  # type: ignore[no-any-return]
-    return explaining.fetch_max_unacked(args.url, topic, args.timeout)
+    return fetch_max_unacked(args.url, topic, args.timeout)
 
 
 def _is_scalable(args: argparse.Namespace) -> tuple[bool, Any]:
@@ -189,7 +202,7 @@ def _is_scalable(args: argparse.Namespace) -> tuple[bool, Any]:
     a file."""
     if args.url is not None:
         return str(args.topic).startswith("topic://"), None
-    stats = explaining.load_stats(args.stats)
+    stats = load_stats(args.stats)
     return isinstance(stats, dict) and "layout" in stats and "subscriptions" not in stats, stats
 
 
@@ -198,9 +211,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     scalable, stats = _is_scalable(args)
     if scalable:
         return _run_explain_scalable(args, stats, out)
-    sample = explaining.load_keys(args.keys) if args.keys else None
+    sample = load_keys(args.keys) if args.keys else None
     topics = _explain_topics(args)
-    answers: dict[str | None, explaining.Explanation] = {}
+    answers: dict[str | None, Explanation] = {}
     for i, topic in enumerate(topics):
         answer = _explain_once(args, topic, sample, stats)
         answers[topic] = answer
@@ -249,7 +262,6 @@ def _run_explain_scalable(args: argparse.Namespace, stats: Any, out: TextIO) -> 
 
 
 def _print_scalable(e: explain_scalable.ScalableExplanation, out: TextIO) -> None:
-    show = explaining.shown
     out.write("".join(f"{line}\n" for line in e.lines))
     out.write("\nsegments (the DAG)\n")
     _table(
@@ -274,7 +286,7 @@ def _print_scalable(e: explain_scalable.ScalableExplanation, out: TextIO) -> Non
                 f"{s.created_at_epoch}-{'' if s.sealed_at_epoch < 0 else s.sealed_at_epoch}",
                 "-" if s.backlog is None else s.backlog,
                 _ids(s.waiting_for),
-                " ".join(show(c) for c in s.consumers) or "-",
+                " ".join(shown(c) for c in s.consumers) or "-",
             )
             for s in e.segments
         ],
@@ -286,10 +298,10 @@ def _print_scalable(e: explain_scalable.ScalableExplanation, out: TextIO) -> Non
             ("key", "routing hash", "segment", "read by", "waits for"),
             [
                 (
-                    show(k.key),
+                    shown(k.key),
                     f"{k.routing_hash:04x}",
                     k.segment_id,
-                    " ".join(show(c) for c in k.consumers) or "-",
+                    " ".join(shown(c) for c in k.consumers) or "-",
                     _ids(k.waits_for),
                 )
                 for k in e.keys
@@ -308,9 +320,9 @@ def _explain_once(
     sample: dict[str, int] | None,
     stats: Any = None,
     fetched_ms: int | None = None,
-) -> explaining.Explanation:
+) -> Explanation:
     sub = _read_explained(args, topic, stats, fetched_ms)
-    answer = explaining.explain_subscription(
+    answer = explain_subscription(
         sub,
         sample=sample,
         keys=args.key,
@@ -320,7 +332,7 @@ def _explain_once(
         max_unacked_messages=_unacked_limit(args, topic),
     )
     placed = tuple(
-        explaining.place_message(sub, producer_name=producer, sequence_id=_sequence_id(seq))
+        place_message(sub, producer_name=producer, sequence_id=_sequence_id(seq))
         for producer, seq in args.keyless
     )
     return replace(answer, keys=(*answer.keys, *placed))
@@ -339,7 +351,7 @@ def _png_path(png: str, topic: str | None, topics: int) -> Path:
     return path.with_name(f"{path.stem}-{topic.rsplit('-', 1)[-1]}{path.suffix}")
 
 
-def _draw(args: argparse.Namespace, answer: explaining.Explanation, path: Path) -> None:
+def _draw(args: argparse.Namespace, answer: Explanation, path: Path) -> None:
     from keyshared.explain import plot as explain_plot
 
     if args.ring:
@@ -364,7 +376,7 @@ class _PollFailed(Exception):
 def _watch(
     args: argparse.Namespace,
     topics: Sequence[str | None],
-    answers: dict[str | None, explaining.Explanation],
+    answers: dict[str | None, Explanation],
     sample: dict[str, int] | None,
     out: TextIO,
 ) -> int:
@@ -393,7 +405,7 @@ def _watch(
                     failing[topic] = (since, count + 1, read and e.read)
                     out.write(f"{stamp} {e}\n")
                     continue
-                lines = explaining.changes(answers[topic], now)
+                lines = changes(answers[topic], now)
                 head = ""
                 if topic in failing:
                     head = _back(args, *failing.pop(topic)) + "; "
@@ -414,14 +426,14 @@ def _watch(
 
 def _poll(
     args: argparse.Namespace, topic: str | None, sample: dict[str, int] | None
-) -> explaining.Explanation:
+) -> Explanation:
     """One re-read, explained; _PollFailed with the line that says why it is not: the
     endpoint unreachable (no connection, no answer in time), failed (an HTTP error, a
     body cut short or not JSON), or stats that do not explain the subscription."""
     source = "the admin endpoint" if topic is not None else "the stats file"
     try:
         stats, fetched_ms = _read_stats(args, topic)
-    except (explaining.AnswerError, ValueError) as e:
+    except (AnswerError, ValueError) as e:
         failed = "failed" if topic is not None else "cannot be read"
         raise _PollFailed(f"{source} {failed}: {e}") from None
     except OSError as e:
@@ -445,13 +457,12 @@ def _seconds(elapsed: float, interval: float) -> str:
     return f"{elapsed:.{digits}f}"
 
 
-def _print_explanation(e: explaining.Explanation, all_ranges: bool, out: TextIO) -> None:
-    show = explaining.shown
+def _print_explanation(e: Explanation, all_ranges: bool, out: TextIO) -> None:
     if e.verdict is not None:
         out.write("".join(f"{line}\n" for line in e.verdict.lines))
     out.write(
-        f"\nsubscription {show(e.subscription)} (Key_Shared,"
-        f" {show(e.key_shared_mode or 'mode unknown')}): {len(e.shares)} consumer(s),"
+        f"\nsubscription {shown(e.subscription)} (Key_Shared,"
+        f" {shown(e.key_shared_mode or 'mode unknown')}): {len(e.shares)} consumer(s),"
         f" backlog {e.msg_backlog}, {e.unacked_messages} unacked, {e.msg_in_replay} in replay,"
         f" {e.draining_hashes_count} draining hash(es) holding"
         f" {e.draining_hashes_unacked_messages} unacked message(s)\n\n"
@@ -461,7 +472,7 @@ def _print_explanation(e: explaining.Explanation, all_ranges: bool, out: TextIO)
         out.write("\nranges (inclusive)\n")
         for s in e.shares:
             out.write(
-                f"  {show(s.consumer)}: {' '.join(f'[{a}, {b}]' for a, b in s.ranges) or '-'}\n"
+                f"  {shown(s.consumer)}: {' '.join(f'[{a}, {b}]' for a, b in s.ranges) or '-'}\n"
             )
     if e.keys:
         _print_keys(e, out)
@@ -470,7 +481,7 @@ def _print_explanation(e: explaining.Explanation, all_ranges: bool, out: TextIO)
         out.write("\nconsumers taking no messages\n")
         for c in e.stuck:
             out.write(
-                f"  {show(c.consumer)}: {', '.join(c.reasons)} (availablePermits"
+                f"  {shown(c.consumer)}: {', '.join(c.reasons)} (availablePermits"
                 f" {c.available_permits}, {c.unacked_messages} unacked)\n"
             )
     if e.what_if is not None:
@@ -484,18 +495,18 @@ def _largest(ranges: Sequence[tuple[int, int]]) -> str:
     return f"[{start}, {end}]"
 
 
-def _last_ack(h: explaining.ConsumerHealth) -> str:
+def _last_ack(h: ConsumerHealth) -> str:
     return "never" if h.seconds_since_ack is None else f"{h.seconds_since_ack:.0f} s ago"
 
 
-def _print_consumers(e: explaining.Explanation, out: TextIO) -> None:
+def _print_consumers(e: Explanation, out: TextIO) -> None:
     health = {h.consumer: h for h in (e.verdict.consumers if e.verdict else ())}
     rows = []
     for s in e.shares:
         h = health.get(s.consumer)
         rows.append(
             (
-                explaining.shown(s.consumer),
+                shown(s.consumer),
                 s.hashes,
                 _percent(s.hash_share),
                 len(s.ranges),
@@ -531,16 +542,16 @@ def _print_consumers(e: explaining.Explanation, out: TextIO) -> None:
     )
 
 
-def _print_keys(e: explaining.Explanation, out: TextIO) -> None:
+def _print_keys(e: Explanation, out: TextIO) -> None:
     out.write("\nkeys\n")
     _table(
         ("key", "hash", "owner", "held by"),
         [
             (
-                explaining.shown(k.key),
+                shown(k.key),
                 k.hash,
-                explaining.shown(k.owner or "-"),
-                explaining.shown(k.held_by or "-"),
+                shown(k.owner or "-"),
+                shown(k.held_by or "-"),
             )
             for k in e.keys
         ],
@@ -556,7 +567,7 @@ def _print_keys(e: explaining.Explanation, out: TextIO) -> None:
         )
 
 
-def _print_held(held: Sequence[explaining.HeldHash], out: TextIO) -> None:
+def _print_held(held: Sequence[HeldHash], out: TextIO) -> None:
     if not held:
         out.write("\nno draining hashes: nothing is held\n")
         return
@@ -564,17 +575,16 @@ def _print_held(held: Sequence[explaining.HeldHash], out: TextIO) -> None:
         f"\n{len(held)} draining hash(es): new messages of each wait until its holder acks"
         " the unacked ones\n"
     )
-    show = explaining.shown
     _table(
         ("hash", "held by", "waiting consumer", "unacked", "blocked attempts", "sample keys"),
         [
             (
                 h.hash,
-                show(h.held_by),
-                show(h.owner or "-"),
+                shown(h.held_by),
+                shown(h.owner or "-"),
                 h.unack_msgs,
                 h.blocked_attempts,
-                " ".join(show(k) for k in h.keys) or "-",
+                " ".join(shown(k) for k in h.keys) or "-",
             )
             for h in held
         ],
@@ -582,9 +592,8 @@ def _print_held(held: Sequence[explaining.HeldHash], out: TextIO) -> None:
     )
 
 
-def _print_what_if(w: explaining.WhatIf, out: TextIO) -> None:
-    show = explaining.shown
-    out.write(f"\nif {show(w.consumer)} {w.change}s (ring of {w.points} points per consumer")
+def _print_what_if(w: WhatIf, out: TextIO) -> None:
+    out.write(f"\nif {shown(w.consumer)} {w.change}s (ring of {w.points} points per consumer")
     if w.ring_matches:
         out.write(" rebuilt from the names: it reproduces the broker's ranges)\n")
     else:
@@ -595,7 +604,7 @@ def _print_what_if(w: explaining.WhatIf, out: TextIO) -> None:
     out.write(f"  {len(w.moves)} range(s) move, {w.moved_share:.1%} of the hashes\n")
     _table(
         ("start", "end", "from", "to"),
-        [(m.start, m.end, show(m.source or "-"), show(m.target or "-")) for m in w.moves],
+        [(m.start, m.end, shown(m.source or "-"), shown(m.target or "-")) for m in w.moves],
         out,
     )
     if w.moved_traffic_share is not None:
@@ -607,7 +616,7 @@ def _print_what_if(w: explaining.WhatIf, out: TextIO) -> None:
     _table(
         ("consumer", "ranges", "hash share", "traffic share"),
         [
-            (show(s.consumer), len(s.ranges), _percent(s.hash_share), _percent(s.traffic_share))
+            (shown(s.consumer), len(s.ranges), _percent(s.hash_share), _percent(s.traffic_share))
             for s in w.shares_after
         ],
         out,

@@ -2,14 +2,16 @@
 
 :func:`plot_consumers`, the default, draws one bar per consumer: its share of the hash
 space, and beside it the hashes it holds and waits for, its permits and unacked messages;
-a consumer taking no messages is drawn red, and one whose held hashes will not drain by
-themselves is marked so. :func:`plot_ring` draws the hash ring: hashes 1 to 65535 clockwise
+a consumer taking no messages is drawn red, one holding hashes that another waits for
+orange, and one whose held hashes will not drain by themselves is marked so; the title is
+the whole verdict. :func:`plot_ring` draws the hash ring: hashes 1 to 65535 clockwise
 from the top, the broker's ranges one color per consumer, draining hashes marked outside it
 in the color of their holder; with a what-if, an inner ring shows the ranges after it.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +20,9 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from keyshared.errors import InvalidArgument
-from keyshared.explain.subscription import HASH_COUNT, ConsumerShare, Explanation, HeldHash, shown
+from keyshared.explain.answers import ConsumerShare, HeldHash
+from keyshared.explain.explanation import Explanation
+from keyshared.explain.stats import HASH_COUNT, shown
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -26,9 +30,14 @@ if TYPE_CHECKING:
     from matplotlib.projections.polar import PolarAxes
     from matplotlib.typing import ColorType
 
-#: Bar colors: a consumer taking messages, one taking none.
+#: Bar colors: a consumer taking messages, one taking none, and one taking messages while
+#: holding hashes that another waits for (a holder that takes none is drawn as taking none).
 TAKING_COLOR = "tab:blue"
 STUCK_COLOR = "tab:red"
+HOLDER_COLOR = "tab:orange"
+
+#: Characters per line of the title: the verdict's lines are wrapped to the picture's width.
+_TITLE_WIDTH = 120
 
 
 @dataclass(frozen=True)
@@ -36,8 +45,9 @@ class ConsumerBar:
     """One consumer's bar: ``hash_share`` of the 65535 hashes (its length), the hashes it
     ``holds`` (draining on it) and ``waits_for`` (of its ranges, held by others), its
     permits and unacked messages; ``stuck`` when it takes no messages (drawn red);
-    ``never_drains`` when what it holds will not drain by itself. ``note`` is the text
-    drawn beside the bar."""
+    ``holder`` when the verdict names it as holding hashes that a consumer waits for (drawn
+    orange unless stuck); ``never_drains`` when what it holds will not drain by itself.
+    ``note`` is the text drawn beside the bar."""
 
     consumer: str
     hash_share: float
@@ -46,8 +56,17 @@ class ConsumerBar:
     available_permits: int
     unacked_messages: int
     stuck: bool
+    holder: bool
     never_drains: bool
     note: str
+
+    @property
+    def color(self) -> str:
+        """The bar's color: a holder that takes no messages is drawn as stuck, the graver
+        of the two; its note still says what it holds."""
+        if self.stuck:
+            return STUCK_COLOR
+        return HOLDER_COLOR if self.holder else TAKING_COLOR
 
 
 def consumer_bars(explanation: Explanation) -> tuple[ConsumerBar, ...]:
@@ -56,6 +75,7 @@ def consumer_bars(explanation: Explanation) -> tuple[ConsumerBar, ...]:
     if verdict is None:
         raise InvalidArgument("explanation.verdict is None: make it with explain_subscription")
     health = {h.consumer: h for h in verdict.consumers}
+    holders = {w.holder for w in verdict.waits}
     bars = []
     for share in explanation.shares:
         h = health[share.consumer]
@@ -76,6 +96,7 @@ def consumer_bars(explanation: Explanation) -> tuple[ConsumerBar, ...]:
                 available_permits=h.available_permits,
                 unacked_messages=h.unacked_messages,
                 stuck=not h.taking_messages,
+                holder=share.consumer in holders,
                 never_drains=not h.will_drain,
                 note=note,
             )
@@ -89,16 +110,12 @@ def consumer_figure(explanation: Explanation) -> tuple[Figure, tuple[ConsumerBar
 
     matplotlib.use("Agg")  # files only: no display is needed or wanted
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     bars = consumer_bars(explanation)
     fig, ax = plt.subplots(figsize=(11, 1.2 + 0.55 * max(1, len(bars))))
     rows = np.arange(len(bars))
-    ax.barh(
-        rows,
-        [100 * b.hash_share for b in bars],
-        color=[STUCK_COLOR if b.stuck else TAKING_COLOR for b in bars],
-        hatch=None,
-    )
+    ax.barh(rows, [100 * b.hash_share for b in bars], color=[b.color for b in bars], hatch=None)
     for row, bar in zip(rows.tolist(), bars, strict=True):
         ax.text(
             100 * bar.hash_share + 1,
@@ -113,13 +130,41 @@ def consumer_figure(explanation: Explanation) -> tuple[Figure, tuple[ConsumerBar
     ax.set_xlim(0, 200)
     ax.set_xticks([0, 25, 50, 75, 100])
     ax.set_xlabel("share of the 65535 sticky key hashes (%)")
-    lines = explanation.verdict.lines[:2] if explanation.verdict else ()
-    ax.set_title(
-        "\n".join(lines) or f"subscription {shown(explanation.subscription)}",
-        loc="left",
+    drawn = {b.color for b in bars}
+    ax.legend(
+        handles=[
+            Patch(color=color, label=label)
+            for color, label in (
+                (TAKING_COLOR, "takes messages"),
+                (HOLDER_COLOR, "holds hashes a consumer waits for"),
+                (STUCK_COLOR, "takes no messages"),
+            )
+            if color in drawn
+        ],
+        # Beside the axes: inside, it would hide the notes of long bars.
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
         fontsize="small",
     )
+    ax.set_title(_title(explanation), loc="left", fontsize="small")
     return fig, bars
+
+
+def _title(explanation: Explanation) -> str:
+    """The whole verdict, each line wrapped at spaces only: a name such as ``old-0`` is
+    never split, and nothing is cut."""
+    lines = explanation.verdict.lines if explanation.verdict else ()
+    wrapped = [
+        textwrap.fill(
+            line,
+            _TITLE_WIDTH,
+            subsequent_indent="  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        for line in lines
+    ]
+    return "\n".join(wrapped) or f"subscription {shown(explanation.subscription)}"
 
 
 def plot_consumers(explanation: Explanation, path: str | Path) -> tuple[ConsumerBar, ...]:
@@ -223,6 +268,7 @@ def _held(ax: PolarAxes, held: tuple[HeldHash, ...], colors: Mapping[str, ColorT
 
 
 __all__ = [
+    "HOLDER_COLOR",
     "STUCK_COLOR",
     "TAKING_COLOR",
     "ConsumerBar",

@@ -32,13 +32,9 @@ from keyshared._checks import check_int, check_mapping
 from keyshared._core import HashRange
 from keyshared._jsonfile import parse_json
 from keyshared.errors import ArgumentTypeError, InvalidArgument
-from keyshared.explain.subscription import (
-    DEFAULT_TIMEOUT_S,
-    HttpStatusError,
-    check_keys,
-    http_get,
-    shown,
-)
+from keyshared.explain.admin import DEFAULT_TIMEOUT_S, HttpStatusError, http_get
+from keyshared.explain.keys import check_keys
+from keyshared.explain.stats import shown
 from keyshared.routing.hashing import key_hash
 from keyshared.routing.router import SegmentRouter
 from keyshared.scalable.coordinator import compute_assignment, is_assignable

@@ -1,0 +1,108 @@
+"""The keys to explain: a sample of keys with message counts, read from a file or given as a
+mapping, and lists of keys, checked before anything is computed from them."""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from keyshared._checks import check_int, check_mapping
+from keyshared.errors import ArgumentTypeError, InvalidArgument
+
+
+def decode_utf8(source: str, data: bytes) -> str:
+    """``data`` decoded as UTF-8 (a BOM dropped); a ValueError naming ``source`` and the
+    offset of the first bad byte otherwise."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InvalidArgument(
+            f"{source}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})"
+        ) from None
+
+
+#: The largest message count of a key sample: counts add up in float64, exact to 2**53.
+MAX_COUNT = 2**53
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of ``text``, split at ``\n`` and ``\r\n`` only: a key may hold any other
+    character (``str.splitlines`` would also split at ``\v``, U+001C, U+0085, U+2028...).
+    A final line break ends the last line rather than starting an empty one."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+_COUNT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def load_keys(path: str | Path) -> dict[str, int]:
+    """A key sample with message counts: a ``.csv`` file (any letter case) of
+    ``key[,count]`` rows (a first row whose count is not a number is a header), else one
+    key per line, each counting once. A key listed twice adds up. Lines end at ``\n`` or
+    ``\r\n``; counts are decimal digits, at most ``MAX_COUNT`` in all. Errors name the
+    file (and line)."""
+    lines = split_lines(decode_utf8(str(path), Path(path).read_bytes()))
+    sample: dict[str, int] = {}
+    if Path(path).suffix.lower() != ".csv":
+        for key in lines:
+            sample[key] = sample.get(key, 0) + 1
+        return sample
+    for line, row in enumerate(csv.reader(lines), start=1):
+        if not row:
+            continue
+        count = row[1].strip() if len(row) > 1 else "1"
+        if not _COUNT.fullmatch(count):
+            if line == 1:
+                continue
+            raise InvalidArgument(f"{path}:{line}: count {count[:40]!r} is not an integer")
+        sample[row[0]] = sample.get(row[0], 0) + check_int(
+            f"{path}:{line} count", int(count), minimum=0, maximum=MAX_COUNT
+        )
+    check_int(f"{path}: the total count", sum(sample.values()), maximum=MAX_COUNT)
+    return sample
+
+
+def check_sample(sample: object) -> dict[str, int] | None:
+    """A key sample (key -> messages) checked: str keys, int counts >= 0, at most
+    ``MAX_COUNT`` in all; errors name ``sample[key]``."""
+    if sample is None:
+        return None
+    checked = {
+        check_str(f"sample key {k!r}", k): check_int(
+            f"sample[{k!r}]", v, minimum=0, maximum=MAX_COUNT
+        )
+        for k, v in check_mapping("sample", sample).items()
+    }
+    check_int("sample: the total count", sum(checked.values()), maximum=MAX_COUNT)
+    return checked
+
+
+def check_keys(keys: object) -> tuple[str, ...]:
+    """``keys``, a sequence of str (a lone str is refused: it is not seven keys)."""
+    if isinstance(keys, str | bytes):
+        raise ArgumentTypeError(f"keys must be a sequence of str, got one {type(keys).__name__}")
+    if not isinstance(keys, Iterable):
+        raise ArgumentTypeError(f"keys must be a sequence of str, got {type(keys).__name__}")
+    return tuple(check_str(f"keys[{i}]", k) for i, k in enumerate(keys))
+
+
+def check_str(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}")
+    return value
+
+
+__all__ = [
+    "MAX_COUNT",
+    "check_keys",
+    "check_sample",
+    "check_str",
+    "decode_utf8",
+    "load_keys",
+    "split_lines",
+]
