@@ -767,6 +767,8 @@ def test_watch_prints_what_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         (["--timeout", "nan"], "--timeout must be a finite number of seconds > 0, got nan"),
         (["--timeout", "-1"], "--timeout must be a finite number of seconds > 0, got -1.0"),
         (["--timeout", "inf"], "--timeout must be a finite number of seconds > 0, got inf"),
+        (["--timeout", "1e300"], "--timeout must be at most 31536000 seconds (a year), got 1e+300"),
+        (["--watch", "1e300"], "--watch must be at most 31536000 seconds (a year), got 1e+300"),
         (["--max-unacked", "-3"], "--max-unacked must be >= 0, got -3"),
     ],
 )

@@ -124,6 +124,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 # Replaced in tests, so that --watch runs without waiting.
 _sleep = time.sleep
 
+#: The longest --timeout or --watch, in seconds: a year. Python's waits overflow not far
+#: beyond 292 years (less the machine's uptime), and no request or poll needs as long.
+MAX_SECONDS = 365 * 24 * 3600
+
+
+def _check_seconds(flag: str, value: float) -> None:
+    explaining.check_timeout(flag, value)
+    if value > MAX_SECONDS:
+        raise InvalidArgument(f"{flag} must be at most {MAX_SECONDS} seconds (a year), got {value}")
+
 
 def _check_explain_args(args: argparse.Namespace) -> None:
     if (args.url is None) == (args.stats is None):
@@ -134,9 +144,9 @@ def _check_explain_args(args: argparse.Namespace) -> None:
         explain_scalable.scalable_topic_name(args.topic)
     if args.all_partitions and args.url is None:
         raise InvalidArgument("--all-partitions needs --url and --topic")
-    explaining.check_timeout("--timeout", args.timeout)
+    _check_seconds("--timeout", args.timeout)
     if args.watch is not None:
-        explaining.check_timeout("--watch", args.watch)
+        _check_seconds("--watch", args.watch)
         if args.stats == "-":
             raise InvalidArgument("--watch re-reads the stats: give a file or --url, not stdin")
     if args.count is not None:
