@@ -35,15 +35,30 @@ def check_int(
     return value
 
 
-def check_index(name: str, value: object, minimum: int, maximum: int) -> int:
-    """``value`` as a plain int within bounds, from anything with ``__index__`` (a NumPy
-    integer too) but ``bool``, as the native core takes integers."""
+def _plain_int(name: str, value: object) -> int:
+    """``value`` as a plain int, from anything with ``__index__`` (a NumPy integer too) but
+    ``bool``, as the native core takes integers."""
     if isinstance(value, bool):
         raise ArgumentTypeError(f"{name} must be an int, got bool")
     try:
-        number = operator.index(value)  # type: ignore[arg-type]
+        return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__}") from None
+
+
+def check_integer(
+    name: str, value: object, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """:func:`check_int` of ``value`` as a plain int, from anything with ``__index__`` (a
+    NumPy integer too) but ``bool``: for a Python function beside native ones that take
+    such integers."""
+    return check_int(name, _plain_int(name, value), minimum=minimum, maximum=maximum)
+
+
+def check_index(name: str, value: object, minimum: int, maximum: int) -> int:
+    """``value`` as a plain int within bounds, from anything with ``__index__`` (a NumPy
+    integer too) but ``bool``, as the native core takes integers."""
+    number = _plain_int(name, value)
     if not minimum <= number <= maximum:
         raise InvalidArgument(f"{name} must be in [{minimum}, {maximum}], got {number}")
     return number

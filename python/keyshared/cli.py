@@ -218,10 +218,17 @@ def _print_routes(rows: list[dict[str, Any]], out: TextIO) -> None:
     )
 
 
-def _stdin_keys() -> list[str]:
+def _stdin_keys(instead: str) -> list[str]:
     """One key per line of standard input; a byte order mark before the first is the
-    encoding's (as Windows tools write it), not part of the key."""
-    keys = [line.rstrip("\r\n") for line in sys.stdin]
+    encoding's (as Windows tools write it), not part of the key. ``instead`` names the
+    other ways to give keys, for the error when there is no standard input to read."""
+    stream = sys.stdin
+    if stream is None or stream.closed:
+        raise InvalidArgument(
+            f"--stdin: standard input is closed, where keys were expected one a line;"
+            f" give {instead}"
+        )
+    keys = [line.rstrip("\r\n") for line in stream]
     if keys:
         keys[0] = keys[0].removeprefix("\ufeff")
     return keys
@@ -232,7 +239,7 @@ def _run_route(args: argparse.Namespace, out: TextIO) -> int:
     if args.stdin and args.layout == "-":
         raise InvalidArgument("--stdin and --layout - cannot both read standard input")
     if args.stdin:
-        keys.extend(_stdin_keys())
+        keys.extend(_stdin_keys("KEY arguments"))
     if not keys:
         raise InvalidArgument("no keys given: pass KEY arguments or --stdin")
     version = _pulsar_version(args)
@@ -365,7 +372,7 @@ def _audit_keys(args: argparse.Namespace) -> Counter[str]:
     if args.keys_file is not None:
         sample.update(load_keys(args.keys_file))
     if args.stdin:
-        sample.update(_stdin_keys())
+        sample.update(_stdin_keys("KEY arguments or --keys FILE"))
     if not sample:
         raise InvalidArgument("no keys given: pass KEY arguments, --keys FILE or --stdin")
     return sample

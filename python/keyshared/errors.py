@@ -11,6 +11,8 @@ written before this module existed would catch:
   layout's current state does not allow (splitting a segment of one hash, merging segments that
   are not adjacent, changing a sealed segment);
 - :class:`ScenarioError` is an :class:`InvalidArgument`: a simulator scenario that cannot run;
+- :class:`OutOfRange` is an :class:`InvalidArgument` and an ``IndexError``: a value outside
+  what an object spans (a hash beyond a namespace's bundles), where Python looks up by index;
 - :class:`ArgumentTypeError` is a ``TypeError``: an argument of a type the call does not take;
 - :class:`NotFound` is a ``KeyError``: something a stateful object was asked about that it does
   not hold (a cursor's bucket that is not open);
@@ -28,6 +30,7 @@ __all__ = [
     "InvalidArgument",
     "KeysharedError",
     "NotFound",
+    "OutOfRange",
     "RefusedChange",
     "ScenarioError",
     "UnknownConsumer",
@@ -48,6 +51,10 @@ class RefusedChange(InvalidArgument):
 
 class ScenarioError(InvalidArgument):
     """A simulator scenario that cannot run: the message names the field."""
+
+
+class OutOfRange(InvalidArgument, IndexError):
+    """A value outside what an object spans; the message names the argument and its range."""
 
 
 class ArgumentTypeError(KeysharedError, TypeError):

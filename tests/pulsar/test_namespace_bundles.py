@@ -12,6 +12,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from keyshared.errors import OutOfRange
 from keyshared.loadbalance import (
     FULL_UPPER_BOUND,
     NamespaceBundle,
@@ -71,8 +72,12 @@ class TestNamespaceBundlesTest:
         tail = sorted({p for p in partitions if p >= hash_key} | {hash_key})
         new_partitions = [p for p in tail if p >= tail[1]]
         narrowed = NamespaceBundles("pulsar/ns2", new_partitions)
-        with pytest.raises(IndexError, match="outside the bundles"):
+        with pytest.raises(OutOfRange) as outside:
             narrowed.find_bundle(other)
+        assert str(outside.value) == (
+            f"topic_name {other!r} (hash 0x{hash_key:08x}) is outside the bundles of "
+            f"pulsar/ns2 [0x{new_partitions[0]:08x}, 0x{new_partitions[-1]:08x}]"
+        )
 
     def test_split_bundles(self) -> None:
         bundles = NamespaceBundles(NS1)
@@ -323,8 +328,13 @@ class TestBadInput:
         assert one.get_bundle(FULL_UPPER_BOUND) == NamespaceBundle(
             FULL_UPPER_BOUND, FULL_UPPER_BOUND, NS1
         )
-        with pytest.raises(IndexError):
+        # The library's refusal of a bad argument, still the IndexError it was before.
+        with pytest.raises(IndexError) as outside:
             one.get_bundle(0)
+        assert isinstance(outside.value, OutOfRange) and isinstance(outside.value, ValueError)
+        assert str(outside.value) == (
+            f"hash_value 0x00000000 is outside the bundles of {NS1} [0xffffffff, 0xffffffff]"
+        )
 
 
 @st.composite

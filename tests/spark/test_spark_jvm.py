@@ -5,6 +5,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +30,7 @@ from spark_udfs import (
     route_udf,
     with_routing,
 )
-from spark_udfs.jvm import layout_json, register_functions
+from spark_udfs.jvm import column, layout_json, partition_column, register_functions
 from spark_udfs.layouts import routing_table
 
 LAYOUT = [
@@ -194,6 +195,35 @@ def test_nulls_fail_unless_a_null_key_is_given(spark: SparkSession) -> None:
         )
         routed = with_routing(df, "k", LAYOUT, null_key=null_key, engine="jvm")
         assert [r.bucket for r in routed.orderBy("i").collect()] == want["bucket"].tolist()
+
+
+def test_expressions_are_equal_by_their_arguments_as_catalyst_compares_them(
+    spark: SparkSession,
+) -> None:
+    # Catalyst finds repeated subexpressions and compares plans by equals and hashCode, and
+    # copies a tree by the product's elements, which are the constructor's arguments.
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    utils = jvm.org.apache.spark.sql.classic.ExpressionUtils
+    key = F.col("k")
+    table = routing_table(LAYOUT)
+
+    def route(null_key: bytes) -> Any:
+        return utils.expression(column(spark, "ks_route", key, table, null_key)._jc)
+
+    def partition(n: int) -> Any:
+        return utils.expression(partition_column(spark, key, n, "kafka")._jc)
+
+    routed, again = route(b"\x00n"), route(b"\x00n")
+    assert routed.equals(again) and routed.hashCode() == again.hashCode()
+    assert not routed.equals(route(b"\x00m"))
+    assert routed.productArity() == 4 and routed.productElement(0).equals(utils.expression(key._jc))
+    assert bytes(routed.productElement(3)) == b"\x00n"
+    assert partition(8).equals(partition(8)) and partition(8).hashCode() == partition(8).hashCode()
+    assert not partition(8).equals(partition(9)) and not partition(8).equals(routed)
+    assert partition(8).productArity() == 3 and partition(8).productElement(2) == 8
+    with pytest.raises(Py4JJavaError, match="IndexOutOfBoundsException: 3"):
+        partition(8).productElement(3)
 
 
 def test_register_binds_the_layout_and_null_key_for_sql(spark: SparkSession) -> None:

@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 
 from keyshared import TopicLayout, create_migrated_metadata
 from keyshared.routing import HashingScheme, Partitioner, choose_partition, partition
-from keyshared.scalable import MAX_CELLS, MigrationAudit, Risk, audit_migration, display_key
+from keyshared.scalable import (
+    MAX_CELLS,
+    MigrationAudit,
+    MigrationPlan,
+    Risk,
+    audit_migration,
+    display_key,
+)
 
 KEY = st.one_of(st.text(max_size=16), st.binary(max_size=16), st.none())
 KEYS = st.lists(KEY, max_size=60)
@@ -324,6 +331,16 @@ def test_a_matrix_beyond_the_limit_is_refused_before_any_allocation() -> None:
     assert audit.keys.shape == (4096, 4096)
 
 
+def test_partition_counts_are_any_integer_as_the_partitioners_take() -> None:
+    keys = [f"k{i}" for i in range(50)]
+    want = audit_migration(keys, "kafka", 4, 8)
+    for n, m in [(np.int64(4), 8), (4, np.uint16(8)), (np.int32(4), np.int64(8))]:
+        audit = audit_migration(keys, "kafka", n, m)
+        assert type(audit.num_partitions) is int and audit.to_dict() == want.to_dict()
+    plan = MigrationPlan.of("kafka", np.int64(4), np.int64(8))
+    assert (plan.num_partitions, plan.target) == (4, 8) and type(plan.target) is int
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
@@ -333,6 +350,15 @@ def test_a_matrix_beyond_the_limit_is_refused_before_any_allocation() -> None:
         ({"num_partitions": True}, TypeError, "num_partitions must be an int"),
         ({"target": 0}, ValueError, "target must be >= 1"),
         ({"target": "4"}, TypeError, "target must be a TopicLayout or an int, got str"),
+        ({"num_partitions": 4.0}, TypeError, "num_partitions must be an int, got float"),
+        ({"num_partitions": np.bool_(True)}, TypeError, "num_partitions must be an int, got bool"),
+        (
+            {"target": np.float64(8)},
+            TypeError,
+            "target must be a TopicLayout or an int, got float64",
+        ),
+        ({"target": np.bool_(True)}, TypeError, "target must be a TopicLayout or an int, got bool"),
+        ({"target": np.int64(0)}, ValueError, "target must be >= 1, got 0"),
         ({"weights": [1, 2]}, ValueError, r"weights must hold one weight per key \(3\), got 2"),
         ({"weights": [1, -1, 0]}, ValueError, r"weights must not be negative \(index 1\)"),
         ({"weights": [1, float("nan"), 0]}, ValueError, r"weights must be finite \(index 1\)"),

@@ -3,6 +3,7 @@
 import argparse
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -337,6 +338,18 @@ def test_python_dash_m_keyshared() -> None:
         check=True,
     )
     assert "248bfa47" in done.stdout
+
+
+def test_route_stdin_closed_entirely_exits_2_naming_the_other_way() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "keyshared", "route", "--stdin"],
+        preexec_fn=lambda: os.close(0),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert "--stdin: standard input is closed" in done.stderr
+    assert done.stderr.endswith("give KEY arguments\n")
 
 
 # --- --pulsar-version ------------------------------------------------------------------------

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -111,6 +113,23 @@ def test_bad_input_exits_2_naming_the_problem(
     assert run("audit", *argv)[0] == 2
     err = capsys.readouterr().err
     assert err.startswith("keyshared audit: error: ") and message in err
+
+
+def test_stdin_closed_entirely_exits_2_saying_where_keys_go() -> None:
+    # With file descriptor 0 closed the interpreter has no sys.stdin at all (None), which an
+    # empty stdin (/dev/null) does not show.
+    done = subprocess.run(
+        [sys.executable, "-m", "keyshared", "audit", "--stdin", "--from", "kafka",
+         "--partitions", "4", "--to-partitions", "8"],
+        preexec_fn=lambda: os.close(0),
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == (
+        "keyshared audit: error: --stdin: standard input is closed, where keys were expected"
+        " one a line; give KEY arguments or --keys FILE\n"
+    )
 
 
 def test_a_target_is_required(capsys: pytest.CaptureFixture[str]) -> None:

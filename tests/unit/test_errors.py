@@ -21,6 +21,7 @@ from keyshared.errors import (
     InvalidArgument,
     KeysharedError,
     NotFound,
+    OutOfRange,
     RefusedChange,
     ScenarioError,
     UnknownConsumer,
@@ -38,6 +39,8 @@ from keyshared.simulate import Scenario
         (InvalidArgument, ValueError),
         (RefusedChange, ValueError),
         (ScenarioError, ValueError),
+        (OutOfRange, ValueError),
+        (OutOfRange, IndexError),
         (ArgumentTypeError, TypeError),
         (NotFound, KeyError),
         (UnknownConsumer, KeyError),
@@ -55,6 +58,7 @@ def test_every_class_is_a_keyshared_error_and_its_builtin(
 def test_refinements_are_their_parents() -> None:
     assert issubclass(RefusedChange, InvalidArgument)
     assert issubclass(ScenarioError, InvalidArgument)
+    assert issubclass(OutOfRange, InvalidArgument)
     assert issubclass(UnknownConsumer, NotFound)
 
 

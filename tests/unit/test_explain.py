@@ -798,6 +798,8 @@ def test_watch_prints_what_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         (["--timeout", "nan"], "--timeout must be a finite number of seconds > 0, got nan"),
         (["--timeout", "-1"], "--timeout must be a finite number of seconds > 0, got -1.0"),
         (["--timeout", "inf"], "--timeout must be a finite number of seconds > 0, got inf"),
+        (["--timeout", "1e300"], "--timeout must be at most 31536000 seconds (a year), got 1e+300"),
+        (["--watch", "1e300"], "--watch must be at most 31536000 seconds (a year), got 1e+300"),
         (["--max-unacked", "-3"], "--max-unacked must be >= 0, got -3"),
     ],
 )
@@ -806,6 +808,14 @@ def test_bad_timings_are_refused_naming_the_flag(
 ) -> None:
     assert main(["explain", str(HELD), "--subscription", SUB, *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_library_refuses_a_timeout_beyond_a_year_as_the_command_does() -> None:
+    from keyshared.errors import InvalidArgument
+    from keyshared.explain.admin import http_get
+
+    with pytest.raises(InvalidArgument, match=r"timeout must be at most 31536000 seconds"):
+        http_get("http://127.0.0.1:9/", timeout_s=1e300)
 
 
 # --- sources ------------------------------------------------------------------------------

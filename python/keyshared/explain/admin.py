@@ -26,12 +26,20 @@ from keyshared.scalable.topic_name import TopicDomain, TopicName
 DEFAULT_TIMEOUT_S = 10.0
 
 
+#: The longest timeout or interval, in seconds: a year. Python's waits overflow well below
+#: ``threading.TIMEOUT_MAX`` (a sleep adds the machine's uptime to its deadline).
+MAX_SECONDS = 365 * 24 * 3600
+
+
 def check_timeout(name: str, value: object) -> float:
-    """A timeout or interval in seconds: a finite number > 0; the error names ``name``."""
+    """A timeout or interval in seconds: a finite number > 0 and at most a year
+    (:data:`MAX_SECONDS`); the error names ``name``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ArgumentTypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
     if not math.isfinite(value) or value <= 0:
         raise InvalidArgument(f"{name} must be a finite number of seconds > 0, got {value}")
+    if value > MAX_SECONDS:
+        raise InvalidArgument(f"{name} must be at most {MAX_SECONDS} seconds (a year), got {value}")
     return float(value)
 
 

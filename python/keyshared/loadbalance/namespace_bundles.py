@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from keyshared._checks import check_int, check_name
-from keyshared.errors import ArgumentTypeError, InvalidArgument
+from keyshared.errors import ArgumentTypeError, InvalidArgument, OutOfRange
 from keyshared.loadbalance.bundles import (
     FULL_LOWER_BOUND,
     FULL_UPPER_BOUND,
@@ -77,18 +77,24 @@ class NamespaceBundles:
         return len(self.partitions) - 1
 
     def get_bundle(self, hash_value: int) -> NamespaceBundle:
-        """The bundle holding a ring hash; ``IndexError`` outside the boundaries.
+        """The bundle holding a ring hash; :class:`~keyshared.errors.OutOfRange` (an
+        ``IndexError``) outside the boundaries.
 
         Pulsar's binary search also fails for a hash equal to the last boundary, which
         its closed last range does hold; here that hash finds the last bundle.
         """
         check_int("hash_value", hash_value, minimum=FULL_LOWER_BOUND, maximum=FULL_UPPER_BOUND)
+        return self._bundle(hash_value, f"hash_value 0x{hash_value:08x}")
+
+    def _bundle(self, hash_value: int, label: str) -> NamespaceBundle:
+        """:meth:`get_bundle` of a checked hash; ``label`` names it, and where it came from,
+        in the error."""
         index = bisect.bisect_right(self.partitions, hash_value) - 1
         if hash_value == self.partitions[-1] == FULL_UPPER_BOUND:
             index = self.size() - 1
         if not 0 <= index < self.size():
-            raise IndexError(
-                f"hash 0x{hash_value:08x} is outside the bundles of {self.namespace} "
+            raise OutOfRange(
+                f"{label} is outside the bundles of {self.namespace} "
                 f"[0x{self.partitions[0]:08x}, 0x{self.partitions[-1]:08x}]"
             )
         return self.bundles[index]
@@ -100,7 +106,9 @@ class NamespaceBundles:
         *,
         pulsar_version: str = DEFAULT_PULSAR_VERSION,
     ) -> NamespaceBundle:
-        """The bundle of a topic of this namespace (``ValueError`` for another namespace).
+        """The bundle of a topic of this namespace (``ValueError`` for another namespace;
+        :class:`~keyshared.errors.OutOfRange`, an ``IndexError``, when its hash is outside the
+        boundaries).
 
         The topic name is read as Pulsar ``pulsar_version`` reads it (see
         :func:`~keyshared.loadbalance.topic_namespace`): ``"4.2"``, the default, refuses v1
@@ -112,7 +120,13 @@ class NamespaceBundles:
             raise InvalidArgument(
                 f"topic_name {topic_name!r} is in namespace {namespace!r}, not {self.namespace!r}"
             )
-        return self.get_bundle(hash_function(full_name))
+        hash_value = check_int(
+            f"the hash of {full_name!r}",
+            hash_function(full_name),
+            minimum=FULL_LOWER_BOUND,
+            maximum=FULL_UPPER_BOUND,
+        )
+        return self._bundle(hash_value, f"topic_name {topic_name!r} (hash 0x{hash_value:08x})")
 
     def validate_bundle(self, bundle: NamespaceBundle) -> None:
         """Raise ``ValueError`` unless ``bundle`` is one of these bundles."""

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from keyshared._checks import check_int, check_weights
+from keyshared._checks import check_int, check_integer, check_weights
 from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.routing.partitioners import Partitioner, partitions
 from keyshared.routing.router import legacy_hashing_scheme
@@ -121,16 +121,16 @@ class MigrationPlan:
     ) -> MigrationPlan:
         """Checks every argument; ValueError or TypeError naming the first bad one."""
         partitioner = check_partitioner("source", source)
-        n = check_int("num_partitions", num_partitions, minimum=1, maximum=MAX_PARTITIONS)
+        n = check_integer("num_partitions", num_partitions, minimum=1, maximum=MAX_PARTITIONS)
         if isinstance(target, TopicLayout):
             legacy = _legacy_partitioner(target, n)
             risk = Risk.NO_DRAIN if legacy is None else Risk.LEGACY_SCHEME_DIFFERS
             plan = cls(partitioner, n, target, legacy, risk)
-        elif isinstance(target, bool) or not isinstance(target, int):
+        elif isinstance(target, bool) or not hasattr(type(target), "__index__"):
             kind = type(target).__name__
             raise ArgumentTypeError(f"target must be a TopicLayout or an int, got {kind}")
         else:
-            m = check_int("target", target, minimum=1, maximum=MAX_PARTITIONS)
+            m = check_integer("target", target, minimum=1, maximum=MAX_PARTITIONS)
             plan = cls(partitioner, n, m, None, Risk.PARTITION_CHANGES)
         plan._check_size()
         return plan
@@ -399,7 +399,8 @@ def audit_migration(
     sample_size: int = DEFAULT_SAMPLE_SIZE,
 ) -> MigrationAudit:
     """The audit of moving ``keys`` from ``num_partitions`` partitions placed by ``source``
-    to ``target`` (a layout, or a partition count under the same partitioner).
+    to ``target`` (a layout, or a partition count under the same partitioner). Partition
+    counts are any integers but bool (NumPy ones too), as :func:`partitions` takes them.
 
     ``keys``: a sequence or iterable of str/bytes/None (or, for Iceberg and Spark, of ints and
     None: Python or NumPy integers), a NumPy integer array or an Arrow array; each entry

@@ -1,6 +1,5 @@
 package io.keyshared.spark;
 
-import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -31,11 +30,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>The layout (ks_route only) and the null key's bytes are fixed when the expression is
  * built, at analysis, and travel inside the plan. A null key hashes as {@code nullKey} when
  * one is given, else fails the task with {@link KeysharedException#nullKey}.
- *
- * <p>It extends {@code Expression} rather than {@code UnaryExpression}, whose final Scala
- * bridge methods a Java subclass cannot satisfy.
  */
-public final class KeyExpression extends Expression implements Serializable {
+public final class KeyExpression extends ProductExpression {
   private static final long serialVersionUID = 1L;
   private static final String MURMUR = Murmur3.class.getName();
 
@@ -162,45 +158,7 @@ public final class KeyExpression extends Expression implements Serializable {
   }
 
   @Override
-  public int productArity() {
-    return 4;
-  }
-
-  @Override
-  public Object productElement(int n) {
-    switch (n) {
-      case 0:
-        return child;
-      case 1:
-        return function;
-      case 2:
-        return router;
-      case 3:
-        return nullKey;
-      default:
-        throw new IndexOutOfBoundsException(Integer.toString(n));
-    }
-  }
-
-  @Override
-  public boolean canEqual(Object other) {
-    return other instanceof KeyExpression;
-  }
-
-  @Override
-  public boolean equals(Object other) {
-    if (!(other instanceof KeyExpression)) {
-      return false;
-    }
-    KeyExpression o = (KeyExpression) other;
-    return child.equals(o.child)
-        && function == o.function
-        && Objects.equals(router, o.router)
-        && Arrays.equals(nullKey, o.nullKey);
-  }
-
-  @Override
-  public int hashCode() {
-    return Objects.hash(child, function, router, Arrays.hashCode(nullKey));
+  protected Object[] fields() {
+    return new Object[] {child, function, router, nullKey};
   }
 }

@@ -1,6 +1,5 @@
 package io.keyshared.spark;
 
-import java.io.Serializable;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
@@ -28,7 +27,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * generation. NULL where that system picks no fixed partition for the key. The partitioner and
  * the partition count are constants, checked when the call is built, at analysis.
  */
-public final class PartitionExpression extends Expression implements Serializable {
+public final class PartitionExpression extends ProductExpression {
   private static final long serialVersionUID = 1L;
   /** The SQL name. */
   public static final String NAME = "ks_partition";
@@ -198,40 +197,7 @@ public final class PartitionExpression extends Expression implements Serializabl
   }
 
   @Override
-  public int productArity() {
-    return 3;
-  }
-
-  @Override
-  public Object productElement(int n) {
-    switch (n) {
-      case 0:
-        return child;
-      case 1:
-        return partitioner;
-      case 2:
-        return numPartitions;
-      default:
-        throw new IndexOutOfBoundsException(Integer.toString(n));
-    }
-  }
-
-  @Override
-  public boolean canEqual(Object other) {
-    return other instanceof PartitionExpression;
-  }
-
-  @Override
-  public boolean equals(Object other) {
-    if (!(other instanceof PartitionExpression)) {
-      return false;
-    }
-    PartitionExpression o = (PartitionExpression) other;
-    return child.equals(o.child) && partitioner == o.partitioner && numPartitions == o.numPartitions;
-  }
-
-  @Override
-  public int hashCode() {
-    return Objects.hash(child, partitioner, numPartitions);
+  protected Object[] fields() {
+    return new Object[] {child, partitioner, numPartitions};
   }
 }
