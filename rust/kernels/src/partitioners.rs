@@ -110,7 +110,9 @@ impl Partitioner {
         match self {
             Self::IcebergBucket => Ok(IntPartitioner::IcebergBucket),
             Self::SparkBucket => Ok(IntPartitioner::SparkBucket),
-            partitioner => Err(InvalidInput::IntKeysUnsupported { partitioner }),
+            partitioner => Err(InvalidInput::IntKeysUnsupported {
+                partitioner: partitioner.into(),
+            }),
         }
     }
 }
