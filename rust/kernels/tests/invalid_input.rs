@@ -16,7 +16,8 @@ use keyshared_kernels::error::{
     Tiling,
 };
 use keyshared_kernels::impacted::validate_assignments;
-use keyshared_kernels::partitioners::{IntColumn, NumPartitions, Partitioner};
+use keyshared_kernels::keys::IntColumn;
+use keyshared_kernels::partitioners::{NumPartitions, Partitioner};
 use keyshared_kernels::pending_acks::{PendingAck, PendingAcks};
 use keyshared_kernels::redelivery::{check_position, MessageRedeliveryController};
 use keyshared_kernels::ring::ConsistentHashingSelector;
