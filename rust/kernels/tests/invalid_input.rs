@@ -8,7 +8,7 @@ use keyshared_kernels::buckets::{
 use keyshared_kernels::cursor::{check_offset, BucketCheckpoints};
 use keyshared_kernels::danube_ring::KeySharedConsumerState;
 use keyshared_kernels::dispatch::sticky::{Dispatched, HoldReason};
-use keyshared_kernels::dispatch::{check_positions, keeps_hash, Selector};
+use keyshared_kernels::dispatch::{check_positions, Selector};
 use keyshared_kernels::draining::DrainingHashes;
 use keyshared_kernels::entry_bucket::{validate_bucket_boundaries, EntryBucketSelector};
 use keyshared_kernels::error::{
@@ -18,7 +18,7 @@ use keyshared_kernels::error::{
 use keyshared_kernels::impacted::validate_assignments;
 use keyshared_kernels::keys::IntColumn;
 use keyshared_kernels::partitioners::{NumPartitions, Partitioner};
-use keyshared_kernels::pending_acks::{PendingAck, PendingAcks};
+use keyshared_kernels::pending_acks::{keeps_hash, PendingAck, PendingAcks};
 use keyshared_kernels::redelivery::{check_position, MessageRedeliveryController};
 use keyshared_kernels::ring::ConsistentHashingSelector;
 use keyshared_kernels::routing::{RoutingTable, SegmentRoute};
