@@ -118,8 +118,9 @@ fn python_bound(max: u64) -> String {
 /// The window's refusal, with keys shown as Python shows the str or bytes they came as.
 fn key_conflict(conflict: &KeyConflict) -> String {
     Python::attach(|py| {
-        let show = |key: &RoutingKey| {
-            routing_key_object(py, key)
+        let show = |(bytes, text): &(Box<[u8]>, bool)| {
+            let key = RoutingKey::new(bytes, *text);
+            routing_key_object(py, &key)
                 .repr()
                 .map_or_else(|_| key.to_string(), |r| r.to_string())
         };

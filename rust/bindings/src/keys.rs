@@ -27,9 +27,8 @@ use pyo3_arrow::{PyArray, PyChunkedArray};
 use crate::conversions::{key_bytes, key_bytes_at, type_name};
 use keyshared_kernels::hashing;
 use keyshared_kernels::keys::{
-    IntBatch, IntChunk, IntValues, KeyBatch, KeyChunk, KeyColumn, PackedKeys,
+    IntBatch, IntChunk, IntColumn, IntValues, KeyBatch, KeyChunk, KeyColumn, PackedKeys,
 };
-use keyshared_kernels::partitioners::IntColumn;
 
 /// What a batch call takes: byte keys only (the key hashes), or also int keys with nulls
 /// kept (the partitioners); the two keep their own words for what they refuse.

@@ -10,11 +10,13 @@ use strum::{EnumString, IntoStaticStr, VariantNames};
 use crate::conversions::{key_bytes, named_arg, numpy, type_name};
 use crate::errors::{self, Raise};
 use crate::keys::{int_arg, is_int, key_column, Keys};
-use keyshared_kernels::keys::IntTyping;
+use keyshared_kernels::jdk_utf8;
+use keyshared_kernels::keys::{IntKey, IntTyping};
 use keyshared_kernels::parallel::default_threads;
 use keyshared_kernels::partitioners::{
-    self as kernels, IcebergValue, IntKey, IntPartitioner, NumPartitions, Partitioner, SparkValue,
+    self as kernels, IntPartitioner, NumPartitions, Partitioner,
 };
+use keyshared_kernels::system_hashes::{self, IcebergValue, SparkValue};
 
 /// The type a key has in its system; Spark hashes an int and a long apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, EnumString, IntoStaticStr, VariantNames)]
@@ -173,13 +175,13 @@ fn partition_keys<'py>(
 #[doc = stub_doc!("murmur2")]
 #[pyfunction]
 fn murmur2(data: &Bound<'_, PyAny>) -> PyResult<i32> {
-    Ok(kernels::murmur2(key_bytes(data, "data")?))
+    Ok(system_hashes::murmur2(key_bytes(data, "data")?))
 }
 
 #[doc = stub_doc!("fnv1a_32")]
 #[pyfunction]
 fn fnv1a_32(data: &Bound<'_, PyAny>) -> PyResult<u32> {
-    Ok(kernels::fnv1a_32(key_bytes(data, "data")?))
+    Ok(system_hashes::fnv1a_32(key_bytes(data, "data")?))
 }
 
 #[doc = stub_doc!("java_string_hash_code")]
@@ -194,10 +196,10 @@ fn java_string_hash_code(key: &Bound<'_, PyAny>) -> PyResult<i32> {
             let units = units
                 .chunks_exact(2)
                 .map(|u| u16::from_le_bytes([u[0], u[1]]));
-            return Ok(kernels::java_string_hash(units));
+            return Ok(system_hashes::java_string_hash(units));
         }
     }
-    Ok(kernels::java_string_hash_utf8(key_bytes(key, "key")?))
+    Ok(system_hashes::java_string_hash_utf8(key_bytes(key, "key")?))
 }
 
 #[doc = stub_doc!("java_utf8")]
@@ -205,7 +207,7 @@ fn java_string_hash_code(key: &Bound<'_, PyAny>) -> PyResult<i32> {
 fn java_utf8<'py>(key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     Ok(PyBytes::new(
         key.py(),
-        &kernels::java_utf8(key_bytes(key, "key")?),
+        &jdk_utf8::java_utf8(key_bytes(key, "key")?),
     ))
 }
 
@@ -214,8 +216,8 @@ fn java_utf8<'py>(key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
 fn iceberg_bucket(value: &Bound<'_, PyAny>, num_buckets: &Bound<'_, PyAny>) -> PyResult<u32> {
     let n = num_partitions(num_buckets, "num_buckets")?;
     let hash = match typed_key(value, None, "value")? {
-        Key::Bytes(b) => kernels::iceberg_hash(IcebergValue::Bytes(b)),
-        Key::Int(k) => kernels::iceberg_hash(k.into()),
+        Key::Bytes(b) => system_hashes::iceberg_hash(IcebergValue::Bytes(b)),
+        Key::Int(k) => system_hashes::iceberg_hash(k.into()),
     };
     Ok(kernels::iceberg_bucket(hash, n))
 }
@@ -226,11 +228,11 @@ fn iceberg_bucket(value: &Bound<'_, PyAny>, num_buckets: &Bound<'_, PyAny>) -> P
 fn spark_hash(value: &Bound<'_, PyAny>, data_type: Option<&Bound<'_, PyAny>>) -> PyResult<i32> {
     let data_type = key_type(data_type, "data_type")?;
     if value.is_none() {
-        return Ok(kernels::SPARK_SEED as i32);
+        return Ok(system_hashes::SPARK_SEED as i32);
     }
     Ok(match typed_key(value, data_type, "value")? {
-        Key::Bytes(b) => kernels::spark_hash(SparkValue::Bytes(b)),
-        Key::Int(k) => kernels::spark_hash(k.into()),
+        Key::Bytes(b) => system_hashes::spark_hash(SparkValue::Bytes(b)),
+        Key::Int(k) => system_hashes::spark_hash(k.into()),
     })
 }
 

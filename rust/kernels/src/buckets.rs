@@ -73,7 +73,7 @@ impl HashRange {
     /// The two halves `[start, mid]` and `[mid + 1, end]`, `mid = start + (end - start) / 2`.
     pub fn split(self) -> KernelResult<(Self, Self)> {
         if self.start == self.end {
-            return Err(InvalidInput::Unsplittable { range: self });
+            return Err(InvalidInput::Unsplittable { range: self.into() });
         }
         let mid = self.start + (self.end - self.start) / 2;
         Ok((
@@ -91,8 +91,8 @@ impl HashRange {
     pub fn merge(self, other: Self) -> KernelResult<Self> {
         if !self.is_adjacent_to(other) {
             return Err(InvalidInput::NotAdjacent {
-                first: self,
-                second: other,
+                first: self.into(),
+                second: other.into(),
             });
         }
         Ok(Self {
@@ -115,6 +115,13 @@ impl HashRange {
             }
         };
         Self::new(i64::from(digits(start)?), i64::from(digits(end)?))
+    }
+}
+
+/// The range as an error carries it: `(start, end)`.
+impl From<HashRange> for (u16, u16) {
+    fn from(range: HashRange) -> Self {
+        (range.start, range.end)
     }
 }
 
@@ -147,7 +154,11 @@ pub fn validate_splits(splits: &[i64]) -> KernelResult<Vec<u16>> {
         }
         let s = s as u16;
         if i == 0 && s < MIN_FIRST_SPLIT {
-            return Err(Tiling::FirstSplitTooLow { value: s }.into());
+            return Err(Tiling::FirstSplitTooLow {
+                value: s,
+                min: MIN_FIRST_SPLIT,
+            }
+            .into());
         }
         if let Some(&prev) = out.last() {
             if s <= prev {

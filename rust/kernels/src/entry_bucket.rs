@@ -9,12 +9,11 @@
 use std::cmp::Ordering;
 
 use super::buckets::{bucket_ranges, HashRange, MAX_HASH, MIN_FIRST_SPLIT, RING_SIZE};
-use super::dispatch::keeps_hash;
 use super::draining::DrainingHashes;
 use super::error::{InvalidInput, KernelResult, StateResult, Tiling};
 use super::hashing::key_hash;
 use super::impacted::{impacted_consumers, merge_ranges, ImpactedConsumers};
-use super::pending_acks::{PendingAck, PendingAcks};
+use super::pending_acks::{keeps_hash, PendingAck, PendingAcks};
 
 /// Pulsar's `validateBucketBoundaries`: ranges `(start, end)` that are ascending, contiguous,
 /// start at 0, tile the 16-bit ring, and leave bucket 0 at least `[0, 1]` wide.
@@ -274,7 +273,7 @@ pub fn key_ring_hash(key: &[u8]) -> u16 {
 /// in `ack` being the bucket's canonical hash): withheld while another consumer drains the
 /// bucket (PIP-379), else recorded as pending for `consumer` if its map allows it. Returns
 /// whether the entry goes. An entry pending in `pending` under another hash is an error
-/// (`dispatch::keeps_hash`), and nothing changes; the map is looked up once.
+/// (`pending_acks::keeps_hash`), and nothing changes; the map is looked up once.
 pub fn dispatch_to(
     consumer: u64,
     ack: PendingAck,

@@ -3,10 +3,14 @@ use std::str::Utf8Error;
 
 use thiserror::Error;
 
-use crate::buckets::{HashRange, MIN_FIRST_SPLIT};
-use crate::partitioners::Partitioner;
-use crate::redelivery::Position;
-use crate::routing_key::RoutingKey;
+/// A message's position, `(ledger_id, entry_id)`.
+type Position = (i64, i64);
+
+/// A hash range's `(start, end)`, both ends inclusive, shown in hex as `0a0b-f0f0`.
+type Range = (u16, u16);
+
+/// A routing key's bytes, and whether it is text (else binary).
+type Key = (Box<[u8]>, bool);
 
 /// An argument a kernel cannot work with: one variant per kind of mistake, carrying its parts
 /// so that a caller can match on what went wrong. The text (`Display`) is the sentence a
@@ -65,11 +69,11 @@ pub enum InvalidInput {
         end_hash: u16,
     },
     /// A range of one hash, which has no halves.
-    #[error("{range} has size 1 and cannot be split")]
-    Unsplittable { range: HashRange },
+    #[error("{} has size 1 and cannot be split", hex(*range))]
+    Unsplittable { range: Range },
     /// Two ranges to merge that do not touch end to start.
-    #[error("{first} and {second} are not adjacent and cannot be merged")]
-    NotAdjacent { first: HashRange, second: HashRange },
+    #[error("{} and {} are not adjacent and cannot be merged", hex(*first), hex(*second))]
+    NotAdjacent { first: Range, second: Range },
     /// Text that is not a hash range in hex form (`"0a0b-f0f0"`).
     #[error("{text:?} is not a hash range like \"0a0b-f0f0\"")]
     NotAHashRange { text: String },
@@ -129,13 +133,12 @@ pub enum InvalidInput {
     /// The dead-letter poison policy without a topic to publish to (empty or blank).
     #[error("the \"dead_letter\" poison policy needs a topic to publish to")]
     NoDeadLetterTopic,
-    /// Int keys for a partitioner that hashes only str or bytes keys.
+    /// Int keys for a partitioner, by its name, that hashes only str or bytes keys.
     #[error(
-        "partitioner {:?} takes str or bytes keys; int keys are for \"iceberg:bucket\" and \
-         \"spark:bucket\"",
-        <&str>::from(*partitioner)
+        "partitioner {partitioner:?} takes str or bytes keys; int keys are for \"iceberg:bucket\" \
+         and \"spark:bucket\""
     )]
-    IntKeysUnsupported { partitioner: Partitioner },
+    IntKeysUnsupported { partitioner: &'static str },
     /// Int keys of `bits` bits (`signed` or not) that do not fit Spark's long.
     #[error("{}int{bits} keys do not fit a long; use int32 or int64 keys", if *signed { "" } else { "u" })]
     IntTooWide { bits: u32, signed: bool },
@@ -176,6 +179,10 @@ fn reserved_hash(position: Option<Position>) -> String {
     }
 }
 
+fn hex((start, end): Range) -> String {
+    format!("{start:04x}-{end:04x}")
+}
+
 /// `a, b and c`.
 fn and_list<T: fmt::Display>(items: &[T]) -> String {
     let items: Vec<String> = items.iter().map(ToString::to_string).collect();
@@ -192,12 +199,12 @@ pub enum Tiling {
     #[error("splits[{index}] = {value} is outside [1, 0xffff]")]
     SplitOutsideRing { index: usize, value: i64 },
     /// The first split point leaves bucket 0 narrower than `[0, 1]`, so that it cannot hold
-    /// its canonical hash 1.
+    /// its canonical hash 1; `min` is the least first split that can.
     #[error(
         "splits[0] = {value} leaves bucket 0 narrower than [0, 1]: the first split must be at \
-         least {MIN_FIRST_SPLIT}"
+         least {min}"
     )]
-    FirstSplitTooLow { value: u16 },
+    FirstSplitTooLow { value: u16, min: u16 },
     /// Split point `index` is not above the one before it.
     #[error("splits must be strictly ascending: splits[{index}] = {value} follows {previous}")]
     SplitsNotAscending {
@@ -230,24 +237,26 @@ pub enum Tiling {
     #[error("active segments must tile 0000-ffff, got none")]
     NoSegments,
     /// Active segment `segment_id` starts before the one before it ends.
-    #[error("active segments must tile 0000-ffff: segment {segment_id} ({range}) overlaps the one before it")]
-    SegmentOverlaps { segment_id: u64, range: HashRange },
+    #[error("active segments must tile 0000-ffff: segment {segment_id} ({}) overlaps the one before it", hex(*range))]
+    SegmentOverlaps { segment_id: u64, range: Range },
     /// Active segment `segment_id` starts past the hash after the one before it.
-    #[error("active segments must tile 0000-ffff: segment {segment_id} ({range}) leaves a gap before it")]
-    SegmentGap { segment_id: u64, range: HashRange },
+    #[error("active segments must tile 0000-ffff: segment {segment_id} ({}) leaves a gap before it", hex(*range))]
+    SegmentGap { segment_id: u64, range: Range },
     /// Active segments that end at `end`, short of 0xffff.
     #[error("active segments must tile 0000-ffff, but they end at {end:04x}")]
     SegmentsShort { end: u16 },
     /// Range assignments (argument `what`) not sorted by start, or overlapping: item `index`,
     /// `range`, does not start past `previous`.
     #[error(
-        "{what} must be sorted and non-overlapping: {what}[{index}] = {range} follows {previous}"
+        "{what} must be sorted and non-overlapping: {what}[{index}] = {} follows {}",
+        hex(*range),
+        hex(*previous)
     )]
     Overlapping {
         what: String,
         index: usize,
-        range: HashRange,
-        previous: HashRange,
+        range: Range,
+        previous: Range,
     },
 }
 
@@ -368,22 +377,33 @@ pub enum DispatchedConflict {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum KeyConflict {
     /// The key is held by an in-flight message: the new one must queue behind it.
-    #[error("key {key} is held by offset {holder}; offset {offset} must queue behind it")]
-    Held {
-        key: RoutingKey,
-        holder: u64,
-        offset: u64,
-    },
+    #[error(
+        "key {} is held by offset {holder}; offset {offset} must queue behind it",
+        key_text(&key.0, key.1)
+    )]
+    Held { key: Key, holder: u64, offset: u64 },
     /// Older messages of the key are queued: the new one must queue behind them.
-    #[error("older messages of key {key} are queued; offset {offset} must queue behind them")]
-    Queued { key: RoutingKey, offset: u64 },
+    #[error(
+        "older messages of key {} are queued; offset {offset} must queue behind them",
+        key_text(&key.0, key.1)
+    )]
+    Queued { key: Key, offset: u64 },
     /// The offset was taken from the queue with another key than the one given now.
-    #[error("offset {offset} was taken with key {held}, not {key}")]
-    OtherKey {
-        offset: u64,
-        held: RoutingKey,
-        key: RoutingKey,
-    },
+    #[error(
+        "offset {offset} was taken with key {}, not {}",
+        key_text(&held.0, held.1),
+        key_text(&key.0, key.1)
+    )]
+    OtherKey { offset: u64, held: Key, key: Key },
+}
+
+/// A routing key as errors and `RoutingKey` show it: a text key as a quoted string, a binary
+/// key as escaped bytes.
+pub(crate) fn key_text(bytes: &[u8], text: bool) -> String {
+    match (text, std::str::from_utf8(bytes)) {
+        (true, Ok(s)) => format!("{s:?}"),
+        _ => format!("bytes \"{}\"", bytes.escape_ascii()),
+    }
 }
 
 pub type KernelResult<T> = Result<T, InvalidInput>;

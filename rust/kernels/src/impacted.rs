@@ -47,8 +47,8 @@ pub fn validate_assignments(assignments: &[(HashRange, u64)], what: &str) -> Ker
             return Err(Tiling::Overlapping {
                 what: what.to_owned(),
                 index: i + 1,
-                range: b,
-                previous: a,
+                range: b.into(),
+                previous: a.into(),
             }
             .into());
         }

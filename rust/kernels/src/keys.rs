@@ -12,7 +12,6 @@ use super::error::{InvalidInput, KernelResult};
 use super::hashing::key_hash;
 use super::lanes::{hash_offsets, is_ascii, LaneHash, Offset};
 use super::parallel::collect_pairs;
-use super::partitioners::IntKey;
 
 /// Keys copied end to end into one buffer, Arrow style. A null is an empty key whose index
 /// is kept, so that the batch replaces it after the keys are mapped.
@@ -734,6 +733,35 @@ pub enum IntTyping {
     Long,
 }
 
+/// An integer key and the type it has in its system: Spark hashes an int and a long apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntKey {
+    Int(i32),
+    Long(i64),
+}
+
+/// The integer type of a NumPy or Arrow key column, by width and sign.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntColumn {
+    pub bits: u32,
+    pub signed: bool,
+}
+
+impl IntColumn {
+    /// Whether the column's keys are ints (true) or longs (false) to Spark: its byte, short
+    /// and int columns (int8, int16, int32) all hash as an int (`Murmur3Hash` widens byte
+    /// and short), long (int64) as a long. Spark has no unsigned types: uint8 and uint16
+    /// fit an int, uint32 needs a long, uint64 fits neither (an error). Iceberg hashes an
+    /// int as the long of the same value, so only Spark's buckets depend on this.
+    pub fn is_int(self) -> KernelResult<bool> {
+        match (self.bits, self.signed) {
+            (8 | 16 | 32, true) | (8 | 16, false) => Ok(true),
+            (64, true) | (32, false) => Ok(false),
+            (bits, signed) => Err(InvalidInput::IntTooWide { bits, signed }),
+        }
+    }
+}
+
 /// A batch of integer keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IntBatch {
@@ -1004,5 +1032,20 @@ mod tests {
             hashes(&batch, 1),
             vec![key_hash(b"x"), key_hash(b"a"), 0x248B_FA47]
         );
+    }
+
+    #[test]
+    fn int_columns_take_sparks_types() {
+        let column = |bits, signed| IntColumn { bits, signed }.is_int();
+        for bits in [8, 16, 32] {
+            assert!(column(bits, true).unwrap());
+        }
+        assert!(!column(64, true).unwrap());
+        assert!(column(8, false).unwrap() && column(16, false).unwrap());
+        assert!(!column(32, false).unwrap());
+        assert!(column(64, false)
+            .unwrap_err()
+            .to_string()
+            .contains("uint64"));
     }
 }

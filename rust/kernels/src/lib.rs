@@ -11,6 +11,7 @@ pub mod error;
 pub mod handoff;
 pub mod hashing;
 pub mod impacted;
+pub mod jdk_utf8;
 pub mod keys;
 pub mod lanes;
 pub mod parallel;
@@ -20,6 +21,7 @@ pub mod redelivery;
 pub mod ring;
 pub mod routing;
 pub mod routing_key;
+pub mod system_hashes;
 #[cfg(test)]
 mod test_rng;
 pub mod window;

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use super::buckets::HashRange;
 use super::draining::DrainingHashes;
-use super::error::{InvalidInput, KernelResult};
+use super::error::{Conflict, InvalidInput, KernelResult};
 
 /// A pending ack as the iterating operations report it; `batch_size` is the remaining
 /// unacked count.
@@ -388,6 +388,26 @@ fn allows(closed: bool, consumer: u64, hash: u16, tracker: Option<&DrainingHashe
         && tracker
             .and_then(|t| t.get_entry(hash))
             .is_none_or(|e| e.consumer_id == consumer)
+}
+
+/// An entry at `position` (ledger id, entry id), about to be dispatched under `hash`, keeps
+/// the hash `held` under which it is pending on `consumer` now, if it is.
+pub fn keeps_hash(
+    position: (i64, i64),
+    hash: u16,
+    held: Option<u16>,
+    consumer: u64,
+) -> KernelResult<()> {
+    match held {
+        Some(held) if held != hash => Err(Conflict::HashChanged {
+            position,
+            consumer,
+            held,
+            hash,
+        }
+        .into()),
+        _ => Ok(()),
+    }
 }
 
 fn missing_hash(ack: PendingAck) -> InvalidInput {

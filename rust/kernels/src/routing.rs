@@ -145,7 +145,7 @@ fn check_tiling(segments: &[SegmentRoute]) -> KernelResult<()> {
     for seg in segments {
         let (start, end) = (u32::from(seg.range.start()), u32::from(seg.range.end()));
         if start != next_start {
-            let (segment_id, range) = (seg.segment_id, seg.range);
+            let (segment_id, range) = (seg.segment_id, seg.range.into());
             return Err(if start < next_start {
                 Tiling::SegmentOverlaps { segment_id, range }
             } else {

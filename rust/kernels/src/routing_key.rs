@@ -1,9 +1,10 @@
-//! A routing key as the dispatch kernels hold it. A leaf module: the error types name keys
-//! without depending on any kernel.
+//! A routing key as the dispatch kernels hold it.
 
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{Hash, Hasher};
+
+use super::error::key_text;
 
 /// A routing key: its bytes, and whether it is a text key (Pulsar's string message key) or a
 /// binary one (its ordering key), so that it is handed back as it came.
@@ -23,13 +24,17 @@ impl RoutingKey {
     }
 }
 
-/// A text key as a quoted string, a binary key as escaped bytes.
+/// A text key as a quoted string, a binary key as escaped bytes, as errors show it.
 impl fmt::Display for RoutingKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.text, std::str::from_utf8(&self.bytes)) {
-            (true, Ok(s)) => write!(f, "{s:?}"),
-            _ => write!(f, "bytes \"{}\"", self.bytes.escape_ascii()),
-        }
+        f.write_str(&key_text(&self.bytes, self.text))
+    }
+}
+
+/// The key as an error carries it: its bytes, and whether it is text.
+impl From<RoutingKey> for (Box<[u8]>, bool) {
+    fn from(key: RoutingKey) -> Self {
+        (key.bytes, key.text)
     }
 }
 

@@ -706,7 +706,7 @@ impl InFlightWindow {
         let Some(state) = self.keys.get(key) else {
             return Ok(());
         };
-        let key = key.clone();
+        let key = key.clone().into();
         Err(match state.holder {
             Some(holder) => KeyConflict::Held {
                 key,
@@ -812,8 +812,8 @@ fn check_same_key(offset: u64, held: &RoutingKey, key: &RoutingKey) -> KernelRes
     }
     Err(KeyConflict::OtherKey {
         offset,
-        held: held.clone(),
-        key: key.clone(),
+        held: held.clone().into(),
+        key: key.clone().into(),
     }
     .into())
 }
@@ -847,7 +847,7 @@ mod tests {
         let mut w = window();
         w.mark_dispatched(1, &key("a"), 100, 0).unwrap();
         let held = KeyConflict::Held {
-            key: key("a"),
+            key: key("a").into(),
             holder: 1,
             offset: 2,
         };
@@ -857,8 +857,8 @@ mod tests {
         assert_eq!(w.take_unblocked(), Some((2, key("a"))));
         let other = KeyConflict::OtherKey {
             offset: 2,
-            held: key("a"),
-            key: key("b"),
+            held: key("a").into(),
+            key: key("b").into(),
         };
         assert_eq!(w.mark_dispatched(2, &key("b"), 100, 0), Err(other.into()));
     }
@@ -867,7 +867,7 @@ mod tests {
     fn key_conflicts_show_the_key() {
         assert_eq!(
             InvalidInput::from(KeyConflict::Queued {
-                key: key("k"),
+                key: key("k").into(),
                 offset: 7
             })
             .to_string(),

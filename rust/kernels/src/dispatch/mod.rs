@@ -17,12 +17,10 @@ use std::ops::{Deref, DerefMut};
 
 use super::draining::DrainingHashes;
 use super::entry_bucket::EntryBucketSelector;
-use super::error::{
-    Conflict, Duplicate, InvalidInput, KernelResult, NotFound, StateError, StateResult,
-};
+use super::error::{Duplicate, InvalidInput, KernelResult, NotFound, StateError, StateResult};
 use super::handoff::register_draining_hashes;
 use super::impacted::ImpactedConsumers;
-use super::pending_acks::{PendingAck, PendingAcks};
+use super::pending_acks::{keeps_hash, PendingAck, PendingAcks};
 use super::redelivery::{check_position, MessageRedeliveryController, Position};
 use super::ring::ConsistentHashingSelector;
 
@@ -301,26 +299,6 @@ pub fn check_pending(position: Position, hash: u16, pending: &PendingAcks) -> Ke
     }
     let held = pending.get(position.0, position.1).map(|(_, h)| h);
     keeps_hash(position, hash, held, pending.consumer_id())
-}
-
-/// [`check_pending`] given the hash `held` under which the entry is pending on `consumer`
-/// now, if it is.
-pub fn keeps_hash(
-    position: Position,
-    hash: u16,
-    held: Option<u16>,
-    consumer: u64,
-) -> KernelResult<()> {
-    match held {
-        Some(held) if held != hash => Err(Conflict::HashChanged {
-            position,
-            consumer,
-            held,
-            hash,
-        }
-        .into()),
-        _ => Ok(()),
-    }
 }
 
 /// The one hand-off rule over every connected consumer's acks; `changed` (the consumer

@@ -4,7 +4,7 @@
 //! is bound by instruction count; the lanes share each instruction.
 
 use super::hashing::key_hash;
-use super::partitioners::{ascii_string_hash, murmur2};
+use super::system_hashes::{ascii_string_hash, murmur2};
 
 /// Offsets into a key buffer: Arrow's i32/i64 and our own usize.
 pub trait Offset: Copy + Send + Sync {
