@@ -448,15 +448,6 @@ impl<'py> FromArg<'py> for RoutingKey {
     }
 }
 
-/// A routing key as it arrived: str when it came as str.
-pub fn routing_key_object<'py>(py: Python<'py>, key: &RoutingKey) -> Bound<'py, PyAny> {
-    if key.text {
-        PyString::new(py, &String::from_utf8_lossy(&key.bytes)).into_any()
-    } else {
-        PyBytes::new(py, &key.bytes).into_any()
-    }
-}
-
 argument!(
     /// A callback (always optional: see [`opt_arg`]).
     Callback(Py<PyAny>) = |obj, what| {

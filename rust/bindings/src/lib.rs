@@ -37,6 +37,7 @@ mod pending_acks;
 mod redelivery;
 mod rings;
 mod routing;
+mod routing_key;
 mod state;
 mod window;
 
