@@ -21,6 +21,7 @@ macro_rules! stub_doc {
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod arrays;
 mod buckets;
 mod conversions;
 mod cursor;

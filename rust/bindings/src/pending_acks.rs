@@ -1,16 +1,17 @@
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use numpy::PyArray1;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 
-use crate::errors::{wrong_type, Raise};
+use crate::errors::{invalid, wrong_type, Raise};
 use pyo3::PyTraverseError;
 
 use super::draining::PyDrainingHashesTracker;
+use crate::arrays::{BatchSizes, I64s, RingHashes};
+use crate::buckets::HashRanges;
 use crate::conversions::{
-    arg, pending_ack, position, same_lengths, BatchSize, BatchSizes, ConsumerId, HashRanges, I64s,
-    RingHash, RingHashes,
+    arg, position, same_lengths, type_name, BatchSize, ConsumerId, FromArg, RingHash,
 };
 use crate::state::{detached, lock, notify, with_state};
 use keyshared_kernels::draining::DrainingHashes;
@@ -404,6 +405,79 @@ impl PyPendingAcksMap {
         });
         let closed = if closed { "True" } else { "False" };
         format!("PendingAcksMap(consumer_id={consumer}, size={len}, closed={closed})")
+    }
+}
+
+/// A pending ack from its four arguments.
+fn pending_ack(
+    ledger_id: &Bound<'_, PyAny>,
+    entry_id: &Bound<'_, PyAny>,
+    batch_size: &Bound<'_, PyAny>,
+    sticky_key_hash: &Bound<'_, PyAny>,
+) -> PyResult<PendingAck> {
+    let (ledger_id, entry_id) = position(ledger_id, entry_id)?;
+    Ok(PendingAck {
+        ledger_id,
+        entry_id,
+        batch_size: arg::<BatchSize>(batch_size, "batch_size")?.0,
+        sticky_key_hash: arg::<RingHash>(sticky_key_hash, "sticky_key_hash")?.0,
+    })
+}
+
+/// Locks pending-acks maps in the one order of level 3: by consumer id, then by address
+/// (an object never moves), whatever order they come in. The guards are in that order.
+pub fn lock_maps<'m>(
+    maps: impl IntoIterator<Item = &'m PyPendingAcksMap>,
+) -> Vec<MutexGuard<'m, PendingAcks>> {
+    let mut maps: Vec<&PyPendingAcksMap> = maps.into_iter().collect();
+    maps.sort_by_key(|m| lock_key(m));
+    maps.into_iter().map(|m| lock(&m.state)).collect()
+}
+
+/// A map's place in the lock order: its consumer id, then its address.
+fn lock_key(map: &PyPendingAcksMap) -> (u64, usize) {
+    (map.consumer_id, std::ptr::from_ref(map) as usize)
+}
+
+/// The pending-acks maps of a hand-off, checked to be distinct and wired to one tracker,
+/// and that tracker (None for no maps).
+pub struct WiredMaps<'py>(
+    pub Vec<Bound<'py, PyPendingAcksMap>>,
+    pub Option<Py<PyDrainingHashesTracker>>,
+);
+
+impl<'py> FromArg<'py> for WiredMaps<'py> {
+    fn from_arg(pending_acks: &Bound<'py, PyAny>, what: &str) -> PyResult<Self> {
+        let mut maps: Vec<Bound<'py, PyPendingAcksMap>> = Vec::new();
+        let mut tracker: Option<Py<PyDrainingHashesTracker>> = None;
+        for (i, item) in pending_acks.try_iter()?.enumerate() {
+            let item = item?;
+            let map = item.cast::<PyPendingAcksMap>().map_err(|_| {
+                wrong_type(format!(
+                    "{what}[{i}] must be a PendingAcksMap, got {}",
+                    type_name(&item)
+                ))
+            })?;
+            let Some(own) = map.get().tracker.as_ref() else {
+                return Err(invalid(format!(
+                    "{what}[{i}] has no tracker to register draining hashes in"
+                )));
+            };
+            match &tracker {
+                Some(t) if !t.is(own) => {
+                    return Err(invalid(format!(
+                        "{what}[{i}] is wired to another tracker than {what}[0]"
+                    )))
+                }
+                Some(_) => {}
+                None => tracker = Some(own.clone_ref(item.py())),
+            }
+            if maps.iter().any(|m| m.is(map)) {
+                return Err(invalid(format!("{what}[{i}] is given twice")));
+            }
+            maps.push(map.clone());
+        }
+        Ok(Self(maps, tracker))
     }
 }
 

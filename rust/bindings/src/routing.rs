@@ -4,11 +4,10 @@ use pyo3::types::PyTuple;
 
 use crate::errors::Raise;
 
-use super::buckets::PyHashRange;
 use super::hashing::{hash_arrays, hash_keys};
-use crate::conversions::{
-    arg, arg_or, key_bytes, numpy, KeyHash, ScalableRelease, SegmentRoutes, Threads, U32s,
-};
+use crate::arrays::U32s;
+use crate::buckets::{PyHashRange, SegmentRoutes};
+use crate::conversions::{arg, arg_or, key_bytes, numpy, KeyHash, ScalableRelease, Threads};
 use keyshared_kernels::hashing::key_hash;
 use keyshared_kernels::routing::{hash_halves, RoutingTable as Table};
 

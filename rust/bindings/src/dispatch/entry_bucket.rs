@@ -5,9 +5,10 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use super::consumer_and_name;
 use super::core::Core;
+use crate::arrays::{BatchSizes, I64s, RingHashes};
+use crate::buckets::BucketBoundaries;
 use crate::conversions::{
-    arg, opt_arg, position, route, same_lengths, BatchSize, BatchSizes, BucketBoundaries,
-    ConsumerId, I64s, RingHash, RingHashes, Splits,
+    arg, opt_arg, position, route, same_lengths, BatchSize, ConsumerId, RingHash, Splits,
 };
 use crate::draining::PyDrainingHashesTracker;
 use crate::entry_bucket::PyEntryBucketSelector;

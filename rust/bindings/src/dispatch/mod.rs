@@ -16,15 +16,14 @@ use strum::VariantArray;
 
 use crate::conversions::{arg, key_bytes, opt_arg, type_name, ConsumerId, QueuedId, StickyKeyHash};
 use crate::errors::{self, Raise};
-use crate::pending_acks::PyPendingAcksMap;
-use crate::state::lock_maps;
+use crate::pending_acks::{lock_maps, PyPendingAcksMap};
 use keyshared_kernels::dispatch::sticky::{Dispatched, HoldReason, ReadEntry};
 use keyshared_kernels::pending_acks::PendingAcks;
 
 /// Each connected consumer's pending-acks map, by consumer id.
 type Maps = BTreeMap<u64, Py<PyPendingAcksMap>>;
 
-/// Every connected consumer's pending acks, locked in the one order (`state::lock_maps`).
+/// Every connected consumer's pending acks, locked in the one order (`lock_maps`).
 fn lock_acks(maps: &Maps) -> Vec<MutexGuard<'_, PendingAcks>> {
     lock_maps(maps.values().map(Py::get))
 }
