@@ -1,15 +1,16 @@
 //! Integer array arguments: a NumPy array of any integer dtype, or any sequence of ints,
 //! each value checked against the argument's range and named by its index when it is not in it.
 
+use std::fmt::Display;
+
 use numpy::{
     Element, PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
 };
-use pyo3::exceptions::PyOverflowError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple};
 
-use crate::conversions::{arg, argument, refuse_bool, type_name, ConsumerId, FromArg};
+use crate::conversions::{arg, argument, int_in, type_name, ConsumerId, FromArg};
 use crate::errors::{invalid, wrong_type, Raise};
 use keyshared_kernels::cursor::MAX_OFFSET;
 use keyshared_kernels::pending_acks::batch_count;
@@ -50,7 +51,7 @@ fn refuse_bools(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
         .iter()
         .position(|item| item.is_instance_of::<PyBool>())
     {
-        Some(i) => refuse_bool(&items[i], &format!("{what}[{i}]")),
+        Some(i) => Err(wrong_type(format!("{what}[{i}] must be an int, got bool"))),
         None => Ok(()),
     }
 }
@@ -74,9 +75,7 @@ fn checked_values<T>(
 ) -> PyResult<Vec<T>> {
     let check = |(i, v): (usize, i128)| {
         if v < min || v > max {
-            return Err(invalid(format!(
-                "{what}[{i}] = {v} is outside [{min}, {max}]"
-            )));
+            return Err(outside(&format!("{what}[{i}]"), v, (min, max)));
         }
         Ok(convert(v))
     };
@@ -85,7 +84,7 @@ fn checked_values<T>(
         // A list NumPy holds as floats or objects (a value beyond int64, a bool, a float):
         // its items one by one, so the error names the one at fault.
         Err(err) if obj.cast::<PyUntypedArray>().is_err() => {
-            return item_values(obj, what)
+            return item_values(obj, what, (min, max))
                 .map_err(|item_err| item_err.unwrap_or(err))?
                 .into_iter()
                 .enumerate()
@@ -113,9 +112,13 @@ fn checked_values<T>(
     }
 }
 
-/// The items of a Python iterable of ints, each checked; `Err(None)` when it is not
-/// iterable (the caller's error then stands).
-fn item_values(obj: &Bound<'_, PyAny>, what: &str) -> Result<Vec<i128>, Option<PyErr>> {
+/// The items of a Python iterable of ints, each checked to be an int, one beyond i128 refused
+/// as outside `range`; `Err(None)` when it is not iterable (the caller's error then stands).
+fn item_values(
+    obj: &Bound<'_, PyAny>,
+    what: &str,
+    range: (i128, i128),
+) -> Result<Vec<i128>, Option<PyErr>> {
     if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
         return Err(None);
     }
@@ -125,17 +128,15 @@ fn item_values(obj: &Bound<'_, PyAny>, what: &str) -> Result<Vec<i128>, Option<P
         .map(|(i, item)| {
             let item = item?;
             let what = format!("{what}[{i}]");
-            refuse_bool(&item, &what)?;
-            item.extract::<i128>().map_err(|err| {
-                if err.is_instance_of::<PyOverflowError>(obj.py()) {
-                    invalid(format!("{what} = {item} is out of range"))
-                } else {
-                    wrong_type(format!("{what} must be an int, got {}", type_name(&item)))
-                }
-            })
+            int_in(&item, &what, || outside(&what, &item, range))
         })
         .collect::<PyResult<Vec<i128>>>()
         .map_err(Some)
+}
+
+/// The refusal of an array's item: `what = value is outside [min, max]`.
+fn outside(what: &str, value: impl Display, (min, max): (i128, i128)) -> PyErr {
+    invalid(format!("{what} = {value} is outside [{min}, {max}]"))
 }
 
 /// The array's values as `W`, converting the dtype only when it differs.

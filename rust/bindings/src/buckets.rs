@@ -8,7 +8,7 @@ use pyo3::types::{PyMapping, PyString, PyTuple};
 
 use crate::arrays::RingHashes;
 use crate::conversions::{
-    arg, argument, each, instance, int_value, prefixed, type_name, ConsumerId, Int, RingHash,
+    arg, argument, each, instance, int_arg, prefixed, type_name, ConsumerId, Int, RingHash,
     SegmentId, Splits, Text, Threads,
 };
 use crate::errors::{wrong_type, Raise};
@@ -230,8 +230,8 @@ fn range_bounds(item: &Bound<'_, PyAny>, what: &str) -> PyResult<(i64, i64)> {
     }
     let (start, end): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract().map_err(|_| bad())?;
     Ok((
-        int_value(&start, &format!("{what}[0]"))?,
-        int_value(&end, &format!("{what}[1]"))?,
+        int_arg(&start, &format!("{what}[0]"))?,
+        int_arg(&end, &format!("{what}[1]"))?,
     ))
 }
 

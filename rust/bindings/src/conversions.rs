@@ -12,7 +12,7 @@ use numpy::{Element, PyArray1};
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 use strum::VariantNames;
 
 use crate::errors::{invalid, wrong_type, Raise};
@@ -148,30 +148,54 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .map_or_else(|_| "?".to_owned(), |n| n.to_string())
 }
 
-argument!(
-    /// An integer argument (anything with `__index__`, not a bool) as i64; a non-integer is a
-    /// TypeError, an integer beyond i64 a ValueError.
-    Int(i64) = int_value
-);
+/// Whether `obj` is an int: a Python int but bool, or what stands for one by `__index__`
+/// (a NumPy integer scalar; str, bytes, floats and NumPy's bool have no `__index__`).
+/// `bool` is an `int` subclass, but `True` as an id or a hash is a mistake, not a 1.
+pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
+    !obj.is_instance_of::<PyBool>()
+        && (obj.is_instance_of::<PyInt>()
+            || obj.hasattr(intern!(obj.py(), "__index__")).unwrap_or(false))
+}
 
-pub fn int_value(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
-    refuse_bool(obj, what)?;
-    obj.extract::<i64>().map_err(|err| {
-        if err.is_instance_of::<PyOverflowError>(obj.py()) {
-            invalid(format!("{what} = {obj} is out of range"))
-        } else {
-            wrong_type(format!("{what} must be an int, got {}", type_name(obj)))
-        }
+/// The one reading of an int argument, as `T`: anything but an int ([`is_int`]) is an
+/// `ArgumentTypeError`, and an int `T` cannot hold is `out_of_range()`, which gives the
+/// bounds of the argument at hand.
+pub fn int_in<'py, T>(
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+    out_of_range: impl FnOnce() -> PyErr,
+) -> PyResult<T>
+where
+    T: for<'a> FromPyObject<'a, 'py, Error = PyErr>,
+{
+    if !is_int(obj) {
+        return Err(wrong_type(format!(
+            "{what} must be an int, got {}",
+            type_name(obj)
+        )));
+    }
+    obj.extract::<T>().map_err(
+        |err| match err.is_instance_of::<PyOverflowError>(obj.py()) {
+            true => out_of_range(),
+            false => err,
+        },
+    )
+}
+
+/// An int argument as i64, the `long` of the Java APIs the library follows.
+pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+    int_in(obj, what, || {
+        invalid(format!(
+            "{what} = {obj} is outside the range of a long ([-2**63, 2**63 - 1])"
+        ))
     })
 }
 
-/// `bool` is an `int` subclass, but `True` as an id or a hash is a mistake, not a 1.
-pub fn refuse_bool(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
-    if obj.is_instance_of::<PyBool>() {
-        return Err(wrong_type(format!("{what} must be an int, got bool")));
-    }
-    Ok(())
-}
+argument!(
+    /// An integer argument (anything with `__index__`, not a bool) as i64; a non-integer is a
+    /// TypeError, an integer beyond i64 a ValueError.
+    Int(i64) = int_arg
+);
 
 argument!(
     /// A `bool` argument; an int or anything else is a mistake, not a truth value.
@@ -184,20 +208,20 @@ argument!(
 
 argument!(
     /// A 16-bit ring hash.
-    RingHash(u16) = |obj, what| ring_hash(int_value(obj, what)?, what).py()
+    RingHash(u16) = |obj, what| ring_hash(int_arg(obj, what)?, what).py()
 );
 
 argument!(
     /// Ascending bucket split points from any sequence of ints.
     Splits(Vec<u16>) = |obj, what| {
-        validate_splits(&each(obj, what, "a sequence of ints", int_value)?).py()
+        validate_splits(&each(obj, what, "a sequence of ints", int_arg)?).py()
     }
 );
 
 argument!(
     /// The thread count of a batch call, at least 1; see [`Threads::or_default`].
     Threads(usize) = |obj, what| {
-        let n = int_value(obj, what)?;
+        let n = int_arg(obj, what)?;
         match usize::try_from(n) {
             Ok(n) if n >= 1 => Ok(n),
             _ => Err(invalid(format!("{what} must be at least 1, got {n}"))),
@@ -215,7 +239,7 @@ impl Threads {
 argument!(
     /// The process-wide default thread count: 0 for one per core, or more.
     DefaultThreads(usize) = |obj, what| {
-        let n = int_value(obj, what)?;
+        let n = int_arg(obj, what)?;
         usize::try_from(n).map_err(|_| {
             invalid(format!("{what} must be 0 (one per core) or more, got {n}"))
         })
@@ -227,13 +251,8 @@ argument!(
 );
 
 fn consumer_value(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
-    refuse_bool(obj, what)?;
-    obj.extract::<u64>().map_err(|err| {
-        if err.is_instance_of::<PyOverflowError>(obj.py()) {
-            invalid(format!("{what} must be in [0, 2**64 - 1], got {obj}"))
-        } else {
-            wrong_type(format!("{what} must be an int, got {}", type_name(obj)))
-        }
+    int_in(obj, what, || {
+        invalid(format!("{what} must be in [0, 2**64 - 1], got {obj}"))
     })
 }
 
@@ -253,26 +272,15 @@ pub fn segment_bucket(
     ))
 }
 
-/// A non-negative int up to `max`, as u64.
+/// A non-negative int up to `max`, as u64; a plain int that fits i64 is read without the
+/// wider conversion.
 fn bounded_value(obj: &Bound<'_, PyAny>, what: &str, max: u64, bound: &str) -> PyResult<u64> {
-    refuse_bool(obj, what)?;
-    if let Some(v) = obj
-        .extract::<i64>()
-        .ok()
-        .and_then(|v| u64::try_from(v).ok())
-    {
-        if v <= max {
-            return Ok(v);
-        }
-    }
     let out_of_range = || invalid(format!("{what} must be in [0, {bound}], got {obj}"));
-    let value = obj.extract::<i128>().map_err(|err| {
-        if err.is_instance_of::<PyOverflowError>(obj.py()) {
-            out_of_range()
-        } else {
-            wrong_type(format!("{what} must be an int, got {}", type_name(obj)))
-        }
-    })?;
+    let plain = obj.is_exact_instance_of::<PyInt>();
+    let value = match plain.then(|| obj.extract::<i64>().ok()).flatten() {
+        Some(v) => i128::from(v),
+        None => int_in::<i128>(obj, what, out_of_range)?,
+    };
     u64::try_from(value)
         .ok()
         .filter(|&v| v <= max)
@@ -302,7 +310,7 @@ argument!(
 argument!(
     /// A size or a limit: an int in `[0, 2**63 - 1]`, as usize.
     Size(usize) = |obj, what| {
-        let value = int_value(obj, what)?;
+        let value = int_arg(obj, what)?;
         usize::try_from(value)
             .map_err(|_| invalid(format!("{what} must not be negative, got {value}")))
     }
@@ -316,7 +324,7 @@ argument!(
 argument!(
     /// A sticky key hash that is set: an int in `[1, 65535]` (0 means "not set").
     StickyKeyHash(u16) = |obj, what| {
-        let value = int_value(obj, what)?;
+        let value = int_arg(obj, what)?;
         u16::try_from(value).ok().filter(|&h| h != 0).ok_or_else(|| {
             invalid(format!("{what} must be in [1, 65535], got {value}"))
         })
@@ -325,7 +333,7 @@ argument!(
 
 argument!(
     /// A batch size, or a count of a batch's acked indexes: an int in `[0, 2**31 - 1]`.
-    BatchSize(i32) = |obj, what| batch_count(int_value(obj, what)?, what).py()
+    BatchSize(i32) = |obj, what| batch_count(int_arg(obj, what)?, what).py()
 );
 
 /// A pending ack's `(ledger_id, entry_id)` position.
@@ -512,7 +520,7 @@ argument!(
             .into_iter()
             .map(|(k, v)| {
                 let consumer = consumer_value(&k, &format!("{what} key"))?;
-                Ok((consumer, int_value(&v, &format!("{what}[{consumer}]"))?))
+                Ok((consumer, int_arg(&v, &format!("{what}[{consumer}]"))?))
             })
             .collect()
     }
