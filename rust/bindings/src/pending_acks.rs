@@ -147,20 +147,18 @@ impl PyPendingAcksMap {
         batch_sizes: &Bound<'py, PyAny>,
         sticky_key_hashes: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<bool>>> {
-        let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
-        let I64s(entries) = arg(entry_ids, "entry_ids")?;
-        let BatchSizes(sizes) = arg(batch_sizes, "batch_sizes")?;
-        let RingHashes(hashes) = arg(sticky_key_hashes, "sticky_key_hashes")?;
-        same_lengths(&[
-            ("ledger_ids", ledgers.len()),
-            ("entry_ids", entries.len()),
-            ("batch_sizes", sizes.len()),
-            ("sticky_key_hashes", hashes.len()),
-        ])?;
-        let acks: Vec<PendingAck> = (0..ledgers.len())
+        let columns = [
+            (batch_sizes, "batch_sizes"),
+            (sticky_key_hashes, "sticky_key_hashes"),
+        ];
+        let Entries {
+            keys,
+            columns: (BatchSizes(sizes), RingHashes(hashes)),
+        } = Entries::read(ledger_ids, entry_ids, columns)?;
+        let acks: Vec<PendingAck> = (0..keys.len())
             .map(|i| PendingAck {
-                ledger_id: ledgers[i],
-                entry_id: entries[i],
+                ledger_id: keys[i].0,
+                entry_id: keys[i].1,
                 batch_size: sizes[i],
                 sticky_key_hash: hashes[i],
             })
@@ -271,15 +269,10 @@ impl PyPendingAcksMap {
         entry_ids: &Bound<'py, PyAny>,
         acked_deltas: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<bool>>> {
-        let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
-        let I64s(entries) = arg(entry_ids, "entry_ids")?;
-        let BatchSizes(deltas) = arg(acked_deltas, "acked_deltas")?;
-        same_lengths(&[
-            ("ledger_ids", ledgers.len()),
-            ("entry_ids", entries.len()),
-            ("acked_deltas", deltas.len()),
-        ])?;
-        let keys: Vec<(i64, i64)> = ledgers.into_iter().zip(entries).collect();
+        let Entries {
+            keys,
+            columns: BatchSizes(deltas),
+        } = Entries::read(ledger_ids, entry_ids, [(acked_deltas, "acked_deltas")])?;
         let updated = detached(py, &self.state, |m| {
             m.update_remaining_unacked_many(&keys, &deltas)
         })
@@ -294,10 +287,7 @@ impl PyPendingAcksMap {
         ledger_ids: &Bound<'py, PyAny>,
         entry_ids: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<bool>>> {
-        let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
-        let I64s(entries) = arg(entry_ids, "entry_ids")?;
-        same_lengths(&[("ledger_ids", ledgers.len()), ("entry_ids", entries.len())])?;
-        let keys: Vec<(i64, i64)> = ledgers.into_iter().zip(entries).collect();
+        let Entries { keys, columns: () } = Entries::read(ledger_ids, entry_ids, [])?;
         let result: KernelResult<WithNotice<Vec<bool>>> = py.detach(|| {
             let tracker = self.tracker();
             let mut m = lock(&self.state);
@@ -406,6 +396,85 @@ impl PyPendingAcksMap {
         let closed = if closed { "True" } else { "False" };
         format!("PendingAcksMap(consumer_id={consumer}, size={len}, closed={closed})")
     }
+}
+
+/// A batch call's entries: the `(ledger_id, entry_id)` keys its `ledger_ids` and `entry_ids`
+/// name, and `columns`, the further per-entry arguments it takes. All are converted in
+/// argument order, then checked to be of one length.
+struct Entries<C> {
+    keys: Vec<(i64, i64)>,
+    columns: C,
+}
+
+impl<C> Entries<C> {
+    fn read<'py, const N: usize>(
+        ledger_ids: &Bound<'py, PyAny>,
+        entry_ids: &Bound<'py, PyAny>,
+        columns: [Named<'_, 'py>; N],
+    ) -> PyResult<Self>
+    where
+        C: Columns<'py, N>,
+    {
+        let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
+        let I64s(entries) = arg(entry_ids, "entry_ids")?;
+        let mut lengths = vec![("ledger_ids", ledgers.len()), ("entry_ids", entries.len())];
+        let columns = C::read(columns, &mut lengths)?;
+        same_lengths(&lengths)?;
+        let keys = ledgers.into_iter().zip(entries).collect();
+        Ok(Self { keys, columns })
+    }
+}
+
+/// An argument and its name.
+type Named<'a, 'py> = (&'a Bound<'py, PyAny>, &'static str);
+
+/// The names and lengths of a batch's columns, for `same_lengths`.
+type Lengths = Vec<(&'static str, usize)>;
+
+/// A per-entry column of a batch call.
+trait Column<'py>: FromArg<'py> {
+    fn len(&self) -> usize;
+}
+
+impl Column<'_> for BatchSizes {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl Column<'_> for RingHashes {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// The `N` further columns of a batch call, converted in order into `lengths`.
+trait Columns<'py, const N: usize>: Sized {
+    fn read(args: [Named<'_, 'py>; N], lengths: &mut Lengths) -> PyResult<Self>;
+}
+
+impl<'py> Columns<'py, 0> for () {
+    fn read(_: [Named<'_, 'py>; 0], _: &mut Lengths) -> PyResult<Self> {
+        Ok(())
+    }
+}
+
+impl<'py, A: Column<'py>> Columns<'py, 1> for A {
+    fn read([a]: [Named<'_, 'py>; 1], lengths: &mut Lengths) -> PyResult<Self> {
+        column(a, lengths)
+    }
+}
+
+impl<'py, A: Column<'py>, B: Column<'py>> Columns<'py, 2> for (A, B) {
+    fn read([a, b]: [Named<'_, 'py>; 2], lengths: &mut Lengths) -> PyResult<Self> {
+        Ok((column(a, lengths)?, column(b, lengths)?))
+    }
+}
+
+fn column<'py, T: Column<'py>>((obj, name): Named<'_, 'py>, lengths: &mut Lengths) -> PyResult<T> {
+    let column: T = arg(obj, name)?;
+    lengths.push((name, column.len()));
+    Ok(column)
 }
 
 /// A pending ack from its four arguments.
