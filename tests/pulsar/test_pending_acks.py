@@ -165,7 +165,7 @@ def test_a_foreign_draining_owner_changes_nothing() -> None:
     [
         ((1, 1, -1, 5), ValueError, r"batch_size must be in \[0, 2\*\*31 - 1\], got -1"),
         ((1, 1, 2**31, 5), ValueError, r"batch_size must be in \[0, 2\*\*31 - 1\]"),
-        ((2**63, 1, 1, 5), ValueError, "ledger_id = .* is out of range"),
+        ((2**63, 1, 1, 5), ValueError, "ledger_id = .* is outside the range of a long"),
         ((1, "1", 1, 5), TypeError, "entry_id must be an int, got str"),
         ((1, 1, 1, 0x10000), ValueError, "sticky_key_hash must be a 16-bit hash"),
     ],

@@ -1,10 +1,21 @@
+//! `HashRange` and the bucket functions, and every argument made of hash ranges.
+
+use std::collections::BTreeMap;
+
 use numpy::PyArray1;
 use pyo3::prelude::*;
+use pyo3::types::{PyMapping, PyString, PyTuple};
 
-use crate::errors::Raise;
-
-use crate::conversions::{arg, instance, Int, RingHash, RingHashes, Splits, Text, Threads};
+use crate::arrays::RingHashes;
+use crate::conversions::{
+    arg, argument, each, instance, int_arg, prefixed, type_name, ConsumerId, Int, RingHash,
+    SegmentId, Splits, Text, Threads,
+};
+use crate::errors::{wrong_type, Raise};
 use keyshared_kernels::buckets::{self, HashRange};
+use keyshared_kernels::entry_bucket::validate_bucket_boundaries;
+use keyshared_kernels::impacted::validate_assignments;
+use keyshared_kernels::routing::SegmentRoute;
 
 #[doc = stub_doc!("HashRange")]
 #[pyclass(
@@ -176,6 +187,138 @@ fn bucket_indices<'py>(
         .py()
         .detach(|| buckets::bucket_indices(&hashes, &splits, threads));
     Ok(PyArray1::from_vec(hash_b.py(), out))
+}
+
+argument!(
+    /// Hash ranges from any iterable of `HashRange`.
+    HashRanges(Vec<HashRange>) = |obj, what| each(obj, what, "an iterable of HashRange", hash_range)
+);
+
+fn hash_range(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<HashRange> {
+    let range = obj.cast::<PyHashRange>().map_err(|_| {
+        wrong_type(format!(
+            "{what} must be a HashRange, got {}",
+            type_name(obj)
+        ))
+    })?;
+    Ok(range.get().0)
+}
+
+argument!(
+    /// Pulsar's declared bucket ranges (each a HashRange or a `(start, end)` pair of ints),
+    /// checked by the kernel to tile the ring from 0 in order.
+    BucketBoundaries(Vec<HashRange>) = |obj, what| {
+        let pairs = each(obj, what, "a sequence of bucket ranges", range_bounds)?;
+        validate_bucket_boundaries(&pairs).py()
+    }
+);
+
+/// `(start, end)` of a bucket range given as a HashRange or a pair of ints.
+fn range_bounds(item: &Bound<'_, PyAny>, what: &str) -> PyResult<(i64, i64)> {
+    if let Ok(r) = item.cast::<PyHashRange>() {
+        let r = r.get().0;
+        return Ok((i64::from(r.start()), i64::from(r.end())));
+    }
+    let bad = || {
+        wrong_type(format!(
+            "{what} must be a HashRange or a (start, end) pair of ints, got {}",
+            type_name(item)
+        ))
+    };
+    if item.is_instance_of::<PyString>() {
+        return Err(bad());
+    }
+    let (start, end): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract().map_err(|_| bad())?;
+    Ok((
+        int_arg(&start, &format!("{what}[0]"))?,
+        int_arg(&end, &format!("{what}[1]"))?,
+    ))
+}
+
+argument!(
+    /// `{consumer_id: [HashRange, ...]}` from a mapping.
+    ConsumerRanges(BTreeMap<u64, Vec<HashRange>>) = |obj, what| {
+        let mapping = obj.cast::<PyMapping>().map_err(|_| {
+            wrong_type(format!(
+                "{what} must be a mapping of consumer id to hash ranges, got {}",
+                type_name(obj)
+            ))
+        })?;
+        let mut out: BTreeMap<u64, Vec<HashRange>> = BTreeMap::new();
+        for item in mapping.items()?.iter() {
+            let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+            let ConsumerId(consumer) = arg(&key, &format!("{what} key"))?;
+            let ranges = out.entry(consumer).or_default();
+            for (i, r) in value.try_iter()?.enumerate() {
+                ranges.push(hash_range(&r?, &format!("{what}[{consumer}][{i}]"))?);
+            }
+        }
+        Ok(out)
+    }
+);
+
+argument!(
+    /// `(HashRange, consumer_id)` pairs from any iterable.
+    Assignments(Vec<(HashRange, u64)>) =
+        |obj, what| each(obj, what, "an iterable of (HashRange, consumer id) pairs", assignment)
+);
+
+fn assignment(item: &Bound<'_, PyAny>, what: &str) -> PyResult<(HashRange, u64)> {
+    let bad = || {
+        wrong_type(format!(
+            "{what} must be a (HashRange, consumer id) pair, got {}",
+            type_name(item)
+        ))
+    };
+    let pair = item.cast::<PyTuple>().map_err(|_| bad())?;
+    if pair.len() != 2 {
+        return Err(bad());
+    }
+    let range: PyHashRange = pair.get_item(0)?.extract().map_err(|_| bad())?;
+    let ConsumerId(consumer) = arg(&pair.get_item(1)?, &format!("{what}[1]"))?;
+    Ok((range.0, consumer))
+}
+
+argument!(
+    /// Range assignments from a `{consumer_id: ranges}` snapshot, sorted and checked disjoint.
+    Snapshot(Vec<(HashRange, u64)>) = |obj, what| {
+        let mut pairs: Vec<(HashRange, u64)> = arg::<ConsumerRanges>(obj, what)?
+            .0
+            .into_iter()
+            .flat_map(|(c, ranges)| ranges.into_iter().map(move |r| (r, c)))
+            .collect();
+        pairs.sort();
+        validate_assignments(&pairs, what).py()?;
+        Ok(pairs)
+    }
+);
+
+argument!(
+    /// `(segment_id, HashRange, splits)` triples from any iterable.
+    SegmentRoutes(Vec<SegmentRoute>) = |obj, what| {
+        each(obj, what, "an iterable of (segment_id, HashRange, splits) triples", segment_route)
+    }
+);
+
+fn segment_route(item: &Bound<'_, PyAny>, what: &str) -> PyResult<SegmentRoute> {
+    let bad = || {
+        wrong_type(format!(
+            "{what} must be a (segment_id, HashRange, splits) triple, got {}",
+            type_name(item)
+        ))
+    };
+    let (id, range, splits): (Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>) =
+        item.extract().map_err(|_| bad())?;
+    let SegmentId(segment_id) = arg(&id, &format!("{what} segment_id"))?;
+    let range = range.cast::<PyHashRange>().map_err(|_| bad())?.get().0;
+    let splits = arg::<Splits>(&splits, "splits")
+        .map_err(|e| prefixed(e, &format!("{what} bucket splits:")))?
+        .0;
+    Ok(SegmentRoute {
+        segment_id,
+        range,
+        splits,
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

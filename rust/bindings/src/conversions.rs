@@ -1,35 +1,28 @@
-//! Every conversion of a Python argument to what a kernel takes, as self-converting argument
-//! types: each type implements [`FromArg`], and `arg::<Offset>(obj, "offset")` converts the
-//! argument called `offset`, failing with a message that names it (and the index, for an
-//! item of a batch). PyO3's own `FromPyObject` cannot name the argument of a ValueError, so
-//! the name travels with the call.
+//! The basic conversions of a Python argument to what a kernel takes, as self-converting
+//! argument types: each type implements [`FromArg`], and `arg::<Offset>(obj, "offset")`
+//! converts the argument called `offset`, failing with a message that names it (and the
+//! index, for an item of a batch). PyO3's own `FromPyObject` cannot name the argument of a
+//! ValueError, so the name travels with the call. Integer arrays are read in `arrays`; an
+//! argument that is one of the module's classes, or made of them, is read beside its class.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 
-use numpy::{
-    Element, PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
-};
+use numpy::{Element, PyArray1};
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyMapping, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 use strum::VariantNames;
 
-use crate::buckets::PyHashRange;
-use crate::draining::PyDrainingHashesTracker;
 use crate::errors::{invalid, wrong_type, Raise};
-use crate::pending_acks::PyPendingAcksMap;
-use keyshared_kernels::buckets::{ring_hash, validate_splits, HashRange};
+use keyshared_kernels::buckets::{ring_hash, validate_splits};
 use keyshared_kernels::cursor::MAX_OFFSET;
 use keyshared_kernels::dispatch::entry_bucket::Route;
-use keyshared_kernels::entry_bucket::validate_bucket_boundaries;
 use keyshared_kernels::hashing::SegmentHalf;
-use keyshared_kernels::impacted::validate_assignments;
 use keyshared_kernels::parallel::default_threads;
-use keyshared_kernels::pending_acks::{batch_count, PendingAck};
+use keyshared_kernels::pending_acks::batch_count;
 use keyshared_kernels::redelivery::{check_position, Position};
-use keyshared_kernels::routing::SegmentRoute;
 use keyshared_kernels::routing_key::RoutingKey;
 
 /// A type that converts itself from a Python argument called `name`.
@@ -69,7 +62,7 @@ macro_rules! argument {
         $(#[$doc])*
         pub struct $name(pub $inner);
 
-        impl<'py> FromArg<'py> for $name {
+        impl<'py> $crate::conversions::FromArg<'py> for $name {
             fn from_arg(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Self> {
                 let convert: fn(&Bound<'py, PyAny>, &str) -> PyResult<$inner> = $convert;
                 convert(obj, name).map($name)
@@ -77,6 +70,7 @@ macro_rules! argument {
         }
     };
 }
+pub(crate) use argument;
 
 /// The bytes of a `str` (UTF-8) or `bytes` key.
 pub fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a [u8]> {
@@ -154,30 +148,54 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .map_or_else(|_| "?".to_owned(), |n| n.to_string())
 }
 
-argument!(
-    /// An integer argument (anything with `__index__`, not a bool) as i64; a non-integer is a
-    /// TypeError, an integer beyond i64 a ValueError.
-    Int(i64) = int_value
-);
+/// Whether `obj` is an int: a Python int but bool, or what stands for one by `__index__`
+/// (a NumPy integer scalar; str, bytes, floats and NumPy's bool have no `__index__`).
+/// `bool` is an `int` subclass, but `True` as an id or a hash is a mistake, not a 1.
+pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
+    !obj.is_instance_of::<PyBool>()
+        && (obj.is_instance_of::<PyInt>()
+            || obj.hasattr(intern!(obj.py(), "__index__")).unwrap_or(false))
+}
 
-fn int_value(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
-    refuse_bool(obj, what)?;
-    obj.extract::<i64>().map_err(|err| {
-        if err.is_instance_of::<PyOverflowError>(obj.py()) {
-            invalid(format!("{what} = {obj} is out of range"))
-        } else {
-            wrong_type(format!("{what} must be an int, got {}", type_name(obj)))
-        }
+/// The one reading of an int argument, as `T`: anything but an int ([`is_int`]) is an
+/// `ArgumentTypeError`, and an int `T` cannot hold is `out_of_range()`, which gives the
+/// bounds of the argument at hand.
+pub fn int_in<'py, T>(
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+    out_of_range: impl FnOnce() -> PyErr,
+) -> PyResult<T>
+where
+    T: for<'a> FromPyObject<'a, 'py, Error = PyErr>,
+{
+    if !is_int(obj) {
+        return Err(wrong_type(format!(
+            "{what} must be an int, got {}",
+            type_name(obj)
+        )));
+    }
+    obj.extract::<T>().map_err(
+        |err| match err.is_instance_of::<PyOverflowError>(obj.py()) {
+            true => out_of_range(),
+            false => err,
+        },
+    )
+}
+
+/// An int argument as i64, the `long` of the Java APIs the library follows.
+pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+    int_in(obj, what, || {
+        invalid(format!(
+            "{what} = {obj} is outside the range of a long ([-2**63, 2**63 - 1])"
+        ))
     })
 }
 
-/// `bool` is an `int` subclass, but `True` as an id or a hash is a mistake, not a 1.
-fn refuse_bool(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
-    if obj.is_instance_of::<PyBool>() {
-        return Err(wrong_type(format!("{what} must be an int, got bool")));
-    }
-    Ok(())
-}
+argument!(
+    /// An integer argument (anything with `__index__`, not a bool) as i64; a non-integer is a
+    /// TypeError, an integer beyond i64 a ValueError.
+    Int(i64) = int_arg
+);
 
 argument!(
     /// A `bool` argument; an int or anything else is a mistake, not a truth value.
@@ -190,20 +208,20 @@ argument!(
 
 argument!(
     /// A 16-bit ring hash.
-    RingHash(u16) = |obj, what| ring_hash(int_value(obj, what)?, what).py()
+    RingHash(u16) = |obj, what| ring_hash(int_arg(obj, what)?, what).py()
 );
 
 argument!(
     /// Ascending bucket split points from any sequence of ints.
     Splits(Vec<u16>) = |obj, what| {
-        validate_splits(&each(obj, what, "a sequence of ints", int_value)?).py()
+        validate_splits(&each(obj, what, "a sequence of ints", int_arg)?).py()
     }
 );
 
 argument!(
     /// The thread count of a batch call, at least 1; see [`Threads::or_default`].
     Threads(usize) = |obj, what| {
-        let n = int_value(obj, what)?;
+        let n = int_arg(obj, what)?;
         match usize::try_from(n) {
             Ok(n) if n >= 1 => Ok(n),
             _ => Err(invalid(format!("{what} must be at least 1, got {n}"))),
@@ -221,26 +239,20 @@ impl Threads {
 argument!(
     /// The process-wide default thread count: 0 for one per core, or more.
     DefaultThreads(usize) = |obj, what| {
-        let n = int_value(obj, what)?;
+        let n = int_arg(obj, what)?;
         usize::try_from(n).map_err(|_| {
             invalid(format!("{what} must be 0 (one per core) or more, got {n}"))
         })
     }
 );
-
 argument!(
     /// A consumer id: an int in `[0, 2**64 - 1]`.
     ConsumerId(u64) = consumer_value
 );
 
 fn consumer_value(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
-    refuse_bool(obj, what)?;
-    obj.extract::<u64>().map_err(|err| {
-        if err.is_instance_of::<PyOverflowError>(obj.py()) {
-            invalid(format!("{what} must be in [0, 2**64 - 1], got {obj}"))
-        } else {
-            wrong_type(format!("{what} must be an int, got {}", type_name(obj)))
-        }
+    int_in(obj, what, || {
+        invalid(format!("{what} must be in [0, 2**64 - 1], got {obj}"))
     })
 }
 
@@ -260,26 +272,15 @@ pub fn segment_bucket(
     ))
 }
 
-/// A non-negative int up to `max`, as u64.
+/// A non-negative int up to `max`, as u64; a plain int that fits i64 is read without the
+/// wider conversion.
 fn bounded_value(obj: &Bound<'_, PyAny>, what: &str, max: u64, bound: &str) -> PyResult<u64> {
-    refuse_bool(obj, what)?;
-    if let Some(v) = obj
-        .extract::<i64>()
-        .ok()
-        .and_then(|v| u64::try_from(v).ok())
-    {
-        if v <= max {
-            return Ok(v);
-        }
-    }
     let out_of_range = || invalid(format!("{what} must be in [0, {bound}], got {obj}"));
-    let value = obj.extract::<i128>().map_err(|err| {
-        if err.is_instance_of::<PyOverflowError>(obj.py()) {
-            out_of_range()
-        } else {
-            wrong_type(format!("{what} must be an int, got {}", type_name(obj)))
-        }
-    })?;
+    let plain = obj.is_exact_instance_of::<PyInt>();
+    let value = match plain.then(|| obj.extract::<i64>().ok()).flatten() {
+        Some(v) => i128::from(v),
+        None => int_in::<i128>(obj, what, out_of_range)?,
+    };
     u64::try_from(value)
         .ok()
         .filter(|&v| v <= max)
@@ -309,7 +310,7 @@ argument!(
 argument!(
     /// A size or a limit: an int in `[0, 2**63 - 1]`, as usize.
     Size(usize) = |obj, what| {
-        let value = int_value(obj, what)?;
+        let value = int_arg(obj, what)?;
         usize::try_from(value)
             .map_err(|_| invalid(format!("{what} must not be negative, got {value}")))
     }
@@ -323,7 +324,7 @@ argument!(
 argument!(
     /// A sticky key hash that is set: an int in `[1, 65535]` (0 means "not set").
     StickyKeyHash(u16) = |obj, what| {
-        let value = int_value(obj, what)?;
+        let value = int_arg(obj, what)?;
         u16::try_from(value).ok().filter(|&h| h != 0).ok_or_else(|| {
             invalid(format!("{what} must be in [1, 65535], got {value}"))
         })
@@ -332,7 +333,7 @@ argument!(
 
 argument!(
     /// A batch size, or a count of a batch's acked indexes: an int in `[0, 2**31 - 1]`.
-    BatchSize(i32) = |obj, what| batch_count(int_value(obj, what)?, what).py()
+    BatchSize(i32) = |obj, what| batch_count(int_arg(obj, what)?, what).py()
 );
 
 /// A pending ack's `(ledger_id, entry_id)` position.
@@ -349,22 +350,6 @@ pub fn queued_position(
     entry_id: &Bound<'_, PyAny>,
 ) -> PyResult<Position> {
     check_position(position(ledger_id, entry_id)?, "position").py()
-}
-
-/// A pending ack from its four arguments.
-pub fn pending_ack(
-    ledger_id: &Bound<'_, PyAny>,
-    entry_id: &Bound<'_, PyAny>,
-    batch_size: &Bound<'_, PyAny>,
-    sticky_key_hash: &Bound<'_, PyAny>,
-) -> PyResult<PendingAck> {
-    let (ledger_id, entry_id) = position(ledger_id, entry_id)?;
-    Ok(PendingAck {
-        ledger_id,
-        entry_id,
-        batch_size: arg::<BatchSize>(batch_size, "batch_size")?.0,
-        sticky_key_hash: arg::<RingHash>(sticky_key_hash, "sticky_key_hash")?.0,
-    })
 }
 
 /// What an entry is dispatched by: exactly one of its stamped `entry_hash_min` and its `key`.
@@ -448,15 +433,6 @@ impl<'py> FromArg<'py> for RoutingKey {
     }
 }
 
-/// A routing key as it arrived: str when it came as str.
-pub fn routing_key_object<'py>(py: Python<'py>, key: &RoutingKey) -> Bound<'py, PyAny> {
-    if key.text {
-        PyString::new(py, &String::from_utf8_lossy(&key.bytes)).into_any()
-    } else {
-        PyBytes::new(py, &key.bytes).into_any()
-    }
-}
-
 argument!(
     /// A callback (always optional: see [`opt_arg`]).
     Callback(Py<PyAny>) = |obj, what| {
@@ -485,7 +461,7 @@ pub fn sequence<'py>(
 }
 
 /// Each item of the [`sequence`] `obj`, converted by `convert` under the name `what[index]`.
-fn each<'py, T>(
+pub fn each<'py, T>(
     obj: &Bound<'py, PyAny>,
     what: &str,
     expected: &str,
@@ -498,249 +474,12 @@ fn each<'py, T>(
         .collect()
 }
 
-/// A one-dimensional integer array from a NumPy array or any sequence of ints.
-fn int_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let py = obj.py();
-    let array = match obj.cast::<PyUntypedArray>() {
-        Ok(a) => a.clone(),
-        Err(_) if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() => {
-            return Err(not_ints(obj, what));
-        }
-        Err(_) => {
-            refuse_bools(obj, what)?;
-            let numpy = py.import(intern!(py, "numpy"))?;
-            let converted = numpy
-                .call_method1(intern!(py, "asarray"), (obj,))
-                .map_err(|_| not_ints(obj, what))?;
-            converted.cast_into::<PyUntypedArray>()?
-        }
-    };
-    let kind = array.dtype().kind();
-    let empty = array.len() == 0;
-    if array.ndim() != 1 || !(matches!(kind, b'i' | b'u') || empty) {
-        return Err(not_ints(&array, what));
-    }
-    Ok(array)
-}
-
-/// NumPy reads `[True, 3]` as `[1, 3]`: a bool in a list or tuple is refused by index.
-fn refuse_bools(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
-    let items = match (obj.cast::<PyList>(), obj.cast::<PyTuple>()) {
-        (Ok(list), _) => list.iter().collect::<Vec<_>>(),
-        (_, Ok(tuple)) => tuple.iter().collect(),
-        _ => return Ok(()),
-    };
-    match items
-        .iter()
-        .position(|item| item.is_instance_of::<PyBool>())
-    {
-        Some(i) => refuse_bool(&items[i], &format!("{what}[{i}]")),
-        None => Ok(()),
-    }
-}
-
-fn not_ints(obj: &Bound<'_, PyAny>, what: &str) -> PyErr {
-    let got = match obj.cast::<PyUntypedArray>() {
-        Ok(a) => format!("dtype {} with {} dimensions", a.dtype(), a.ndim()),
-        Err(_) => type_name(obj),
-    };
-    wrong_type(format!(
-        "{what} must be a one-dimensional array of integers, got {got}"
-    ))
-}
-
-/// The values of an integer array, each checked to lie in `[min, max]`.
-fn checked_values<T>(
-    obj: &Bound<'_, PyAny>,
-    what: &str,
-    (min, max): (i128, i128),
-    convert: impl Fn(i128) -> T,
-) -> PyResult<Vec<T>> {
-    let check = |(i, v): (usize, i128)| {
-        if v < min || v > max {
-            return Err(invalid(format!(
-                "{what}[{i}] = {v} is outside [{min}, {max}]"
-            )));
-        }
-        Ok(convert(v))
-    };
-    let array = match int_array(obj, what) {
-        Ok(array) => array,
-        // A list NumPy holds as floats or objects (a value beyond int64, a bool, a float):
-        // its items one by one, so the error names the one at fault.
-        Err(err) if obj.cast::<PyUntypedArray>().is_err() => {
-            return item_values(obj, what)
-                .map_err(|item_err| item_err.unwrap_or(err))?
-                .into_iter()
-                .enumerate()
-                .map(check)
-                .collect();
-        }
-        Err(err) => return Err(err),
-    };
-    if array.dtype().kind() == b'u' {
-        let values = wide::<u64>(&array, "uint64")?;
-        values
-            .into_iter()
-            .map(i128::from)
-            .enumerate()
-            .map(check)
-            .collect()
-    } else {
-        let values = wide::<i64>(&array, "int64")?;
-        values
-            .into_iter()
-            .map(i128::from)
-            .enumerate()
-            .map(check)
-            .collect()
-    }
-}
-
-/// The items of a Python iterable of ints, each checked; `Err(None)` when it is not
-/// iterable (the caller's error then stands).
-fn item_values(obj: &Bound<'_, PyAny>, what: &str) -> Result<Vec<i128>, Option<PyErr>> {
-    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
-        return Err(None);
-    }
-    let items = obj.try_iter().map_err(|_| None)?;
-    items
-        .enumerate()
-        .map(|(i, item)| {
-            let item = item?;
-            let what = format!("{what}[{i}]");
-            refuse_bool(&item, &what)?;
-            item.extract::<i128>().map_err(|err| {
-                if err.is_instance_of::<PyOverflowError>(obj.py()) {
-                    invalid(format!("{what} = {item} is out of range"))
-                } else {
-                    wrong_type(format!("{what} must be an int, got {}", type_name(&item)))
-                }
-            })
-        })
-        .collect::<PyResult<Vec<i128>>>()
-        .map_err(Some)
-}
-
-/// The array's values as `W`, converting the dtype only when it differs.
-fn wide<W: Element + Copy>(array: &Bound<'_, PyUntypedArray>, dtype: &str) -> PyResult<Vec<W>> {
-    if let Ok(exact) = array.cast::<PyArray1<W>>() {
-        return Ok(values(exact));
-    }
-    let converted = array.call_method1(intern!(array.py(), "astype"), (dtype,))?;
-    Ok(values(converted.cast::<PyArray1<W>>()?))
-}
-
-fn values<W: Element + Copy>(array: &Bound<'_, PyArray1<W>>) -> Vec<W> {
-    match array.to_vec() {
-        Ok(v) => v,
-        Err(_) => array.readonly().as_array().to_vec(),
-    }
-}
-
-argument!(
-    /// 16-bit hashes, each in `[0, 0xFFFF]`.
-    RingHashes(Vec<u16>) = |obj, what| match obj.cast::<PyArray1<u16>>() {
-        Ok(exact) => Ok(values(exact)),
-        Err(_) => checked_values(obj, what, (0, 0xFFFF), |v| v as u16),
-    }
-);
-
 argument!(
     /// 16-bit hashes from any iterable (Pulsar takes a set), each in `[0, 0xFFFF]`.
     RingHashSet(Vec<u16>) = |obj, what| each(obj, what, "a sequence", |item, what| {
         arg::<RingHash>(item, what).map(|h| h.0)
     })
 );
-
-argument!(
-    /// Log offsets, each in `[0, 2**63 - 1]`.
-    Offsets(Vec<u64>) =
-        |obj, what| checked_values(obj, what, (0, i128::from(MAX_OFFSET)), |v| v as u64)
-);
-
-argument!(
-    /// Consumer ids, each in `[0, 2**64 - 1]`.
-    ConsumerIds(Vec<u64>) =
-        |obj, what| checked_values(obj, what, (0, i128::from(u64::MAX)), |v| v as u64)
-);
-
-argument!(
-    /// Segment ids, each in `[0, 2**64 - 1]`.
-    SegmentIds(Vec<u64>) =
-        |obj, what| checked_values(obj, what, (0, i128::from(u64::MAX)), |v| v as u64)
-);
-
-argument!(
-    /// Signed 64-bit ids (ledger and entry ids).
-    I64s(Vec<i64>) = |obj, what| {
-        let range = (i128::from(i64::MIN), i128::from(i64::MAX));
-        checked_values(obj, what, range, |v| v as i64)
-    }
-);
-
-argument!(
-    /// Batch sizes, or counts of acked batch indexes: each as [`BatchSize`].
-    BatchSizes(Vec<i32>) = |obj, what| {
-        let I64s(values) = arg(obj, what)?;
-        let item = |(i, v)| batch_count(v, &format!("{what}[{i}]")).py();
-        values.into_iter().enumerate().map(item).collect()
-    }
-);
-
-argument!(
-    /// Unsigned 32-bit values (bucket indices, key hashes).
-    U32s(Vec<u32>) = |obj, what| match obj.cast::<PyArray1<u32>>() {
-        Ok(exact) => Ok(values(exact)),
-        Err(_) => checked_values(obj, what, (0, i128::from(u32::MAX)), |v| v as u32),
-    }
-);
-
-argument!(
-    /// Hash ranges from any iterable of `HashRange`.
-    HashRanges(Vec<HashRange>) = |obj, what| each(obj, what, "an iterable of HashRange", hash_range)
-);
-
-fn hash_range(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<HashRange> {
-    let range = obj.cast::<PyHashRange>().map_err(|_| {
-        wrong_type(format!(
-            "{what} must be a HashRange, got {}",
-            type_name(obj)
-        ))
-    })?;
-    Ok(range.get().0)
-}
-
-argument!(
-    /// Pulsar's declared bucket ranges (each a HashRange or a `(start, end)` pair of ints),
-    /// checked by the kernel to tile the ring from 0 in order.
-    BucketBoundaries(Vec<HashRange>) = |obj, what| {
-        let pairs = each(obj, what, "a sequence of bucket ranges", range_bounds)?;
-        validate_bucket_boundaries(&pairs).py()
-    }
-);
-
-/// `(start, end)` of a bucket range given as a HashRange or a pair of ints.
-fn range_bounds(item: &Bound<'_, PyAny>, what: &str) -> PyResult<(i64, i64)> {
-    if let Ok(r) = item.cast::<PyHashRange>() {
-        let r = r.get().0;
-        return Ok((i64::from(r.start()), i64::from(r.end())));
-    }
-    let bad = || {
-        wrong_type(format!(
-            "{what} must be a HashRange or a (start, end) pair of ints, got {}",
-            type_name(item)
-        ))
-    };
-    if item.is_instance_of::<PyString>() {
-        return Err(bad());
-    }
-    let (start, end): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract().map_err(|_| bad())?;
-    Ok((
-        int_value(&start, &format!("{what}[0]"))?,
-        int_value(&end, &format!("{what}[1]"))?,
-    ))
-}
 
 argument!(
     /// Glob patterns from an iterable of str or bytes (a lone pattern is refused: iterating
@@ -775,57 +514,13 @@ argument!(
 );
 
 argument!(
-    /// `{consumer_id: [HashRange, ...]}` from a mapping.
-    ConsumerRanges(BTreeMap<u64, Vec<HashRange>>) = |obj, what| {
-        let mapping = obj.cast::<PyMapping>().map_err(|_| {
-            wrong_type(format!(
-                "{what} must be a mapping of consumer id to hash ranges, got {}",
-                type_name(obj)
-            ))
-        })?;
-        let mut out: BTreeMap<u64, Vec<HashRange>> = BTreeMap::new();
-        for item in mapping.items()?.iter() {
-            let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
-            let consumer = consumer_value(&key, &format!("{what} key"))?;
-            let ranges = out.entry(consumer).or_default();
-            for (i, r) in value.try_iter()?.enumerate() {
-                ranges.push(hash_range(&r?, &format!("{what}[{consumer}][{i}]"))?);
-            }
-        }
-        Ok(out)
-    }
-);
-
-argument!(
-    /// `(HashRange, consumer_id)` pairs from any iterable.
-    Assignments(Vec<(HashRange, u64)>) =
-        |obj, what| each(obj, what, "an iterable of (HashRange, consumer id) pairs", assignment)
-);
-
-fn assignment(item: &Bound<'_, PyAny>, what: &str) -> PyResult<(HashRange, u64)> {
-    let bad = || {
-        wrong_type(format!(
-            "{what} must be a (HashRange, consumer id) pair, got {}",
-            type_name(item)
-        ))
-    };
-    let pair = item.cast::<PyTuple>().map_err(|_| bad())?;
-    if pair.len() != 2 {
-        return Err(bad());
-    }
-    let range: PyHashRange = pair.get_item(0)?.extract().map_err(|_| bad())?;
-    let consumer = consumer_value(&pair.get_item(1)?, &format!("{what}[1]"))?;
-    Ok((range.0, consumer))
-}
-
-argument!(
     /// `{consumer_id: available permits}`.
     Permits(HashMap<u64, i64>) = |obj, what| {
         dict_items(obj, what)?
             .into_iter()
             .map(|(k, v)| {
                 let consumer = consumer_value(&k, &format!("{what} key"))?;
-                Ok((consumer, int_value(&v, &format!("{what}[{consumer}]"))?))
+                Ok((consumer, int_arg(&v, &format!("{what}[{consumer}]"))?))
             })
             .collect()
     }
@@ -867,107 +562,6 @@ pub fn same_lengths(lengths: &[(&str, usize)]) -> PyResult<()> {
         }
     }
     Ok(())
-}
-
-/// The pending-acks maps of a hand-off, checked to be distinct and wired to one tracker,
-/// and that tracker (None for no maps).
-pub struct WiredMaps<'py>(
-    pub Vec<Bound<'py, PyPendingAcksMap>>,
-    pub Option<Py<PyDrainingHashesTracker>>,
-);
-
-impl<'py> FromArg<'py> for WiredMaps<'py> {
-    fn from_arg(pending_acks: &Bound<'py, PyAny>, what: &str) -> PyResult<Self> {
-        let mut maps: Vec<Bound<'py, PyPendingAcksMap>> = Vec::new();
-        let mut tracker: Option<Py<PyDrainingHashesTracker>> = None;
-        for (i, item) in pending_acks.try_iter()?.enumerate() {
-            let item = item?;
-            let map = item.cast::<PyPendingAcksMap>().map_err(|_| {
-                wrong_type(format!(
-                    "{what}[{i}] must be a PendingAcksMap, got {}",
-                    type_name(&item)
-                ))
-            })?;
-            let Some(own) = map.get().tracker.as_ref() else {
-                return Err(invalid(format!(
-                    "{what}[{i}] has no tracker to register draining hashes in"
-                )));
-            };
-            match &tracker {
-                Some(t) if !t.is(own) => {
-                    return Err(invalid(format!(
-                        "{what}[{i}] is wired to another tracker than {what}[0]"
-                    )))
-                }
-                Some(_) => {}
-                None => tracker = Some(own.clone_ref(item.py())),
-            }
-            if maps.iter().any(|m| m.is(map)) {
-                return Err(invalid(format!("{what}[{i}] is given twice")));
-            }
-            maps.push(map.clone());
-        }
-        Ok(Self(maps, tracker))
-    }
-}
-
-argument!(
-    /// Range assignments from a `{consumer_id: ranges}` snapshot, sorted and checked disjoint.
-    Snapshot(Vec<(HashRange, u64)>) = |obj, what| {
-        let mut pairs: Vec<(HashRange, u64)> = arg::<ConsumerRanges>(obj, what)?
-            .0
-            .into_iter()
-            .flat_map(|(c, ranges)| ranges.into_iter().map(move |r| (r, c)))
-            .collect();
-        pairs.sort();
-        validate_assignments(&pairs, what).py()?;
-        Ok(pairs)
-    }
-);
-
-/// One consumer id for every item of a batch, or one per item.
-pub enum EachConsumer {
-    One(u64),
-    Many(Vec<u64>),
-}
-
-impl<'py> FromArg<'py> for EachConsumer {
-    fn from_arg(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Self> {
-        let scalar =
-            obj.cast::<PyUntypedArray>().is_err() && obj.hasattr(intern!(obj.py(), "__index__"))?;
-        if scalar {
-            return Ok(Self::One(consumer_value(obj, what)?));
-        }
-        Ok(Self::Many(arg::<ConsumerIds>(obj, what)?.0))
-    }
-}
-
-argument!(
-    /// `(segment_id, HashRange, splits)` triples from any iterable.
-    SegmentRoutes(Vec<SegmentRoute>) = |obj, what| {
-        each(obj, what, "an iterable of (segment_id, HashRange, splits) triples", segment_route)
-    }
-);
-
-fn segment_route(item: &Bound<'_, PyAny>, what: &str) -> PyResult<SegmentRoute> {
-    let bad = || {
-        wrong_type(format!(
-            "{what} must be a (segment_id, HashRange, splits) triple, got {}",
-            type_name(item)
-        ))
-    };
-    let (id, range, splits): (Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>) =
-        item.extract().map_err(|_| bad())?;
-    let SegmentId(segment_id) = arg(&id, &format!("{what} segment_id"))?;
-    let range = range.cast::<PyHashRange>().map_err(|_| bad())?.get().0;
-    let splits = arg::<Splits>(&splits, "splits")
-        .map_err(|e| prefixed(e, &format!("{what} bucket splits:")))?
-        .0;
-    Ok(SegmentRoute {
-        segment_id,
-        range,
-        splits,
-    })
 }
 
 /// Outputs of up to this many items are copied into an array NumPy allocates: handing a

@@ -6,7 +6,8 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 use pyo3::types::PyTuple;
 
-use crate::conversions::{arg, same_lengths, segment_bucket, Offset, Offsets, SegmentIds, U32s};
+use crate::arrays::{Offsets, SegmentIds, U32s};
+use crate::conversions::{arg, same_lengths, segment_bucket, Offset};
 use crate::state::{detached, with_state};
 use keyshared_kernels::cursor::{BucketCheckpoints, SafeCursor};
 

@@ -7,9 +7,8 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 use pyo3::PyTraverseError;
 
-use crate::conversions::{
-    arg, opt_arg, same_lengths, Callback, ConsumerId, EachConsumer, RingHash, RingHashes,
-};
+use crate::arrays::{EachConsumer, RingHashes};
+use crate::conversions::{arg, opt_arg, same_lengths, Callback, ConsumerId, RingHash};
 use crate::state::{detached, lock, notify, with_state};
 use keyshared_kernels::draining::{
     ConsumerDrainingStats, DrainingHashEntry, DrainingHashStat, DrainingHashes,

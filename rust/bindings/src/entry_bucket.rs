@@ -6,11 +6,10 @@ use pyo3::prelude::*;
 
 use crate::errors::{invalid, Raise};
 
-use super::buckets::PyHashRange;
 use super::impacted::PyImpactedConsumersResult;
-use crate::conversions::{
-    arg, key_bytes, opt_arg, BucketBoundaries, ConsumerId, Int, RingHash, RingHashes, Splits, Text,
-};
+use crate::arrays::RingHashes;
+use crate::buckets::{BucketBoundaries, PyHashRange};
+use crate::conversions::{arg, key_bytes, opt_arg, ConsumerId, Int, RingHash, Splits, Text};
 use crate::state::{check_unowned, detached, with_state};
 use keyshared_kernels::buckets::HashRange;
 use keyshared_kernels::entry_bucket::EntryBucketSelector;

@@ -8,7 +8,7 @@ use std::fmt::Display;
 
 use pyo3::prelude::*;
 
-use crate::conversions::routing_key_object;
+use crate::routing_key::routing_key_object;
 use keyshared_kernels::error::{InvalidInput, KeyConflict, NotFound, StateError};
 use keyshared_kernels::routing_key::RoutingKey;
 

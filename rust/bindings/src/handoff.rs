@@ -3,9 +3,9 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 
 use super::impacted::PyImpactedConsumersResult;
-use crate::conversions::{arg, instance, opt_arg, ConsumerId, WiredMaps};
-use crate::pending_acks::PyPendingAcksMap;
-use crate::state::{lock, lock_maps, notify};
+use crate::conversions::{arg, instance, opt_arg, ConsumerId};
+use crate::pending_acks::{lock_maps, PyPendingAcksMap, WiredMaps};
+use crate::state::{lock, notify};
 use keyshared_kernels::handoff;
 use keyshared_kernels::pending_acks::PendingAcks;
 

@@ -4,8 +4,8 @@ use pyo3::prelude::*;
 
 use crate::errors::Raise;
 
-use super::buckets::PyHashRange;
-use crate::conversions::{arg, instance, opt_arg, Assignments, ConsumerRanges, Snapshot};
+use crate::buckets::{Assignments, ConsumerRanges, PyHashRange, Snapshot};
+use crate::conversions::{arg, instance, opt_arg};
 use keyshared_kernels::buckets::HashRange;
 use keyshared_kernels::impacted::{impacted_consumers, validate_assignments, ImpactedConsumers};
 use keyshared_kernels::ring::ranges_by_consumer;

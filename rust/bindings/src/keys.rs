@@ -16,15 +16,15 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, BinaryArray, LargeBinaryArray};
 use arrow_schema::DataType;
 use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyOverflowError, PyTypeError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 use crate::errors::{self, Raise};
-use pyo3::types::{PyBool, PyBytes, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use pyo3::{ffi, intern};
 use pyo3_arrow::{PyArray, PyChunkedArray};
 
-use crate::conversions::{key_bytes, key_bytes_at, type_name};
+use crate::conversions::{int_arg, is_int, key_bytes, key_bytes_at, type_name};
 use keyshared_kernels::hashing;
 use keyshared_kernels::keys::{
     IntBatch, IntChunk, IntColumn, IntValues, KeyBatch, KeyChunk, KeyColumn, PackedKeys,
@@ -521,35 +521,6 @@ fn int_chunk(array: &ArrayRef) -> Option<IntChunk> {
         _ => return None,
     };
     Some(IntChunk { values, nulls })
-}
-
-/// Whether `obj` is an int: a Python int but bool, or what stands for one by `__index__`
-/// (a NumPy integer scalar; str, bytes, floats and NumPy's bool have no `__index__`).
-pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
-    !obj.is_instance_of::<PyBool>()
-        && (obj.is_instance_of::<PyInt>()
-            || obj.hasattr(intern!(obj.py(), "__index__")).unwrap_or(false))
-}
-
-/// An int argument (bool refused), out-of-range values as a ValueError naming it.
-pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
-    if !is_int(obj) {
-        return Err(errors::wrong_type(format!(
-            "{what} must be an int, got {}",
-            type_name(obj)
-        )));
-    }
-    let value = match obj.is_instance_of::<PyInt>() {
-        true => obj.clone(),
-        false => obj.call_method0(intern!(obj.py(), "__index__"))?,
-    };
-    value.extract::<i64>().map_err(|err| {
-        if err.is_instance_of::<PyOverflowError>(obj.py()) {
-            errors::invalid(format!("{what} = {obj} is outside the range of a long"))
-        } else {
-            err
-        }
-    })
 }
 
 /// A list or tuple of ints and None as int keys.

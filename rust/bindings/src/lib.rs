@@ -6,10 +6,22 @@
 
 /// The docstring the stub `python/keyshared/_core.pyi` gives `$item` (`"name"`, `"Class.name"`,
 /// or `"_core"` for the module), for a `#[doc = ...]` attribute. build.rs fails the build,
-/// naming the item, when the stub has none.
+/// naming the item, when the stub has none. A macro that writes a method into several classes
+/// names it `stub_doc!($class, "name")`: build.rs cannot see that item, so a missing docstring
+/// fails the build where the compiler cannot read its file.
 macro_rules! stub_doc {
     ($item:literal) => {
         include_str!(concat!(env!("OUT_DIR"), "/stub_docs/", $item, ".txt"))
+    };
+    ($class:literal, $member:literal) => {
+        include_str!(concat!(
+            env!("OUT_DIR"),
+            "/stub_docs/",
+            $class,
+            ".",
+            $member,
+            ".txt"
+        ))
     };
 }
 
@@ -21,6 +33,7 @@ macro_rules! stub_doc {
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod arrays;
 mod buckets;
 mod conversions;
 mod cursor;
@@ -37,6 +50,7 @@ mod pending_acks;
 mod redelivery;
 mod rings;
 mod routing;
+mod routing_key;
 mod state;
 mod window;
 

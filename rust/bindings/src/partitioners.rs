@@ -7,9 +7,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use strum::{EnumString, IntoStaticStr, VariantNames};
 
-use crate::conversions::{key_bytes, named_arg, numpy, type_name};
+use crate::conversions::{int_arg, is_int, key_bytes, named_arg, numpy, type_name};
 use crate::errors::{self, Raise};
-use crate::keys::{int_arg, is_int, key_column, Keys};
+use crate::keys::{key_column, Keys};
 use keyshared_kernels::jdk_utf8;
 use keyshared_kernels::keys::{IntKey, IntTyping};
 use keyshared_kernels::parallel::default_threads;
@@ -53,17 +53,24 @@ fn num_partitions(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<NumPartitions>
     NumPartitions::new(int_arg(obj, what)?, what).py()
 }
 
-/// An int value as the given integer type, checked to fit it.
-fn int_key(value: i64, int_type: KeyType, what: &str) -> PyResult<IntKey> {
+/// An int value as the given integer type, checked to fit it; `type_arg` names the argument
+/// that gave the type.
+fn int_key(value: i64, int_type: KeyType, what: &str, type_arg: &str) -> PyResult<IntKey> {
     match int_type {
-        KeyType::Int => i32::try_from(value).map(IntKey::Int).map_err(|_| {
-            errors::invalid(format!(
-                "{what} = {value} is outside the range of an int ([-2**31, 2**31 - 1]); \
-                 use key type \"long\""
-            ))
-        }),
+        KeyType::Int => i32::try_from(value)
+            .map(IntKey::Int)
+            .map_err(|_| beyond_int(what, value, type_arg)),
         _ => Ok(IntKey::Long(value)),
     }
+}
+
+/// The refusal of an int key too wide for the int type, pointing to the long type by the
+/// argument `type_arg` that chose it.
+fn beyond_int(what: &str, value: i64, type_arg: &str) -> PyErr {
+    errors::invalid(format!(
+        "{what} = {value} is outside the range of an int ([-2**31, 2**31 - 1]); \
+         use {type_arg}=\"long\""
+    ))
 }
 
 /// One key of a typed system: bytes (a str as UTF-8), or an int of a given type.
@@ -72,11 +79,13 @@ enum Key<'a> {
     Int(IntKey),
 }
 
-/// `value` as a key; an int without a type is a long, as PySpark infers a Python int.
+/// `value` as a key, of the type the argument `type_arg` gives; an int without a type is a
+/// long, as PySpark infers a Python int.
 fn typed_key<'a>(
     value: &'a Bound<'_, PyAny>,
     key_type: Option<KeyType>,
     what: &str,
+    type_arg: &str,
 ) -> PyResult<Key<'a>> {
     let int_given = is_int(value);
     match (int_given, key_type) {
@@ -88,6 +97,7 @@ fn typed_key<'a>(
             int_arg(value, what)?,
             t.unwrap_or(KeyType::Long),
             what,
+            type_arg,
         )?)),
         (false, Some(t)) if t.is_int() => Err(errors::wrong_type(format!(
             "{what} must be an int for key type {:?}, got {}",
@@ -113,7 +123,7 @@ fn partition_key(
     if key.is_none() {
         return Ok(p.partition(None, n));
     }
-    match typed_key(key, key_type, "key")? {
+    match typed_key(key, key_type, "key", "key_type")? {
         Key::Bytes(b) => Ok(p.partition(Some(b), n)),
         Key::Int(k) => Ok(Some(int_partitioner(p)?.partition(k, n))),
     }
@@ -159,10 +169,7 @@ fn partition_keys<'py>(
                 _ => IntTyping::ByWidth,
             };
             if let Some((i, v)) = ints.first_beyond_int(typing) {
-                return Err(errors::invalid(format!(
-                    "keys[{i}] = {v} is outside the range of an int ([-2**31, 2**31 - 1]); \
-                     use key_type=\"long\""
-                )));
+                return Err(beyond_int(&format!("keys[{i}]"), v, "key_type"));
             }
             let null = p.partition(None, n).map_or(-1, i64::from);
             keys.py()
@@ -215,7 +222,7 @@ fn java_utf8<'py>(key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
 #[pyfunction]
 fn iceberg_bucket(value: &Bound<'_, PyAny>, num_buckets: &Bound<'_, PyAny>) -> PyResult<u32> {
     let n = num_partitions(num_buckets, "num_buckets")?;
-    let hash = match typed_key(value, None, "value")? {
+    let hash = match typed_key(value, None, "value", "data_type")? {
         Key::Bytes(b) => system_hashes::iceberg_hash(IcebergValue::Bytes(b)),
         Key::Int(k) => system_hashes::iceberg_hash(k.into()),
     };
@@ -230,7 +237,7 @@ fn spark_hash(value: &Bound<'_, PyAny>, data_type: Option<&Bound<'_, PyAny>>) ->
     if value.is_none() {
         return Ok(system_hashes::SPARK_SEED as i32);
     }
-    Ok(match typed_key(value, data_type, "value")? {
+    Ok(match typed_key(value, data_type, "value", "data_type")? {
         Key::Bytes(b) => system_hashes::spark_hash(SparkValue::Bytes(b)),
         Key::Int(k) => system_hashes::spark_hash(k.into()),
     })

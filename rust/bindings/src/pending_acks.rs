@@ -1,16 +1,17 @@
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use numpy::PyArray1;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 
-use crate::errors::{wrong_type, Raise};
+use crate::errors::{invalid, wrong_type, Raise};
 use pyo3::PyTraverseError;
 
 use super::draining::PyDrainingHashesTracker;
+use crate::arrays::{BatchSizes, I64s, RingHashes};
+use crate::buckets::HashRanges;
 use crate::conversions::{
-    arg, pending_ack, position, same_lengths, BatchSize, BatchSizes, ConsumerId, HashRanges, I64s,
-    RingHash, RingHashes,
+    arg, position, same_lengths, type_name, BatchSize, ConsumerId, FromArg, RingHash,
 };
 use crate::state::{detached, lock, notify, with_state};
 use keyshared_kernels::draining::DrainingHashes;
@@ -146,20 +147,18 @@ impl PyPendingAcksMap {
         batch_sizes: &Bound<'py, PyAny>,
         sticky_key_hashes: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<bool>>> {
-        let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
-        let I64s(entries) = arg(entry_ids, "entry_ids")?;
-        let BatchSizes(sizes) = arg(batch_sizes, "batch_sizes")?;
-        let RingHashes(hashes) = arg(sticky_key_hashes, "sticky_key_hashes")?;
-        same_lengths(&[
-            ("ledger_ids", ledgers.len()),
-            ("entry_ids", entries.len()),
-            ("batch_sizes", sizes.len()),
-            ("sticky_key_hashes", hashes.len()),
-        ])?;
-        let acks: Vec<PendingAck> = (0..ledgers.len())
+        let columns = [
+            (batch_sizes, "batch_sizes"),
+            (sticky_key_hashes, "sticky_key_hashes"),
+        ];
+        let Entries {
+            keys,
+            columns: (BatchSizes(sizes), RingHashes(hashes)),
+        } = Entries::read(ledger_ids, entry_ids, columns)?;
+        let acks: Vec<PendingAck> = (0..keys.len())
             .map(|i| PendingAck {
-                ledger_id: ledgers[i],
-                entry_id: entries[i],
+                ledger_id: keys[i].0,
+                entry_id: keys[i].1,
                 batch_size: sizes[i],
                 sticky_key_hash: hashes[i],
             })
@@ -270,15 +269,10 @@ impl PyPendingAcksMap {
         entry_ids: &Bound<'py, PyAny>,
         acked_deltas: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<bool>>> {
-        let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
-        let I64s(entries) = arg(entry_ids, "entry_ids")?;
-        let BatchSizes(deltas) = arg(acked_deltas, "acked_deltas")?;
-        same_lengths(&[
-            ("ledger_ids", ledgers.len()),
-            ("entry_ids", entries.len()),
-            ("acked_deltas", deltas.len()),
-        ])?;
-        let keys: Vec<(i64, i64)> = ledgers.into_iter().zip(entries).collect();
+        let Entries {
+            keys,
+            columns: BatchSizes(deltas),
+        } = Entries::read(ledger_ids, entry_ids, [(acked_deltas, "acked_deltas")])?;
         let updated = detached(py, &self.state, |m| {
             m.update_remaining_unacked_many(&keys, &deltas)
         })
@@ -293,10 +287,7 @@ impl PyPendingAcksMap {
         ledger_ids: &Bound<'py, PyAny>,
         entry_ids: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<bool>>> {
-        let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
-        let I64s(entries) = arg(entry_ids, "entry_ids")?;
-        same_lengths(&[("ledger_ids", ledgers.len()), ("entry_ids", entries.len())])?;
-        let keys: Vec<(i64, i64)> = ledgers.into_iter().zip(entries).collect();
+        let Entries { keys, columns: () } = Entries::read(ledger_ids, entry_ids, [])?;
         let result: KernelResult<WithNotice<Vec<bool>>> = py.detach(|| {
             let tracker = self.tracker();
             let mut m = lock(&self.state);
@@ -404,6 +395,158 @@ impl PyPendingAcksMap {
         });
         let closed = if closed { "True" } else { "False" };
         format!("PendingAcksMap(consumer_id={consumer}, size={len}, closed={closed})")
+    }
+}
+
+/// A batch call's entries: the `(ledger_id, entry_id)` keys its `ledger_ids` and `entry_ids`
+/// name, and `columns`, the further per-entry arguments it takes. All are converted in
+/// argument order, then checked to be of one length.
+struct Entries<C> {
+    keys: Vec<(i64, i64)>,
+    columns: C,
+}
+
+impl<C> Entries<C> {
+    fn read<'py, const N: usize>(
+        ledger_ids: &Bound<'py, PyAny>,
+        entry_ids: &Bound<'py, PyAny>,
+        columns: [Named<'_, 'py>; N],
+    ) -> PyResult<Self>
+    where
+        C: Columns<'py, N>,
+    {
+        let I64s(ledgers) = arg(ledger_ids, "ledger_ids")?;
+        let I64s(entries) = arg(entry_ids, "entry_ids")?;
+        let mut lengths = vec![("ledger_ids", ledgers.len()), ("entry_ids", entries.len())];
+        let columns = C::read(columns, &mut lengths)?;
+        same_lengths(&lengths)?;
+        let keys = ledgers.into_iter().zip(entries).collect();
+        Ok(Self { keys, columns })
+    }
+}
+
+/// An argument and its name.
+type Named<'a, 'py> = (&'a Bound<'py, PyAny>, &'static str);
+
+/// The names and lengths of a batch's columns, for `same_lengths`.
+type Lengths = Vec<(&'static str, usize)>;
+
+/// A per-entry column of a batch call.
+trait Column<'py>: FromArg<'py> {
+    fn len(&self) -> usize;
+}
+
+impl Column<'_> for BatchSizes {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl Column<'_> for RingHashes {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// The `N` further columns of a batch call, converted in order into `lengths`.
+trait Columns<'py, const N: usize>: Sized {
+    fn read(args: [Named<'_, 'py>; N], lengths: &mut Lengths) -> PyResult<Self>;
+}
+
+impl<'py> Columns<'py, 0> for () {
+    fn read(_: [Named<'_, 'py>; 0], _: &mut Lengths) -> PyResult<Self> {
+        Ok(())
+    }
+}
+
+impl<'py, A: Column<'py>> Columns<'py, 1> for A {
+    fn read([a]: [Named<'_, 'py>; 1], lengths: &mut Lengths) -> PyResult<Self> {
+        column(a, lengths)
+    }
+}
+
+impl<'py, A: Column<'py>, B: Column<'py>> Columns<'py, 2> for (A, B) {
+    fn read([a, b]: [Named<'_, 'py>; 2], lengths: &mut Lengths) -> PyResult<Self> {
+        Ok((column(a, lengths)?, column(b, lengths)?))
+    }
+}
+
+fn column<'py, T: Column<'py>>((obj, name): Named<'_, 'py>, lengths: &mut Lengths) -> PyResult<T> {
+    let column: T = arg(obj, name)?;
+    lengths.push((name, column.len()));
+    Ok(column)
+}
+
+/// A pending ack from its four arguments.
+fn pending_ack(
+    ledger_id: &Bound<'_, PyAny>,
+    entry_id: &Bound<'_, PyAny>,
+    batch_size: &Bound<'_, PyAny>,
+    sticky_key_hash: &Bound<'_, PyAny>,
+) -> PyResult<PendingAck> {
+    let (ledger_id, entry_id) = position(ledger_id, entry_id)?;
+    Ok(PendingAck {
+        ledger_id,
+        entry_id,
+        batch_size: arg::<BatchSize>(batch_size, "batch_size")?.0,
+        sticky_key_hash: arg::<RingHash>(sticky_key_hash, "sticky_key_hash")?.0,
+    })
+}
+
+/// Locks pending-acks maps in the one order of level 3: by consumer id, then by address
+/// (an object never moves), whatever order they come in. The guards are in that order.
+pub fn lock_maps<'m>(
+    maps: impl IntoIterator<Item = &'m PyPendingAcksMap>,
+) -> Vec<MutexGuard<'m, PendingAcks>> {
+    let mut maps: Vec<&PyPendingAcksMap> = maps.into_iter().collect();
+    maps.sort_by_key(|m| lock_key(m));
+    maps.into_iter().map(|m| lock(&m.state)).collect()
+}
+
+/// A map's place in the lock order: its consumer id, then its address.
+fn lock_key(map: &PyPendingAcksMap) -> (u64, usize) {
+    (map.consumer_id, std::ptr::from_ref(map) as usize)
+}
+
+/// The pending-acks maps of a hand-off, checked to be distinct and wired to one tracker,
+/// and that tracker (None for no maps).
+pub struct WiredMaps<'py>(
+    pub Vec<Bound<'py, PyPendingAcksMap>>,
+    pub Option<Py<PyDrainingHashesTracker>>,
+);
+
+impl<'py> FromArg<'py> for WiredMaps<'py> {
+    fn from_arg(pending_acks: &Bound<'py, PyAny>, what: &str) -> PyResult<Self> {
+        let mut maps: Vec<Bound<'py, PyPendingAcksMap>> = Vec::new();
+        let mut tracker: Option<Py<PyDrainingHashesTracker>> = None;
+        for (i, item) in pending_acks.try_iter()?.enumerate() {
+            let item = item?;
+            let map = item.cast::<PyPendingAcksMap>().map_err(|_| {
+                wrong_type(format!(
+                    "{what}[{i}] must be a PendingAcksMap, got {}",
+                    type_name(&item)
+                ))
+            })?;
+            let Some(own) = map.get().tracker.as_ref() else {
+                return Err(invalid(format!(
+                    "{what}[{i}] has no tracker to register draining hashes in"
+                )));
+            };
+            match &tracker {
+                Some(t) if !t.is(own) => {
+                    return Err(invalid(format!(
+                        "{what}[{i}] is wired to another tracker than {what}[0]"
+                    )))
+                }
+                Some(_) => {}
+                None => tracker = Some(own.clone_ref(item.py())),
+            }
+            if maps.iter().any(|m| m.is(map)) {
+                return Err(invalid(format!("{what}[{i}] is given twice")));
+            }
+            maps.push(map.clone());
+        }
+        Ok(Self(maps, tracker))
     }
 }
 

@@ -5,9 +5,10 @@ use pyo3::prelude::*;
 use crate::errors::Raise;
 
 use super::draining::PyDrainingHashesTracker;
+use crate::arrays::{I64s, RingHashes};
 use crate::conversions::{
-    arg, arg_or, opt_arg, queued_position, same_lengths, Callback, ConsumersByHash, Flag, I64s,
-    Int, OptConsumerIds, Permits, RingHash, RingHashSet, RingHashes, Size,
+    arg, arg_or, opt_arg, queued_position, same_lengths, Callback, ConsumersByHash, Flag, Int,
+    OptConsumerIds, Permits, RingHash, RingHashSet, Size,
 };
 use crate::state::{detached, lock, with_state};
 use keyshared_kernels::redelivery::{

@@ -11,7 +11,8 @@ use super::impacted::{
     ranges_dict, PyConsumerHashAssignmentsSnapshot, PyImpactedConsumersResult, PyRanges,
 };
 use super::keys::any_key_batch;
-use crate::conversions::{arg, key_bytes, ConsumerId, Int, KeyPatterns, RingHash, RingHashes};
+use crate::arrays::RingHashes;
+use crate::conversions::{arg, key_bytes, ConsumerId, Int, KeyPatterns, RingHash};
 use crate::state::{check_unowned, detached, with_state};
 use keyshared_kernels::danube_ring::KeySharedConsumerState;
 use keyshared_kernels::ring::{ConsistentHashingSelector, DEFAULT_RANGE_MAX};

@@ -4,14 +4,12 @@ use pyo3::types::PyTuple;
 
 use crate::errors::Raise;
 
-use super::buckets::PyHashRange;
 use super::hashing::{hash_arrays, hash_keys};
-use crate::conversions::{
-    arg, arg_or, key_bytes, numpy, KeyHash, ScalableRelease, SegmentRoutes, Threads, U32s,
-};
-use keyshared_kernels::hashing::{bucket_hash, key_hash, segment_hash};
-use keyshared_kernels::parallel::map_pairs;
-use keyshared_kernels::routing::RoutingTable as Table;
+use crate::arrays::U32s;
+use crate::buckets::{PyHashRange, SegmentRoutes};
+use crate::conversions::{arg, arg_or, key_bytes, numpy, KeyHash, ScalableRelease, Threads};
+use keyshared_kernels::hashing::key_hash;
+use keyshared_kernels::routing::{hash_halves, RoutingTable as Table};
 
 #[doc = stub_doc!("RoutingTable")]
 #[pyclass(name = "RoutingTable", module = "keyshared._core", frozen, eq)]
@@ -97,12 +95,8 @@ impl PyRoutingTable {
             <[u32]>::to_vec,
             |hashes, _| hashes,
         )?;
-        let ((ids, buckets), (high, low)) = py.detach(|| {
-            let halves = map_pairs(hashes.len(), n, |i| {
-                (segment_hash(hashes[i]), bucket_hash(hashes[i]))
-            });
-            (self.table.route_hashes(&hashes, n), halves)
-        });
+        let ((ids, buckets), (high, low)) =
+            py.detach(|| (self.table.route_hashes(&hashes, n), hash_halves(&hashes, n)));
         (
             numpy(py, ids),
             numpy(py, buckets),

@@ -10,7 +10,8 @@
 //!    `InFlightWindow`;
 //! 2. a selector (`ConsistentHashingStickyKeyConsumerSelector`, `EntryBucketConsumerSelector`,
 //!    `KeySharedConsumerState`);
-//! 3. pending-acks maps, by consumer id, maps of one id by address ([`lock_maps`]): the
+//! 3. pending-acks maps, by consumer id, maps of one id by address
+//!    ([`lock_maps`](crate::pending_acks::lock_maps)): the
 //!    dispatchers and `register_draining_hashes` alike;
 //! 4. a redelivery queue (`MessageRedeliveryController`);
 //! 5. a draining-hashes tracker, and last its handler's cell (taken alone, only to copy it).
@@ -27,8 +28,6 @@ use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use pyo3::prelude::*;
 
 use crate::errors;
-use crate::pending_acks::PyPendingAcksMap;
-use keyshared_kernels::pending_acks::PendingAcks;
 
 /// Runs `f` on the locked state. When another thread holds the lock, waits for it without
 /// the GIL, so that thread (maybe in a long batch) and other Python threads go on. `f` must
@@ -69,21 +68,6 @@ pub fn check_unowned(owner: Option<&str>) -> PyResult<()> {
         ))),
         None => Ok(()),
     }
-}
-
-/// Locks pending-acks maps in the one order of level 3: by consumer id, then by address
-/// (an object never moves), whatever order they come in. The guards are in that order.
-pub fn lock_maps<'m>(
-    maps: impl IntoIterator<Item = &'m PyPendingAcksMap>,
-) -> Vec<MutexGuard<'m, PendingAcks>> {
-    let mut maps: Vec<&PyPendingAcksMap> = maps.into_iter().collect();
-    maps.sort_by_key(|m| lock_key(m));
-    maps.into_iter().map(|m| lock(&m.state)).collect()
-}
-
-/// A map's place in the lock order: its consumer id, then its address.
-pub fn lock_key(map: &PyPendingAcksMap) -> (u64, usize) {
-    (map.consumer_id, std::ptr::from_ref(map) as usize)
 }
 
 /// Calls the unblocking handler, if any, with the hash the kernel reported, if any. Runs

@@ -4,11 +4,11 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 
 use crate::conversions::{
-    arg, arg_or, instance, named, routing_key_object, ConsumerId, ConsumerSet, Count, Millis,
-    Offset, Text,
+    arg, arg_or, instance, named, ConsumerId, ConsumerSet, Count, Millis, Offset, Text,
 };
 use crate::errors::Raise;
 use crate::rings::PyKeySharedConsumerState;
+use crate::routing_key::routing_key_object;
 use crate::state::{lock, with_state};
 use keyshared_kernels::routing_key::RoutingKey;
 use keyshared_kernels::window::{

@@ -3,7 +3,7 @@
 
 use super::buckets::{bucket_index, HashRange, RING_SIZE};
 use super::error::{Duplicate, InvalidInput, KernelResult, Tiling};
-use super::hashing::SegmentHalf;
+use super::hashing::{bucket_hash, segment_hash, SegmentHalf};
 use super::parallel::map_pairs;
 
 /// An active segment as routing sees it: its id, its range of segment hashes and its
@@ -140,6 +140,15 @@ impl RoutingTable {
     }
 }
 
+/// The high and the low 16 bits of every key hash (`hashing::segment_hash` and
+/// `hashing::bucket_hash`), on up to `threads` threads: what `route_keys` reports beside the
+/// routes, the same halves whichever of them the release routes by.
+pub fn hash_halves(hashes: &[u32], threads: usize) -> (Vec<u16>, Vec<u16>) {
+    map_pairs(hashes.len(), threads, |i| {
+        (segment_hash(hashes[i]), bucket_hash(hashes[i]))
+    })
+}
+
 fn check_tiling(segments: &[SegmentRoute]) -> KernelResult<()> {
     let mut next_start = 0u32;
     for seg in segments {
@@ -188,6 +197,16 @@ fn check_unique_ids(segments: &[SegmentRoute]) -> KernelResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hash_halves_split_each_hash() {
+        let hashes = [0x1234_ABCD, 0, u32::MAX];
+        for threads in [1, 2] {
+            let (high, low) = hash_halves(&hashes, threads);
+            assert_eq!(high, [0x1234, 0, 0xFFFF]);
+            assert_eq!(low, [0xABCD, 0, 0xFFFF]);
+        }
+    }
 
     fn seg(id: u64, start: i64, end: i64, splits: &[u16]) -> SegmentRoute {
         SegmentRoute {

@@ -1,22 +1,24 @@
 //! The one binding core of both dispatchers: their shared parts, the one lock pattern over
-//! them, and the calls both make the same way (consumers, pending acks, select, ack). Each
-//! `#[pyclass]` converts its arguments and calls in here.
+//! them, and the calls both make the same way (consumers, pending acks, select, ack), which
+//! `dispatcher_methods!` writes into both classes. Each `#[pyclass]` converts its other
+//! arguments and calls in here.
 //!
 //! Locks are taken only by `with_own` (level 1), `with_selector` (level 2), `with_map`
 //! (levels 1, 3, 5), `with_parts` (levels 1 to 5, every map) and `run_picked` (levels 1 to
 //! 5, one map), in the order of `state`.
 
+use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::True;
 use pyo3::{PyClass, PyTraverseError, PyVisit};
 
-use super::{lock_acks, Maps};
+use crate::conversions::{arg, key_bytes, ConsumerId};
 use crate::draining::PyDrainingHashesTracker;
 use crate::entry_bucket::PyEntryBucketSelector;
 use crate::errors::Raise;
-use crate::pending_acks::{tuple, Ack, PyPendingAcksMap};
+use crate::pending_acks::{lock_maps, tuple, Ack, PyPendingAcksMap};
 use crate::redelivery::PyMessageRedeliveryController;
 use crate::rings::PyConsistentHashingSelector;
 use crate::state::{lock, notify, with_state};
@@ -27,6 +29,105 @@ use keyshared_kernels::error::StateResult;
 use keyshared_kernels::pending_acks::PendingAcks;
 use keyshared_kernels::redelivery::MessageRedeliveryController;
 use keyshared_kernels::ring::ConsistentHashingSelector;
+
+/// Each connected consumer's pending-acks map, by consumer id.
+type Maps = BTreeMap<u64, Py<PyPendingAcksMap>>;
+
+/// Every connected consumer's pending acks, locked in the one order (`lock_maps`).
+fn lock_acks(maps: &Maps) -> Vec<MutexGuard<'_, PendingAcks>> {
+    lock_maps(maps.values().map(Py::get))
+}
+
+/// A consumer's id and name (`str` or `bytes`; empty when not given), as both dispatchers
+/// take them.
+pub fn consumer_and_name<'a>(
+    consumer_id: &Bound<'_, PyAny>,
+    name: Option<&'a Bound<'_, PyAny>>,
+) -> PyResult<(u64, &'a [u8])> {
+    let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
+    let name = match name.filter(|n| !n.is_none()) {
+        Some(n) => key_bytes(n, "name")?,
+        None => b"",
+    };
+    Ok((consumer, name))
+}
+
+/// The `#[pymethods]` of a dispatcher class `$class` (Python name `$name`, for its docs):
+/// the methods both classes forward to their `core` alike, then the class's own `methods`.
+/// pyo3 takes one `#[pymethods]` block per class, so the shared methods are written into
+/// each class's block rather than into a block of their own.
+macro_rules! dispatcher_methods {
+    ($class:ty, $name:literal, { $($methods:tt)* }) => {
+        #[pymethods]
+        impl $class {
+            #[doc = stub_doc!($name, "add_consumer")]
+            #[pyo3(
+                signature = (consumer_id, name=None),
+                text_signature = "($self, consumer_id, name='')"
+            )]
+            fn add_consumer(
+                &self,
+                py: Python<'_>,
+                consumer_id: &Bound<'_, PyAny>,
+                name: Option<&Bound<'_, PyAny>>,
+            ) -> PyResult<Py<$crate::pending_acks::PyPendingAcksMap>> {
+                let (consumer, name) =
+                    $crate::dispatch::core::consumer_and_name(consumer_id, name)?;
+                self.core.add_consumer(py, consumer, name)
+            }
+
+            #[doc = stub_doc!($name, "remove_consumer")]
+            fn remove_consumer(
+                &self,
+                py: Python<'_>,
+                consumer_id: &Bound<'_, PyAny>,
+            ) -> PyResult<Vec<$crate::pending_acks::Ack>> {
+                let $crate::conversions::ConsumerId(consumer) =
+                    $crate::conversions::arg(consumer_id, "consumer_id")?;
+                self.core.remove_consumer(py, consumer)
+            }
+
+            #[doc = stub_doc!($name, "pending_acks")]
+            fn pending_acks(
+                &self,
+                py: Python<'_>,
+                consumer_id: &Bound<'_, PyAny>,
+            ) -> PyResult<Py<$crate::pending_acks::PyPendingAcksMap>> {
+                let $crate::conversions::ConsumerId(consumer) =
+                    $crate::conversions::arg(consumer_id, "consumer_id")?;
+                self.core.pending_acks(py, consumer)
+            }
+
+            #[doc = stub_doc!($name, "select")]
+            fn select(
+                &self,
+                py: Python<'_>,
+                sticky_key_hash: &Bound<'_, PyAny>,
+            ) -> PyResult<Option<u64>> {
+                let $crate::conversions::RingHash(hash) =
+                    $crate::conversions::arg(sticky_key_hash, "sticky_key_hash")?;
+                Ok(self.core.select(py, hash))
+            }
+
+            #[doc = stub_doc!($name, "ack")]
+            fn ack(
+                &self,
+                py: Python<'_>,
+                consumer_id: &Bound<'_, PyAny>,
+                ledger_id: &Bound<'_, PyAny>,
+                entry_id: &Bound<'_, PyAny>,
+            ) -> PyResult<bool> {
+                let $crate::conversions::ConsumerId(consumer) =
+                    $crate::conversions::arg(consumer_id, "consumer_id")?;
+                let (ledger, entry) = $crate::conversions::position(ledger_id, entry_id)?;
+                self.core.ack(py, consumer, ledger, entry)
+            }
+
+            $($methods)*
+        }
+    };
+}
+pub(super) use dispatcher_methods;
 
 /// A selector class a dispatcher owns.
 pub trait SelectorCell: PyClass<Frozen = True> + Sync {

@@ -3,16 +3,13 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::consumer_and_name;
-use super::core::Core;
-use crate::conversions::{
-    arg, opt_arg, position, route, same_lengths, BatchSize, BatchSizes, BucketBoundaries,
-    ConsumerId, I64s, RingHash, RingHashes, Splits,
-};
+use super::core::{dispatcher_methods, Core};
+use crate::arrays::{BatchSizes, I64s, RingHashes};
+use crate::buckets::BucketBoundaries;
+use crate::conversions::{arg, opt_arg, position, route, same_lengths, BatchSize, Splits};
 use crate::draining::PyDrainingHashesTracker;
 use crate::entry_bucket::PyEntryBucketSelector;
 use crate::errors::Raise;
-use crate::pending_acks::{Ack, PyPendingAcksMap};
 use keyshared_kernels::dispatch::entry_bucket::{
     withheld_buckets, Entry, EntryBucketDispatcher, Route,
 };
@@ -48,8 +45,7 @@ impl PyEntryBucketDispatcher {
     }
 }
 
-#[pymethods]
-impl PyEntryBucketDispatcher {
+dispatcher_methods!(PyEntryBucketDispatcher, "EntryBucketDispatcher", {
     #[new]
     #[pyo3(
         signature = (bucket_splits=None, *, unblocking_handler=None, dispatcher_name=String::new()),
@@ -93,57 +89,6 @@ impl PyEntryBucketDispatcher {
     #[getter]
     fn tracker(&self, py: Python<'_>) -> Py<PyDrainingHashesTracker> {
         self.core.tracker.clone_ref(py)
-    }
-
-    #[doc = stub_doc!("EntryBucketDispatcher.add_consumer")]
-    #[pyo3(signature = (consumer_id, name=None), text_signature = "($self, consumer_id, name='')")]
-    fn add_consumer(
-        &self,
-        py: Python<'_>,
-        consumer_id: &Bound<'_, PyAny>,
-        name: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyPendingAcksMap>> {
-        let (consumer, name) = consumer_and_name(consumer_id, name)?;
-        self.core.add_consumer(py, consumer, name)
-    }
-
-    #[doc = stub_doc!("EntryBucketDispatcher.remove_consumer")]
-    fn remove_consumer(
-        &self,
-        py: Python<'_>,
-        consumer_id: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<Ack>> {
-        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
-        self.core.remove_consumer(py, consumer)
-    }
-
-    #[doc = stub_doc!("EntryBucketDispatcher.pending_acks")]
-    fn pending_acks(
-        &self,
-        py: Python<'_>,
-        consumer_id: &Bound<'_, PyAny>,
-    ) -> PyResult<Py<PyPendingAcksMap>> {
-        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
-        self.core.pending_acks(py, consumer)
-    }
-
-    #[doc = stub_doc!("EntryBucketDispatcher.select")]
-    fn select(&self, py: Python<'_>, sticky_key_hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-        let RingHash(hash) = arg(sticky_key_hash, "sticky_key_hash")?;
-        Ok(self.core.select(py, hash))
-    }
-
-    #[doc = stub_doc!("EntryBucketDispatcher.ack")]
-    fn ack(
-        &self,
-        py: Python<'_>,
-        consumer_id: &Bound<'_, PyAny>,
-        ledger_id: &Bound<'_, PyAny>,
-        entry_id: &Bound<'_, PyAny>,
-    ) -> PyResult<bool> {
-        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
-        let (ledger, entry) = position(ledger_id, entry_id)?;
-        self.core.ack(py, consumer, ledger, entry)
     }
 
     #[doc = stub_doc!("EntryBucketDispatcher.sticky_key_hash")]
@@ -252,4 +197,4 @@ impl PyEntryBucketDispatcher {
         let consumers = self.core.consumer_count();
         format!("EntryBucketDispatcher(buckets={buckets}, consumers={consumers})")
     }
-}
+});

@@ -5,15 +5,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PySequence, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::core::Core;
-use super::{consumer_and_name, PyDispatchResult};
+use super::core::{dispatcher_methods, Core};
+use super::result::PyDispatchResult;
 use crate::conversions::{
-    arg, opt_arg, position, type_name, BatchSize, ConsumerId, FromArg, Int, QueuedId, RingHash,
-    Size, StickyKeyHash,
+    arg, opt_arg, type_name, BatchSize, ConsumerId, FromArg, Int, QueuedId, Size, StickyKeyHash,
 };
 use crate::draining::PyDrainingHashesTracker;
 use crate::errors::{self, Raise};
-use crate::pending_acks::{Ack, PyPendingAcksMap};
 use crate::redelivery::{look_ahead_config, PyMessageRedeliveryController};
 use crate::rings::PyConsistentHashingSelector;
 use keyshared_kernels::dispatch::sticky::{ReadEntry, StickyKeyDispatcher};
@@ -58,8 +56,7 @@ impl PyStickyKeyDispatcher {
     }
 }
 
-#[pymethods]
-impl PyStickyKeyDispatcher {
+dispatcher_methods!(PyStickyKeyDispatcher, "StickyKeyDispatcher", {
     #[new]
     #[pyo3(
         signature = (
@@ -135,57 +132,6 @@ impl PyStickyKeyDispatcher {
     #[getter]
     fn flow_control(&self, py: Python<'_>) -> bool {
         self.core.with_own(py, |own| own.kernel.flow_control())
-    }
-
-    #[doc = stub_doc!("StickyKeyDispatcher.add_consumer")]
-    #[pyo3(signature = (consumer_id, name=None), text_signature = "($self, consumer_id, name='')")]
-    fn add_consumer(
-        &self,
-        py: Python<'_>,
-        consumer_id: &Bound<'_, PyAny>,
-        name: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyPendingAcksMap>> {
-        let (consumer, name) = consumer_and_name(consumer_id, name)?;
-        self.core.add_consumer(py, consumer, name)
-    }
-
-    #[doc = stub_doc!("StickyKeyDispatcher.remove_consumer")]
-    fn remove_consumer(
-        &self,
-        py: Python<'_>,
-        consumer_id: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<Ack>> {
-        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
-        self.core.remove_consumer(py, consumer)
-    }
-
-    #[doc = stub_doc!("StickyKeyDispatcher.pending_acks")]
-    fn pending_acks(
-        &self,
-        py: Python<'_>,
-        consumer_id: &Bound<'_, PyAny>,
-    ) -> PyResult<Py<PyPendingAcksMap>> {
-        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
-        self.core.pending_acks(py, consumer)
-    }
-
-    #[doc = stub_doc!("StickyKeyDispatcher.select")]
-    fn select(&self, py: Python<'_>, sticky_key_hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-        let RingHash(hash) = arg(sticky_key_hash, "sticky_key_hash")?;
-        Ok(self.core.select(py, hash))
-    }
-
-    #[doc = stub_doc!("StickyKeyDispatcher.ack")]
-    fn ack(
-        &self,
-        py: Python<'_>,
-        consumer_id: &Bound<'_, PyAny>,
-        ledger_id: &Bound<'_, PyAny>,
-        entry_id: &Bound<'_, PyAny>,
-    ) -> PyResult<bool> {
-        let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
-        let (ledger, entry) = position(ledger_id, entry_id)?;
-        self.core.ack(py, consumer, ledger, entry)
     }
 
     #[pyo3(signature = (ledger_id, entry_id, sticky_key_hash, batch_size=None),
@@ -315,7 +261,7 @@ impl PyStickyKeyDispatcher {
         let flow_control = if flow_control { "True" } else { "False" };
         format!("StickyKeyDispatcher(consumers={consumers}, flow_control={flow_control})")
     }
-}
+});
 
 const ENTRY: &str = "(ledger_id, entry_id, sticky_key_hash, batch_size)";
 
