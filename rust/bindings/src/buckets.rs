@@ -3,7 +3,9 @@ use pyo3::prelude::*;
 
 use crate::errors::Raise;
 
-use crate::conversions::{arg, instance, Int, RingHash, RingHashes, Splits, Text, Threads};
+use crate::conversions::{
+    arg, instance, sequence, Int, RingHash, RingHashes, Splits, Text, Threads,
+};
 use keyshared_kernels::buckets::{self, HashRange};
 
 #[doc = stub_doc!("HashRange")]
@@ -125,6 +127,17 @@ fn bucket_ranges(splits: &Bound<'_, PyAny>) -> PyResult<Vec<PyHashRange>> {
         .collect())
 }
 
+#[doc = stub_doc!("_checked_splits")]
+#[pyfunction(name = "_checked_splits")]
+fn checked_splits(splits: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u16>> {
+    let values = sequence(splits, name, "a sequence of ints")?
+        .iter()
+        .enumerate()
+        .map(|(i, item)| arg::<Int>(item, &format!("{name}[{i}]")).map(|n| n.0))
+        .collect::<PyResult<Vec<i64>>>()?;
+    buckets::validate_splits(&values).py_in(name)
+}
+
 #[doc = stub_doc!("bucket_index")]
 #[pyfunction]
 fn bucket_index(hash_b: &Bound<'_, PyAny>, splits: &Bound<'_, PyAny>) -> PyResult<u32> {
@@ -183,6 +196,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MIN_FIRST_SPLIT", buckets::MIN_FIRST_SPLIT)?;
     m.add_class::<PyHashRange>()?;
     m.add_function(wrap_pyfunction!(equal_width_splits, m)?)?;
+    m.add_function(wrap_pyfunction!(checked_splits, m)?)?;
     m.add_function(wrap_pyfunction!(bucket_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(bucket_index, m)?)?;
     m.add_function(wrap_pyfunction!(bucket_indices, m)?)?;

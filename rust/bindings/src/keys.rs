@@ -19,12 +19,13 @@ use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUnt
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 
-use crate::errors::{self, Raise};
+use crate::errors::{self, At, Raise};
 use pyo3::types::{PyBool, PyBytes, PyInt, PyList, PyString, PyTuple};
 use pyo3::{ffi, intern};
 use pyo3_arrow::{PyArray, PyChunkedArray};
 
 use crate::conversions::{key_bytes, key_bytes_at, type_name};
+use keyshared_kernels::error::InvalidInput;
 use keyshared_kernels::hashing;
 use keyshared_kernels::keys::{
     IntBatch, IntChunk, IntValues, KeyBatch, KeyChunk, KeyColumn, PackedKeys,
@@ -533,12 +534,12 @@ pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
 }
 
 /// An int argument (bool refused), out-of-range values as a ValueError naming it.
-pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+pub fn int_arg(obj: &Bound<'_, PyAny>, at: At<'_>) -> PyResult<i64> {
     if !is_int(obj) {
-        return Err(errors::wrong_type(format!(
-            "{what} must be an int, got {}",
-            type_name(obj)
-        )));
+        return Err(errors::wrong_type_at(
+            at,
+            format!("{at} must be an int, got {}", type_name(obj)),
+        ));
     }
     let value = match obj.is_instance_of::<PyInt>() {
         true => obj.clone(),
@@ -546,7 +547,7 @@ pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
     };
     value.extract::<i64>().map_err(|err| {
         if err.is_instance_of::<PyOverflowError>(obj.py()) {
-            errors::invalid(format!("{what} = {obj} is outside the range of a long"))
+            errors::invalid_at(at, format!("{at} = {obj} is outside the range of a long"))
         } else {
             err
         }
@@ -573,7 +574,7 @@ fn int_sequence(keys: &Bound<'_, PyAny>) -> PyResult<KeyColumn> {
                 nulls.push(i);
                 values.push(0);
             }
-            false => values.push(int_arg(item, &format!("keys[{i}]"))?),
+            false => values.push(int_arg(item, At::item("keys", i))?),
         }
     }
     let values = IntValues::Int64(values);
@@ -589,9 +590,7 @@ fn numpy_ints(array: &Bound<'_, PyUntypedArray>) -> PyResult<KeyColumn> {
         bits: 8 * u32::try_from(dtype.itemsize()).unwrap_or(u32::MAX),
         signed: dtype.kind() == b'i',
     };
-    let is_int = column
-        .is_int()
-        .map_err(|e| errors::wrong_type(format!("keys: {e}")))?;
+    let is_int = column.is_int().py_in("keys")?;
     // A copy in native order, contiguous, of the width read: NumPy converts byte order,
     // stride and width in one pass (a no-op for what is already so).
     let py = array.py();
@@ -783,9 +782,11 @@ unsafe fn ascii_text(_: *mut ffi::PyObject) -> Option<(*const u8, ffi::Py_ssize_
 }
 
 fn null_error(i: usize) -> PyErr {
-    errors::invalid(format!(
-        "keys[{i}] is None; pass null_key= to hash nulls as given bytes"
-    ))
+    errors::worded(
+        &InvalidInput::NullKey { index: i },
+        "keys",
+        format!("keys[{i}] is None; pass null_key= to hash nulls as given bytes"),
+    )
 }
 
 /// A masked array's mask (True where an item is masked, a null key), or None.
@@ -870,9 +871,11 @@ fn pack_numpy(
 }
 
 fn masked_error(i: usize) -> PyErr {
-    errors::invalid(format!(
-        "keys[{i}] is masked (null); pass null_key= to hash nulls as given bytes"
-    ))
+    errors::worded(
+        &InvalidInput::NullKey { index: i },
+        "keys",
+        format!("keys[{i}] is masked (null); pass null_key= to hash nulls as given bytes"),
+    )
 }
 
 /// NumPy pads fixed-width bytes with trailing zeros, which are not part of the value.

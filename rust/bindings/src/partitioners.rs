@@ -8,7 +8,7 @@ use pyo3::types::{PyBytes, PyString};
 use strum::{EnumString, IntoStaticStr, VariantNames};
 
 use crate::conversions::{key_bytes, named_arg, numpy, type_name};
-use crate::errors::{self, Raise};
+use crate::errors::{self, At, Raise};
 use crate::keys::{int_arg, is_int, key_column, Keys};
 use keyshared_kernels::keys::IntTyping;
 use keyshared_kernels::parallel::default_threads;
@@ -48,17 +48,20 @@ fn partitioner(obj: &Bound<'_, PyAny>) -> PyResult<Partitioner> {
 }
 
 fn num_partitions(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<NumPartitions> {
-    NumPartitions::new(int_arg(obj, what)?, what).py()
+    NumPartitions::new(int_arg(obj, At::arg(what))?, what).py()
 }
 
 /// An int value as the given integer type, checked to fit it.
 fn int_key(value: i64, int_type: KeyType, what: &str) -> PyResult<IntKey> {
     match int_type {
         KeyType::Int => i32::try_from(value).map(IntKey::Int).map_err(|_| {
-            errors::invalid(format!(
-                "{what} = {value} is outside the range of an int ([-2**31, 2**31 - 1]); \
+            errors::invalid_at(
+                At::arg(what),
+                format!(
+                    "{what} = {value} is outside the range of an int ([-2**31, 2**31 - 1]); \
                  use key type \"long\""
-            ))
+                ),
+            )
         }),
         _ => Ok(IntKey::Long(value)),
     }
@@ -78,20 +81,23 @@ fn typed_key<'a>(
 ) -> PyResult<Key<'a>> {
     let int_given = is_int(value);
     match (int_given, key_type) {
-        (true, Some(t)) if !t.is_int() => Err(errors::wrong_type(format!(
-            "{what} is an int but the key type is {:?}",
-            t.name()
-        ))),
+        (true, Some(t)) if !t.is_int() => Err(errors::wrong_type_at(
+            At::arg(what),
+            format!("{what} is an int but the key type is {:?}", t.name()),
+        )),
         (true, t) => Ok(Key::Int(int_key(
-            int_arg(value, what)?,
+            int_arg(value, At::arg(what))?,
             t.unwrap_or(KeyType::Long),
             what,
         )?)),
-        (false, Some(t)) if t.is_int() => Err(errors::wrong_type(format!(
-            "{what} must be an int for key type {:?}, got {}",
-            t.name(),
-            type_name(value)
-        ))),
+        (false, Some(t)) if t.is_int() => Err(errors::wrong_type_at(
+            At::arg(what),
+            format!(
+                "{what} must be an int for key type {:?}, got {}",
+                t.name(),
+                type_name(value)
+            ),
+        )),
         (false, _) => key_bytes(value, what).map(Key::Bytes),
     }
 }
@@ -119,7 +125,7 @@ fn partition_key(
 
 /// The partitioner of int keys; a TypeError for a system whose keys are bytes.
 fn int_partitioner(p: Partitioner) -> PyResult<IntPartitioner> {
-    p.for_ints().map_err(|e| errors::wrong_type(e.to_string()))
+    p.for_ints().py()
 }
 
 #[doc = stub_doc!("partition_keys")]
@@ -135,7 +141,10 @@ fn partition_keys<'py>(
     let n = self::num_partitions(num_partitions, "num_partitions")?;
     let key_type = self::key_type(key_type, "key_type")?;
     let type_error = |kind: &str, t: KeyType| {
-        errors::wrong_type(format!("keys are {kind} but key_type is {:?}", t.name()))
+        errors::wrong_type_at(
+            At::arg("key_type"),
+            format!("keys are {kind} but key_type is {:?}", t.name()),
+        )
     };
     let out = match key_column(keys, key_type.is_some_and(KeyType::is_int))? {
         Keys::Bytes(batch) => {
@@ -157,10 +166,13 @@ fn partition_keys<'py>(
                 _ => IntTyping::ByWidth,
             };
             if let Some((i, v)) = ints.first_beyond_int(typing) {
-                return Err(errors::invalid(format!(
-                    "keys[{i}] = {v} is outside the range of an int ([-2**31, 2**31 - 1]); \
+                return Err(errors::invalid_at(
+                    At::item("keys", i),
+                    format!(
+                        "keys[{i}] = {v} is outside the range of an int ([-2**31, 2**31 - 1]); \
                      use key_type=\"long\""
-                )));
+                    ),
+                ));
             }
             let null = p.partition(None, n).map_or(-1, i64::from);
             keys.py()
