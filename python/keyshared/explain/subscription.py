@@ -189,7 +189,8 @@ def read_subscription(
     kind = _required(data, where, "type")
     if kind != KEY_SHARED:
         raise InvalidArgument(
-            f"{where}.type is {kind!r}: subscription {subscription!r} is not {KEY_SHARED}"
+            f"{where}.type is {kind!r}: subscription {subscription!r} is not {KEY_SHARED}",
+            argument=where,
         )
     consumers = _read_consumers(f"{where}.consumers", _required(data, where, "consumers"))
     sub = KeySharedSubscription(
@@ -306,7 +307,9 @@ def _read_ranges(path: str, data: object) -> tuple[tuple[int, int], ...]:
     out = []
     for i, pair in enumerate(_list(path, data)):
         if not isinstance(pair, list) or len(pair) != 2:
-            raise InvalidArgument(f"{path}[{i}] must be a [start, end] pair, got {pair!r}")
+            raise InvalidArgument(
+                f"{path}[{i}] must be a [start, end] pair, got {pair!r}", argument=path
+            )
         start = check_int(f"{path}[{i}][0]", pair[0], minimum=0, maximum=HASH_MAX)
         end = check_int(f"{path}[{i}][1]", pair[1], minimum=start, maximum=HASH_MAX)
         out.append((start, end))
@@ -331,7 +334,8 @@ def _owner_table(consumers: Sequence[ConsumerStats], path: str) -> npt.NDArray[n
                 other = consumers[int(taken[taken != NO_OWNER][0])]
                 raise InvalidArgument(
                     f"{path}.consumers[{c.index}].keyHashRangeArrays: [{start}, {end}] overlaps"
-                    f" a range of consumers[{other.index}] ({other.label})"
+                    f" a range of consumers[{other.index}] ({other.label})",
+                    argument=path,
                 )
             owners[start : end + 1] = c.index
     return owners
@@ -344,7 +348,8 @@ def _join(path: str, name: str) -> str:
 def _required(data: object, path: str, name: str) -> Any:
     mapping = check_mapping(path or "stats", data)
     if name not in mapping or mapping[name] is None:
-        raise InvalidArgument(f"{_join(path, name)} is missing")
+        missing = _join(path, name)
+        raise InvalidArgument(f"{missing} is missing", kind="missing_field", argument=missing)
     return mapping[name]
 
 
@@ -376,7 +381,7 @@ def _optional_str(data: Mapping[str, Any], path: str, name: str) -> str | None:
 
 def _list(path: str, data: object) -> list[Any]:
     if not isinstance(data, list):
-        raise ArgumentTypeError(f"{path} must be a list, got {type(data).__name__}")
+        raise ArgumentTypeError(f"{path} must be a list, got {type(data).__name__}", argument=path)
     return data
 
 
@@ -403,9 +408,13 @@ def decode_utf8(source: str, data: bytes) -> str:
 def check_timeout(name: str, value: object) -> float:
     """A timeout or interval in seconds: a finite number > 0; the error names ``name``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ArgumentTypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
+        raise ArgumentTypeError(
+            f"{name} must be a number of seconds, got {type(value).__name__}", argument=name
+        )
     if not math.isfinite(value) or value <= 0:
-        raise InvalidArgument(f"{name} must be a finite number of seconds > 0, got {value}")
+        raise InvalidArgument(
+            f"{name} must be a finite number of seconds > 0, got {value}", argument=name
+        )
     return float(value)
 
 
@@ -641,15 +650,19 @@ def check_sample(sample: object) -> dict[str, int] | None:
 def check_keys(keys: object) -> tuple[str, ...]:
     """``keys``, a sequence of str (a lone str is refused: it is not seven keys)."""
     if isinstance(keys, str | bytes):
-        raise ArgumentTypeError(f"keys must be a sequence of str, got one {type(keys).__name__}")
+        raise ArgumentTypeError(
+            f"keys must be a sequence of str, got one {type(keys).__name__}", argument="keys"
+        )
     if not isinstance(keys, Iterable):
-        raise ArgumentTypeError(f"keys must be a sequence of str, got {type(keys).__name__}")
+        raise ArgumentTypeError(
+            f"keys must be a sequence of str, got {type(keys).__name__}", argument="keys"
+        )
     return tuple(check_str(f"keys[{i}]", k) for i, k in enumerate(keys))
 
 
 def check_str(name: str, value: object) -> str:
     if not isinstance(value, str):
-        raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}", argument=name)
     return value
 
 

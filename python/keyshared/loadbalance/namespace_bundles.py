@@ -40,20 +40,22 @@ class NamespaceBundles:
     def __post_init__(self) -> None:
         check_name("namespace", self.namespace)
         if isinstance(self.partitions, str | bytes) or not isinstance(self.partitions, Iterable):
-            raise ArgumentTypeError("partitions must be a sequence of int")
+            raise ArgumentTypeError("partitions must be a sequence of int", argument="partitions")
         partitions = tuple(
             check_int(f"partitions[{i}]", p, minimum=FULL_LOWER_BOUND, maximum=FULL_UPPER_BOUND)
             for i, p in enumerate(self.partitions)
         )
         if len(partitions) < 2:
             raise InvalidArgument(
-                f"partitions must hold at least 2 boundaries, got {len(partitions)}"
+                f"partitions must hold at least 2 boundaries, got {len(partitions)}",
+                argument="partitions",
             )
         for i in range(1, len(partitions) - 1):
             if partitions[i] <= partitions[i - 1] or partitions[i] == FULL_UPPER_BOUND:
                 raise InvalidArgument(
                     f"partitions[{i}] must be above partitions[{i - 1}] and below "
-                    f"0xffffffff, got 0x{partitions[i]:08x} after 0x{partitions[i - 1]:08x}"
+                    f"0xffffffff, got 0x{partitions[i]:08x} after 0x{partitions[i - 1]:08x}",
+                    argument="partitions",
                 )
         object.__setattr__(self, "partitions", partitions)
         # Builds the last bundle, so that an empty last range is refused here.
@@ -110,7 +112,8 @@ class NamespaceBundles:
         full_name, namespace = topic_namespace(topic_name, pulsar_version=pulsar_version)
         if namespace != self.namespace:
             raise InvalidArgument(
-                f"topic_name {topic_name!r} is in namespace {namespace!r}, not {self.namespace!r}"
+                f"topic_name {topic_name!r} is in namespace {namespace!r}, not {self.namespace!r}",
+                argument="topic_name",
             )
         return self.get_bundle(hash_function(full_name))
 
