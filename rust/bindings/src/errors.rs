@@ -110,16 +110,6 @@ pub fn wrong_type_at(at: At<'_>, message: impl Display) -> PyErr {
     exception(ErrorCategory::Type, message.to_string(), None, Some(at))
 }
 
-/// An `UnknownConsumer` (a KeyError) whose message is `message`.
-pub fn unknown_consumer(message: impl Display) -> PyErr {
-    exception(
-        ErrorCategory::UnknownConsumer,
-        message.to_string(),
-        None,
-        None,
-    )
-}
-
 /// The kernel error `error` in the binding's own words, `message`, about `argument`.
 pub fn worded(error: &InvalidInput, argument: &str, message: impl Display) -> PyErr {
     let at = At {

@@ -184,10 +184,13 @@ impl Objects<'_> {
                     range.start,
                     self.nulls,
                 ),
-                false => Err(errors::invalid(format!(
-                    "keys changed size while they were read, from {len} to {} items",
-                    items.len()
-                ))),
+                false => Err(errors::invalid_at(
+                    At::arg("keys"),
+                    format!(
+                        "keys changed size while they were read, from {len} to {} items",
+                        items.len()
+                    ),
+                )),
             })
         };
         packed.unwrap_or_else(|| Err(not_a_sequence(sequence)))
@@ -224,10 +227,13 @@ impl<A: Append, B: Append> Append for (A, B) {
 }
 
 fn not_a_sequence(keys: &Bound<'_, PyAny>) -> PyErr {
-    errors::wrong_type(format!(
-        "keys must be a list or tuple of str/bytes, a NumPy array or an Arrow array, got {}",
-        type_name(keys)
-    ))
+    errors::wrong_type_at(
+        At::arg("keys"),
+        format!(
+            "keys must be a list or tuple of str/bytes, a NumPy array or an Arrow array, got {}",
+            type_name(keys)
+        ),
+    )
 }
 
 /// The `null_key` argument (str, bytes, or None for none) as bytes.
@@ -261,7 +267,10 @@ pub fn key_batch<'py>(
 
 /// Int keys are only read where asked for; kept as an error rather than a panic.
 fn unreachable_ints<T>() -> PyResult<T> {
-    Err(errors::wrong_type("keys must be str or bytes, got int"))
+    Err(errors::wrong_type_at(
+        At::arg("keys"),
+        "keys must be str or bytes, got int",
+    ))
 }
 
 /// `key_batch`, also taking any other iterable of keys (a generator, a set), collected into
@@ -290,11 +299,14 @@ pub fn key_column<'py>(keys: &Bound<'py, PyAny>, ints_if_all_null: bool) -> PyRe
     }
     read(keys, intake).map_err(|err| match is_batch(keys) {
         true => err,
-        false => errors::wrong_type(format!(
-            "keys must be a sequence of str/bytes/None or of ints, a NumPy integer array or \
+        false => errors::wrong_type_at(
+            At::arg("keys"),
+            format!(
+                "keys must be a sequence of str/bytes/None or of ints, a NumPy integer array or \
              an Arrow array, got {}",
-            type_name(keys)
-        )),
+                type_name(keys)
+            ),
+        ),
     })
 }
 
@@ -354,10 +366,13 @@ fn read<'py>(keys: &Bound<'py, PyAny>, intake: Intake) -> PyResult<Keys<'py>> {
 fn other_column<'py>(keys: &Bound<'py, PyAny>, intake: Intake) -> PyResult<Option<Keys<'py>>> {
     let py = keys.py();
     if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
-        return Err(errors::wrong_type(format!(
-            "keys must be a batch of keys, not a single str or bytes; {}",
-            intake.one_key_hint()
-        )));
+        return Err(errors::wrong_type_at(
+            At::arg("keys"),
+            format!(
+                "keys must be a batch of keys, not a single str or bytes; {}",
+                intake.one_key_hint()
+            ),
+        ));
     }
     if keys.hasattr(intern!(py, "__arrow_c_array__"))? {
         let (array, _) = keys.extract::<PyArray>()?.into_inner();
@@ -422,18 +437,21 @@ fn first_key<'py>(py: Python<'py>, items: &[*mut ffi::PyObject]) -> Option<Bound
 /// batch's side.
 fn arrow_column(arrays: Vec<ArrayRef>, intake: Intake) -> PyResult<KeyColumn> {
     let unsupported = |a: &ArrayRef| {
-        errors::wrong_type(match intake.ints {
-            None => format!(
-                "keys: Arrow type {} is not supported; use string, large_string, binary or \
+        errors::wrong_type_at(
+            At::arg("keys"),
+            match intake.ints {
+                None => format!(
+                    "keys: Arrow type {} is not supported; use string, large_string, binary or \
                  large_binary",
-                a.data_type()
-            ),
-            Some(_) => format!(
-                "keys: Arrow type {} is not supported; use string, large_string, binary, \
+                    a.data_type()
+                ),
+                Some(_) => format!(
+                    "keys: Arrow type {} is not supported; use string, large_string, binary, \
                  large_binary, or an integer type up to int64 (one kind for the whole batch)",
-                a.data_type()
-            ),
-        })
+                    a.data_type()
+                ),
+            },
+        )
     };
     let ints = match (
         intake.ints,
@@ -616,8 +634,8 @@ fn numpy_column<'py>(array: &Bound<'py, PyUntypedArray>, intake: Intake) -> PyRe
             array.ndim()
         );
         return Err(match intake.ints {
-            None => errors::invalid(message),
-            Some(_) => errors::wrong_type(message),
+            None => errors::invalid_at(At::arg("keys"), message),
+            Some(_) => errors::wrong_type_at(At::arg("keys"), message),
         });
     }
     let kind = array.dtype().kind();
@@ -858,15 +876,19 @@ fn pack_numpy(
                     return null(packed, i);
                 }
                 packed.push_ucs4(raw, big_endian).map_err(|code| {
-                    errors::invalid(format!(
-                        "keys[{i}] holds {code:#x}, which is not a Unicode scalar value"
-                    ))
+                    errors::invalid_at(
+                        At::item("keys", i),
+                        format!("keys[{i}] holds {code:#x}, which is not a Unicode scalar value"),
+                    )
                 })
             })
         }
-        _ => Err(errors::wrong_type(format!(
-            "keys: NumPy dtype {dtype} holds neither text nor bytes; use str, bytes or object"
-        ))),
+        _ => Err(errors::wrong_type_at(
+            At::arg("keys"),
+            format!(
+                "keys: NumPy dtype {dtype} holds neither text nor bytes; use str, bytes or object"
+            ),
+        )),
     }
 }
 
