@@ -68,7 +68,8 @@ fn exception(
     category: ErrorCategory,
     message: String,
     kind: Option<&'static str>,
-    at: Option<At<'_>>,
+    argument: Option<&str>,
+    index: Option<usize>,
 ) -> PyErr {
     Python::attach(|py| {
         let class: Bound<'_, PyType> = match category {
@@ -80,8 +81,8 @@ fn exception(
         let fields = PyDict::new(py);
         let error = fields
             .set_item("kind", kind)
-            .and_then(|()| fields.set_item("argument", at.map(|at| at.argument)))
-            .and_then(|()| fields.set_item("index", at.and_then(|at| at.index)))
+            .and_then(|()| fields.set_item("argument", argument))
+            .and_then(|()| fields.set_item("index", index))
             .and_then(|()| class.call((message,), Some(&fields)));
         match error {
             Ok(error) => PyErr::from_value(error),
@@ -92,35 +93,47 @@ fn exception(
 
 /// An `InvalidArgument` (a ValueError): an argument's value is one the call cannot take.
 pub fn invalid(message: impl Display) -> PyErr {
-    exception(ErrorCategory::Value, message.to_string(), None, None)
+    exception(ErrorCategory::Value, message.to_string(), None, None, None)
 }
 
 /// `invalid`, naming the argument (and item) that was wrong.
 pub fn invalid_at(at: At<'_>, message: impl Display) -> PyErr {
-    exception(ErrorCategory::Value, message.to_string(), None, Some(at))
+    let message = message.to_string();
+    exception(
+        ErrorCategory::Value,
+        message,
+        None,
+        Some(at.argument),
+        at.index,
+    )
 }
 
 /// An `ArgumentTypeError` (a TypeError): an argument's type is one the call does not take.
 pub fn wrong_type(message: impl Display) -> PyErr {
-    exception(ErrorCategory::Type, message.to_string(), None, None)
+    exception(ErrorCategory::Type, message.to_string(), None, None, None)
 }
 
 /// `wrong_type`, naming the argument (and item) that was wrong.
 pub fn wrong_type_at(at: At<'_>, message: impl Display) -> PyErr {
-    exception(ErrorCategory::Type, message.to_string(), None, Some(at))
+    let message = message.to_string();
+    exception(
+        ErrorCategory::Type,
+        message,
+        None,
+        Some(at.argument),
+        at.index,
+    )
 }
 
 /// The kernel error `error` in the binding's own words, `message`, about `argument`.
 pub fn worded(error: &InvalidInput, argument: &str, message: impl Display) -> PyErr {
-    let at = At {
-        argument,
-        index: error.index(),
-    };
+    let message = message.to_string();
     exception(
         error.category(),
-        message.to_string(),
+        message,
         Some(error.kind()),
-        Some(at),
+        Some(argument),
+        error.index(),
     )
 }
 
@@ -149,8 +162,8 @@ impl ToPyErr for InvalidInput {
             (Some(batch), Some(_)) => Some(batch.to_owned()),
             _ => self.argument().map(str::to_owned),
         };
-        let at = argument.as_deref().map(|argument| At { argument, index });
-        exception(category, message(self, batch), Some(kind), at)
+        let message = message(self, batch);
+        exception(category, message, Some(kind), argument.as_deref(), index)
     }
 }
 
@@ -271,9 +284,9 @@ fn key_conflict(conflict: &KeyConflict) -> String {
 
 impl ToPyErr for NotFound {
     fn to_py_err_in(self, batch: Option<&str>) -> PyErr {
-        let index = self.index();
-        let at = batch.map(|argument| At { argument, index });
-        exception(self.category(), self.to_string(), Some(self.kind()), at)
+        let (category, kind, index) = (self.category(), self.kind(), self.index());
+        let argument = batch.filter(|_| index.is_some());
+        exception(category, self.to_string(), Some(kind), argument, index)
     }
 }
 
