@@ -39,7 +39,7 @@ from pyspark.sql.types import (
 )
 
 from keyshared import RoutingTable, TopicLayout, key_hashes, split_hashes
-from keyshared.errors import ArgumentTypeError, InvalidArgument
+from keyshared.errors import ArgumentTypeError, InvalidArgument, KeysharedError
 from keyshared.routing import sticky_key_hashes
 from keyshared.versions import SCALABLE_TOPICS
 from spark_udfs import jvm, partitioning
@@ -379,8 +379,11 @@ def conf_layout(spark: SparkSession, pulsar_version: str | None = None) -> Routi
         return None
     try:
         return routing_table_from_json(text, version)
+    except KeysharedError as e:
+        raise type(e)(f"{jvm.LAYOUT_CONF}: {e}", kind=e.kind, argument=jvm.LAYOUT_CONF) from None
     except (TypeError, ValueError) as e:
-        raise type(e)(f"{jvm.LAYOUT_CONF}: {e}") from None
+        wrapper = ArgumentTypeError if isinstance(e, TypeError) else InvalidArgument
+        raise wrapper(f"{jvm.LAYOUT_CONF}: {e}", argument=jvm.LAYOUT_CONF) from None
 
 
 def register(

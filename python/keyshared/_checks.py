@@ -27,11 +27,15 @@ def check_int(
 ) -> int:
     """``value`` if it is an ``int`` (``bool`` is refused) within the bounds."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__}", argument=name)
     if minimum is not None and value < minimum:
-        raise InvalidArgument(f"{name} must be >= {minimum}, got {value}")
+        raise InvalidArgument(
+            f"{name} must be >= {minimum}, got {value}", kind="too_small", argument=name
+        )
     if maximum is not None and value > maximum:
-        raise InvalidArgument(f"{name} must be <= {maximum}, got {value}")
+        raise InvalidArgument(
+            f"{name} must be <= {maximum}, got {value}", kind="out_of_range", argument=name
+        )
     return value
 
 
@@ -39,11 +43,13 @@ def _plain_int(name: str, value: object) -> int:
     """``value`` as a plain int, from anything with ``__index__`` (a NumPy integer too) but
     ``bool``, as the native core takes integers."""
     if isinstance(value, bool):
-        raise ArgumentTypeError(f"{name} must be an int, got bool")
+        raise ArgumentTypeError(f"{name} must be an int, got bool", argument=name)
     try:
         return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
-        raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__}") from None
+        raise ArgumentTypeError(
+            f"{name} must be an int, got {type(value).__name__}", argument=name
+        ) from None
 
 
 def check_integer(
@@ -60,7 +66,11 @@ def check_index(name: str, value: object, minimum: int, maximum: int) -> int:
     integer too) but ``bool``, as the native core takes integers."""
     number = _plain_int(name, value)
     if not minimum <= number <= maximum:
-        raise InvalidArgument(f"{name} must be in [{minimum}, {maximum}], got {number}")
+        raise InvalidArgument(
+            f"{name} must be in [{minimum}, {maximum}], got {number}",
+            kind="out_of_range",
+            argument=name,
+        )
     return number
 
 
@@ -72,7 +82,9 @@ def check_consumer_id(name: str, value: object) -> int:
 def check_instance(name: str, value: object, cls: type[_T]) -> _T:
     """``value`` if it is a ``cls``; a clear TypeError naming ``name`` otherwise."""
     if not isinstance(value, cls):
-        raise ArgumentTypeError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
+        raise ArgumentTypeError(
+            f"{name} must be a {cls.__name__}, got {type(value).__name__}", argument=name
+        )
     return value
 
 
@@ -84,16 +96,19 @@ def check_optional_int(name: str, value: object, *, minimum: int | None = None) 
 def _finite_float(name: str, value: object) -> float:
     """``value`` (an int or float, not bool) as a finite float, ``-0.0`` as ``0.0``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ArgumentTypeError(f"{name} must be a number, got {type(value).__name__}")
+        raise ArgumentTypeError(
+            f"{name} must be a number, got {type(value).__name__}", argument=name
+        )
     try:
         number = float(value)
     except OverflowError:  # only an int this large overflows
         bits = value.bit_length() if isinstance(value, int) else 0
         raise InvalidArgument(
-            f"{name} must be finite, got an int of {bits} bits, beyond float range"
+            f"{name} must be finite, got an int of {bits} bits, beyond float range",
+            argument=name,
         ) from None
     if not math.isfinite(number):
-        raise InvalidArgument(f"{name} must be finite, got {number}")
+        raise InvalidArgument(f"{name} must be finite, got {number}", argument=name)
     return number + 0.0
 
 
@@ -103,14 +118,18 @@ def check_weights(name: str, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
     arr = np.asarray(weights)
     if arr.ndim != 1 or not (arr.dtype.kind in "iuf" or arr.size == 0):
         kind = f", got {arr.dtype} values" if arr.ndim == 1 else ""
-        raise ArgumentTypeError(f"{name} must be a one-dimensional array of real numbers{kind}")
+        raise ArgumentTypeError(
+            f"{name} must be a one-dimensional array of real numbers{kind}", argument=name
+        )
     values = arr.astype(np.float64)
     if not np.isfinite(values).all():
-        raise InvalidArgument(
-            f"{name} must be finite (index {int(np.argmin(np.isfinite(values)))})"
-        )
+        index = int(np.argmin(np.isfinite(values)))
+        raise InvalidArgument(f"{name} must be finite (index {index})", argument=name, index=index)
     if (values < 0).any():
-        raise InvalidArgument(f"{name} must not be negative (index {int(np.argmax(values < 0))})")
+        index = int(np.argmax(values < 0))
+        raise InvalidArgument(
+            f"{name} must not be negative (index {index})", argument=name, index=index
+        )
     return values
 
 
@@ -118,14 +137,14 @@ def check_rate(name: str, value: object) -> float:
     """``value`` as a finite, non-negative float (a rate in msg/s or B/s, or a threshold)."""
     number = _finite_float(name, value)
     if number < 0:
-        raise InvalidArgument(f"{name} must not be negative, got {number}")
+        raise InvalidArgument(f"{name} must not be negative, got {number}", argument=name)
     return number
 
 
 def check_bool(name: str, value: object) -> bool:
     """``value`` if it is a ``bool``."""
     if not isinstance(value, bool):
-        raise ArgumentTypeError(f"{name} must be a bool, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a bool, got {type(value).__name__}", argument=name)
     return value
 
 
@@ -133,7 +152,8 @@ def check_mapping(name: str, value: object) -> Mapping[Any, Any]:
     """``value`` if it is a mapping (a JSON object)."""
     if not isinstance(value, Mapping):
         raise ArgumentTypeError(
-            f"{name} must be a mapping (JSON object), got {type(value).__name__}"
+            f"{name} must be a mapping (JSON object), got {type(value).__name__}",
+            argument=name,
         )
     return value
 
@@ -142,7 +162,9 @@ def check_keys(name: str, data: Mapping[Any, Any], allowed: Collection[str]) -> 
     """Refuses keys outside ``allowed``, so that a misspelt field is not silently ignored."""
     unknown = sorted(str(k) for k in data if k not in allowed)
     if unknown:
-        raise InvalidArgument(f"{name} has unknown field(s) {', '.join(unknown)}")
+        raise InvalidArgument(
+            f"{name} has unknown field(s) {', '.join(unknown)}", kind="unknown_field", argument=name
+        )
 
 
 def parse_id(name: str, key: object) -> int:
@@ -151,7 +173,9 @@ def parse_id(name: str, key: object) -> int:
     int."""
     if isinstance(key, str):
         if not (key.isascii() and key.isdigit() and key == str(int(key))):
-            raise InvalidArgument(f"{name} key {key!r} is not a segment id (decimal, no leading 0)")
+            raise InvalidArgument(
+                f"{name} key {key!r} is not a segment id (decimal, no leading 0)", argument=name
+            )
         key = int(key)
     return check_int(f"{name} key", key, minimum=0)
 
@@ -164,23 +188,25 @@ def check_real(name: str, value: object, *, minimum: float | None = 0.0) -> floa
     """
     number = _finite_float(name, value)
     if minimum is not None and number < minimum:
-        raise InvalidArgument(f"{name} must be >= {minimum}, got {number}")
+        raise InvalidArgument(f"{name} must be >= {minimum}, got {number}", argument=name)
     return number
 
 
 def check_name(name: str, value: object) -> str:
     """Return ``value`` if it is a non-empty ``str``, else raise."""
     if not isinstance(value, str):
-        raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}", argument=name)
     if not value:
-        raise InvalidArgument(f"{name} must not be empty")
+        raise InvalidArgument(f"{name} must not be empty", argument=name)
     return value
 
 
 def check_names(name: str, values: object) -> frozenset[str]:
     """Return a collection of non-empty names as a frozenset (a lone ``str`` is refused)."""
     if isinstance(values, str | bytes) or not isinstance(values, Iterable):
-        raise ArgumentTypeError(f"{name} must be a collection of str, got {type(values).__name__}")
+        raise ArgumentTypeError(
+            f"{name} must be a collection of str, got {type(values).__name__}", argument=name
+        )
     return frozenset(check_name(f"{name}[{i}]", item) for i, item in enumerate(values))
 
 
@@ -189,7 +215,9 @@ def check_mapping_items(
 ) -> dict[str, _T]:
     """A mapping with non-empty ``str`` keys, each item checked as ``name[key]``."""
     if not isinstance(value, Mapping):
-        raise ArgumentTypeError(f"{name} must be a mapping, got {type(value).__name__}")
+        raise ArgumentTypeError(
+            f"{name} must be a mapping, got {type(value).__name__}", argument=name
+        )
     return {
         check_name(f"{name} key", key): check_item(f"{name}[{key!r}]", item)
         for key, item in value.items()

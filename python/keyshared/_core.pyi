@@ -1,4 +1,9 @@
-"""Native kernels of keyshared (Rust). Users import them through ``keyshared``."""
+"""Native kernels of keyshared (Rust). Users import them through ``keyshared``.
+
+Every mistake they refuse raises a ``keyshared.errors.KeysharedError`` carrying ``kind`` (a
+stable snake_case name, one of ``keyshared.errors.KINDS``), ``argument`` (the name of the
+argument that was wrong, or None) and ``index`` (the index of the wrong item of a batch
+argument, or None)."""
 
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -42,6 +47,8 @@ __all__ = [
     "WindowAction",
     "__build_profile__",
     "__version__",
+    "_checked_splits",
+    "_error_kinds",
     "bucket_hash",
     "bucket_index",
     "bucket_indices",
@@ -214,6 +221,10 @@ def equal_width_splits(n: int) -> list[int]:
 
 def bucket_ranges(splits: _Splits) -> list[HashRange]:
     """``[0, s1-1], [s1, s2-1], ..., [s_last, 0xFFFF]`` for ascending splits."""
+
+def _checked_splits(splits: _Splits, name: str) -> list[int]:
+    """The split points ``splits`` checked as ``bucket_ranges`` checks them, its errors
+    naming them ``name``."""
 
 def bucket_index(hash_b: int, splits: _Splits) -> int:
     """How many splits are ``<= hash_b``: the bucket holding ``hash_b``."""
@@ -1629,3 +1640,7 @@ def spark_bucket(
     data_type: Literal["string", "binary", "int", "long"] | None = None,
 ) -> int:
     """``pmod(spark_hash(value, data_type), num_buckets)``: Spark's ``bucketBy`` bucket."""
+
+def _error_kinds() -> list[str]:
+    """Every ``kind`` an error of the kernels can have: the snake_case name of the kernel's
+    variant for the mistake. ``keyshared.errors.KINDS`` lists them with their meanings."""

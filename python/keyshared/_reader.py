@@ -11,8 +11,9 @@ knows:
 * a field whose JSON form differs from its value (a hex range, an enum name, a shorthand,
   several JSON keys) says how to read it with
   ``field(metadata=json_form(read=..., missing=..., keys=...))``;
-* an error the class raises is prefixed with the record's path: ``policy.max_segments must
-  be >= 1``, or ``layout: active segments must tile ...`` when it names no field.
+* an error the class raises is located at the record's path: about a field (its
+  ``argument``), ``policy.max_segments must be >= 1``; else ``layout: active segments must
+  tile ...``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from keyshared._checks import check_keys, check_mapping
-from keyshared.errors import ArgumentTypeError, InvalidArgument
+from keyshared.errors import ArgumentTypeError, InvalidArgument, KeysharedError
 
 _T = TypeVar("_T")
 #: Reads a field's JSON value at a path into the value the class takes.
@@ -69,7 +70,8 @@ def read(cls: type[_T], data: object, path: str) -> _T:
         elif f.metadata.get(_MISSING) is not None:
             raw = f.metadata[_MISSING](values)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise InvalidArgument(f"{field_path(path, name)} is missing")
+            missing = field_path(path, name)
+            raise InvalidArgument(f"{missing} is missing", kind="missing_field", argument=missing)
         else:
             continue
         values[name] = _value(f, _hints(cls)[name], raw, field_path(path, name))
@@ -77,19 +79,24 @@ def read(cls: type[_T], data: object, path: str) -> _T:
 
 
 def build(cls: Callable[..., _T], path: str, **values: Any) -> _T:
-    """``cls(**values)``, its TypeError or ValueError prefixed with ``path``: ``path.field
-    ...`` when the message starts with a field name, else ``path: ...``."""
+    """``cls(**values)``, its error located at ``path``: about field ``field`` (its
+    ``argument``), ``path.field ...``; about the record as a whole, ``path: ...``. A
+    TypeError or ValueError that is not a :class:`KeysharedError` comes out as one."""
     try:
         return cls(**values)
-    except (TypeError, ValueError) as e:
+    except KeysharedError as e:
         named = _names(cls) if isinstance(cls, type) and dataclasses.is_dataclass(cls) else ()
-        raise type(e)(_prefixed(path, str(e), {*values, *named})) from None
+        raise _located(e, path, {*values, *named}) from None
+    except TypeError as e:
+        raise ArgumentTypeError(f"{path}: {e}", argument=path) from None
+    except ValueError as e:
+        raise InvalidArgument(f"{path}: {e}", argument=path) from None
 
 
 def read_list(path: str, data: object, item: Callable[[str, Any], _T]) -> tuple[_T, ...]:
     """A JSON list, each item read by ``item`` at ``path[index]``."""
     if not isinstance(data, list | tuple):
-        raise ArgumentTypeError(f"{path} must be a list, got {type(data).__name__}")
+        raise ArgumentTypeError(f"{path} must be a list, got {type(data).__name__}", argument=path)
     return tuple(item(f"{path}[{i}]", value) for i, value in enumerate(data))
 
 
@@ -107,12 +114,16 @@ def _value(f: dataclasses.Field[Any], hint: Any, raw: object, path: str) -> Any:
     return raw
 
 
-def _prefixed(path: str, message: str, names: set[str]) -> str:
-    names_a_field = any(
-        message.startswith(name) and message[len(name) : len(name) + 1] in (" ", "[", ".", "(")
-        for name in names
-    )
-    return f"{path}.{message}" if names_a_field else f"{path}: {message}"
+def _located(error: KeysharedError, path: str, names: set[str]) -> KeysharedError:
+    """``error`` of the record at ``path``, of the same class, kind and index; its argument
+    is a field of the record (``names``), an item of one or a part of one, or else the record
+    as a whole."""
+    field = error.argument
+    if field is not None and any(field == n or field.startswith((f"{n}[", f"{n}.")) for n in names):
+        message, argument = f"{path}.{error}", f"{path}.{field}"
+    else:
+        message, argument = f"{path}: {error}", path
+    return type(error)(message, kind=error.kind, argument=argument, index=error.index)
 
 
 def _names(cls: type) -> frozenset[str]:

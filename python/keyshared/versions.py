@@ -43,12 +43,18 @@ class Releases:
         """``value`` if it is an accepted release; TypeError for a non-``str``, ValueError
         naming ``name`` otherwise."""
         if not isinstance(value, str):
-            raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}")
+            raise ArgumentTypeError(
+                f"{name} must be a str, got {type(value).__name__}", argument=name
+            )
         if value in self.accepted:
             return value
         if self.refusal is not None and value in KNOWN_RELEASES:
-            raise InvalidArgument(f"{name} {value!r}: {self.refusal} ({_quoted(self.accepted)})")
-        raise InvalidArgument(f"{name} must be one of {_quoted(self.accepted)}, got {value!r}")
+            raise InvalidArgument(
+                f"{name} {value!r}: {self.refusal} ({_quoted(self.accepted)})", argument=name
+            )
+        raise InvalidArgument(
+            f"{name} must be one of {_quoted(self.accepted)}, got {value!r}", argument=name
+        )
 
 
 #: Scalable topics (layouts, routing tables, the segment router, the batcher, the CLI and

@@ -4,8 +4,10 @@ built-in exception still catches."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,8 +70,8 @@ def test_key_errors_read_as_sentences() -> None:
     assert str(NotFound("bucket 0 of segment 1 is not open")) == "bucket 0 of segment 1 is not open"
 
 
-def test_the_module_exports_exactly_its_classes() -> None:
-    assert sorted(ks.errors.__all__) == sorted(
+def test_the_module_exports_exactly_its_classes_and_kinds() -> None:
+    assert sorted(set(ks.errors.__all__) - {"KINDS"}) == sorted(
         name
         for name, value in vars(ks.errors).items()
         if isinstance(value, type) and issubclass(value, KeysharedError)
@@ -363,3 +365,160 @@ def test_no_native_entry_point_raises_a_bare_builtin(
             if owner
             else f"{name}: {type(e).__name__}: {e}"
         )
+
+
+# --- what a program reads: kind, argument, index -----------------------------------------
+
+
+def caught(call: Callable[[], object]) -> KeysharedError:
+    """``call``'s error, checked to come back whole from a pickle."""
+    with pytest.raises(KeysharedError) as info:
+        call()
+    error = info.value
+    back = pickle.loads(pickle.dumps(error))
+    assert type(back) is type(error)
+    assert (str(back), back.kind, back.argument, back.index) == (
+        str(error),
+        error.kind,
+        error.argument,
+        error.index,
+    )
+    return error
+
+
+def parts(error: KeysharedError) -> tuple[type[KeysharedError], str, str | None, int | None]:
+    return type(error), error.kind, error.argument, error.index
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        # A bad hash range.
+        (lambda: ks.HashRange(0, 0x10000), (InvalidArgument, "not_ring_hash", "end", None)),
+        (lambda: ks.HashRange(5, 4), (InvalidArgument, "reversed_range", "start", None)),
+        # A wrong type in a batch, at index 3.
+        (
+            lambda: ks.partitions([1, 2, 3, "x"], 8, "spark:bucket"),
+            (ArgumentTypeError, "wrong_type", "keys", 3),
+        ),
+        # A null key in a batch.
+        (lambda: ks.key_hashes(["a", "b", None]), (InvalidArgument, "null_key", "keys", 2)),
+        # A bad partition count.
+        (
+            lambda: ks.partitions(["a"], 0, "kafka"),
+            (InvalidArgument, "out_of_range", "num_partitions", None),
+        ),
+        # Split points, named by the caller.
+        (
+            lambda: _core.bucket_ranges([0x8000, 0x10]),
+            (InvalidArgument, "splits_not_ascending", "splits", 1),
+        ),
+        (
+            lambda: _core._checked_splits([0x8000, 0x10], "bucket_splits"),
+            (InvalidArgument, "splits_not_ascending", "bucket_splits", 1),
+        ),
+        # A kernel error that is a TypeError, chosen by its category.
+        (
+            lambda: _core.partition_key(5, 8, "kafka"),
+            (ArgumentTypeError, "int_keys_unsupported", None, None),
+        ),
+        (
+            lambda: ks.StickyKeyDispatcher().remove_consumer(9),
+            (UnknownConsumer, "unknown_consumer", None, None),
+        ),
+        (
+            lambda: ks.dispatch.BucketCheckpoints().ack(1, 0, 5),
+            (NotFound, "unknown_bucket", None, None),
+        ),
+    ],
+)
+def test_a_kernel_error_says_its_kind_argument_and_index(
+    call: Callable[[], object], expected: tuple[type[KeysharedError], str, str | None, int | None]
+) -> None:
+    assert parts(caught(call)) == expected
+
+
+def test_a_kernel_message_names_the_argument_as_the_caller_does() -> None:
+    error = caught(lambda: _core._checked_splits([0x8000, 0x10], "bucket_splits"))
+    assert str(error) == (
+        "bucket_splits must be strictly ascending: bucket_splits[1] = 16 follows 32768"
+    )
+    error = caught(lambda: ks.key_hashes(["a", "b", None]))
+    assert str(error) == "keys[2] is None; pass null_key= to hash nulls as given bytes"
+
+
+def test_a_layout_error_names_its_argument() -> None:
+    layout = TopicLayout.initial(1, bucket_budget=4)
+    error = caught(lambda: layout.rebucket_segment(0, 3, now_ms=0, bucket_splits=[0x8000, 0x10]))
+    assert parts(error) == (InvalidArgument, "splits_not_ascending", "bucket_splits", 1)
+    assert str(error).startswith("bucket_splits must be strictly ascending: bucket_splits[1]")
+    error = caught(lambda: layout.segment(7))
+    assert parts(error) == (InvalidArgument, "invalid_argument", "segment_id", None)
+    split = layout.split_segment(0, now_ms=0)
+    error = caught(lambda: split.split_segment(0, now_ms=1))
+    assert parts(error) == (RefusedChange, "refused_change", None, None)
+
+
+def test_a_reader_error_names_the_field_by_its_path() -> None:
+    error = caught(lambda: AutoScalePolicyOverride.from_dict({"no_such_field": 1}))
+    assert parts(error) == (InvalidArgument, "unknown_field", "override", None)
+    error = caught(lambda: read_subscription({}, "sub"))
+    assert error.kind == "missing_field"
+    layout = json.loads(TopicLayout.initial(1, bucket_budget=4).to_json())
+    layout["segments"][0]["bucket_splits"] = [0x8000, 0x10]
+    error = caught(lambda: TopicLayout.from_json(json.dumps(layout)))
+    assert error.kind == "splits_not_ascending"
+    assert error.index == 1
+    assert error.argument is not None and error.argument.endswith(".bucket_splits")
+    assert str(error).startswith(f"{error.argument} must be strictly ascending")
+
+
+def test_an_error_raised_without_parts_has_its_class_kind() -> None:
+    for cls, kind in [
+        (InvalidArgument, "invalid_argument"),
+        (RefusedChange, "refused_change"),
+        (ScenarioError, "scenario_error"),
+        (ArgumentTypeError, "wrong_type"),
+        (NotFound, "not_found"),
+        (UnknownConsumer, "unknown_consumer"),
+    ]:
+        error = cls("x")
+        assert (error.kind, error.argument, error.index) == (kind, None, None)
+        assert parts(pickle.loads(pickle.dumps(error))) == (cls, kind, None, None)
+
+
+# --- the list of kinds -------------------------------------------------------------------
+
+PACKAGE = Path(ks.__file__).parent
+
+
+def _python_kinds() -> set[str]:
+    """The kinds the Python layers raise: each class's own, and every ``kind=`` given as a
+    literal (the others pass on an error's own)."""
+    classes = {
+        name: cls
+        for name, cls in vars(ks.errors).items()
+        if isinstance(cls, type) and issubclass(cls, KeysharedError) and cls is not KeysharedError
+    }
+    kinds = {cls.default_kind for cls in classes.values()}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in classes:
+                kinds.update(
+                    k.value.value
+                    for k in node.keywords
+                    if k.arg == "kind" and isinstance(k.value, ast.Constant)
+                )
+    return kinds
+
+
+def test_every_kind_raised_is_listed_and_every_listed_kind_is_raised() -> None:
+    raised = set(_core._error_kinds()) | _python_kinds()
+    assert sorted(raised - set(ks.errors.KINDS)) == [], "raised but not listed"
+    assert sorted(set(ks.errors.KINDS) - raised) == [], "listed but never raised"
+
+
+def test_the_kinds_are_snake_case_and_in_the_module_docs() -> None:
+    for kind in ks.errors.KINDS:
+        assert kind.isidentifier() and kind == kind.lower()
+        assert f"``{kind}``" in (ks.errors.__doc__ or "")

@@ -35,11 +35,17 @@ def check_timeout(name: str, value: object) -> float:
     """A timeout or interval in seconds: a finite number > 0 and at most a year
     (:data:`MAX_SECONDS`); the error names ``name``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ArgumentTypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
+        raise ArgumentTypeError(
+            f"{name} must be a number of seconds, got {type(value).__name__}", argument=name
+        )
     if not math.isfinite(value) or value <= 0:
-        raise InvalidArgument(f"{name} must be a finite number of seconds > 0, got {value}")
+        raise InvalidArgument(
+            f"{name} must be a finite number of seconds > 0, got {value}", argument=name
+        )
     if value > MAX_SECONDS:
-        raise InvalidArgument(f"{name} must be at most {MAX_SECONDS} seconds (a year), got {value}")
+        raise InvalidArgument(
+            f"{name} must be at most {MAX_SECONDS} seconds (a year), got {value}", argument=name
+        )
     return float(value)
 
 

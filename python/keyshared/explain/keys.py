@@ -85,15 +85,19 @@ def check_sample(sample: object) -> dict[str, int] | None:
 def check_keys(keys: object) -> tuple[str, ...]:
     """``keys``, a sequence of str (a lone str is refused: it is not seven keys)."""
     if isinstance(keys, str | bytes):
-        raise ArgumentTypeError(f"keys must be a sequence of str, got one {type(keys).__name__}")
+        raise ArgumentTypeError(
+            f"keys must be a sequence of str, got one {type(keys).__name__}", argument="keys"
+        )
     if not isinstance(keys, Iterable):
-        raise ArgumentTypeError(f"keys must be a sequence of str, got {type(keys).__name__}")
+        raise ArgumentTypeError(
+            f"keys must be a sequence of str, got {type(keys).__name__}", argument="keys"
+        )
     return tuple(check_str(f"keys[{i}]", k) for i, k in enumerate(keys))
 
 
 def check_str(name: str, value: object) -> str:
     if not isinstance(value, str):
-        raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}", argument=name)
     return value
 
 

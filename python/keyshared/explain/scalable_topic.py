@@ -95,7 +95,7 @@ def _segment(path: str, data: object) -> dict[str, Any]:
 
 def _field(data: Mapping[str, Any], path: str, name: str) -> Any:
     if data.get(name) is None:
-        raise InvalidArgument(f"{path}.{name} is missing")
+        raise InvalidArgument(f"{path}.{name} is missing", argument=path)
     return data[name]
 
 
@@ -143,7 +143,7 @@ def read_snapshot(data: object, path: str = "snapshot") -> ScalableSnapshot:
 def _segment_id(path: str, layout: TopicLayout, key: object) -> int:
     text = str(key)
     if not text.isascii() or not text.isdigit() or int(text) not in layout.segments:
-        raise InvalidArgument(f"{path} {key!r} is not a segment id of the layout")
+        raise InvalidArgument(f"{path} {key!r} is not a segment id of the layout", argument=path)
     return int(text)
 
 
@@ -281,7 +281,9 @@ def explain_scalable(
     stats; a STREAM subscription is assumed (the drain order applies)."""
     if subscription not in snapshot.consumer_counts:
         known = ", ".join(repr(s) for s in snapshot.consumer_counts) or "none"
-        raise InvalidArgument(f"stats.subscriptions has no {subscription!r} (it has {known})")
+        raise InvalidArgument(
+            f"stats.subscriptions has no {subscription!r} (it has {known})", argument="stats"
+        )
     asked = check_keys(keys)
     release = SCALABLE_TOPICS.check(pulsar_version)
     names = tuple(sorted(set(check_keys(list(consumers)))))

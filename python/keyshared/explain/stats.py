@@ -159,7 +159,8 @@ def read_subscription(
     kind = _required(data, where, "type")
     if kind != KEY_SHARED:
         raise InvalidArgument(
-            f"{where}.type is {kind!r}: subscription {subscription!r} is not {KEY_SHARED}"
+            f"{where}.type is {kind!r}: subscription {subscription!r} is not {KEY_SHARED}",
+            argument=where,
         )
     consumers = _read_consumers(f"{where}.consumers", _required(data, where, "consumers"))
     sub = KeySharedSubscription(
@@ -276,7 +277,9 @@ def _read_ranges(path: str, data: object) -> tuple[tuple[int, int], ...]:
     out = []
     for i, pair in enumerate(_list(path, data)):
         if not isinstance(pair, list) or len(pair) != 2:
-            raise InvalidArgument(f"{path}[{i}] must be a [start, end] pair, got {pair!r}")
+            raise InvalidArgument(
+                f"{path}[{i}] must be a [start, end] pair, got {pair!r}", argument=path
+            )
         start = check_int(f"{path}[{i}][0]", pair[0], minimum=0, maximum=HASH_MAX)
         end = check_int(f"{path}[{i}][1]", pair[1], minimum=start, maximum=HASH_MAX)
         out.append((start, end))
@@ -301,7 +304,8 @@ def _owner_table(consumers: Sequence[ConsumerStats], path: str) -> npt.NDArray[n
                 other = consumers[int(taken[taken != NO_OWNER][0])]
                 raise InvalidArgument(
                     f"{path}.consumers[{c.index}].keyHashRangeArrays: [{start}, {end}] overlaps"
-                    f" a range of consumers[{other.index}] ({other.label})"
+                    f" a range of consumers[{other.index}] ({other.label})",
+                    argument=path,
                 )
             owners[start : end + 1] = c.index
     return owners
@@ -314,7 +318,8 @@ def _join(path: str, name: str) -> str:
 def _required(data: object, path: str, name: str) -> Any:
     mapping = check_mapping(path or "stats", data)
     if name not in mapping or mapping[name] is None:
-        raise InvalidArgument(f"{_join(path, name)} is missing")
+        missing = _join(path, name)
+        raise InvalidArgument(f"{missing} is missing", kind="missing_field", argument=missing)
     return mapping[name]
 
 
@@ -346,7 +351,7 @@ def _optional_str(data: Mapping[str, Any], path: str, name: str) -> str | None:
 
 def _list(path: str, data: object) -> list[Any]:
     if not isinstance(data, list):
-        raise ArgumentTypeError(f"{path} must be a list, got {type(data).__name__}")
+        raise ArgumentTypeError(f"{path} must be a list, got {type(data).__name__}", argument=path)
     return data
 
 

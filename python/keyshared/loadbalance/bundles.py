@@ -81,18 +81,26 @@ def topic_namespace(
         topic_name = _with_domain(topic_name, lts)
     domain, _, rest = topic_name.partition("://")
     if domain not in _DOMAINS:
-        raise InvalidArgument(f"topic_name {topic_name!r}: domain must be one of {_DOMAINS}")
+        raise InvalidArgument(
+            f"topic_name {topic_name!r}: domain must be one of {_DOMAINS}", argument="topic_name"
+        )
     parts = rest.split("/", 3)
     if len(parts) == 4 and not lts:
         raise InvalidArgument(
             f"topic_name {topic_name!r}: v1 topic names (with a cluster) are no longer "
             f"supported, nor is '/' in a local name: use domain://tenant/namespace/topic "
-            f"(pulsar_version='4.0' reads them as Pulsar 4.0 did)"
+            f"(pulsar_version='4.0' reads them as Pulsar 4.0 did)",
+            argument="topic_name",
         )
     if len(parts) < 3 or not all(parts):
-        raise InvalidArgument(f"topic_name {topic_name!r} must be domain://tenant/namespace/topic")
+        raise InvalidArgument(
+            f"topic_name {topic_name!r} must be domain://tenant/namespace/topic",
+            argument="topic_name",
+        )
     if _java_blank(parts[-1]):
-        raise InvalidArgument(f"topic_name {topic_name!r}: the local name must not be blank")
+        raise InvalidArgument(
+            f"topic_name {topic_name!r}: the local name must not be blank", argument="topic_name"
+        )
     return topic_name, "/".join(parts[:-1])
 
 
@@ -110,7 +118,8 @@ def _with_domain(short_name: str, lts: bool) -> str:
         return f"persistent://public/default/{parts[0]}"
     if len(parts) != 3:
         raise InvalidArgument(
-            f"topic_name {short_name!r} must be tenant/namespace/topic or topic (Pulsar 4.0)"
+            f"topic_name {short_name!r} must be tenant/namespace/topic or topic (Pulsar 4.0)",
+            argument="topic_name",
         )
     return f"persistent://{short_name}"
 
@@ -139,7 +148,8 @@ class NamespaceBundle:
         if self.lower_endpoint >= self.upper_endpoint:
             raise InvalidArgument(
                 f"lower_endpoint must be < upper_endpoint, got "
-                f"0x{self.lower_endpoint:08x} >= 0x{self.upper_endpoint:08x}"
+                f"0x{self.lower_endpoint:08x} >= 0x{self.upper_endpoint:08x}",
+                argument="lower_endpoint",
             )
 
     @classmethod
@@ -157,11 +167,15 @@ class NamespaceBundle:
         check_name("bundle_range", bundle_range)
         lower, sep, upper = bundle_range.partition("_")
         if not sep:
-            raise InvalidArgument(f"bundle_range must be 'lower_upper', got {bundle_range!r}")
+            raise InvalidArgument(
+                f"bundle_range must be 'lower_upper', got {bundle_range!r}", argument="bundle_range"
+            )
         try:
             return cls(int(lower, 0), int(upper, 0), namespace)
         except ValueError as error:
-            raise InvalidArgument(f"bundle_range {bundle_range!r}: {error}") from None
+            raise InvalidArgument(
+                f"bundle_range {bundle_range!r}: {error}", argument="bundle_range"
+            ) from None
 
     @property
     def bundle_range(self) -> str:
@@ -220,7 +234,9 @@ class NamespaceBundle:
 
 def _check_bundle(name: str, value: object) -> NamespaceBundle:
     if not isinstance(value, NamespaceBundle):
-        raise ArgumentTypeError(f"{name} must be a NamespaceBundle, got {type(value).__name__}")
+        raise ArgumentTypeError(
+            f"{name} must be a NamespaceBundle, got {type(value).__name__}", argument=name
+        )
     return value
 
 
@@ -257,7 +273,8 @@ def split_bundles(
         if num_bundles > MAX_SPLIT_BUNDLES:
             raise InvalidArgument(
                 f"num_bundles must be at most {MAX_SPLIT_BUNDLES} (MAX_SPLIT_BUNDLES), "
-                f"got {num_bundles}"
+                f"got {num_bundles}",
+                argument="num_bundles",
             )
         check_int("num_bundles", num_bundles, minimum=2, maximum=upper - lower)
         seg_size = (upper - lower) // num_bundles
@@ -267,13 +284,16 @@ def split_bundles(
             check_int(f"split_boundaries[{i}]", b) for i, b in enumerate(split_boundaries)
         )
         if not inner:
-            raise InvalidArgument("split_boundaries must not be empty")
+            raise InvalidArgument("split_boundaries must not be empty", argument="split_boundaries")
         if inner[0] <= lower or inner[-1] >= upper:
             raise InvalidArgument(
-                f"split_boundaries must lie strictly inside bundle {target_bundle.bundle_range}"
+                f"split_boundaries must lie strictly inside bundle {target_bundle.bundle_range}",
+                argument="split_boundaries",
             )
         if len(set(inner)) != len(inner):
-            raise InvalidArgument("split_boundaries must not repeat a boundary")
+            raise InvalidArgument(
+                "split_boundaries must not repeat a boundary", argument="split_boundaries"
+            )
         points = [lower, *inner, upper]
     namespace = target_bundle.namespace
     return tuple(NamespaceBundle(a, b, namespace) for a, b in pairwise(points))
@@ -325,11 +345,12 @@ def specified_positions_divide(
     _check_bundle("bundle", bundle)
     if isinstance(positions, str | bytes) or not isinstance(positions, Iterable):
         raise ArgumentTypeError(
-            f"positions must be a collection of int, got {type(positions).__name__}"
+            f"positions must be a collection of int, got {type(positions).__name__}",
+            argument="positions",
         )
     wanted = sorted({check_int(f"positions[{i}]", p) for i, p in enumerate(positions)})
     if not wanted:
-        raise InvalidArgument("positions must not be empty")
+        raise InvalidArgument("positions must not be empty", argument="positions")
     if len(_topic_hashes(bundle, topics, hash_function)) <= 1:
         return None
     inside = [p for p in wanted if bundle.lower_endpoint < p < bundle.upper_endpoint]
@@ -426,7 +447,9 @@ def _topic_hashes(
     bundle: NamespaceBundle, topics: Iterable[str], hash_function: HashFunction
 ) -> dict[str, int]:
     if isinstance(topics, str | bytes):
-        raise ArgumentTypeError("topics must be a collection of topic names, not a single str")
+        raise ArgumentTypeError(
+            "topics must be a collection of topic names, not a single str", argument="topics"
+        )
     hashes: dict[str, int] = {}
     for i, topic in enumerate(topics):
         check_name(f"topics[{i}]", topic)
@@ -454,12 +477,17 @@ def _loads_by_hash(
     bundle: NamespaceBundle, topic_stats: Mapping[str, MessageRates], hash_function: HashFunction
 ) -> dict[int, tuple[float, float]]:
     if not isinstance(topic_stats, Mapping):
-        raise ArgumentTypeError(f"topic_stats must be a mapping, got {type(topic_stats).__name__}")
+        raise ArgumentTypeError(
+            f"topic_stats must be a mapping, got {type(topic_stats).__name__}",
+            argument="topic_stats",
+        )
     loads: dict[int, tuple[float, float]] = {}
     for topic, stats in topic_stats.items():
         check_name("topic_stats key", topic)
         if not isinstance(stats, MessageRates):
-            raise ArgumentTypeError(f"topic_stats[{topic!r}] must be a MessageRates")
+            raise ArgumentTypeError(
+                f"topic_stats[{topic!r}] must be a MessageRates", argument="topic_stats"
+            )
         hash_value = _hash_in_bundle(bundle, topic, hash_function)
         # An idle topic carries nothing to balance, so it neither counts nor moves a boundary.
         if stats.msg_rate <= 0 and stats.msg_throughput <= 0:

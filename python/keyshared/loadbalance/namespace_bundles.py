@@ -40,20 +40,22 @@ class NamespaceBundles:
     def __post_init__(self) -> None:
         check_name("namespace", self.namespace)
         if isinstance(self.partitions, str | bytes) or not isinstance(self.partitions, Iterable):
-            raise ArgumentTypeError("partitions must be a sequence of int")
+            raise ArgumentTypeError("partitions must be a sequence of int", argument="partitions")
         partitions = tuple(
             check_int(f"partitions[{i}]", p, minimum=FULL_LOWER_BOUND, maximum=FULL_UPPER_BOUND)
             for i, p in enumerate(self.partitions)
         )
         if len(partitions) < 2:
             raise InvalidArgument(
-                f"partitions must hold at least 2 boundaries, got {len(partitions)}"
+                f"partitions must hold at least 2 boundaries, got {len(partitions)}",
+                argument="partitions",
             )
         for i in range(1, len(partitions) - 1):
             if partitions[i] <= partitions[i - 1] or partitions[i] == FULL_UPPER_BOUND:
                 raise InvalidArgument(
                     f"partitions[{i}] must be above partitions[{i - 1}] and below "
-                    f"0xffffffff, got 0x{partitions[i]:08x} after 0x{partitions[i - 1]:08x}"
+                    f"0xffffffff, got 0x{partitions[i]:08x} after 0x{partitions[i - 1]:08x}",
+                    argument="partitions",
                 )
         object.__setattr__(self, "partitions", partitions)
         # Builds the last bundle, so that an empty last range is refused here.
@@ -84,18 +86,19 @@ class NamespaceBundles:
         its closed last range does hold; here that hash finds the last bundle.
         """
         check_int("hash_value", hash_value, minimum=FULL_LOWER_BOUND, maximum=FULL_UPPER_BOUND)
-        return self._bundle(hash_value, f"hash_value 0x{hash_value:08x}")
+        return self._bundle(hash_value, "hash_value", f"0x{hash_value:08x}")
 
-    def _bundle(self, hash_value: int, label: str) -> NamespaceBundle:
-        """:meth:`get_bundle` of a checked hash; ``label`` names it, and where it came from,
-        in the error."""
+    def _bundle(self, hash_value: int, argument: str, value: str) -> NamespaceBundle:
+        """:meth:`get_bundle` of a checked hash; the error names ``argument`` and shows its
+        ``value``."""
         index = bisect.bisect_right(self.partitions, hash_value) - 1
         if hash_value == self.partitions[-1] == FULL_UPPER_BOUND:
             index = self.size() - 1
         if not 0 <= index < self.size():
             raise OutOfRange(
-                f"{label} is outside the bundles of {self.namespace} "
-                f"[0x{self.partitions[0]:08x}, 0x{self.partitions[-1]:08x}]"
+                f"{argument} {value} is outside the bundles of {self.namespace} "
+                f"[0x{self.partitions[0]:08x}, 0x{self.partitions[-1]:08x}]",
+                argument=argument,
             )
         return self.bundles[index]
 
@@ -118,7 +121,8 @@ class NamespaceBundles:
         full_name, namespace = topic_namespace(topic_name, pulsar_version=pulsar_version)
         if namespace != self.namespace:
             raise InvalidArgument(
-                f"topic_name {topic_name!r} is in namespace {namespace!r}, not {self.namespace!r}"
+                f"topic_name {topic_name!r} is in namespace {namespace!r}, not {self.namespace!r}",
+                argument="topic_name",
             )
         hash_value = check_int(
             f"the hash of {full_name!r}",
@@ -126,7 +130,7 @@ class NamespaceBundles:
             minimum=FULL_LOWER_BOUND,
             maximum=FULL_UPPER_BOUND,
         )
-        return self._bundle(hash_value, f"topic_name {topic_name!r} (hash 0x{hash_value:08x})")
+        return self._bundle(hash_value, "topic_name", f"{topic_name!r} (hash 0x{hash_value:08x})")
 
     def validate_bundle(self, bundle: NamespaceBundle) -> None:
         """Raise ``ValueError`` unless ``bundle`` is one of these bundles."""

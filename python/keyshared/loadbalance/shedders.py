@@ -72,14 +72,17 @@ def _mbps(bytes_per_second: float) -> str:
 
 def _check_load_data(load_data: object) -> LoadData:
     if not isinstance(load_data, LoadData):
-        raise ArgumentTypeError(f"load_data must be a LoadData, got {type(load_data).__name__}")
+        raise ArgumentTypeError(
+            f"load_data must be a LoadData, got {type(load_data).__name__}", argument="load_data"
+        )
     return load_data
 
 
 def _check_weights(weights: object) -> None:
     if not isinstance(weights, ResourceWeights):
         raise ArgumentTypeError(
-            f"resource_weights must be a ResourceWeights, got {type(weights).__name__}"
+            f"resource_weights must be a ResourceWeights, got {type(weights).__name__}",
+            argument="resource_weights",
         )
 
 
@@ -182,7 +185,9 @@ class ThresholdShedderState:
     def __post_init__(self) -> None:
         usage = self.broker_avg_resource_usage
         if not isinstance(usage, Mapping):
-            raise ArgumentTypeError("broker_avg_resource_usage must be a mapping")
+            raise ArgumentTypeError(
+                "broker_avg_resource_usage must be a mapping", argument="broker_avg_resource_usage"
+            )
         checked = {
             check_name("broker_avg_resource_usage key", broker): check_real(
                 f"broker_avg_resource_usage[{broker!r}]", value
@@ -224,7 +229,8 @@ class ThresholdShedder:
         )
         if history > 1.0:
             raise InvalidArgument(
-                f"load_balancer_history_resource_percentage must be <= 1, got {history}"
+                f"load_balancer_history_resource_percentage must be <= 1, got {history}",
+                argument="load_balancer_history_resource_percentage",
             )
         check_real(
             "load_balancer_bundle_unload_min_throughput_threshold",
@@ -504,7 +510,7 @@ class AvgShedderState:
 
     def __post_init__(self) -> None:
         if not isinstance(self.bundle_broker, Mapping):
-            raise ArgumentTypeError("bundle_broker must be a mapping")
+            raise ArgumentTypeError("bundle_broker must be a mapping", argument="bundle_broker")
         targets = {
             check_name("bundle_broker key", bundle): check_name(
                 f"bundle_broker[{bundle!r}]", broker
@@ -515,7 +521,7 @@ class AvgShedderState:
         for name in ("broker_hit_count_for_high", "broker_hit_count_for_low"):
             counts = getattr(self, name)
             if not isinstance(counts, Mapping):
-                raise ArgumentTypeError(f"{name} must be a mapping")
+                raise ArgumentTypeError(f"{name} must be a mapping", argument=name)
             checked = {
                 check_name(f"{name} key", broker): check_int(f"{name}[{broker!r}]", n, minimum=0)
                 for broker, n in counts.items()

@@ -81,12 +81,15 @@ class TransferShedderState:
     def __post_init__(self) -> None:
         check_int("unload_condition_hit_count", self.unload_condition_hit_count, minimum=0)
         if not isinstance(self.broker_load_ema, Mapping):
-            raise ArgumentTypeError("broker_load_ema must be a mapping")
+            raise ArgumentTypeError("broker_load_ema must be a mapping", argument="broker_load_ema")
         checked: dict[str, BrokerLoadEma] = {}
         for broker, ema in self.broker_load_ema.items():
             check_name("broker_load_ema key", broker)
             if not isinstance(ema, BrokerLoadEma):
-                raise ArgumentTypeError(f"broker_load_ema[{broker!r}] must be a BrokerLoadEma")
+                raise ArgumentTypeError(
+                    f"broker_load_ema[{broker!r}] must be a BrokerLoadEma",
+                    argument="broker_load_ema",
+                )
             checked[broker] = ema
         object.__setattr__(self, "broker_load_ema", MappingProxyType(checked))
 
@@ -347,10 +350,13 @@ class TransferShedder:
         )
         if history > 1.0:
             raise InvalidArgument(
-                f"load_balancer_history_resource_percentage must be <= 1, got {history}"
+                f"load_balancer_history_resource_percentage must be <= 1, got {history}",
+                argument="load_balancer_history_resource_percentage",
             )
         if not isinstance(self.resource_weights, ResourceWeights):
-            raise ArgumentTypeError("resource_weights must be a ResourceWeights")
+            raise ArgumentTypeError(
+                "resource_weights must be a ResourceWeights", argument="resource_weights"
+            )
 
     @staticmethod
     def failure(state: TransferShedderState | None = None) -> TransferSheddingResult:
@@ -390,7 +396,10 @@ class TransferShedder:
         answers (see :class:`ShedderInputs`; default: all brokers available, no checks).
         """
         if not isinstance(load_data, LoadData):
-            raise ArgumentTypeError(f"load_data must be a LoadData, got {type(load_data).__name__}")
+            raise ArgumentTypeError(
+                f"load_data must be a LoadData, got {type(load_data).__name__}",
+                argument="load_data",
+            )
         state = _check_state(state)
         check_int("now_ms", now_ms, minimum=0)
         recent_brokers = _checked_times(recently_unloaded_brokers or {})
@@ -713,11 +722,15 @@ def _swap(
 
 def _checked_top_bundles(name: str, value: object) -> tuple[tuple[str, MessageRates], ...]:
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise ArgumentTypeError(f"{name} must be a sequence of (bundle, MessageRates) pairs")
+        raise ArgumentTypeError(
+            f"{name} must be a sequence of (bundle, MessageRates) pairs", argument=name
+        )
     checked = []
     for index, entry in enumerate(value):
         if not isinstance(entry, tuple) or len(entry) != 2:
-            raise ArgumentTypeError(f"{name}[{index}] must be a (bundle, MessageRates) pair")
+            raise ArgumentTypeError(
+                f"{name}[{index}] must be a (bundle, MessageRates) pair", argument=name
+            )
         checked.append(
             (
                 check_name(f"{name}[{index}] bundle", entry[0]),

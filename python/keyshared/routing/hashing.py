@@ -75,7 +75,8 @@ def resolve_sticky_key(
     if ordering_key is not None:
         if not isinstance(ordering_key, bytes):
             raise ArgumentTypeError(
-                f"ordering_key must be bytes, got {type(ordering_key).__name__}"
+                f"ordering_key must be bytes, got {type(ordering_key).__name__}",
+                argument="ordering_key",
             )
         return ordering_key
     if key is not None:
@@ -83,7 +84,8 @@ def resolve_sticky_key(
     if producer_name is not None and sequence_id is not None:
         if not isinstance(producer_name, str):
             raise ArgumentTypeError(
-                f"producer_name must be a str, got {type(producer_name).__name__}"
+                f"producer_name must be a str, got {type(producer_name).__name__}",
+                argument="producer_name",
             )
         # A producer's sequence ids count up from 0; Java prints the long in decimal.
         seq = check_int("sequence_id", sequence_id, minimum=0, maximum=2**63 - 1)
@@ -97,13 +99,17 @@ def _partition_key(key: str | bytes, key_is_base64: bool) -> bytes:
     elif isinstance(key, str):
         text = _java_utf8(key)
     else:
-        raise ArgumentTypeError(f"key must be str or bytes, got {type(key).__name__}")
+        raise ArgumentTypeError(
+            f"key must be str or bytes, got {type(key).__name__}", argument="key"
+        )
     if not key_is_base64:
         return text
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidArgument(f"key {key!r} is not base64 (key_is_base64 is set)") from None
+        raise InvalidArgument(
+            f"key {key!r} is not base64 (key_is_base64 is set)", argument="key"
+        ) from None
 
 
 def _java_utf8(text: str) -> bytes:

@@ -96,13 +96,16 @@ def _partitioner(partitioner: Partitioner | str) -> str:
         return partitioner.value
     if not isinstance(partitioner, str):
         raise ArgumentTypeError(
-            f"partitioner must be a Partitioner or its name, got {type(partitioner).__name__}"
+            f"partitioner must be a Partitioner or its name, got {type(partitioner).__name__}",
+            argument="partitioner",
         )
     try:
         return Partitioner(partitioner).value
     except ValueError:
         names = ", ".join(repr(p.value) for p in Partitioner)
-        raise InvalidArgument(f"partitioner must be one of {names}; got {partitioner!r}") from None
+        raise InvalidArgument(
+            f"partitioner must be one of {names}; got {partitioner!r}", argument="partitioner"
+        ) from None
 
 
 def partition(

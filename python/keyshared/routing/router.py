@@ -68,7 +68,8 @@ class ActiveSegment:
         check_int("segment_id", self.segment_id, minimum=0)
         if not isinstance(self.hash_range, HashRange):
             raise ArgumentTypeError(
-                f"hash_range must be a HashRange, got {type(self.hash_range).__name__}"
+                f"hash_range must be a HashRange, got {type(self.hash_range).__name__}",
+                argument="hash_range",
             )
         check_scheme("legacy_hashing_scheme", self.legacy_hashing_scheme)
         object.__setattr__(self, "entry_bucket_splits", tuple(self.entry_bucket_splits))
@@ -92,13 +93,17 @@ def _segments(active_segments: Iterable[RoutableSegment]) -> tuple[RoutableSegme
     # Taken whole first: an iterator read by two passes would lose what the first one read.
     if isinstance(active_segments, (str, bytes)) or not isinstance(active_segments, Iterable):
         kind = type(active_segments).__name__
-        raise ArgumentTypeError(f"active_segments must be an iterable of segments, got {kind}")
+        raise ArgumentTypeError(
+            f"active_segments must be an iterable of segments, got {kind}",
+            argument="active_segments",
+        )
     segments = tuple(active_segments)
     for i, segment in enumerate(segments):
         if not isinstance(segment, RoutableSegment):
             kind = type(segment).__name__
             raise ArgumentTypeError(
-                f"active_segments[{i}] must be a segment (ActiveSegment or Segment), got {kind}"
+                f"active_segments[{i}] must be a segment (ActiveSegment or Segment), got {kind}",
+                argument="active_segments",
             )
     if not segments:
         raise InvalidArgument("no active segments to route to")
@@ -132,7 +137,7 @@ def check_scheme(name: str, scheme: object) -> HashingScheme | None:
     """``scheme`` if it is a :class:`HashingScheme` or None, else TypeError naming ``name``."""
     if scheme is not None and not isinstance(scheme, HashingScheme):
         raise ArgumentTypeError(
-            f"{name} must be a HashingScheme or None, got {type(scheme).__name__}"
+            f"{name} must be a HashingScheme or None, got {type(scheme).__name__}", argument=name
         )
     return scheme
 
@@ -150,10 +155,13 @@ def choose_partition(
     key without lone surrogates."""
     if not isinstance(hashing_scheme, HashingScheme):
         raise ArgumentTypeError(
-            f"hashing_scheme must be a HashingScheme, got {type(hashing_scheme).__name__}"
+            f"hashing_scheme must be a HashingScheme, got {type(hashing_scheme).__name__}",
+            argument="hashing_scheme",
         )
     if not isinstance(key, str | bytes):
-        raise ArgumentTypeError(f"key must be a str or bytes, got {type(key).__name__}")
+        raise ArgumentTypeError(
+            f"key must be a str or bytes, got {type(key).__name__}", argument="key"
+        )
     chosen = partition_key(key, num_partitions, f"pulsar:{hashing_scheme.value}", None)
     assert chosen is not None  # only a null key has no fixed partition
     return chosen

@@ -98,8 +98,12 @@ def check_partitioner(name: str, value: object) -> Partitioner:
             return Partitioner(value)
         except ValueError:
             choices = ", ".join(p.value for p in Partitioner)
-            raise InvalidArgument(f"{name} must be one of {choices}; got {value!r}") from None
-    raise ArgumentTypeError(f"{name} must be a Partitioner or str, got {type(value).__name__}")
+            raise InvalidArgument(
+                f"{name} must be one of {choices}; got {value!r}", argument=name
+            ) from None
+    raise ArgumentTypeError(
+        f"{name} must be a Partitioner or str, got {type(value).__name__}", argument=name
+    )
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,9 @@ class MigrationPlan:
             plan = cls(partitioner, n, target, legacy, risk)
         elif isinstance(target, bool) or not hasattr(type(target), "__index__"):
             kind = type(target).__name__
-            raise ArgumentTypeError(f"target must be a TopicLayout or an int, got {kind}")
+            raise ArgumentTypeError(
+                f"target must be a TopicLayout or an int, got {kind}", argument="target"
+            )
         else:
             m = check_integer("target", target, minimum=1, maximum=MAX_PARTITIONS)
             plan = cls(partitioner, n, m, None, Risk.PARTITION_CHANGES)
@@ -143,7 +149,8 @@ class MigrationPlan:
             raise InvalidArgument(
                 f"num_partitions x target columns = {self.num_partitions:,} x {columns:,} = "
                 f"{cells:,} cells, beyond the audit's limit of {MAX_CELLS:,} (its matrices take "
-                f"16 bytes a cell: {MAX_CELLS * 16 // 2**20} MiB at the limit)"
+                f"16 bytes a cell: {MAX_CELLS * 16 // 2**20} MiB at the limit)",
+                argument="num_partitions",
             )
 
     @property
@@ -227,7 +234,8 @@ def _legacy_partitioner(layout: TopicLayout, num_partitions: int) -> Partitioner
     if len(legacy) != num_partitions:
         raise InvalidArgument(
             f"target wraps {len(legacy)} legacy partition(s), but num_partitions is "
-            f"{num_partitions}"
+            f"{num_partitions}",
+            argument="target",
         )
     return Partitioner(f"pulsar:{legacy_hashing_scheme(legacy).value}")
 
@@ -415,7 +423,9 @@ def audit_migration(
     count = len(keys)
     w = np.ones(count) if weights is None else check_weights("weights", weights)
     if len(w) != count:
-        raise InvalidArgument(f"weights must hold one weight per key ({count}), got {len(w)}")
+        raise InvalidArgument(
+            f"weights must hold one weight per key ({count}), got {len(w)}", argument="weights"
+        )
     src, col, at_risk = plan.place(keys)
     risky = np.flatnonzero(at_risk)
     heaviest = risky[np.argsort(-w[risky], kind="stable")[:sample_size]]
@@ -438,12 +448,13 @@ def _batch(keys: Any) -> Any:
     if isinstance(keys, str | bytes | bytearray):
         raise ArgumentTypeError(
             f"keys must be a batch of keys, not a single {type(keys).__name__}; "
-            "wrap one key in a list"
+            "wrap one key in a list",
+            argument="keys",
         )
     if isinstance(keys, np.ndarray):
         if keys.ndim != 1:
             raise ArgumentTypeError(
-                f"keys must be a one-dimensional array, got {keys.ndim} dimensions"
+                f"keys must be a one-dimensional array, got {keys.ndim} dimensions", argument="keys"
             )
         return np.require(keys, requirements=("C", "A"))
     if isinstance(keys, Sized):
@@ -452,7 +463,8 @@ def _batch(keys: Any) -> Any:
         return list(keys)
     raise ArgumentTypeError(
         "keys must be a sequence or iterable of keys, a NumPy array or an Arrow array, "
-        f"got {type(keys).__name__}"
+        f"got {type(keys).__name__}",
+        argument="keys",
     )
 
 

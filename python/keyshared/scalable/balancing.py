@@ -35,14 +35,15 @@ def hash_b_histogram(
     values = np.asarray(hash_b)
     if values.ndim != 1 or (len(values) and not np.issubdtype(values.dtype, np.integer)):
         raise ArgumentTypeError(
-            f"hash_b must be a one-dimensional integer array, got {values.dtype}"
+            f"hash_b must be a one-dimensional integer array, got {values.dtype}", argument="hash_b"
         )
     if len(values) and (values.min() < 0 or values.max() > 0xFFFF):
-        raise InvalidArgument("hash_b values must lie in [0, 0xffff]")
+        raise InvalidArgument("hash_b values must lie in [0, 0xffff]", argument="hash_b")
     w = None if weights is None else check_weights("weights", weights)
     if w is not None and w.shape != values.shape:
         raise InvalidArgument(
-            f"weights must hold one weight per hashB ({len(values)}), got {w.shape}"
+            f"weights must hold one weight per hashB ({len(values)}), got {w.shape}",
+            argument="weights",
         )
     return np.bincount(values.astype(np.int64) // width, weights=w, minlength=bins).astype(
         np.float64
@@ -63,10 +64,14 @@ def skew(loads: npt.ArrayLike) -> float:
     ``loads`` is one-dimensional, finite and non-negative."""
     arr = np.asarray(loads, dtype=np.float64)
     if arr.ndim != 1:
-        raise InvalidArgument(f"loads must be one-dimensional, got {arr.ndim} dimensions")
+        raise InvalidArgument(
+            f"loads must be one-dimensional, got {arr.ndim} dimensions", argument="loads"
+        )
     bad = np.flatnonzero(~np.isfinite(arr) | (arr < 0))
     if len(bad):
-        raise InvalidArgument(f"loads[{bad[0]}] = {arr[bad[0]]} is not a finite load >= 0")
+        raise InvalidArgument(
+            f"loads[{bad[0]}] = {arr[bad[0]]} is not a finite load >= 0", argument="loads"
+        )
     total = float(arr.sum())
     return 1.0 if total == 0.0 else float(arr.max()) * len(arr) / total
 

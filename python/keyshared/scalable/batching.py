@@ -235,7 +235,9 @@ def _entry(group: _Group, batch: _OpenBatch) -> EntryBatch:
 
 def _check_layout(layout: TopicLayout) -> TopicLayout:
     if not isinstance(layout, TopicLayout):
-        raise ArgumentTypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
+        raise ArgumentTypeError(
+            f"layout must be a TopicLayout, got {type(layout).__name__}", argument="layout"
+        )
     return layout
 
 
@@ -243,19 +245,26 @@ def _sizes(payload_sizes: object, n: int) -> npt.NDArray[np.int64]:
     sizes = np.asarray(payload_sizes)
     if sizes.shape != (n,):
         raise InvalidArgument(
-            f"payload_sizes must hold one size per key ({n}), got shape {sizes.shape}"
+            f"payload_sizes must hold one size per key ({n}), got shape {sizes.shape}",
+            argument="payload_sizes",
         )
     if n and not np.issubdtype(sizes.dtype, np.integer):
-        raise ArgumentTypeError(f"payload_sizes must be integers, got dtype {sizes.dtype}")
+        raise ArgumentTypeError(
+            f"payload_sizes must be integers, got dtype {sizes.dtype}", argument="payload_sizes"
+        )
     if n and sizes.min() < 0:
-        raise InvalidArgument(f"payload_sizes must not be negative (index {int(np.argmin(sizes))})")
+        raise InvalidArgument(
+            f"payload_sizes must not be negative (index {int(np.argmin(sizes))})",
+            argument="payload_sizes",
+        )
     # Batch sizes are summed as int64: refuse what would wrap rather than cut wrong batches.
     if n and int(sizes.max()) > _MAX_TOTAL_BYTES // n:
         total = sum(sizes.tolist())
         if total > _MAX_TOTAL_BYTES:
             raise InvalidArgument(
                 f"payload_sizes add up to {total} B, more than one call can batch"
-                f" ({_MAX_TOTAL_BYTES} B); pass them in smaller calls"
+                f" ({_MAX_TOTAL_BYTES} B); pass them in smaller calls",
+                argument="payload_sizes",
             )
     return sizes.astype(np.int64, copy=False)
 
@@ -417,11 +426,13 @@ def route_entries(
     if lo.shape != hi.shape or lo.ndim != 1:
         raise InvalidArgument(
             "entry_hash_min and entry_hash_max must be one-dimensional arrays of one length,"
-            f" got shapes {lo.shape} and {hi.shape}"
+            f" got shapes {lo.shape} and {hi.shape}",
+            argument="entry_hash_min",
         )
     if len(lo) and (lo > hi).any():
         raise InvalidArgument(
-            f"entry_hash_min is above entry_hash_max at index {int(np.argmax(lo > hi))}"
+            f"entry_hash_min is above entry_hash_max at index {int(np.argmax(lo > hi))}",
+            argument="entry_hash_min",
         )
     first = bucket_indices(lo, segment.bucket_splits)
     last = bucket_indices(hi, segment.bucket_splits)
@@ -436,12 +447,14 @@ def _check_segment_assignment(segment: Segment, assignment: BucketAssignment) ->
         raise ArgumentTypeError(f"segment must be a Segment, got {type(segment).__name__}")
     if not isinstance(assignment, BucketAssignment):
         raise ArgumentTypeError(
-            f"assignment must be a BucketAssignment, got {type(assignment).__name__}"
+            f"assignment must be a BucketAssignment, got {type(assignment).__name__}",
+            argument="assignment",
         )
     if assignment.bucket_count != segment.bucket_count:
         raise InvalidArgument(
             f"assignment has {assignment.bucket_count} buckets but segment"
-            f" {segment.segment_id} has {segment.bucket_count}"
+            f" {segment.segment_id} has {segment.bucket_count}",
+            argument="assignment",
         )
 
 

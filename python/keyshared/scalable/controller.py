@@ -40,16 +40,21 @@ def apply_decision(
     when the policy is an :class:`~keyshared.InvalidPolicy` (which only ever decides
     NoAction)."""
     if not isinstance(layout, TopicLayout):
-        raise ArgumentTypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
+        raise ArgumentTypeError(
+            f"layout must be a TopicLayout, got {type(layout).__name__}", argument="layout"
+        )
     if not isinstance(policy, AutoScalePolicy | InvalidPolicy):
         raise ArgumentTypeError(
-            f"policy must be an AutoScalePolicy or InvalidPolicy, got {type(policy).__name__}"
+            f"policy must be an AutoScalePolicy or InvalidPolicy, got {type(policy).__name__}",
+            argument="policy",
         )
     check_int("now_ms", now_ms, minimum=0)
     if isinstance(decision, NoAction):
         return layout
     if not isinstance(decision, Split | Merge | Rebucket):
-        raise ArgumentTypeError(f"decision must be a Decision, got {type(decision).__name__}")
+        raise ArgumentTypeError(
+            f"decision must be a Decision, got {type(decision).__name__}", argument="decision"
+        )
     if isinstance(policy, InvalidPolicy):
         raise InvalidArgument(
             f"cannot apply {type(decision).__name__}: the policy is invalid ({policy.reason})"

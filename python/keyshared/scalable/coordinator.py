@@ -106,7 +106,9 @@ def compute_assignment(
     topic names. Deterministic: a new controller leader computes the same."""
     m1 = SCALABLE_TOPICS.check(pulsar_version) == M1
     if not isinstance(layout, TopicLayout):
-        raise ArgumentTypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
+        raise ArgumentTypeError(
+            f"layout must be a TopicLayout, got {type(layout).__name__}", argument="layout"
+        )
     _check_topic(topic)
     names = sorted(_check_names("consumer_names", consumer_names))
     if not names:
@@ -176,7 +178,8 @@ def _check_segment_ids(arg: str, segment_ids: object) -> frozenset[int]:
     """A collection of segment ids (ints >= 0); a lone int, str or bytes is refused."""
     if isinstance(segment_ids, str | bytes) or not isinstance(segment_ids, Iterable):
         raise ArgumentTypeError(
-            f"{arg} must be a collection of segment ids (int), got {type(segment_ids).__name__}"
+            f"{arg} must be a collection of segment ids (int), got {type(segment_ids).__name__}",
+            argument=arg,
         )
     return frozenset(check_int(f"{arg}[{i}]", sid, minimum=0) for i, sid in enumerate(segment_ids))
 
@@ -185,14 +188,17 @@ def _check_names(arg: str, consumer_names: Iterable[str]) -> list[str]:
     # A lone str is iterable too: taken as names, it would be one consumer per letter.
     if isinstance(consumer_names, str | bytes):
         raise ArgumentTypeError(
-            f"{arg} must be an iterable of str, got a lone {type(consumer_names).__name__}"
+            f"{arg} must be an iterable of str, got a lone {type(consumer_names).__name__}",
+            argument=arg,
         )
     names = list(consumer_names)
     for i, name in enumerate(names):
         if not isinstance(name, str):
-            raise ArgumentTypeError(f"{arg}[{i}] must be a str, got {type(name).__name__}")
+            raise ArgumentTypeError(
+                f"{arg}[{i}] must be a str, got {type(name).__name__}", argument=arg
+            )
     if len(set(names)) != len(names):
-        raise InvalidArgument(f"{arg} repeats a name: {names}")
+        raise InvalidArgument(f"{arg} repeats a name: {names}", argument=arg)
     return names
 
 
@@ -229,11 +235,11 @@ class SubscriptionCoordinator:
     def __post_init__(self) -> None:
         SCALABLE_TOPICS.check(self.pulsar_version)
         if not isinstance(self.subscription_name, str):
-            raise ArgumentTypeError("subscription_name must be a str")
+            raise ArgumentTypeError("subscription_name must be a str", argument="subscription_name")
         _check_topic(self.topic)
         if not isinstance(self.layout, TopicLayout):
             raise ArgumentTypeError(
-                f"layout must be a TopicLayout, got {type(self.layout).__name__}"
+                f"layout must be a TopicLayout, got {type(self.layout).__name__}", argument="layout"
             )
         check_bool("drain_checker", self.drain_checker)
         check_int("grace_period_ms", self.grace_period_ms, minimum=0)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -36,6 +35,7 @@ from keyshared._core import (
     RING_SIZE,
     HashRange,
     RoutingTable,
+    _checked_splits,
     bucket_ranges,
     buckets_for_budget,
     canonical_bucket_hash,
@@ -65,21 +65,20 @@ def format_descriptor(hash_range: HashRange, segment_id: int) -> str:
 def parse_descriptor(descriptor: str) -> tuple[HashRange, int]:
     """``(hash_range, segment_id)`` of a descriptor such as ``"0000-7fff-1"``."""
     if not isinstance(descriptor, str):
-        raise ArgumentTypeError(f"descriptor must be a str, got {type(descriptor).__name__}")
+        raise ArgumentTypeError(
+            f"descriptor must be a str, got {type(descriptor).__name__}", argument="descriptor"
+        )
     text, sep, seg = descriptor.rpartition("-")
     if not sep or not seg.isdigit() or not seg.isascii():
-        raise InvalidArgument(f'descriptor {descriptor!r} is not like "0000-7fff-1"')
+        raise InvalidArgument(
+            f'descriptor {descriptor!r} is not like "0000-7fff-1"', argument="descriptor"
+        )
     return HashRange.from_hex(text), int(seg)
 
 
 def _check_splits(name: str, splits: Iterable[object]) -> tuple[int, ...]:
     """Split points checked by the kernel's rules, its errors naming them ``name``."""
-    try:
-        ranges = bucket_ranges(splits)  # type: ignore[arg-type]
-    except (TypeError, ValueError) as e:
-        # The kernel calls split points "splits", whatever the caller's argument is named.
-        raise type(e)(re.sub(r"\bsplits\b", name, str(e))) from None
-    return tuple(r.start for r in ranges[1:])
+    return tuple(_checked_splits(splits, name))  # type: ignore[arg-type]
 
 
 #: Segment ids are routed as int64 (``RoutingTable``), so larger ones are refused up front.
@@ -91,7 +90,7 @@ def _check_ids(name: str, ids: Iterable[object]) -> tuple[int, ...]:
         check_int(f"{name}[{i}]", v, minimum=0, maximum=MAX_SEGMENT_ID) for i, v in enumerate(ids)
     )
     if len(set(out)) != len(out):
-        raise InvalidArgument(f"{name} has a repeated id: {list(out)}")
+        raise InvalidArgument(f"{name} has a repeated id: {list(out)}", argument=name)
     return out
 
 
@@ -133,7 +132,8 @@ class Segment:
         check_int("segment_id", self.segment_id, minimum=0, maximum=MAX_SEGMENT_ID)
         if not isinstance(self.hash_range, HashRange):
             raise ArgumentTypeError(
-                f"hash_range must be a HashRange, got {type(self.hash_range).__name__}"
+                f"hash_range must be a HashRange, got {type(self.hash_range).__name__}",
+                argument="hash_range",
             )
         object.__setattr__(self, "state", SegmentState(self.state))
         object.__setattr__(self, "parent_ids", _check_ids("parent_ids", self.parent_ids))
@@ -151,7 +151,9 @@ class Segment:
             check_int("sealed_at_epoch", self.sealed_at_epoch, minimum=created_epoch)
         if self.legacy_topic_name is not None and not isinstance(self.legacy_topic_name, str):
             kind = type(self.legacy_topic_name).__name__
-            raise ArgumentTypeError(f"legacy_topic_name must be a str or None, got {kind}")
+            raise ArgumentTypeError(
+                f"legacy_topic_name must be a str or None, got {kind}", argument="legacy_topic_name"
+            )
         check_scheme("legacy_hashing_scheme", self.legacy_hashing_scheme)
 
     @property
@@ -222,7 +224,7 @@ class Segment:
 
 def _hash_range(path: str, text: object) -> HashRange:
     if not isinstance(text, str):
-        raise ArgumentTypeError(f'{path} must be a str like "0000-7fff"')
+        raise ArgumentTypeError(f'{path} must be a str like "0000-7fff"', argument=path)
     try:
         return HashRange.from_hex(text)
     except ValueError as e:
@@ -232,7 +234,7 @@ def _hash_range(path: str, text: object) -> HashRange:
 def _state(path: str, value: object) -> SegmentState:
     name = str(value).upper()
     if name not in SegmentState.__members__:
-        raise InvalidArgument(f"{path} must be ACTIVE or SEALED, got {value!r}")
+        raise InvalidArgument(f"{path} must be ACTIVE or SEALED, got {value!r}", argument=path)
     return SegmentState(name)
 
 
@@ -243,7 +245,9 @@ def _hashing_scheme(path: str, value: object) -> HashingScheme | None:
         return HashingScheme(value)
     except ValueError:
         names = [s.value for s in HashingScheme]
-        raise InvalidArgument(f"{path} must be one of {names} or null, got {value!r}") from None
+        raise InvalidArgument(
+            f"{path} must be one of {names} or null, got {value!r}", argument=path
+        ) from None
 
 
 def _scheme_entry(scheme: HashingScheme | None) -> dict[str, str]:
@@ -259,7 +263,7 @@ def _segments_by_id(path: str, items: object) -> dict[int, Segment]:
     segments = read_list(path, items, lambda p, v: read(Segment, v, p))
     by_id = {s.segment_id: s for s in segments}
     if len(by_id) != len(segments):
-        raise InvalidArgument(f"{path} repeats a segment id")
+        raise InvalidArgument(f"{path} repeats a segment id", argument=path)
     return by_id
 
 
@@ -290,10 +294,13 @@ class TopicLayout:
         for key, seg in self.segments.items():
             if not isinstance(seg, Segment):
                 raise ArgumentTypeError(
-                    f"segments[{key!r}] must be a Segment, got {type(seg).__name__}"
+                    f"segments[{key!r}] must be a Segment, got {type(seg).__name__}",
+                    argument="segments",
                 )
             if key != seg.segment_id:
-                raise InvalidArgument(f"segments[{key!r}] holds segment {seg.segment_id}")
+                raise InvalidArgument(
+                    f"segments[{key!r}] holds segment {seg.segment_id}", argument="segments"
+                )
             by_id[seg.segment_id] = seg
         object.__setattr__(self, "segments", MappingProxyType(dict(sorted(by_id.items()))))
         _check_dag(by_id, self.next_segment_id, self.epoch)
@@ -314,7 +321,8 @@ class TopicLayout:
         buckets = buckets_for_budget(bucket_budget, n)
         if buckets > RING_SIZE:
             raise InvalidArgument(
-                f"bucket_budget gives {buckets} buckets per segment, above {RING_SIZE}"
+                f"bucket_budget gives {buckets} buckets per segment, above {RING_SIZE}",
+                argument="bucket_budget",
             )
         splits = tuple(equal_width_splits(buckets))
         segments = {
@@ -347,11 +355,13 @@ class TopicLayout:
         """The segment with this id; ValueError naming the id if there is none."""
         if isinstance(segment_id, bool):
             # True == 1 as a dict key, but a bool is never meant as a segment id.
-            raise ArgumentTypeError("segment_id must be an int, got bool")
+            raise ArgumentTypeError("segment_id must be an int, got bool", argument="segment_id")
         try:
             return self.segments[segment_id]
         except (KeyError, TypeError):
-            raise InvalidArgument(f"segment {segment_id!r} is not in the layout") from None
+            raise InvalidArgument(
+                f"segment {segment_id!r} is not in the layout", argument="segment_id"
+            ) from None
 
     def find_active_segment(self, segment_hash: int) -> Segment:
         """The active segment whose range holds ``segment_hash`` (in ``[0, 0xFFFF]``)."""
@@ -505,7 +515,8 @@ class TopicLayout:
         if not a.hash_range.is_adjacent_to(b.hash_range):
             raise RefusedChange(
                 f"segments {a.segment_id} ({a.hash_range}) and {b.segment_id} ({b.hash_range})"
-                " are not adjacent"
+                " are not adjacent",
+                kind="not_adjacent",
             )
         count = min(a.bucket_count + b.bucket_count, RING_SIZE)
         if max_buckets is not None:
@@ -545,7 +556,8 @@ class TopicLayout:
             splits = _check_splits("bucket_splits", bucket_splits)
             if len(splits) != n - 1:
                 raise InvalidArgument(
-                    f"bucket_splits has {len(splits)} split point(s); {n} buckets need {n - 1}"
+                    f"bucket_splits has {len(splits)} split point(s); {n} buckets need {n - 1}",
+                    argument="bucket_splits",
                 )
             if splits == seg.bucket_splits:
                 raise RefusedChange(f"segment {seg.segment_id} already has these bucket splits")

@@ -38,7 +38,9 @@ def _key(topic: str, segment_id: int, where: str = "") -> _Key:
 def _written_key(key: object) -> _Key:
     """A key of ``last_written``: a ``(topic, segment_id)`` pair."""
     if not isinstance(key, tuple) or len(key) != 2:
-        raise ArgumentTypeError(f"last_written key {key!r} must be a (topic, segment_id) tuple")
+        raise ArgumentTypeError(
+            f"last_written key {key!r} must be a (topic, segment_id) tuple", argument="last_written"
+        )
     return _key(key[0], key[1], f"last_written key {key!r}: ")
 
 
@@ -57,14 +59,16 @@ class SegmentLoadReporter:
         object.__setattr__(self, "rate_change_threshold", threshold)
         if not isinstance(self.last_written, Mapping):
             raise ArgumentTypeError(
-                f"last_written must be a mapping, got {type(self.last_written).__name__}"
+                f"last_written must be a mapping, got {type(self.last_written).__name__}",
+                argument="last_written",
             )
         for key, stats in self.last_written.items():
             topic, segment_id = _written_key(key)
             if not isinstance(stats, SegmentLoadStats):
                 raise ArgumentTypeError(
                     f"last_written[{topic!r}, {segment_id}] must be SegmentLoadStats,"
-                    f" got {type(stats).__name__}"
+                    f" got {type(stats).__name__}",
+                    argument="last_written",
                 )
         object.__setattr__(self, "last_written", MappingProxyType(dict(self.last_written)))
 

@@ -39,10 +39,13 @@ def create_migrated_metadata(
     base = TopicName.get(persistent_base) if isinstance(persistent_base, str) else persistent_base
     if not isinstance(base, TopicName):
         raise ArgumentTypeError(
-            f"persistent_base must be a TopicName or str, got {type(persistent_base).__name__}"
+            f"persistent_base must be a TopicName or str, got {type(persistent_base).__name__}",
+            argument="persistent_base",
         )
     if base.domain is not TopicDomain.persistent:
-        raise InvalidArgument(f"persistent_base must be a persistent:// topic, got {base}")
+        raise InvalidArgument(
+            f"persistent_base must be a persistent:// topic, got {base}", argument="persistent_base"
+        )
     check_int("partitions", partitions, maximum=RING_SIZE)
     check_int("entry_bucket_budget", entry_bucket_budget, minimum=1)
     check_int("now_ms", now_ms, minimum=0)

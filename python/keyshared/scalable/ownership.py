@@ -62,12 +62,15 @@ def _consumers(consumers: Iterable[BucketConsumer | int]) -> list[BucketConsumer
     if isinstance(consumers, str | bytes | bytearray):
         # Iterating text or bytes would make a consumer of each character or byte.
         raise ArgumentTypeError(
-            f"consumers must be an iterable of consumers, got {type(consumers).__name__}"
+            f"consumers must be an iterable of consumers, got {type(consumers).__name__}",
+            argument="consumers",
         )
     out = [c if isinstance(c, BucketConsumer) else BucketConsumer("", c) for c in consumers]
     ids = [c.consumer_id for c in out]
     if len(set(ids)) != len(ids):
-        raise InvalidArgument(f"consumers repeat a consumer id: {sorted(ids)}")
+        raise InvalidArgument(
+            f"consumers repeat a consumer id: {sorted(ids)}", argument="consumers"
+        )
     return sorted(out)
 
 
@@ -207,7 +210,7 @@ def _check_same_segment(before: BucketAssignment, after: BucketAssignment) -> No
     for name, value in (("before", before), ("after", after)):
         if not isinstance(value, BucketAssignment):
             raise ArgumentTypeError(
-                f"{name} must be a BucketAssignment, got {type(value).__name__}"
+                f"{name} must be a BucketAssignment, got {type(value).__name__}", argument=name
             )
     if before.bucket_count != after.bucket_count:
         raise InvalidArgument(

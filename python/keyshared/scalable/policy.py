@@ -90,7 +90,7 @@ class SegmentLoadSample:
     def __post_init__(self) -> None:
         if not isinstance(self.stats, SegmentLoadStats):
             raise ArgumentTypeError(
-                f"stats must be SegmentLoadStats, got {type(self.stats).__name__}"
+                f"stats must be SegmentLoadStats, got {type(self.stats).__name__}", argument="stats"
             )
         check_int("modified_at_ms", self.modified_at_ms, minimum=0)
 
@@ -103,7 +103,7 @@ class SegmentLoadSample:
         """A sample from its flat JSON form (a missing rate is 0); errors name the field."""
         flat = dict(check_mapping(name, data))
         if "modified_at_ms" not in flat:
-            raise InvalidArgument(f"{name}.modified_at_ms is missing")
+            raise InvalidArgument(f"{name}.modified_at_ms is missing", argument=name)
         modified_at_ms = flat.pop("modified_at_ms")
         stats = read(SegmentLoadStats, flat, name)
         return build(cls, name, stats=stats, modified_at_ms=modified_at_ms)
@@ -166,7 +166,8 @@ class AutoScalePolicy:
         )
         if self.max_segments < self.min_segments:
             raise InvalidArgument(
-                f"max_segments ({self.max_segments}) must be >= min_segments ({self.min_segments})"
+                f"max_segments ({self.max_segments}) must be >= min_segments ({self.min_segments})",
+                argument="max_segments",
             )
         for rate in _RATES:
             split, merge = getattr(self, f"split_{rate}"), getattr(self, f"merge_{rate}")
@@ -344,7 +345,8 @@ def resolve_auto_scale_config(
             continue
         if not isinstance(override, AutoScalePolicyOverride):
             raise ArgumentTypeError(
-                f"{name} must be an AutoScalePolicyOverride, got {type(override).__name__}"
+                f"{name} must be an AutoScalePolicyOverride, got {type(override).__name__}",
+                argument=name,
             )
         chosen.update(override.set_fields())
     try:
@@ -514,20 +516,25 @@ class _Context:
         is invalid; a disabled policy stands in for it then."""
         if not isinstance(policy, AutoScalePolicy | InvalidPolicy):
             raise ArgumentTypeError(
-                f"policy must be an AutoScalePolicy or InvalidPolicy, got {type(policy).__name__}"
+                f"policy must be an AutoScalePolicy or InvalidPolicy, got {type(policy).__name__}",
+                argument="policy",
             )
         if not isinstance(layout, TopicLayout):
-            raise ArgumentTypeError(f"layout must be a TopicLayout, got {type(layout).__name__}")
+            raise ArgumentTypeError(
+                f"layout must be a TopicLayout, got {type(layout).__name__}", argument="layout"
+            )
         check_mapping("load_by_segment", load_by_segment)
         for sid, sample in load_by_segment.items():
             if sid not in layout.segments:
                 raise InvalidArgument(
-                    f"load_by_segment names segment {sid!r}, which is not in the layout"
+                    f"load_by_segment names segment {sid!r}, which is not in the layout",
+                    argument="load_by_segment",
                 )
             if not isinstance(sample, SegmentLoadSample):
                 raise ArgumentTypeError(
                     f"load_by_segment[{sid}] must be a SegmentLoadSample,"
-                    f" got {type(sample).__name__}"
+                    f" got {type(sample).__name__}",
+                    argument="load_by_segment",
                 )
         check_mapping("stream_consumer_count_by_sub", consumers)
         for sub, count in consumers.items():
@@ -751,7 +758,9 @@ class LastOperationTimes:
             return replace(self, last_rebucket_at_ms=now_ms)
         if isinstance(decision, NoAction):
             return self
-        raise ArgumentTypeError(f"decision must be a Decision, got {type(decision).__name__}")
+        raise ArgumentTypeError(
+            f"decision must be a Decision, got {type(decision).__name__}", argument="decision"
+        )
 
 
 def last_operation_times(layout: TopicLayout) -> LastOperationTimes:
@@ -863,7 +872,7 @@ def _samples(path: str, data: object) -> dict[int, SegmentLoadSample]:
     for key, value in check_mapping(path, data).items():
         sid = parse_id(path, key)
         if sid in out:
-            raise InvalidArgument(f"{path} names segment {sid} twice")
+            raise InvalidArgument(f"{path} names segment {sid} twice", argument=path)
         out[sid] = SegmentLoadSample.from_dict(value, f"{path}[{sid}]")
     return out
 

@@ -51,15 +51,20 @@ class TopicName:
         for name in ("tenant", "namespace_portion", "local_name"):
             value = getattr(self, name)
             if not isinstance(value, str):
-                raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}")
+                raise ArgumentTypeError(
+                    f"{name} must be a str, got {type(value).__name__}", argument=name
+                )
             if not value or "/" in value:
-                raise InvalidArgument(f"{name} must be non-empty and without '/', got {value!r}")
+                raise InvalidArgument(
+                    f"{name} must be non-empty and without '/', got {value!r}", argument=name
+                )
         is_segment = self.domain is TopicDomain.segment
         if is_segment != (self.segment_range is not None) or is_segment != (
             self.segment_id is not None
         ):
             raise InvalidArgument(
-                "segment_range and segment_id are set exactly for the segment domain"
+                "segment_range and segment_id are set exactly for the segment domain",
+                argument="segment_range",
             )
         if self.segment_id is not None:
             check_int("segment_id", self.segment_id, minimum=0)
@@ -123,7 +128,9 @@ class TopicName:
 
 def _segment_topic(topic: TopicName, what: str) -> TopicName:
     if not isinstance(topic, TopicName):
-        raise ArgumentTypeError(f"{what} must be a TopicName, got {type(topic).__name__}")
+        raise ArgumentTypeError(
+            f"{what} must be a TopicName, got {type(topic).__name__}", argument=what
+        )
     if not topic.is_segment:
         raise InvalidArgument(f"expected the segment domain, got {topic.domain.value!r}: {topic}")
     return topic
@@ -138,15 +145,18 @@ class SegmentTopicName:
         ``parent_topic``, whose domain must be ``topic``."""
         if not isinstance(parent_topic, TopicName):
             raise ArgumentTypeError(
-                f"parent_topic must be a TopicName, got {type(parent_topic).__name__}"
+                f"parent_topic must be a TopicName, got {type(parent_topic).__name__}",
+                argument="parent_topic",
             )
         if parent_topic.domain is not TopicDomain.topic:
             raise InvalidArgument(
-                f"parent_topic must have the domain 'topic', got {parent_topic.domain.value!r}"
+                f"parent_topic must have the domain 'topic', got {parent_topic.domain.value!r}",
+                argument="parent_topic",
             )
         if not isinstance(hash_range, HashRange):
             raise ArgumentTypeError(
-                f"hash_range must be a HashRange, got {type(hash_range).__name__}"
+                f"hash_range must be a HashRange, got {type(hash_range).__name__}",
+                argument="hash_range",
             )
         check_int("segment_id", segment_id, minimum=0)
         return TopicName(

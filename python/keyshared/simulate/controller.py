@@ -120,7 +120,10 @@ class Controller:
         self, layout: TopicLayout, policy: AutoScalePolicy, assignment: Assignment = "buckets"
     ) -> None:
         if assignment not in ASSIGNMENTS:
-            raise InvalidArgument(f'assignment must be "buckets" or "segments", got {assignment!r}')
+            raise InvalidArgument(
+                f'assignment must be "buckets" or "segments", got {assignment!r}',
+                argument="assignment",
+            )
         self.layout = layout
         self.policy = policy
         self.assignment = assignment

@@ -49,7 +49,8 @@ class KeySpec:
             raise ArgumentTypeError(f"prefix must be a str, got {type(self.prefix).__name__}")
         if self.distribution not in ("uniform", "zipf"):
             raise InvalidArgument(
-                f'distribution must be "uniform" or "zipf", got {self.distribution!r}'
+                f'distribution must be "uniform" or "zipf", got {self.distribution!r}',
+                argument="distribution",
             )
         check_rate("zipf_exponent", self.zipf_exponent)
 
@@ -142,7 +143,8 @@ class ConsumerSpec:
             check_int("leave_ms", self.leave_ms, minimum=self.join_ms + 1)
         if not 0.0 <= check_rate("nack_probability", self.nack_probability) < 1.0:
             raise InvalidArgument(
-                f"nack_probability must be in [0, 1), got {self.nack_probability}"
+                f"nack_probability must be in [0, 1), got {self.nack_probability}",
+                argument="nack_probability",
             )
 
     def names(self) -> list[str]:
@@ -198,12 +200,14 @@ class WindowSpec:
         )
         if self.backoff_strategy not in ("fixed", "exponential"):
             raise InvalidArgument(
-                f'backoff_strategy must be "fixed" or "exponential", got {self.backoff_strategy!r}'
+                f'backoff_strategy must be "fixed" or "exponential", got {self.backoff_strategy!r}',
+                argument="backoff_strategy",
             )
         if self.poison_policy not in ("drop", "dead_letter", "block"):
             raise InvalidArgument(
                 'poison_policy must be "drop", "dead_letter" or "block",'
-                f" got {self.poison_policy!r}"
+                f" got {self.poison_policy!r}",
+                argument="poison_policy",
             )
 
 
@@ -231,11 +235,12 @@ class TopicSpec:
         check_name("name", self.name)
         if self.assignment not in ASSIGNMENTS:
             raise InvalidArgument(
-                f'assignment must be "buckets" or "segments", got {self.assignment!r}'
+                f'assignment must be "buckets" or "segments", got {self.assignment!r}',
+                argument="assignment",
             )
         if not isinstance(self.layout, TopicLayout):
             raise ArgumentTypeError(
-                f"layout must be a TopicLayout, got {type(self.layout).__name__}"
+                f"layout must be a TopicLayout, got {type(self.layout).__name__}", argument="layout"
             )
         check_int("count", self.count, minimum=1, maximum=10_000)
         _check_unique("producers", [p.name for p in self.producers])
@@ -287,11 +292,12 @@ class Scenario:
             value = check_int(name, getattr(self, name), minimum=self.tick_ms)
             if value % self.tick_ms:
                 raise InvalidArgument(
-                    f"{name} ({value}) must be a multiple of tick_ms ({self.tick_ms})"
+                    f"{name} ({value}) must be a multiple of tick_ms ({self.tick_ms})",
+                    argument=name,
                 )
         check_int("load_rate_window_ms", self.load_rate_window_ms, minimum=self.tick_ms)
         if not self.topics:
-            raise InvalidArgument("topics must hold at least one topic")
+            raise InvalidArgument("topics must hold at least one topic", argument="topics")
         _check_unique("topics", [n for t in self.topics for n in t.replica_names()])
         _check_times(self)
 
@@ -377,20 +383,22 @@ def _check_times(scenario: Scenario) -> None:
             if producer.start_ms >= scenario.duration_ms:
                 raise InvalidArgument(
                     f"topics[{t}].producers[{p}].start_ms ({producer.start_ms}) must be before"
-                    f" duration_ms ({scenario.duration_ms})"
+                    f" duration_ms ({scenario.duration_ms})",
+                    argument="topics",
                 )
         for c, consumer in enumerate(topic.consumers):
             if consumer.join_ms >= horizon:
                 raise InvalidArgument(
                     f"topics[{t}].consumers[{c}].join_ms ({consumer.join_ms}) must be before"
-                    f" the end of the run ({horizon} ms)"
+                    f" the end of the run ({horizon} ms)",
+                    argument="topics",
                 )
 
 
 def _check_positive(name: str, value: object) -> float:
     number = check_rate(name, value)
     if number <= 0.0:
-        raise InvalidArgument(f"{name} must be above 0, got {value}")
+        raise InvalidArgument(f"{name} must be above 0, got {value}", argument=name)
     return number
 
 
@@ -398,7 +406,7 @@ def _check_unique(what: str, names: list[str]) -> None:
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise InvalidArgument(f"{what} repeat the name {name!r}")
+            raise InvalidArgument(f"{what} repeat the name {name!r}", argument=what)
         seen.add(name)
 
 

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple};
 
 use crate::conversions::{arg, argument, int_in, type_name, ConsumerId, FromArg};
-use crate::errors::{invalid, wrong_type, Raise};
+use crate::errors::{invalid_at, wrong_type, At, Raise};
 use keyshared_kernels::cursor::MAX_OFFSET;
 use keyshared_kernels::pending_acks::batch_count;
 
@@ -75,7 +75,7 @@ fn checked_values<T>(
 ) -> PyResult<Vec<T>> {
     let check = |(i, v): (usize, i128)| {
         if v < min || v > max {
-            return Err(outside(&format!("{what}[{i}]"), v, (min, max)));
+            return Err(outside(At::item(what, i), v, (min, max)));
         }
         Ok(convert(v))
     };
@@ -127,16 +127,16 @@ fn item_values(
         .enumerate()
         .map(|(i, item)| {
             let item = item?;
-            let what = format!("{what}[{i}]");
-            int_in(&item, &what, || outside(&what, &item, range))
+            let at = At::item(what, i);
+            int_in(&item, at, || outside(at, &item, range))
         })
         .collect::<PyResult<Vec<i128>>>()
         .map_err(Some)
 }
 
 /// The refusal of an array's item: `what = value is outside [min, max]`.
-fn outside(what: &str, value: impl Display, (min, max): (i128, i128)) -> PyErr {
-    invalid(format!("{what} = {value} is outside [{min}, {max}]"))
+fn outside(at: At<'_>, value: impl Display, (min, max): (i128, i128)) -> PyErr {
+    invalid_at(at, format!("{at} = {value} is outside [{min}, {max}]"))
 }
 
 /// The array's values as `W`, converting the dtype only when it differs.

@@ -8,8 +8,8 @@ use pyo3::types::{PyMapping, PyString, PyTuple};
 
 use crate::arrays::RingHashes;
 use crate::conversions::{
-    arg, argument, each, instance, int_arg, prefixed, type_name, ConsumerId, Int, RingHash,
-    SegmentId, Splits, Text, Threads,
+    arg, argument, each, instance, int_arg, prefixed, sequence, type_name, ConsumerId, Int,
+    RingHash, SegmentId, Splits, Text, Threads,
 };
 use crate::errors::{wrong_type, Raise};
 use keyshared_kernels::buckets::{self, HashRange};
@@ -134,6 +134,17 @@ fn bucket_ranges(splits: &Bound<'_, PyAny>) -> PyResult<Vec<PyHashRange>> {
         .into_iter()
         .map(PyHashRange)
         .collect())
+}
+
+#[doc = stub_doc!("_checked_splits")]
+#[pyfunction(name = "_checked_splits")]
+fn checked_splits(splits: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u16>> {
+    let values = sequence(splits, name, "a sequence of ints")?
+        .iter()
+        .enumerate()
+        .map(|(i, item)| arg::<Int>(item, &format!("{name}[{i}]")).map(|n| n.0))
+        .collect::<PyResult<Vec<i64>>>()?;
+    buckets::validate_splits(&values).py_in(name)
 }
 
 #[doc = stub_doc!("bucket_index")]
@@ -326,6 +337,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MIN_FIRST_SPLIT", buckets::MIN_FIRST_SPLIT)?;
     m.add_class::<PyHashRange>()?;
     m.add_function(wrap_pyfunction!(equal_width_splits, m)?)?;
+    m.add_function(wrap_pyfunction!(checked_splits, m)?)?;
     m.add_function(wrap_pyfunction!(bucket_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(bucket_index, m)?)?;
     m.add_function(wrap_pyfunction!(bucket_indices, m)?)?;

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 use strum::VariantNames;
 
-use crate::errors::{invalid, wrong_type, Raise};
+use crate::errors::{invalid, invalid_at, wrong_type, wrong_type_at, At, Raise};
 use keyshared_kernels::buckets::{ring_hash, validate_splits};
 use keyshared_kernels::cursor::MAX_OFFSET;
 use keyshared_kernels::dispatch::entry_bucket::Route;
@@ -74,31 +74,26 @@ pub(crate) use argument;
 
 /// The bytes of a `str` (UTF-8) or `bytes` key.
 pub fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a [u8]> {
-    key_bytes_named(obj, || what.to_owned())
+    key_bytes_in(obj, At::arg(what))
 }
 
-/// `key_bytes` for item `index` of a batch; the name is only built for an error message,
-/// since this runs once per key.
+/// `key_bytes` for item `index` of a batch of keys.
 pub fn key_bytes_at<'a>(obj: &'a Bound<'_, PyAny>, index: usize) -> PyResult<&'a [u8]> {
-    key_bytes_named(obj, || format!("keys[{index}]"))
+    key_bytes_in(obj, At::item("keys", index))
 }
 
-fn key_bytes_named<'a>(
-    obj: &'a Bound<'_, PyAny>,
-    what: impl FnOnce() -> String,
-) -> PyResult<&'a [u8]> {
+fn key_bytes_in<'a>(obj: &'a Bound<'_, PyAny>, at: At<'_>) -> PyResult<&'a [u8]> {
     if let Ok(s) = obj.cast::<PyString>() {
         s.to_str()
             .map(str::as_bytes)
-            .map_err(|e| invalid(format!("{} is not valid text: {e}", what())))
+            .map_err(|e| invalid_at(at, format!("{at} is not valid text: {e}")))
     } else if let Ok(b) = obj.cast::<PyBytes>() {
         Ok(b.as_bytes())
     } else {
-        Err(wrong_type(format!(
-            "{} must be str or bytes, got {}",
-            what(),
-            type_name(obj)
-        )))
+        Err(wrong_type_at(
+            at,
+            format!("{at} must be str or bytes, got {}", type_name(obj)),
+        ))
     }
 }
 
@@ -162,17 +157,17 @@ pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
 /// bounds of the argument at hand.
 pub fn int_in<'py, T>(
     obj: &Bound<'py, PyAny>,
-    what: &str,
+    at: At<'_>,
     out_of_range: impl FnOnce() -> PyErr,
 ) -> PyResult<T>
 where
     T: for<'a> FromPyObject<'a, 'py, Error = PyErr>,
 {
     if !is_int(obj) {
-        return Err(wrong_type(format!(
-            "{what} must be an int, got {}",
-            type_name(obj)
-        )));
+        return Err(wrong_type_at(
+            at,
+            format!("{at} must be an int, got {}", type_name(obj)),
+        ));
     }
     obj.extract::<T>().map_err(
         |err| match err.is_instance_of::<PyOverflowError>(obj.py()) {
@@ -184,10 +179,16 @@ where
 
 /// An int argument as i64, the `long` of the Java APIs the library follows.
 pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
-    int_in(obj, what, || {
-        invalid(format!(
-            "{what} = {obj} is outside the range of a long ([-2**63, 2**63 - 1])"
-        ))
+    int_at(obj, At::arg(what))
+}
+
+/// [`int_arg`] of an argument or of one item of a batch argument.
+pub fn int_at(obj: &Bound<'_, PyAny>, at: At<'_>) -> PyResult<i64> {
+    int_in(obj, at, || {
+        invalid_at(
+            at,
+            format!("{at} = {obj} is outside the range of a long ([-2**63, 2**63 - 1])"),
+        )
     })
 }
 
@@ -251,8 +252,11 @@ argument!(
 );
 
 fn consumer_value(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
-    int_in(obj, what, || {
-        invalid(format!("{what} must be in [0, 2**64 - 1], got {obj}"))
+    int_in(obj, At::arg(what), || {
+        invalid_at(
+            At::arg(what),
+            format!("{what} must be in [0, 2**64 - 1], got {obj}"),
+        )
     })
 }
 
@@ -275,11 +279,16 @@ pub fn segment_bucket(
 /// A non-negative int up to `max`, as u64; a plain int that fits i64 is read without the
 /// wider conversion.
 fn bounded_value(obj: &Bound<'_, PyAny>, what: &str, max: u64, bound: &str) -> PyResult<u64> {
-    let out_of_range = || invalid(format!("{what} must be in [0, {bound}], got {obj}"));
+    let out_of_range = || {
+        invalid_at(
+            At::arg(what),
+            format!("{what} must be in [0, {bound}], got {obj}"),
+        )
+    };
     let plain = obj.is_exact_instance_of::<PyInt>();
     let value = match plain.then(|| obj.extract::<i64>().ok()).flatten() {
         Some(v) => i128::from(v),
-        None => int_in::<i128>(obj, what, out_of_range)?,
+        None => int_in::<i128>(obj, At::arg(what), out_of_range)?,
     };
     u64::try_from(value)
         .ok()

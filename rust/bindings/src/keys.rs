@@ -19,12 +19,13 @@ use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUnt
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
-use crate::errors::{self, Raise};
+use crate::errors::{self, At, Raise};
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use pyo3::{ffi, intern};
 use pyo3_arrow::{PyArray, PyChunkedArray};
 
-use crate::conversions::{int_arg, is_int, key_bytes, key_bytes_at, type_name};
+use crate::conversions::{int_at, is_int, key_bytes, key_bytes_at, type_name};
+use keyshared_kernels::error::InvalidInput;
 use keyshared_kernels::hashing;
 use keyshared_kernels::keys::{
     IntBatch, IntChunk, IntColumn, IntValues, KeyBatch, KeyChunk, KeyColumn, PackedKeys,
@@ -182,10 +183,13 @@ impl Objects<'_> {
                     range.start,
                     self.nulls,
                 ),
-                false => Err(errors::invalid(format!(
-                    "keys changed size while they were read, from {len} to {} items",
-                    items.len()
-                ))),
+                false => Err(errors::invalid_at(
+                    At::arg("keys"),
+                    format!(
+                        "keys changed size while they were read, from {len} to {} items",
+                        items.len()
+                    ),
+                )),
             })
         };
         packed.unwrap_or_else(|| Err(not_a_sequence(sequence)))
@@ -222,10 +226,13 @@ impl<A: Append, B: Append> Append for (A, B) {
 }
 
 fn not_a_sequence(keys: &Bound<'_, PyAny>) -> PyErr {
-    errors::wrong_type(format!(
-        "keys must be a list or tuple of str/bytes, a NumPy array or an Arrow array, got {}",
-        type_name(keys)
-    ))
+    errors::wrong_type_at(
+        At::arg("keys"),
+        format!(
+            "keys must be a list or tuple of str/bytes, a NumPy array or an Arrow array, got {}",
+            type_name(keys)
+        ),
+    )
 }
 
 /// The `null_key` argument (str, bytes, or None for none) as bytes.
@@ -259,7 +266,10 @@ pub fn key_batch<'py>(
 
 /// Int keys are only read where asked for; kept as an error rather than a panic.
 fn unreachable_ints<T>() -> PyResult<T> {
-    Err(errors::wrong_type("keys must be str or bytes, got int"))
+    Err(errors::wrong_type_at(
+        At::arg("keys"),
+        "keys must be str or bytes, got int",
+    ))
 }
 
 /// `key_batch`, also taking any other iterable of keys (a generator, a set), collected into
@@ -288,11 +298,14 @@ pub fn key_column<'py>(keys: &Bound<'py, PyAny>, ints_if_all_null: bool) -> PyRe
     }
     read(keys, intake).map_err(|err| match is_batch(keys) {
         true => err,
-        false => errors::wrong_type(format!(
-            "keys must be a sequence of str/bytes/None or of ints, a NumPy integer array or \
+        false => errors::wrong_type_at(
+            At::arg("keys"),
+            format!(
+                "keys must be a sequence of str/bytes/None or of ints, a NumPy integer array or \
              an Arrow array, got {}",
-            type_name(keys)
-        )),
+                type_name(keys)
+            ),
+        ),
     })
 }
 
@@ -352,10 +365,13 @@ fn read<'py>(keys: &Bound<'py, PyAny>, intake: Intake) -> PyResult<Keys<'py>> {
 fn other_column<'py>(keys: &Bound<'py, PyAny>, intake: Intake) -> PyResult<Option<Keys<'py>>> {
     let py = keys.py();
     if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
-        return Err(errors::wrong_type(format!(
-            "keys must be a batch of keys, not a single str or bytes; {}",
-            intake.one_key_hint()
-        )));
+        return Err(errors::wrong_type_at(
+            At::arg("keys"),
+            format!(
+                "keys must be a batch of keys, not a single str or bytes; {}",
+                intake.one_key_hint()
+            ),
+        ));
     }
     if keys.hasattr(intern!(py, "__arrow_c_array__"))? {
         let (array, _) = keys.extract::<PyArray>()?.into_inner();
@@ -420,18 +436,21 @@ fn first_key<'py>(py: Python<'py>, items: &[*mut ffi::PyObject]) -> Option<Bound
 /// batch's side.
 fn arrow_column(arrays: Vec<ArrayRef>, intake: Intake) -> PyResult<KeyColumn> {
     let unsupported = |a: &ArrayRef| {
-        errors::wrong_type(match intake.ints {
-            None => format!(
-                "keys: Arrow type {} is not supported; use string, large_string, binary or \
+        errors::wrong_type_at(
+            At::arg("keys"),
+            match intake.ints {
+                None => format!(
+                    "keys: Arrow type {} is not supported; use string, large_string, binary or \
                  large_binary",
-                a.data_type()
-            ),
-            Some(_) => format!(
-                "keys: Arrow type {} is not supported; use string, large_string, binary, \
+                    a.data_type()
+                ),
+                Some(_) => format!(
+                    "keys: Arrow type {} is not supported; use string, large_string, binary, \
                  large_binary, or an integer type up to int64 (one kind for the whole batch)",
-                a.data_type()
-            ),
-        })
+                    a.data_type()
+                ),
+            },
+        )
     };
     let ints = match (
         intake.ints,
@@ -543,7 +562,7 @@ fn int_sequence(keys: &Bound<'_, PyAny>) -> PyResult<KeyColumn> {
                 nulls.push(i);
                 values.push(0);
             }
-            false => values.push(int_arg(item, &format!("keys[{i}]"))?),
+            false => values.push(int_at(item, At::item("keys", i))?),
         }
     }
     let values = IntValues::Int64(values);
@@ -559,9 +578,7 @@ fn numpy_ints(array: &Bound<'_, PyUntypedArray>) -> PyResult<KeyColumn> {
         bits: 8 * u32::try_from(dtype.itemsize()).unwrap_or(u32::MAX),
         signed: dtype.kind() == b'i',
     };
-    let is_int = column
-        .is_int()
-        .map_err(|e| errors::wrong_type(format!("keys: {e}")))?;
+    let is_int = column.is_int().py_in("keys")?;
     // A copy in native order, contiguous, of the width read: NumPy converts byte order,
     // stride and width in one pass (a no-op for what is already so).
     let py = array.py();
@@ -587,8 +604,8 @@ fn numpy_column<'py>(array: &Bound<'py, PyUntypedArray>, intake: Intake) -> PyRe
             array.ndim()
         );
         return Err(match intake.ints {
-            None => errors::invalid(message),
-            Some(_) => errors::wrong_type(message),
+            None => errors::invalid_at(At::arg("keys"), message),
+            Some(_) => errors::wrong_type_at(At::arg("keys"), message),
         });
     }
     let kind = array.dtype().kind();
@@ -753,9 +770,11 @@ unsafe fn ascii_text(_: *mut ffi::PyObject) -> Option<(*const u8, ffi::Py_ssize_
 }
 
 fn null_error(i: usize) -> PyErr {
-    errors::invalid(format!(
-        "keys[{i}] is None; pass null_key= to hash nulls as given bytes"
-    ))
+    errors::worded(
+        &InvalidInput::NullKey { index: i },
+        "keys",
+        format!("keys[{i}] is None; pass null_key= to hash nulls as given bytes"),
+    )
 }
 
 /// A masked array's mask (True where an item is masked, a null key), or None.
@@ -827,22 +846,28 @@ fn pack_numpy(
                     return null(packed, i);
                 }
                 packed.push_ucs4(raw, big_endian).map_err(|code| {
-                    errors::invalid(format!(
-                        "keys[{i}] holds {code:#x}, which is not a Unicode scalar value"
-                    ))
+                    errors::invalid_at(
+                        At::item("keys", i),
+                        format!("keys[{i}] holds {code:#x}, which is not a Unicode scalar value"),
+                    )
                 })
             })
         }
-        _ => Err(errors::wrong_type(format!(
-            "keys: NumPy dtype {dtype} holds neither text nor bytes; use str, bytes or object"
-        ))),
+        _ => Err(errors::wrong_type_at(
+            At::arg("keys"),
+            format!(
+                "keys: NumPy dtype {dtype} holds neither text nor bytes; use str, bytes or object"
+            ),
+        )),
     }
 }
 
 fn masked_error(i: usize) -> PyErr {
-    errors::invalid(format!(
-        "keys[{i}] is masked (null); pass null_key= to hash nulls as given bytes"
-    ))
+    errors::worded(
+        &InvalidInput::NullKey { index: i },
+        "keys",
+        format!("keys[{i}] is masked (null); pass null_key= to hash nulls as given bytes"),
+    )
 }
 
 /// NumPy pads fixed-width bytes with trailing zeros, which are not part of the value.

@@ -82,5 +82,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cursor::register(m)?;
     window::register(m)?;
     partitioners::register(m)?;
+    m.add_function(wrap_pyfunction!(errors::error_kinds, m)?)?;
     Ok(())
 }

@@ -7,8 +7,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use strum::{EnumString, IntoStaticStr, VariantNames};
 
-use crate::conversions::{int_arg, is_int, key_bytes, named_arg, numpy, type_name};
-use crate::errors::{self, Raise};
+use crate::conversions::{int_at, is_int, key_bytes, named_arg, numpy, type_name};
+use crate::errors::{self, At, Raise};
 use crate::keys::{key_column, Keys};
 use keyshared_kernels::jdk_utf8;
 use keyshared_kernels::keys::{IntKey, IntTyping};
@@ -50,7 +50,7 @@ fn partitioner(obj: &Bound<'_, PyAny>) -> PyResult<Partitioner> {
 }
 
 fn num_partitions(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<NumPartitions> {
-    NumPartitions::new(int_arg(obj, what)?, what).py()
+    NumPartitions::new(int_at(obj, At::arg(what))?, what).py()
 }
 
 /// An int value as the given integer type, checked to fit it; `type_arg` names the argument
@@ -59,18 +59,21 @@ fn int_key(value: i64, int_type: KeyType, what: &str, type_arg: &str) -> PyResul
     match int_type {
         KeyType::Int => i32::try_from(value)
             .map(IntKey::Int)
-            .map_err(|_| beyond_int(what, value, type_arg)),
+            .map_err(|_| beyond_int(At::arg(what), value, type_arg)),
         _ => Ok(IntKey::Long(value)),
     }
 }
 
 /// The refusal of an int key too wide for the int type, pointing to the long type by the
 /// argument `type_arg` that chose it.
-fn beyond_int(what: &str, value: i64, type_arg: &str) -> PyErr {
-    errors::invalid(format!(
-        "{what} = {value} is outside the range of an int ([-2**31, 2**31 - 1]); \
-         use {type_arg}=\"long\""
-    ))
+fn beyond_int(at: At<'_>, value: i64, type_arg: &str) -> PyErr {
+    errors::invalid_at(
+        at,
+        format!(
+            "{at} = {value} is outside the range of an int ([-2**31, 2**31 - 1]); \
+             use {type_arg}=\"long\""
+        ),
+    )
 }
 
 /// One key of a typed system: bytes (a str as UTF-8), or an int of a given type.
@@ -89,21 +92,24 @@ fn typed_key<'a>(
 ) -> PyResult<Key<'a>> {
     let int_given = is_int(value);
     match (int_given, key_type) {
-        (true, Some(t)) if !t.is_int() => Err(errors::wrong_type(format!(
-            "{what} is an int but the key type is {:?}",
-            t.name()
-        ))),
+        (true, Some(t)) if !t.is_int() => Err(errors::wrong_type_at(
+            At::arg(what),
+            format!("{what} is an int but the key type is {:?}", t.name()),
+        )),
         (true, t) => Ok(Key::Int(int_key(
-            int_arg(value, what)?,
+            int_at(value, At::arg(what))?,
             t.unwrap_or(KeyType::Long),
             what,
             type_arg,
         )?)),
-        (false, Some(t)) if t.is_int() => Err(errors::wrong_type(format!(
-            "{what} must be an int for key type {:?}, got {}",
-            t.name(),
-            type_name(value)
-        ))),
+        (false, Some(t)) if t.is_int() => Err(errors::wrong_type_at(
+            At::arg(what),
+            format!(
+                "{what} must be an int for key type {:?}, got {}",
+                t.name(),
+                type_name(value)
+            ),
+        )),
         (false, _) => key_bytes(value, what).map(Key::Bytes),
     }
 }
@@ -131,7 +137,7 @@ fn partition_key(
 
 /// The partitioner of int keys; a TypeError for a system whose keys are bytes.
 fn int_partitioner(p: Partitioner) -> PyResult<IntPartitioner> {
-    p.for_ints().map_err(|e| errors::wrong_type(e.to_string()))
+    p.for_ints().py()
 }
 
 #[doc = stub_doc!("partition_keys")]
@@ -147,7 +153,10 @@ fn partition_keys<'py>(
     let n = self::num_partitions(num_partitions, "num_partitions")?;
     let key_type = self::key_type(key_type, "key_type")?;
     let type_error = |kind: &str, t: KeyType| {
-        errors::wrong_type(format!("keys are {kind} but key_type is {:?}", t.name()))
+        errors::wrong_type_at(
+            At::arg("key_type"),
+            format!("keys are {kind} but key_type is {:?}", t.name()),
+        )
     };
     let out = match key_column(keys, key_type.is_some_and(KeyType::is_int))? {
         Keys::Bytes(batch) => {
@@ -169,7 +178,7 @@ fn partition_keys<'py>(
                 _ => IntTyping::ByWidth,
             };
             if let Some((i, v)) = ints.first_beyond_int(typing) {
-                return Err(beyond_int(&format!("keys[{i}]"), v, "key_type"));
+                return Err(beyond_int(At::item("keys", i), v, "key_type"));
             }
             let null = p.partition(None, n).map_or(-1, i64::from);
             keys.py()

@@ -3,7 +3,7 @@ use std::sync::Mutex;
 use numpy::PyArray1;
 use pyo3::prelude::*;
 
-use crate::errors::{invalid, unknown_consumer, Raise};
+use crate::errors::{invalid, Raise};
 use pyo3::types::PyBytes;
 
 use super::buckets::PyHashRange;
@@ -15,6 +15,7 @@ use crate::arrays::RingHashes;
 use crate::conversions::{arg, key_bytes, ConsumerId, Int, KeyPatterns, RingHash};
 use crate::state::{check_unowned, detached, with_state};
 use keyshared_kernels::danube_ring::KeySharedConsumerState;
+use keyshared_kernels::error::NotFound;
 use keyshared_kernels::ring::{ConsistentHashingSelector, DEFAULT_RANGE_MAX};
 
 #[doc = stub_doc!("ConsistentHashingStickyKeyConsumerSelector")]
@@ -227,7 +228,11 @@ impl PyKeySharedConsumerState {
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         let ConsumerId(consumer) = arg(consumer_id, "consumer_id")?;
         let filters = with_state(py, &self.state, |s| s.key_filters(consumer))
-            .ok_or_else(|| unknown_consumer(format!("consumer {consumer} is not in the state")))?;
+            .ok_or(NotFound::Consumer {
+                consumer,
+                status: "in the state",
+            })
+            .py()?;
         Ok(filters.iter().map(|f| PyBytes::new(py, f)).collect())
     }
 

@@ -1,6 +1,7 @@
 use std::fmt;
 use std::str::Utf8Error;
 
+use strum::{IntoStaticStr, VariantNames};
 use thiserror::Error;
 
 /// A message's position, `(ledger_id, entry_id)`.
@@ -15,7 +16,9 @@ type Key = (Box<[u8]>, bool);
 /// An argument a kernel cannot work with: one variant per kind of mistake, carrying its parts
 /// so that a caller can match on what went wrong. The text (`Display`) is the sentence a
 /// binding shows; the bindings word a few variants in their own language (bounds, batches).
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+/// Its [`kind`](Self::kind) is the variant's name in snake_case, or the wrapped error's.
+#[derive(Debug, Clone, PartialEq, Eq, Error, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "snake_case")]
 pub enum InvalidInput {
     /// `what` (an argument, or an item of one) is outside `[min, max]`.
     #[error("{what} = {value} is outside [{min}, {max}]")]
@@ -95,18 +98,23 @@ pub enum InvalidInput {
     NoSuchBucket { index: i64, count: usize },
     /// Split points or ranges that do not cut the 16-bit ring as they must.
     #[error(transparent)]
+    #[strum(transparent)]
     Tiling(#[from] Tiling),
     /// Something given, or added, a second time.
     #[error(transparent)]
+    #[strum(transparent)]
     Duplicate(#[from] Duplicate),
     /// A call that conflicts with what the kernel holds.
     #[error(transparent)]
+    #[strum(transparent)]
     Conflict(#[from] Conflict),
     /// A message's key conflicts with what the in-flight window holds for it.
     #[error(transparent)]
+    #[strum(transparent)]
     Key(#[from] KeyConflict),
     /// A dispatch result whose parts disagree.
     #[error(transparent)]
+    #[strum(transparent)]
     Dispatched(#[from] DispatchedConflict),
     /// `call` came without `missing`, the call it closes.
     #[error("{call} without {missing}")]
@@ -161,6 +169,108 @@ impl InvalidInput {
             error: Box::new(self),
         }
     }
+
+    /// A stable snake_case name of the mistake: the variant's, or for a wrapper (an item of
+    /// a batch, a tiling, a duplicate, a conflict) the wrapped one's.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Item { error, .. } => error.kind(),
+            _ => self.into(),
+        }
+    }
+
+    /// Which kind of exception the mistake is: a value the call cannot take, unless the
+    /// value's type is what is wrong.
+    pub fn category(&self) -> ErrorCategory {
+        match self {
+            Self::IntKeysUnsupported { .. } | Self::IntTooWide { .. } => ErrorCategory::Type,
+            Self::Item { error, .. } => error.category(),
+            _ => ErrorCategory::default(),
+        }
+    }
+
+    /// The argument that was wrong, where the kernel knows its Python name.
+    pub fn argument(&self) -> Option<&str> {
+        match self {
+            Self::OutOfRange { what, .. } | Self::NotRingHash { what, .. } => named(what).0,
+            Self::TooSmall { what, .. }
+            | Self::Exceeds { what, .. }
+            | Self::NegativePosition { what, .. } => named(what).0,
+            Self::ReversedRange { start, .. } => Some(start),
+            Self::Tiling(tiling) => tiling.argument(),
+            Self::NullKey { .. } => Some("keys"),
+            Self::Item { error, .. } => error.argument(),
+            _ => None,
+        }
+    }
+
+    /// The index of the wrong item in a batch argument, where the mistake is one item's.
+    pub fn index(&self) -> Option<usize> {
+        match self {
+            Self::OutOfRange { what, .. } | Self::NotRingHash { what, .. } => named(what).1,
+            Self::TooSmall { what, .. }
+            | Self::Exceeds { what, .. }
+            | Self::NegativePosition { what, .. } => named(what).1,
+            Self::Tiling(tiling) => tiling.index(),
+            Self::NullKey { index } | Self::Item { index, .. } => Some(*index),
+            _ => None,
+        }
+    }
+}
+
+/// The Python exception class a kernel error raises, by what is wrong; bindings map each to
+/// one class, so that no call site chooses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ErrorCategory {
+    /// A value the call cannot take (a ValueError).
+    #[default]
+    Value,
+    /// A value of a type the call does not take (a TypeError).
+    Type,
+    /// Something a stateful kernel does not hold (a KeyError).
+    NotFound,
+    /// A consumer a stateful kernel does not hold (a KeyError).
+    UnknownConsumer,
+}
+
+/// `(argument, index)` of `what`, which a kernel writes as `name`, `name[index]` or
+/// `name[index].field`; no argument where `what` describes rather than names ("bucket
+/// count").
+fn named(what: &str) -> (Option<&str>, Option<usize>) {
+    let (name, rest) = what.split_once('[').unwrap_or((what, ""));
+    let is_name = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let index = rest.split_once(']').and_then(|(i, _)| i.parse().ok());
+    match is_name {
+        true => (Some(name), index),
+        false => (None, None),
+    }
+}
+
+/// Every kind an error of a kernel can have: the variants' names but those of the variants
+/// that wrap another error, whose kind is the wrapped one's.
+pub fn kinds() -> Vec<&'static str> {
+    const WRAPPERS: [&str; 7] = [
+        "item",
+        "tiling",
+        "duplicate",
+        "conflict",
+        "key",
+        "dispatched",
+        "unknown_item",
+    ];
+    InvalidInput::VARIANTS
+        .iter()
+        .chain(Tiling::VARIANTS)
+        .chain(Duplicate::VARIANTS)
+        .chain(Conflict::VARIANTS)
+        .chain(KeyConflict::VARIANTS)
+        .chain(DispatchedConflict::VARIANTS)
+        .chain(NotFound::VARIANTS)
+        .filter(|kind| !WRAPPERS.contains(kind))
+        .copied()
+        .collect()
 }
 
 fn at_least(min: i64) -> String {
@@ -193,7 +303,8 @@ fn and_list<T: fmt::Display>(items: &[T]) -> String {
 }
 
 /// Why split points or ranges do not cut the 16-bit ring as they must.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "snake_case")]
 pub enum Tiling {
     /// Split point `index` is outside `[1, 0xffff]`.
     #[error("splits[{index}] = {value} is outside [1, 0xffff]")]
@@ -260,8 +371,34 @@ pub enum Tiling {
     },
 }
 
+impl Tiling {
+    /// The argument the split points or ranges came as, where the kernel names it.
+    pub fn argument(&self) -> Option<&str> {
+        match self {
+            Self::SplitOutsideRing { .. }
+            | Self::FirstSplitTooLow { .. }
+            | Self::SplitsNotAscending { .. } => Some("splits"),
+            Self::Overlapping { what, .. } => named(what).0,
+            _ => None,
+        }
+    }
+
+    /// The index of the wrong split point or range.
+    pub fn index(&self) -> Option<usize> {
+        match self {
+            Self::SplitOutsideRing { index, .. }
+            | Self::SplitsNotAscending { index, .. }
+            | Self::BoundaryMisplaced { index, .. }
+            | Self::Overlapping { index, .. } => Some(*index),
+            Self::FirstSplitTooLow { .. } => Some(0),
+            _ => None,
+        }
+    }
+}
+
 /// Something given, or added, a second time.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "snake_case", prefix = "duplicate_")]
 pub enum Duplicate {
     /// A read's entry at `position`, given first at index `first`.
     #[error(
@@ -302,7 +439,8 @@ impl OffsetState {
 }
 
 /// A call that conflicts with what a kernel holds.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "snake_case")]
 pub enum Conflict {
     /// Hash `hash` drains on consumer `owner`, and was to be added for consumer `consumer`.
     #[error(
@@ -348,7 +486,8 @@ pub enum Conflict {
 
 /// How the parts of a dispatch result disagree; the parts are named as the Python
 /// `DispatchResult` names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "snake_case")]
 pub enum DispatchedConflict {
     /// A delivered entry (no hold reason) without its consumer.
     #[error("consumer_id must be set for a delivered entry (held=None)")]
@@ -374,7 +513,8 @@ pub enum DispatchedConflict {
 }
 
 /// What the in-flight window refuses about a message's key.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "snake_case", prefix = "key_")]
 pub enum KeyConflict {
     /// The key is held by an in-flight message: the new one must queue behind it.
     #[error(
@@ -410,7 +550,8 @@ pub type KernelResult<T> = Result<T, InvalidInput>;
 
 /// Something a stateful kernel was asked about that it does not hold; Python sees a KeyError
 /// (`keyshared.errors.UnknownConsumer` for a consumer, `NotFound` otherwise).
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "snake_case", prefix = "unknown_")]
 pub enum NotFound {
     /// A consumer the kernel does not hold; `status` is what it would be if held
     /// ("connected", "in the state").
@@ -433,12 +574,28 @@ impl NotFound {
         }
     }
 
-    /// Whether what is missing is a consumer.
-    pub fn is_consumer(&self) -> bool {
+    /// As [`InvalidInput::kind`].
+    pub fn kind(&self) -> &'static str {
         match self {
-            Self::Consumer { .. } => true,
-            Self::Bucket { .. } => false,
-            Self::Item { error, .. } => error.is_consumer(),
+            Self::Item { error, .. } => error.kind(),
+            _ => self.into(),
+        }
+    }
+
+    /// A missing consumer, or something else missing.
+    pub fn category(&self) -> ErrorCategory {
+        match self {
+            Self::Consumer { .. } => ErrorCategory::UnknownConsumer,
+            Self::Bucket { .. } => ErrorCategory::NotFound,
+            Self::Item { error, .. } => error.category(),
+        }
+    }
+
+    /// The index of the item of a batch that names what is missing.
+    pub fn index(&self) -> Option<usize> {
+        match self {
+            Self::Item { index, .. } => Some(*index),
+            _ => None,
         }
     }
 }
@@ -450,6 +607,36 @@ pub enum StateError {
     Invalid(#[from] InvalidInput),
     #[error(transparent)]
     NotFound(#[from] NotFound),
+}
+
+impl StateError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Invalid(e) => e.kind(),
+            Self::NotFound(e) => e.kind(),
+        }
+    }
+
+    pub fn category(&self) -> ErrorCategory {
+        match self {
+            Self::Invalid(e) => e.category(),
+            Self::NotFound(e) => e.category(),
+        }
+    }
+
+    pub fn argument(&self) -> Option<&str> {
+        match self {
+            Self::Invalid(e) => e.argument(),
+            Self::NotFound(_) => None,
+        }
+    }
+
+    pub fn index(&self) -> Option<usize> {
+        match self {
+            Self::Invalid(e) => e.index(),
+            Self::NotFound(e) => e.index(),
+        }
+    }
 }
 
 pub type StateResult<T> = Result<T, StateError>;
