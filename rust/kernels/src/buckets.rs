@@ -18,6 +18,8 @@ pub struct HashRange {
 }
 
 impl HashRange {
+    /// `[start, end]`, both ends inclusive. An end outside `[0, 0xffff]` is an error
+    /// (`NotRingHash`), and so is `start > end` (`ReversedRange`).
     pub fn new(start: i64, end: i64) -> KernelResult<Self> {
         let start = ring_hash(start, "start")?;
         let end = ring_hash(end, "end")?;
@@ -37,6 +39,7 @@ impl HashRange {
         (start <= end).then_some(Self { start, end })
     }
 
+    /// The whole ring, `[0x0000, 0xffff]`.
     pub const fn full() -> Self {
         Self {
             start: 0,
@@ -44,22 +47,27 @@ impl HashRange {
         }
     }
 
+    /// The first hash of the range, inclusive.
     pub fn start(self) -> u16 {
         self.start
     }
 
+    /// The last hash of the range, inclusive.
     pub fn end(self) -> u16 {
         self.end
     }
 
+    /// How many hashes the range holds, `end - start + 1`: 1 to 65,536.
     pub fn size(self) -> u32 {
         u32::from(self.end) - u32::from(self.start) + 1
     }
 
+    /// True when `hash` is in `[start, end]`.
     pub fn contains_hash(self, hash: u16) -> bool {
         self.start <= hash && hash <= self.end
     }
 
+    /// True when every hash of `other` is in this range.
     pub fn contains_range(self, other: Self) -> bool {
         self.start <= other.start && other.end <= self.end
     }
@@ -88,6 +96,9 @@ impl HashRange {
         ))
     }
 
+    /// The one range covering both, for ranges that are adjacent
+    /// ([`is_adjacent_to`](Self::is_adjacent_to)), in either order; any other pair, overlapping
+    /// ones included, is an error (`NotAdjacent`).
     pub fn merge(self, other: Self) -> KernelResult<Self> {
         if !self.is_adjacent_to(other) {
             return Err(InvalidInput::NotAdjacent {

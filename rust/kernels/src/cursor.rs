@@ -16,6 +16,8 @@ pub const MAX_OFFSET: u64 = i64::MAX as u64;
 /// How far past the first offset not done the bitmap reaches (128 KiB of bits).
 const DENSE_BITS: u64 = 1 << 20;
 
+/// Checks that `offset` is in `[0, MAX_OFFSET]` and returns it; else an error (`OutOfRange`)
+/// that names it `what`.
 pub fn check_offset(offset: i128, what: &str) -> KernelResult<u64> {
     u64::try_from(offset)
         .ok()
@@ -28,6 +30,12 @@ pub fn check_offset(offset: i128, what: &str) -> KernelResult<u64> {
         })
 }
 
+/// The safe cursor over offsets from `first_offset` on: its position is the last offset such that
+/// it and every offset before it, back to the first, are acked or skipped (done), or None while the
+/// first offset is not done.
+///
+/// Memory follows the gap between the first offset not done and the furthest ack, not the number of
+/// offsets seen.
 #[derive(Debug, Clone)]
 pub struct SafeCursor {
     first: u64,
@@ -40,6 +48,8 @@ pub struct SafeCursor {
 }
 
 impl SafeCursor {
+    /// A cursor with nothing done, at no position. An offset above `MAX_OFFSET` is an error
+    /// (`OutOfRange`).
     pub fn new(first_offset: u64) -> KernelResult<Self> {
         let first = check_offset(i128::from(first_offset), "first_offset")?;
         Ok(Self {
@@ -51,6 +61,7 @@ impl SafeCursor {
         })
     }
 
+    /// The offset the cursor starts at: the first one that must be done.
     pub fn first_offset(&self) -> u64 {
         self.first
     }
@@ -165,14 +176,17 @@ pub struct BucketCheckpoints {
 }
 
 impl BucketCheckpoints {
+    /// No bucket tracked.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// How many buckets are tracked (open).
     pub fn len(&self) -> usize {
         self.cursors.len()
     }
 
+    /// True when no bucket is tracked.
     pub fn is_empty(&self) -> bool {
         self.cursors.is_empty()
     }
@@ -196,12 +210,16 @@ impl BucketCheckpoints {
         Ok(cursor.position())
     }
 
+    /// The cursor of an open bucket; a bucket that is not open is an error (`NotFound::Bucket`).
     pub fn cursor(&self, segment_id: u64, bucket: u32) -> StateResult<&SafeCursor> {
         self.cursors
             .get(&(segment_id, bucket))
             .ok_or_else(|| not_open(segment_id, bucket).into())
     }
 
+    /// Marks `offset` done in an open bucket, as [`SafeCursor::ack`]; the result is the bucket's
+    /// new position when it moved. A bucket that is not open (`NotFound::Bucket`) and an offset
+    /// above `MAX_OFFSET` (`OutOfRange`) are errors.
     pub fn ack(&mut self, segment_id: u64, bucket: u32, offset: u64) -> StateResult<Option<u64>> {
         let cursor = self
             .cursors

@@ -15,6 +15,8 @@ struct ConsumerFilters {
     filters: Vec<Box<[u8]>>,
 }
 
+/// Danube's Key-Shared consumers: each with its key filters and 100 virtual nodes on a 32-bit hash
+/// ring, and the selection of one consumer per routing key.
 #[derive(Default)]
 pub struct KeySharedConsumerState {
     consumers: Vec<ConsumerFilters>,
@@ -24,14 +26,17 @@ pub struct KeySharedConsumerState {
 }
 
 impl KeySharedConsumerState {
+    /// No consumers.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// How many consumers are held.
     pub fn len(&self) -> usize {
         self.consumers.len()
     }
 
+    /// True when no consumer is held.
     pub fn is_empty(&self) -> bool {
         self.consumers.is_empty()
     }
@@ -41,6 +46,7 @@ impl KeySharedConsumerState {
         self.consumers.iter().map(|c| c.id).collect()
     }
 
+    /// True when `consumer` is held.
     pub fn contains(&self, consumer: u64) -> bool {
         self.consumers.iter().any(|c| c.id == consumer)
     }
@@ -71,6 +77,7 @@ impl KeySharedConsumerState {
         Ok(())
     }
 
+    /// Removes a consumer and its nodes; a consumer not held is an error (`NotFound::Consumer`).
     pub fn remove_consumer(&mut self, consumer: u64) -> StateResult<()> {
         let before = self.consumers.len();
         self.consumers.retain(|c| c.id != consumer);
@@ -85,6 +92,7 @@ impl KeySharedConsumerState {
         Ok(())
     }
 
+    /// Removes every consumer.
     pub fn disconnect_all(&mut self) {
         self.consumers.clear();
         self.rebuild();

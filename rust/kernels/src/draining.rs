@@ -34,25 +34,35 @@ struct Page {
 /// A draining hash as `get_entry` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainingHashEntry {
+    /// The consumer the hash drains on: the one its pending messages still sit with.
     pub consumer_id: u64,
+    /// How many of its pending messages are not yet acked; the entry goes at zero.
     pub ref_count: u32,
+    /// How many times the hash blocked a dispatch to another consumer.
     pub blocked_count: u32,
 }
 
 /// One hash of a consumer's stats: Pulsar's `DrainingHash`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainingHashStat {
+    /// The sticky key hash.
     pub hash: u16,
+    /// How many of its pending messages are not yet acked (the entry's reference count).
     pub unack_msgs: u32,
+    /// How many times it blocked a dispatch to another consumer (the entry's blocked count).
     pub blocked_attempts: u32,
 }
 
 /// A consumer's draining-hash stats, as Pulsar's `updateConsumerStats` fills them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConsumerDrainingStats {
+    /// How many hashes drain on the consumer (the length of `draining_hashes`).
     pub draining_hashes_count: u32,
+    /// How many of its draining hashes were cleared (acked to zero) since its stats began.
     pub draining_hashes_cleared_total: u64,
+    /// Its unacked messages over all its draining hashes: the sum of their reference counts.
     pub draining_hashes_unacked_messages: u64,
+    /// Each draining hash of the consumer, in ascending hash order.
     pub draining_hashes: Vec<DrainingHashStat>,
 }
 
@@ -86,6 +96,7 @@ impl Default for DrainingHashes {
 }
 
 impl DrainingHashes {
+    /// A tracker with no draining hash, no stats and no open batch.
     pub fn new() -> Self {
         Self {
             pages: (0..PAGES).map(|_| None).collect(),
@@ -104,6 +115,7 @@ impl DrainingHashes {
         self.len
     }
 
+    /// True when no hash is draining.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -66,11 +66,17 @@ impl Member {
 /// while no consumer is connected).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BucketRoute {
+    /// The bucket's index, counted from 0.
     pub bucket: usize,
+    /// The bucket's canonical hash: its start, 1 for bucket 0.
     pub hash: u16,
+    /// The consumer owning the bucket; None while no consumer is connected.
     pub owner: Option<u64>,
 }
 
+/// PIP-486's entry-bucket selector over a segment's fixed buckets: the connected consumers, sorted
+/// by (name, id) as Pulsar sorts them, each own a contiguous run of buckets, and every hash it
+/// hands out is a bucket's canonical hash.
 pub struct EntryBucketSelector {
     ranges: Vec<HashRange>,
     starts: Vec<u16>,
@@ -115,10 +121,12 @@ impl EntryBucketSelector {
         &self.starts[1..]
     }
 
+    /// The buckets, in ascending order; they tile `[0, 0xffff]`.
     pub fn bucket_ranges(&self) -> &[HashRange] {
         &self.ranges
     }
 
+    /// How many buckets there are: one more than the split points.
     pub fn bucket_count(&self) -> usize {
         self.ranges.len()
     }
@@ -172,10 +180,12 @@ impl EntryBucketSelector {
         &self.owners
     }
 
+    /// The connected consumers' ids, in Pulsar's (name, id) order.
     pub fn consumer_ids(&self) -> Vec<u64> {
         self.members.iter().map(|m| m.id).collect()
     }
 
+    /// True when `consumer` is connected.
     pub fn contains(&self, consumer: u64) -> bool {
         self.members.iter().any(|m| m.id == consumer)
     }

@@ -23,63 +23,101 @@ pub enum InvalidInput {
     /// `what` (an argument, or an item of one) is outside `[min, max]`.
     #[error("{what} = {value} is outside [{min}, {max}]")]
     OutOfRange {
+        /// The argument's name, an item's (`offsets[3]`), or what the value is (`segment id`).
         what: String,
+        /// The value given, wide enough for any integer argument.
         value: i128,
+        /// The least allowed value, inclusive.
         min: i64,
+        /// The greatest allowed value, inclusive.
         max: u64,
     },
     /// `what` is below its least allowed value `min` (0: it must not be negative).
     #[error("{what} {}, got {value}", at_least(*min))]
     TooSmall {
+        /// The argument's name, or what it counts.
         what: &'static str,
+        /// The least allowed value, inclusive.
         min: i64,
+        /// The value given.
         value: i64,
     },
     /// `what` (`value`) is above `limit` (`limit_value`), which bounds it.
     #[error("{what} ({value}) must not exceed {limit} ({limit_value})")]
     Exceeds {
+        /// The argument's name, or what it counts.
         what: &'static str,
+        /// The value given.
         value: u64,
+        /// The name of the argument or constant that bounds it.
         limit: &'static str,
+        /// The bound's value, which `value` may equal.
         limit_value: u64,
     },
     /// `what` is not a hash of the 16-bit ring `[0, 0xffff]`.
     #[error("{what} must be a 16-bit hash in [0, 0xffff], got {value}")]
-    NotRingHash { what: String, value: i64 },
+    NotRingHash {
+        /// The argument's name, or an item's.
+        what: String,
+        /// The value given.
+        value: i64,
+    },
     /// A sticky key hash of 0, which means "not set", where a hash is required; `position` is
     /// the message's, where the hash belongs to one.
     #[error("{}", reserved_hash(*position))]
-    ReservedHash { position: Option<Position> },
+    ReservedHash {
+        /// The message's `(ledger_id, entry_id)`, where the hash is a message's.
+        position: Option<Position>,
+    },
     /// `what`, a message position, has a negative ledger id or entry id.
     #[error("{what} ({}, {}) must have non-negative ledger_id and entry_id", position.0, position.1)]
     NegativePosition {
+        /// The argument's name.
         what: &'static str,
+        /// The `(ledger_id, entry_id)` given.
         position: Position,
     },
     /// Arguments read in step (item `i` of each belongs together) have `lengths` that differ;
     /// `names` are the arguments, in the same order.
     #[error("{} must be equally long, got {}", and_list(names), and_list(lengths))]
     LengthMismatch {
+        /// The arguments' names.
         names: &'static [&'static str],
+        /// Their lengths, one per name.
         lengths: Vec<usize>,
     },
     /// A hash range whose start (argument `start`) is above its end (argument `end`).
     #[error("{start} ({start_hash:#06x}) must not be above {end} ({end_hash:#06x})")]
     ReversedRange {
+        /// The name of the argument that gives the start.
         start: &'static str,
+        /// The start given.
         start_hash: u16,
+        /// The name of the argument that gives the end.
         end: &'static str,
+        /// The end given, below `start_hash`.
         end_hash: u16,
     },
     /// A range of one hash, which has no halves.
     #[error("{} has size 1 and cannot be split", hex(*range))]
-    Unsplittable { range: Range },
+    Unsplittable {
+        /// The range, `(start, end)` with `start == end`.
+        range: Range,
+    },
     /// Two ranges to merge that do not touch end to start.
     #[error("{} and {} are not adjacent and cannot be merged", hex(*first), hex(*second))]
-    NotAdjacent { first: Range, second: Range },
+    NotAdjacent {
+        /// The range merged into, `(start, end)` inclusive.
+        first: Range,
+        /// The range merged with it, `(start, end)` inclusive.
+        second: Range,
+    },
     /// Text that is not a hash range in hex form (`"0a0b-f0f0"`).
     #[error("{text:?} is not a hash range like \"0a0b-f0f0\"")]
-    NotAHashRange { text: String },
+    NotAHashRange {
+        /// The text given.
+        text: String,
+    },
     /// An entry's hash range `[min, max]` spans buckets `first` and `last`, cut at `boundary`:
     /// no one bucket holds the entry.
     #[error(
@@ -87,15 +125,25 @@ pub enum InvalidInput {
          (buckets {first} and {last})"
     )]
     Straddles {
+        /// The entry's `entry_hash_min`, the least hashB of its messages.
         min: u16,
+        /// The entry's `entry_hash_max`, the greatest hashB of its messages.
         max: u16,
+        /// The first split point in `(min, max]`: the start of bucket `first + 1`.
         boundary: u16,
+        /// The bucket of `min`.
         first: u32,
+        /// The bucket of `max`.
         last: u32,
     },
     /// Bucket `index` of a layout of `count` buckets (numbered `0..count`).
     #[error("bucket index {index} is outside [0, {}] for {count} buckets", count - 1)]
-    NoSuchBucket { index: i64, count: usize },
+    NoSuchBucket {
+        /// The bucket index given.
+        index: i64,
+        /// How many buckets the layout has.
+        count: usize,
+    },
     /// Split points or ranges that do not cut the 16-bit ring as they must.
     #[error(transparent)]
     #[strum(transparent)]
@@ -119,20 +167,32 @@ pub enum InvalidInput {
     /// `call` came without `missing`, the call it closes.
     #[error("{call} without {missing}")]
     OutOfSequence {
+        /// The call made (`"end_batch"`, ...).
         call: &'static str,
+        /// The call it needs first, as the message words it (`"a matching start_batch"`).
         missing: &'static str,
     },
     /// `call` works on draining hashes, and the map was created without a tracker of them.
     #[error("{call} needs a map created with a tracker")]
-    NoTracker { call: &'static str },
+    NoTracker {
+        /// The call made.
+        call: &'static str,
+    },
     /// Consumer `consumer` is already held; `status` says how ("was already added", "is
     /// already connected").
     #[error("consumer {consumer} {status}")]
-    ConsumerExists { consumer: u64, status: &'static str },
+    ConsumerExists {
+        /// The consumer's id.
+        consumer: u64,
+        /// How it is held, as the end of the message's sentence.
+        status: &'static str,
+    },
     /// A name (`what`) that is not UTF-8.
     #[error("the {what} is not UTF-8: {error}")]
     NotUtf8 {
+        /// What the name is (`"consumer name"`, ...).
         what: &'static str,
+        /// Where the bytes stop being UTF-8.
         error: Utf8Error,
     },
     /// An empty key filter, which would match only the empty key.
@@ -146,17 +206,30 @@ pub enum InvalidInput {
         "partitioner {partitioner:?} takes str or bytes keys; int keys are for \"iceberg:bucket\" \
          and \"spark:bucket\""
     )]
-    IntKeysUnsupported { partitioner: &'static str },
+    IntKeysUnsupported {
+        /// The partitioner's name (`"kafka"`, ...).
+        partitioner: &'static str,
+    },
     /// Int keys of `bits` bits (`signed` or not) that do not fit Spark's long.
     #[error("{}int{bits} keys do not fit a long; use int32 or int64 keys", if *signed { "" } else { "u" })]
-    IntTooWide { bits: u32, signed: bool },
+    IntTooWide {
+        /// The keys' width in bits.
+        bits: u32,
+        /// Whether the keys are signed.
+        signed: bool,
+    },
     /// Key `index` of a batch is null and no stand-in key was given for nulls.
     #[error("key {index} is null and no stand-in key was given")]
-    NullKey { index: usize },
+    NullKey {
+        /// The null key's index in the batch.
+        index: usize,
+    },
     /// Item `index` of a batch is wrong; the caller, who knows the batch's name, says which.
     #[error("item {index}: {error}")]
     Item {
+        /// The item's index in the batch.
         index: usize,
+        /// What is wrong with the item.
         error: Box<InvalidInput>,
     },
 }
@@ -308,19 +381,32 @@ fn and_list<T: fmt::Display>(items: &[T]) -> String {
 pub enum Tiling {
     /// Split point `index` is outside `[1, 0xffff]`.
     #[error("splits[{index}] = {value} is outside [1, 0xffff]")]
-    SplitOutsideRing { index: usize, value: i64 },
+    SplitOutsideRing {
+        /// The split point's index.
+        index: usize,
+        /// The split point given.
+        value: i64,
+    },
     /// The first split point leaves bucket 0 narrower than `[0, 1]`, so that it cannot hold
     /// its canonical hash 1; `min` is the least first split that can.
     #[error(
         "splits[0] = {value} leaves bucket 0 narrower than [0, 1]: the first split must be at \
          least {min}"
     )]
-    FirstSplitTooLow { value: u16, min: u16 },
+    FirstSplitTooLow {
+        /// The first split point given.
+        value: u16,
+        /// The least first split point allowed.
+        min: u16,
+    },
     /// Split point `index` is not above the one before it.
     #[error("splits must be strictly ascending: splits[{index}] = {value} follows {previous}")]
     SplitsNotAscending {
+        /// The split point's index.
         index: usize,
+        /// The split point given.
         value: u16,
+        /// The split point before it, at `index - 1`, at or above `value`.
         previous: u16,
     },
     /// Entry-bucket boundaries with no bucket.
@@ -333,14 +419,21 @@ pub enum Tiling {
          is [{start}, {end}] where start {expected} was expected"
     )]
     BoundaryMisplaced {
+        /// The range's index.
         index: usize,
+        /// The range's start given, inclusive.
         start: i64,
+        /// The range's end given, inclusive.
         end: i64,
+        /// The start it must have: 0 for the first range, else one past the end before it.
         expected: i64,
     },
     /// Entry-bucket ranges that end at `end`, short of the ring's end 0xffff.
     #[error("entry-bucket boundaries must tile the 16-bit ring: the last range ends at {end}")]
-    BoundariesShort { end: i64 },
+    BoundariesShort {
+        /// The last range's end, inclusive.
+        end: i64,
+    },
     /// Entry-bucket 0 narrower than `[0, 1]`, so that it cannot hold its canonical hash 1.
     #[error("entry-bucket 0 must span at least [0, 1] to hold the canonical hash 1")]
     FirstBucketTooNarrow,
@@ -349,13 +442,26 @@ pub enum Tiling {
     NoSegments,
     /// Active segment `segment_id` starts before the one before it ends.
     #[error("active segments must tile 0000-ffff: segment {segment_id} ({}) overlaps the one before it", hex(*range))]
-    SegmentOverlaps { segment_id: u64, range: Range },
+    SegmentOverlaps {
+        /// The segment's id.
+        segment_id: u64,
+        /// The segment's range, `(start, end)` inclusive.
+        range: Range,
+    },
     /// Active segment `segment_id` starts past the hash after the one before it.
     #[error("active segments must tile 0000-ffff: segment {segment_id} ({}) leaves a gap before it", hex(*range))]
-    SegmentGap { segment_id: u64, range: Range },
+    SegmentGap {
+        /// The segment's id.
+        segment_id: u64,
+        /// The segment's range, `(start, end)` inclusive.
+        range: Range,
+    },
     /// Active segments that end at `end`, short of 0xffff.
     #[error("active segments must tile 0000-ffff, but they end at {end:04x}")]
-    SegmentsShort { end: u16 },
+    SegmentsShort {
+        /// The last segment's end, inclusive.
+        end: u16,
+    },
     /// Range assignments (argument `what`) not sorted by start, or overlapping: item `index`,
     /// `range`, does not start past `previous`.
     #[error(
@@ -364,9 +470,13 @@ pub enum Tiling {
         hex(*previous)
     )]
     Overlapping {
+        /// The argument's name.
         what: String,
+        /// The range's index.
         index: usize,
+        /// The range at `index`, `(start, end)` inclusive.
         range: Range,
+        /// The range before it, `(start, end)` inclusive.
         previous: Range,
     },
 }
@@ -405,16 +515,34 @@ pub enum Duplicate {
         "position ({}, {}) is given twice (first at index {first}); a read holds each entry once",
         position.0, position.1
     )]
-    Position { position: Position, first: usize },
+    Position {
+        /// The entry's `(ledger_id, entry_id)`.
+        position: Position,
+        /// The index the position is first given at.
+        first: usize,
+    },
     /// A segment id that two segments of a layout share.
     #[error("segment id {segment_id} appears more than once")]
-    SegmentId { segment_id: u64 },
+    SegmentId {
+        /// The shared id.
+        segment_id: u64,
+    },
     /// A cursor's bucket opened while open.
     #[error("bucket {bucket} of segment {segment_id} is already open")]
-    OpenBucket { segment_id: u64, bucket: u32 },
+    OpenBucket {
+        /// The bucket's segment.
+        segment_id: u64,
+        /// The bucket's index in its segment.
+        bucket: u32,
+    },
     /// An offset added to the in-flight window, which already holds it as `state`.
     #[error("offset {offset} is already {}", state.held())]
-    Offset { offset: u64, state: OffsetState },
+    Offset {
+        /// The offset added.
+        offset: u64,
+        /// What the window already holds it as.
+        state: OffsetState,
+    },
 }
 
 /// What the in-flight window holds an offset as.
@@ -448,13 +576,19 @@ pub enum Conflict {
          {consumer}"
     )]
     Draining {
+        /// The draining sticky key hash.
         hash: u16,
+        /// The consumer it drains on.
         owner: u64,
+        /// The consumer it was to be added for.
         consumer: u64,
     },
     /// The reference count of draining hash `hash` is at its maximum.
     #[error("the reference count of hash {hash} would overflow")]
-    RefCountOverflow { hash: u16 },
+    RefCountOverflow {
+        /// The draining sticky key hash.
+        hash: u16,
+    },
     /// An entry pending on consumer `consumer` under `held`, given now with another `hash`.
     #[error(
         "position ({}, {}) is pending on consumer {consumer} under sticky key hash {held}, \
@@ -462,9 +596,13 @@ pub enum Conflict {
         position.0, position.1
     )]
     HashChanged {
+        /// The entry's `(ledger_id, entry_id)`.
         position: Position,
+        /// The consumer it is pending on.
         consumer: u64,
+        /// The sticky key hash it is pending under.
         held: u16,
+        /// The sticky key hash given now.
         hash: u16,
     },
     /// Consumer `consumer` has `max_per_consumer` messages in flight, its most.
@@ -473,15 +611,23 @@ pub enum Conflict {
          flight"
     )]
     ConsumerFull {
+        /// The consumer's id.
         consumer: u64,
+        /// The window's cap of in-flight messages per consumer.
         max_per_consumer: usize,
     },
     /// An offset skipped while it is in flight.
     #[error("offset {offset} is in flight; ack it, or remove_entry it first")]
-    SkippedInFlight { offset: u64 },
+    SkippedInFlight {
+        /// The offset skipped.
+        offset: u64,
+    },
     /// An offset skipped while it is queued.
     #[error("offset {offset} is queued; take_unblocked or drain_blocked_for_key it first")]
-    SkippedQueued { offset: u64 },
+    SkippedQueued {
+        /// The offset skipped.
+        offset: u64,
+    },
 }
 
 /// How the parts of a dispatch result disagree; the parts are named as the Python
@@ -521,20 +667,39 @@ pub enum KeyConflict {
         "key {} is held by offset {holder}; offset {offset} must queue behind it",
         key_text(&key.0, key.1)
     )]
-    Held { key: Key, holder: u64, offset: u64 },
+    Held {
+        /// The key's bytes, and whether it is text.
+        key: Key,
+        /// The offset of the in-flight message that holds the key.
+        holder: u64,
+        /// The new message's offset.
+        offset: u64,
+    },
     /// Older messages of the key are queued: the new one must queue behind them.
     #[error(
         "older messages of key {} are queued; offset {offset} must queue behind them",
         key_text(&key.0, key.1)
     )]
-    Queued { key: Key, offset: u64 },
+    Queued {
+        /// The key's bytes, and whether it is text.
+        key: Key,
+        /// The new message's offset.
+        offset: u64,
+    },
     /// The offset was taken from the queue with another key than the one given now.
     #[error(
         "offset {offset} was taken with key {}, not {}",
         key_text(&held.0, held.1),
         key_text(&key.0, key.1)
     )]
-    OtherKey { offset: u64, held: Key, key: Key },
+    OtherKey {
+        /// The message's offset.
+        offset: u64,
+        /// The key it was taken with: its bytes, and whether it is text.
+        held: Key,
+        /// The key given now: its bytes, and whether it is text.
+        key: Key,
+    },
 }
 
 /// A routing key as errors and `RoutingKey` show it: a text key as a quoted string, a binary
@@ -546,6 +711,7 @@ pub(crate) fn key_text(bytes: &[u8], text: bool) -> String {
     }
 }
 
+/// The result of a kernel that fails only on bad input: its value, or what was wrong.
 pub type KernelResult<T> = Result<T, InvalidInput>;
 
 /// Something a stateful kernel was asked about that it does not hold; Python sees a KeyError
@@ -556,13 +722,28 @@ pub enum NotFound {
     /// A consumer the kernel does not hold; `status` is what it would be if held
     /// ("connected", "in the state").
     #[error("consumer {consumer} is not {status}")]
-    Consumer { consumer: u64, status: &'static str },
+    Consumer {
+        /// The consumer's id.
+        consumer: u64,
+        /// What it would be if held, as the end of the message's sentence.
+        status: &'static str,
+    },
     /// A cursor's bucket that is not open.
     #[error("bucket {bucket} of segment {segment_id} is not open")]
-    Bucket { segment_id: u64, bucket: u32 },
+    Bucket {
+        /// The bucket's segment.
+        segment_id: u64,
+        /// The bucket's index in its segment.
+        bucket: u32,
+    },
     /// Item `index` of a batch names something the kernel does not hold.
     #[error("[{index}]: {error}")]
-    Item { index: usize, error: Box<NotFound> },
+    Item {
+        /// The item's index in the batch.
+        index: usize,
+        /// What the item names that is missing.
+        error: Box<NotFound>,
+    },
 }
 
 impl NotFound {
@@ -603,13 +784,16 @@ impl NotFound {
 /// A failure of a stateful kernel: bad input, or a key it does not hold.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum StateError {
+    /// An argument the kernel cannot work with (a ValueError or TypeError in Python).
     #[error(transparent)]
     Invalid(#[from] InvalidInput),
+    /// Something the kernel was asked about that it does not hold (a KeyError in Python).
     #[error(transparent)]
     NotFound(#[from] NotFound),
 }
 
 impl StateError {
+    /// The snake_case name of the mistake, the wrapped error's.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Invalid(e) => e.kind(),
@@ -617,6 +801,7 @@ impl StateError {
         }
     }
 
+    /// Which Python exception class the mistake maps to, the wrapped error's.
     pub fn category(&self) -> ErrorCategory {
         match self {
             Self::Invalid(e) => e.category(),
@@ -624,6 +809,7 @@ impl StateError {
         }
     }
 
+    /// The argument that was wrong, where bad input names one.
     pub fn argument(&self) -> Option<&str> {
         match self {
             Self::Invalid(e) => e.argument(),
@@ -631,6 +817,7 @@ impl StateError {
         }
     }
 
+    /// The wrong item's index in a batch argument, where there is one.
     pub fn index(&self) -> Option<usize> {
         match self {
             Self::Invalid(e) => e.index(),
@@ -639,4 +826,5 @@ impl StateError {
     }
 }
 
+/// The result of a stateful kernel: its value, bad input, or a key it does not hold.
 pub type StateResult<T> = Result<T, StateError>;

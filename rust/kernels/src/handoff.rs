@@ -20,8 +20,13 @@ use super::pending_acks::PendingAcks;
 /// What one hand-off did, and the notice (a hash, or -1) for the unblocking handler.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HandOff {
+    /// How many pending acks were registered as draining for the consumers that lost ranges.
     pub registered: usize,
+    /// How many draining references the consumers that got ranges back released on their own
+    /// hashes.
     pub released: usize,
+    /// -1 ([`UNBLOCKED_IN_BATCH`](crate::draining::UNBLOCKED_IN_BATCH)) when a release unblocked a
+    /// hash, for the unblocking handler; else None.
     pub notice: Option<i32>,
 }
 

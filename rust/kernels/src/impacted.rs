@@ -11,7 +11,9 @@ use super::error::{KernelResult, Tiling};
 /// overlapping or adjacent ranges merged.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ImpactedConsumers {
+    /// Per consumer id, the ranges it lost, sorted and merged.
     pub removed: BTreeMap<u64, Vec<HashRange>>,
+    /// Per consumer id, the ranges it gained, sorted and merged.
     pub added: BTreeMap<u64, Vec<HashRange>>,
 }
 

@@ -23,6 +23,7 @@ pub struct PackedKeys {
 }
 
 impl PackedKeys {
+    /// No keys yet, with room for `keys` keys of `bytes` bytes in all.
     pub fn with_capacity(keys: usize, bytes: usize) -> Self {
         let mut offsets = Vec::with_capacity(keys + 1);
         offsets.push(0);
@@ -153,10 +154,12 @@ impl PackedKeys {
         self.offsets.windows(2).map(|w| &self.data[w[0]..w[1]])
     }
 
+    /// How many keys, nulls included.
     pub fn len(&self) -> usize {
         self.offsets.len() - 1
     }
 
+    /// True when there is no key.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -250,16 +253,22 @@ mod packed_tests {
 /// with the `arrow` feature.
 #[derive(Debug, Clone)]
 pub enum KeyChunk {
+    /// Keys copied end to end into one buffer ([`PackedKeys`]).
     Packed(PackedKeys),
+    /// An Arrow binary array with 32-bit offsets (or a string array, relabelled), read in place.
     #[cfg(feature = "arrow")]
     Binary(GenericBinaryArray<i32>),
+    /// An Arrow large binary array with 64-bit offsets (or a large string array, relabelled), read
+    /// in place.
     #[cfg(feature = "arrow")]
     LargeBinary(GenericBinaryArray<i64>),
+    /// An Arrow binary view array (or a string view array, relabelled), read in place.
     #[cfg(feature = "arrow")]
     BinaryView(BinaryViewArray),
 }
 
 impl KeyChunk {
+    /// How many keys the chunk holds, nulls included.
     pub fn len(&self) -> usize {
         match self {
             Self::Packed(k) => k.len(),
@@ -272,6 +281,7 @@ impl KeyChunk {
         }
     }
 
+    /// True when the chunk holds no key.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -353,8 +363,10 @@ fn arrow_keys<O: OffsetSizeTrait + Offset>(
 
 /// A run of keys in one layout, as a batch kernel reads it.
 pub trait Keys: Sized {
+    /// How many keys the run holds.
     fn len(&self) -> usize;
 
+    /// True when the run holds no key.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -505,7 +517,9 @@ impl Keys for ViewKeys<'_> {
 
 /// A batch kernel: two outputs for every key of a run, written by `map` in one pass.
 pub trait KeyMap: Sync {
+    /// The first output, one per key.
     type A: Copy + Send + Sync;
+    /// The second output, one per key.
     type B: Copy + Send + Sync;
 
     /// Writes every slot of `a` and `b`, which are as long as the run.
@@ -608,10 +622,12 @@ impl KeyBatch {
         }
     }
 
+    /// How many keys the batch holds over all its chunks, nulls included.
     pub fn len(&self) -> usize {
         self.starts.last().copied().unwrap_or(0)
     }
 
+    /// True when the batch holds no key.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -699,18 +715,23 @@ const BLOCK: usize = 1024;
 /// The values of an integer key chunk, by the width they came in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IntValues {
+    /// Keys that came as 32-bit integers.
     Int32(Vec<i32>),
+    /// Keys that came as 64-bit integers.
     Int64(Vec<i64>),
 }
 
 /// Integer keys of one width, with the indices of the null ones (ascending).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntChunk {
+    /// The keys' values, a null key's value being ignored.
     pub values: IntValues,
+    /// The indices of the null keys within this chunk, ascending.
     pub nulls: Vec<usize>,
 }
 
 impl IntChunk {
+    /// How many keys the chunk holds, nulls included.
     pub fn len(&self) -> usize {
         match &self.values {
             IntValues::Int32(v) => v.len(),
@@ -718,6 +739,7 @@ impl IntChunk {
         }
     }
 
+    /// True when the chunk holds no key.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -727,23 +749,31 @@ impl IntChunk {
 /// all as one type. Spark hashes an int and a long apart; Iceberg does not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IntTyping {
+    /// Each chunk by its width: int32 keys as ints, int64 keys as longs.
     #[default]
     ByWidth,
+    /// Every key as an int; an int64 key that does not fit one stays a long (callers refuse those
+    /// first, [`IntBatch::first_beyond_int`]).
     Int,
+    /// Every key as a long.
     Long,
 }
 
 /// An integer key and the type it has in its system: Spark hashes an int and a long apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IntKey {
+    /// A 32-bit int, Java's `int`.
     Int(i32),
+    /// A 64-bit long, Java's `long`.
     Long(i64),
 }
 
 /// The integer type of a NumPy or Arrow key column, by width and sign.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IntColumn {
+    /// The width in bits: 8, 16, 32 or 64.
     pub bits: u32,
+    /// Whether the type is signed (`intN`) or unsigned (`uintN`).
     pub signed: bool,
 }
 
@@ -765,14 +795,17 @@ impl IntColumn {
 /// A batch of integer keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IntBatch {
+    /// The chunks, in key order.
     pub chunks: Vec<IntChunk>,
 }
 
 impl IntBatch {
+    /// How many keys the batch holds over all its chunks, nulls included.
     pub fn len(&self) -> usize {
         self.chunks.iter().map(IntChunk::len).sum()
     }
 
+    /// True when the batch holds no key.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -835,11 +868,14 @@ impl IntBatch {
 /// A batch of keys as read once from the caller: byte keys or integer keys.
 #[derive(Debug, Clone)]
 pub enum KeyColumn {
+    /// Byte keys: str or bytes, packed or read from Arrow.
     Bytes(KeyBatch),
+    /// Integer keys.
     Ints(IntBatch),
 }
 
 impl KeyColumn {
+    /// How many keys the column holds, nulls included.
     pub fn len(&self) -> usize {
         match self {
             Self::Bytes(b) => b.len(),
@@ -847,6 +883,7 @@ impl KeyColumn {
         }
     }
 
+    /// True when the column holds no key.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

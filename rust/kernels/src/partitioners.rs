@@ -22,6 +22,8 @@ use super::system_hashes::{
 pub struct NumPartitions(u32);
 
 impl NumPartitions {
+    /// A partition count of `n`, in `[1, i32::MAX]`; else an error (`OutOfRange`) that names it
+    /// `what`.
     pub fn new(n: i64, what: &str) -> KernelResult<Self> {
         match u32::try_from(n) {
             Ok(n) if (1..=i32::MAX as u32).contains(&n) => Ok(Self(n)),
@@ -34,6 +36,7 @@ impl NumPartitions {
         }
     }
 
+    /// The count, in `[1, i32::MAX]`.
     pub fn get(self) -> u32 {
         self.0
     }
@@ -45,29 +48,45 @@ pub enum Partitioner {
     /// Kafka's Java producer (`BuiltInPartitioner.partitionForKey`).
     #[strum(serialize = "kafka")]
     Kafka,
+    /// librdkafka's `consistent`: `crc32(key) % n`; a null key hashes as no bytes.
     #[strum(serialize = "librdkafka:consistent")]
     LibrdkafkaConsistent,
+    /// librdkafka's `consistent_random`: as `consistent`, but a null or empty key goes to a random
+    /// partition.
     #[strum(serialize = "librdkafka:consistent_random")]
     LibrdkafkaConsistentRandom,
+    /// librdkafka's `murmur2`: Kafka's Java producer's `toPositive(murmur2(key)) % n`; a null
+    /// key hashes as no bytes.
     #[strum(serialize = "librdkafka:murmur2")]
     LibrdkafkaMurmur2,
+    /// librdkafka's `murmur2_random`: as `murmur2`, but a null key goes to a random partition.
     #[strum(serialize = "librdkafka:murmur2_random")]
     LibrdkafkaMurmur2Random,
+    /// librdkafka's `fnv1a`: `rd_fnv1a(key) % n`; a null key hashes as no bytes.
     #[strum(serialize = "librdkafka:fnv1a")]
     LibrdkafkaFnv1a,
+    /// librdkafka's `fnv1a_random`: as `fnv1a`, but a null key goes to a random partition.
     #[strum(serialize = "librdkafka:fnv1a_random")]
     LibrdkafkaFnv1aRandom,
     /// The Pulsar Java client's default `HashingScheme`.
     #[strum(serialize = "pulsar:JavaStringHash")]
     PulsarJavaStringHash,
+    /// The Pulsar Java client's `Murmur3_32Hash` scheme: murmur3 of the UTF-8 of the string the
+    /// JDK decodes the key to, sign bit cleared, `% n`.
     #[strum(serialize = "pulsar:Murmur3_32Hash")]
     PulsarMurmur332Hash,
+    /// Iceberg's `bucket[N]` transform: `(murmur3(value) & Integer.MAX_VALUE) % N`; a null key has
+    /// no bucket.
     #[strum(serialize = "iceberg:bucket")]
     IcebergBucket,
+    /// Spark's `pmod(hash(key), n)`, as `bucketBy` buckets; a null key hashes as Spark's seed, 42.
     #[strum(serialize = "spark:bucket")]
     SparkBucket,
+    /// Sarama's hash partitioner: FNV-1a 32 of the key as an int32, `% n` with Go's truncating
+    /// sign, a negative result negated.
     #[strum(serialize = "sarama")]
     Sarama,
+    /// kafka-go's `Hash` balancer, a copy of Sarama's.
     #[strum(serialize = "kafka-go")]
     KafkaGo,
 }
@@ -124,11 +143,14 @@ impl Partitioner {
 /// The partitioners with integer keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IntPartitioner {
+    /// Iceberg's `bucket[N]` of an integer: the long of the same value hashed.
     IcebergBucket,
+    /// Spark's `pmod(hash(key), n)`: an int and a long hash apart.
     SparkBucket,
 }
 
 impl IntPartitioner {
+    /// The partition of an integer key among `n`, in `[0, n)`.
     pub fn partition(self, key: IntKey, n: NumPartitions) -> u32 {
         match self {
             Self::IcebergBucket => iceberg_bucket(iceberg_hash(key.into()), n),
@@ -190,6 +212,7 @@ pub struct Divisor {
 }
 
 impl Divisor {
+    /// The divisor `n`, with its fastmod multiplier computed once.
     pub fn new(n: NumPartitions) -> Self {
         let n = n.get();
         // n = 1 wraps m to 0, and every remainder is then 0, as it should be.
@@ -197,6 +220,7 @@ impl Divisor {
         Self { n, m }
     }
 
+    /// `a % n`.
     #[inline(always)]
     pub fn remainder(self, a: u32) -> u32 {
         let low = self.m.wrapping_mul(u64::from(a));

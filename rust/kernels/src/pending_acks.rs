@@ -20,15 +20,22 @@ use super::error::{Conflict, InvalidInput, KernelResult};
 /// unacked count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PendingAck {
+    /// The message's ledger id.
     pub ledger_id: i64,
+    /// The message's entry id within its ledger.
     pub entry_id: i64,
+    /// Its unacked count, in `[0, i32::MAX]`: the batch size when sent, less the batch indexes
+    /// acked since.
     pub batch_size: i32,
+    /// Its sticky key hash; 0 means "not set", which a map wired to a draining table refuses.
     pub sticky_key_hash: u16,
 }
 
 /// The operations' results, with the hash (or -1) the unblocking handler is to be told.
 pub type WithNotice<T> = (T, Option<i32>);
 
+/// One consumer's pending acks, Pulsar's `PendingAcksMap`: `(ledger_id, entry_id)` to
+/// `(unacked count, sticky key hash)`, ordered by position, refusing every add once closed.
 pub struct PendingAcks {
     consumer_id: u64,
     acks: BTreeMap<(i64, i64), (i32, u16)>,
@@ -36,6 +43,7 @@ pub struct PendingAcks {
 }
 
 impl PendingAcks {
+    /// An open, empty map for `consumer_id`.
     pub fn new(consumer_id: u64) -> Self {
         Self {
             consumer_id,
@@ -44,18 +52,22 @@ impl PendingAcks {
         }
     }
 
+    /// The consumer whose pending acks these are.
     pub fn consumer_id(&self) -> u64 {
         self.consumer_id
     }
 
+    /// How many positions are pending.
     pub fn len(&self) -> usize {
         self.acks.len()
     }
 
+    /// True when no position is pending.
     pub fn is_empty(&self) -> bool {
         self.acks.is_empty()
     }
 
+    /// True once the map is closed: it refuses every add.
     pub fn is_closed(&self) -> bool {
         self.closed
     }
@@ -151,6 +163,7 @@ impl PendingAcks {
         Ok(true)
     }
 
+    /// True when the position `(ledger_id, entry_id)` is pending.
     pub fn contains(&self, ledger_id: i64, entry_id: i64) -> bool {
         self.acks.contains_key(&(ledger_id, entry_id))
     }

@@ -33,6 +33,8 @@ pub struct MessageRedeliveryController {
 }
 
 impl MessageRedeliveryController {
+    /// An empty queue. `allow_out_of_order_delivery` is the subscription's setting: when true, no
+    /// hash waits for its queued entries, and hashes are not counted.
     pub fn new(allow_out_of_order_delivery: bool) -> Self {
         Self {
             allow_out_of_order_delivery,
@@ -40,6 +42,8 @@ impl MessageRedeliveryController {
         }
     }
 
+    /// Whether the subscription allows out-of-order delivery, so that no hash waits for its queued
+    /// entries.
     pub fn allow_out_of_order_delivery(&self) -> bool {
         self.allow_out_of_order_delivery
     }
@@ -124,22 +128,28 @@ impl MessageRedeliveryController {
         !self.allow_out_of_order_delivery && hash != 0 && self.hashes_ref_count.contains_key(&hash)
     }
 
+    /// True when any of `hashes` must wait for queued entries
+    /// ([`contains_sticky_key_hash`](Self::contains_sticky_key_hash)).
     pub fn contains_sticky_key_hashes(&self, hashes: impl IntoIterator<Item = u16>) -> bool {
         hashes.into_iter().any(|h| self.contains_sticky_key_hash(h))
     }
 
+    /// The lowest queued position, if any.
     pub fn first_position(&self) -> Option<Position> {
         self.messages.keys().next().copied()
     }
 
+    /// How many positions are queued.
     pub fn len(&self) -> usize {
         self.messages.len()
     }
 
+    /// True when no position is queued.
     pub fn is_empty(&self) -> bool {
         self.messages.is_empty()
     }
 
+    /// Removes every queued position.
     pub fn clear(&mut self) {
         self.messages.clear();
         self.hashes_ref_count.clear();
@@ -260,7 +270,9 @@ impl MessageRedeliveryController {
 /// Why an entry a consumer could take must wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hold {
+    /// Entries of the hash wait in the redelivery queue: a normal read's entry goes after them.
     AwaitingRedelivery,
+    /// The hash drains on this other consumer (PIP-379) until its pending acks are acked.
     Draining(u64),
 }
 
@@ -279,7 +291,12 @@ pub enum Decision {
     /// A normal read of a hash with entries awaiting redelivery (selected consumer).
     AwaitingRedelivery(u64),
     /// The hash drains on `draining`, not on the selected `consumer`.
-    Draining { consumer: u64, draining: u64 },
+    Draining {
+        /// The consumer the selector picked for the hash.
+        consumer: u64,
+        /// The consumer the hash drains on.
+        draining: u64,
+    },
 }
 
 impl Decision {
@@ -372,6 +389,7 @@ pub struct ConsumerPermits {
     pub available_permits: i64,
     /// The consumer's unacked-messages limit; 0 or less means none.
     pub max_unacked_messages: i64,
+    /// The consumer's unacked messages now.
     pub unacked_messages: i64,
     /// Average messages per entry; below 1 counts as 1.
     pub avg_messages_per_entry: i64,
@@ -404,9 +422,19 @@ pub fn available_permits(c: ConsumerPermits) -> i64 {
 /// The settings behind Pulsar's `getEffectiveLookAheadLimit`; 0 or less disables a limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LookAheadConfig {
+    /// Pulsar's `keySharedLookAheadMsgInReplayThresholdPerConsumer`, in entries: times the
+    /// consumer count, it is the limit unless `per_subscription` is lower; 0 or less leaves
+    /// `per_subscription` alone. Default 2000.
     pub per_consumer: i64,
+    /// Pulsar's `keySharedLookAheadMsgInReplayThresholdPerSubscription`, in entries: the
+    /// subscription's limit where it is lower. Default 20000.
     pub per_subscription: i64,
+    /// Pulsar's `maxUnackedMessagesPerConsumer`, in messages: where neither threshold gives a
+    /// limit, this times the consumer count or `max_unacked_messages_per_subscription`,
+    /// whichever is lower (0 or less bounds nothing). Default 50000.
     pub max_unacked_messages_per_consumer: i64,
+    /// Pulsar's `maxUnackedMessagesPerSubscription`, in messages: the other bound where neither
+    /// threshold gives a limit (0 or less bounds nothing). Default 200000.
     pub max_unacked_messages_per_subscription: i64,
 }
 

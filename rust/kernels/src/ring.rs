@@ -87,6 +87,10 @@ impl ConsumerNameIndexTracker {
     }
 }
 
+/// Pulsar's `ConsistentHashingStickyKeyConsumerSelector`: each consumer puts `number_of_points`
+/// points on the key hash range `[1, range_max_value]`, a hash goes to the owner of the first point
+/// at or above it (wrapping), and a consumer that collides on a point queues behind its owner until
+/// the owner leaves.
 pub struct ConsistentHashingSelector {
     number_of_points: u32,
     returns_impacted: bool,
@@ -136,10 +140,13 @@ impl ConsistentHashingSelector {
         })
     }
 
+    /// How many points each consumer puts on the ring, in `[1, 65536]`.
     pub fn number_of_points(&self) -> u32 {
         self.number_of_points
     }
 
+    /// Whether adding and removing a consumer report the impacted consumers (Pulsar's
+    /// `addOrRemoveReturnsImpactedConsumersResult`).
     pub fn returns_impacted(&self) -> bool {
         self.returns_impacted
     }
@@ -167,14 +174,17 @@ impl ConsistentHashingSelector {
         ids
     }
 
+    /// True when `consumer` is in the ring.
     pub fn contains(&self, consumer: u64) -> bool {
         self.name_index.entries.contains_key(&consumer)
     }
 
+    /// How many consumers are in the ring.
     pub fn len(&self) -> usize {
         self.name_index.entries.len()
     }
 
+    /// True when no consumer is in the ring.
     pub fn is_empty(&self) -> bool {
         self.name_index.entries.is_empty()
     }

@@ -10,8 +10,12 @@ use super::parallel::map_pairs;
 /// ascending bucket split points over hashB.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentRoute {
+    /// The segment's id: unique among the table's segments, at most `i64::MAX`.
     pub segment_id: u64,
+    /// The segment's range of segment hashes, both ends inclusive.
     pub range: HashRange,
+    /// The segment's bucket split points over the bucket half of a key hash: ascending, the start
+    /// of every bucket but bucket 0.
     pub splits: Vec<u16>,
 }
 
@@ -39,6 +43,10 @@ impl PartialEq for RoutingTable {
 impl Eq for RoutingTable {}
 
 impl RoutingTable {
+    /// A table over `segments`, given in any order, routing by `half`. Segments that do not tile
+    /// `[0, 0xffff]` exactly are an error (`Tiling`: none, an overlap, a gap or a short end), and
+    /// so are two segments with one id (`Duplicate::SegmentId`) and an id above `i64::MAX`
+    /// (`OutOfRange`), since routes carry ids as int64.
     pub fn new(mut segments: Vec<SegmentRoute>, half: SegmentHalf) -> KernelResult<Self> {
         segments.sort_by_key(|s| s.range);
         check_tiling(&segments)?;

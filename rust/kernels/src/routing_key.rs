@@ -11,11 +11,14 @@ use super::error::key_text;
 /// Keys compare by their bytes only.
 #[derive(Debug, Clone)]
 pub struct RoutingKey {
+    /// The key's bytes: a text key's UTF-8.
     pub bytes: Box<[u8]>,
+    /// True for a text key (a string message key), false for a binary one (an ordering key).
     pub text: bool,
 }
 
 impl RoutingKey {
+    /// A key of `bytes`, text or binary as `text` says.
     pub fn new(bytes: &[u8], text: bool) -> Self {
         Self {
             bytes: bytes.into(),

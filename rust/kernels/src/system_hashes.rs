@@ -139,6 +139,7 @@ pub fn ascii_string_hash(mut h: u32, bytes: &[u8]) -> u32 {
 pub enum IcebergValue<'a> {
     /// A string's UTF-8 bytes, or a binary value's bytes.
     Bytes(&'a [u8]),
+    /// A long, or an int widened to one: hashed as its 8 little-endian bytes.
     Long(i64),
 }
 
@@ -158,7 +159,9 @@ pub const SPARK_SEED: u32 = 42;
 pub enum SparkValue<'a> {
     /// A string's UTF-8 bytes or a binary value.
     Bytes(&'a [u8]),
+    /// An int: Spark's `hashInt`, one 4-byte block.
     Int(i32),
+    /// A long: Spark's `hashLong`, its low then its high 4 bytes.
     Long(i64),
 }
 

@@ -24,7 +24,9 @@ use super::routing_key::RoutingKey;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr, EnumString, VariantNames)]
 #[strum(serialize_all = "snake_case")]
 pub enum BackoffStrategy {
+    /// The same delay, `base_redelivery_delay_ms`, before every retry.
     Fixed,
+    /// `base_redelivery_delay_ms * 2^(attempt - 1)`: doubling after every delivery.
     Exponential,
 }
 
@@ -43,11 +45,20 @@ pub enum PoisonPolicy {
 /// Danube's `SubscriptionFailurePolicy`; times in milliseconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailurePolicy {
+    /// Redeliveries after the first delivery before a message is poison (`RetryExhausted`); 0 makes
+    /// the first failure final. Default 5.
     pub max_redelivery_count: u32,
+    /// How long a delivery waits for its ack before it counts as failed, in ms; at least 1. Default
+    /// 30,000.
     pub ack_timeout_ms: u64,
+    /// The first retry's delay, in ms; at most `max_redelivery_delay_ms`. Default 1,000.
     pub base_redelivery_delay_ms: u64,
+    /// The longest delay before a retry, in ms, whatever the backoff or a nack asks for. Default
+    /// 60,000.
     pub max_redelivery_delay_ms: u64,
+    /// How the delay grows from one retry to the next. Default exponential.
     pub backoff_strategy: BackoffStrategy,
+    /// What happens to a message out of retries. Default [`PoisonPolicy::Block`].
     pub poison_policy: PoisonPolicy,
 }
 
@@ -65,6 +76,9 @@ impl Default for FailurePolicy {
 }
 
 impl FailurePolicy {
+    /// The policy, when it is usable: `ack_timeout_ms` of 0 is an error (`TooSmall`), so is a base
+    /// delay above the maximum (`Exceeds`) and a dead-letter policy with an empty or blank topic
+    /// (`NoDeadLetterTopic`).
     pub fn validate(self) -> KernelResult<Self> {
         at_least_one("ack_timeout_ms", self.ack_timeout_ms)?;
         if self.base_redelivery_delay_ms > self.max_redelivery_delay_ms {
@@ -98,23 +112,37 @@ impl FailurePolicy {
     }
 }
 
+/// Where an in-flight message is in its life; named `awaiting_ack`, `waiting_to_retry` and
+/// `retry_exhausted`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr, EnumString, VariantNames)]
 #[strum(serialize_all = "snake_case")]
 pub enum DeliveryStatus {
+    /// Sent, and waiting for its ack until `ack_deadline_at_ms`.
     AwaitingAck,
+    /// Nacked or timed out, to be redelivered at `next_redelivery_at_ms`.
     WaitingToRetry,
+    /// Failed once past the redelivery count: poison, for the poison policy at the next
+    /// heartbeat.
     RetryExhausted,
 }
 
 /// Danube's `PendingDelivery` without the message: one in-flight message's life.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
+    /// How many times the message was sent: 1 on its first delivery.
     pub attempt: u32,
+    /// When it was first sent, in ms.
     pub first_sent_at_ms: u64,
+    /// When it was last sent, in ms.
     pub last_sent_at_ms: u64,
+    /// When its ack is due, in ms: the last send plus the ack timeout.
     pub ack_deadline_at_ms: u64,
+    /// When it is to be redelivered, in ms, while `status` is `WaitingToRetry`.
     pub next_redelivery_at_ms: u64,
+    /// Where the message is in its life.
     pub status: DeliveryStatus,
+    /// Why it last failed: a nack's reason, or `"ack timeout"`; None until it fails, or for a nack
+    /// without one.
     pub last_failure_reason: Option<String>,
 }
 
@@ -161,21 +189,35 @@ impl Delivery {
 /// An in-flight message.
 #[derive(Debug, Clone)]
 pub struct InFlightEntry {
+    /// The message's offset.
     pub offset: u64,
+    /// The message's routing key, which it holds while in flight.
     pub key: RoutingKey,
+    /// The consumer it was last sent to.
     pub consumer_id: u64,
+    /// Its delivery: attempts, times and status.
     pub delivery: Delivery,
 }
 
+/// What an [`Action`] asks of the caller; named as its variant in snake_case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr, EnumString, VariantNames)]
 #[strum(serialize_all = "snake_case")]
 pub enum ActionKind {
+    /// Send the message to `consumer_id` (attempt 1).
     Deliver,
+    /// Send the message again, to `consumer_id`, after a nack or an ack timeout.
     Redeliver,
+    /// No consumer takes the message's key: it counts as done, unsent.
     Skip,
+    /// The message is queued: its key is busy, or the consumer selected for it (`consumer_id`)
+    /// is full.
     Block,
+    /// The poison message is dropped: it counts as done.
     Drop,
+    /// Publish the poison message to `dead_letter_topic`: it counts as done.
     DeadLetter,
+    /// The consumer `consumer_id` was inactive too long: its messages count as done and it is
+    /// removed.
     Evict,
 }
 
@@ -183,11 +225,19 @@ pub enum ActionKind {
 /// dead-letter topic, or forget an evicted consumer.
 #[derive(Debug, Clone)]
 pub struct Action {
+    /// What to do.
     pub kind: ActionKind,
+    /// The message's offset; None for `Evict`.
     pub offset: Option<u64>,
+    /// The message's routing key; None for `Evict`.
     pub key: Option<RoutingKey>,
+    /// The consumer the message goes to (`Deliver`, `Redeliver`, `Block`) or was in flight on
+    /// (`Drop`, `DeadLetter`), or the one evicted; None for `Skip`.
     pub consumer_id: Option<u64>,
+    /// The delivery attempt the action ends or starts (1 for `Deliver`); 0 for `Skip`, `Block` and
+    /// `Evict`.
     pub attempt: u32,
+    /// The dead-letter topic, for `DeadLetter` alone.
     pub dead_letter_topic: Option<String>,
 }
 
@@ -213,8 +263,13 @@ impl Action {
 /// the heartbeats a consumer may be reported inactive before it is evicted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowLimits {
+    /// The most messages in the window, in flight plus blocked (queued or taken); at least 1.
+    /// Default 10.
     pub max_window_size: usize,
+    /// The most messages in flight on one consumer; at least 1. Default 1,000.
     pub max_per_consumer: usize,
+    /// How many heartbeats in a row a consumer may be reported inactive before it is evicted; at
+    /// least 1. Default 6.
     pub inactive_eviction_ticks: u32,
 }
 
@@ -248,6 +303,10 @@ impl KeyState {
 /// Results that may move the safe cursor carry its new position when it moved.
 pub type WithCursor<T> = (T, Option<u64>);
 
+/// Danube's in-flight window with its defects fixed: at most one message per routing key in flight,
+/// later messages of a busy key in a blocked queue in offset order, a safe cursor over the offsets
+/// done, per-consumer caps, and retries, ack timeouts and poison resolved by
+/// [`handle_heartbeat`](Self::handle_heartbeat) at the caller's `now_ms`.
 #[derive(Debug)]
 pub struct InFlightWindow {
     limits: WindowLimits,
@@ -264,6 +323,8 @@ pub struct InFlightWindow {
 }
 
 impl InFlightWindow {
+    /// An empty window. A limit of 0 is an error (`TooSmall`), and so is a policy
+    /// [`FailurePolicy::validate`] refuses.
     pub fn new(limits: WindowLimits, policy: FailurePolicy) -> KernelResult<Self> {
         at_least_one("max_window_size", limits.max_window_size as u64)?;
         at_least_one("max_per_consumer", limits.max_per_consumer as u64)?;
@@ -285,6 +346,7 @@ impl InFlightWindow {
         })
     }
 
+    /// The window's sizes.
     pub fn limits(&self) -> WindowLimits {
         self.limits
     }
@@ -294,10 +356,12 @@ impl InFlightWindow {
         self.in_flight.len() + self.queued.len() + self.taken.len() < self.limits.max_window_size
     }
 
+    /// True when `consumer` is below its cap of in-flight messages.
     pub fn consumer_has_capacity(&self, consumer: u64) -> bool {
         self.consumer_in_flight(consumer) < self.limits.max_per_consumer
     }
 
+    /// How many messages are in flight on `consumer` (0 for one the window does not know).
     pub fn consumer_in_flight(&self, consumer: u64) -> usize {
         self.per_consumer.get(&consumer).copied().unwrap_or(0)
     }
@@ -308,10 +372,13 @@ impl InFlightWindow {
         self.keys.contains_key(key)
     }
 
+    /// The safe cursor: the last offset such that it and every offset from the first one polled are
+    /// done (acked, skipped, dropped or evicted); None before that.
     pub fn get_safe_cursor(&self) -> Option<u64> {
         self.cursor.as_ref().and_then(SafeCursor::position)
     }
 
+    /// How many messages are in flight.
     pub fn in_flight_count(&self) -> usize {
         self.in_flight.len()
     }
@@ -321,10 +388,12 @@ impl InFlightWindow {
         self.queued.len() + self.taken.len()
     }
 
+    /// The in-flight message at `offset`, if any.
     pub fn get_entry(&self, offset: u64) -> Option<&InFlightEntry> {
         self.in_flight.get(&offset)
     }
 
+    /// The in-flight messages, by ascending offset.
     pub fn in_flight_entries(&self) -> impl Iterator<Item = &InFlightEntry> {
         self.in_flight.values()
     }

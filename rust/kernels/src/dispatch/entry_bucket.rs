@@ -16,7 +16,9 @@ use crate::pending_acks::{PendingAck, PendingAcks};
 /// What an entry is dispatched by: its stamped `entry_hash_min`, or its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route<'a> {
+    /// A stamped entry: its `entry_hash_min`, the least hashB of its messages.
     Stamped(u16),
+    /// An unstamped entry: its key, whose hashB (0 becoming 1) picks the bucket.
     Key(&'a [u8]),
 }
 
@@ -39,9 +41,13 @@ impl Route<'_> {
 /// An entry to dispatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry<'a> {
+    /// The entry's ledger id.
     pub ledger_id: i64,
+    /// The entry's id within its ledger.
     pub entry_id: i64,
+    /// How many messages the entry holds (its batch size).
     pub batch_size: i32,
+    /// What picks the entry's bucket.
     pub route: Route<'a>,
 }
 
@@ -63,7 +69,9 @@ impl Entry<'_> {
 /// [`EntryBucketDispatcher::dispatch_routed`] takes, so the bucket is looked up once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Routed {
+    /// The consumer owning the entry's bucket.
     pub consumer: u64,
+    /// The entry as that consumer's pending ack, under the bucket's canonical hash.
     pub ack: PendingAck,
 }
 

@@ -77,14 +77,20 @@ impl Selector for EntryBucketSelector {
 /// connected when its map is there); `redelivery` is where a leaving consumer's acks wait
 /// ([`NoQueue`] for a dispatcher that hands them back instead).
 pub struct Parts<'a, S, A, Q = NoQueue> {
+    /// The selector that maps sticky key hashes to consumers.
     pub selector: &'a mut S,
+    /// Every connected consumer's pending acks, one map per consumer.
     pub acks: &'a mut [A],
+    /// Where a leaving consumer's pending acks wait for redelivery ([`NoQueue`] for none).
     pub redelivery: &'a mut Q,
+    /// The dispatcher's draining hashes (PIP-379).
     pub tracker: &'a mut DrainingHashes,
 }
 
 /// Where a leaving consumer's pending acks wait for redelivery, if anywhere.
 pub trait Queue {
+    /// The redelivery queue, or None when a leaving consumer's pending acks go back to the caller
+    /// alone.
     fn queue(&mut self) -> Option<&mut MessageRedeliveryController>;
 }
 
@@ -108,6 +114,8 @@ impl Queue for NoQueue {
 /// What every dispatcher does with consumers, by the one rule ([`connect`],
 /// [`disconnect`]); a dispatcher with state of its own per consumer keeps it in step.
 pub trait Dispatcher<S: Selector> {
+    /// Where a leaving consumer's pending acks wait: [`MessageRedeliveryController`] for the
+    /// sticky-key dispatcher, [`NoQueue`] for the entry-bucket one.
     type Queue: Queue;
 
     /// Connects a consumer whose pending acks the caller adds to `parts.acks` afterwards;
@@ -158,7 +166,11 @@ pub fn connect<S: Selector, A: Deref<Target = PendingAcks>, Q>(
 /// the unblocking handler, in order.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Removed {
+    /// The consumer's pending acks, in (ledger id, entry id) order.
     pub acks: Vec<PendingAck>,
+    /// The notices for the unblocking handler, in order: -1
+    /// ([`UNBLOCKED_IN_BATCH`](crate::draining::UNBLOCKED_IN_BATCH)) for closing the
+    /// consumer's map, then for handing its ranges off, each when it unblocked a hash.
     pub notices: Vec<i32>,
 }
 

@@ -34,8 +34,11 @@ pub type Queued<'a, S, A> = Parts<'a, S, A, MessageRedeliveryController>;
 /// 0 to 2**31 - 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadEntry {
+    /// The entry's `(ledger_id, entry_id)`.
     pub position: Position,
+    /// The entry's sticky key hash, 1 to 65535 (0 means "not set").
     pub sticky_key_hash: u16,
+    /// How many messages the entry holds, 0 to 2**31 - 1.
     pub batch_size: i32,
 }
 
@@ -67,9 +70,14 @@ pub enum HoldReason {
 /// holds the entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Dispatched {
+    /// The consumer the entry went to or, when held, the one the selector picked; None when
+    /// there is none, the hash was already held in this read, or the entry was not taken.
     pub consumer: Option<u64>,
+    /// Why the entry was not sent; None when it was.
     pub held: Option<HoldReason>,
+    /// The consumer the hash drains on, for [`HoldReason::Draining`] alone.
     pub draining: Option<u64>,
+    /// True when the redelivery queue now holds the entry.
     pub queued: bool,
 }
 
@@ -165,6 +173,8 @@ pub struct StickyKeyDispatcher {
 }
 
 impl StickyKeyDispatcher {
+    /// A dispatcher with no consumer; `flow_control` says whether flow permits count, `look_ahead`
+    /// bounds the redelivery queue.
     pub fn new(flow_control: bool, look_ahead: LookAheadConfig) -> Self {
         Self {
             flow_control,
@@ -173,6 +183,8 @@ impl StickyKeyDispatcher {
         }
     }
 
+    /// Whether flow permits count; without, a consumer may always take [`UNLIMITED_PERMITS`] under
+    /// its unacked limit.
     pub fn flow_control(&self) -> bool {
         self.flow_control
     }

@@ -8,6 +8,7 @@ use super::system_hashes::{ascii_string_hash, murmur2};
 
 /// Offsets into a key buffer: Arrow's i32/i64 and our own usize.
 pub trait Offset: Copy + Send + Sync {
+    /// The offset as an index into the buffer.
     fn to_usize(self) -> usize;
 
     /// The sixteen offsets at `p`, less `first`, as u32 lanes.
@@ -77,6 +78,7 @@ pub enum LaneHash {
 }
 
 impl LaneHash {
+    /// The hash of one key, computed on its own; the lanes give the same.
     #[inline]
     pub fn one(self, key: &[u8]) -> u32 {
         match self {
