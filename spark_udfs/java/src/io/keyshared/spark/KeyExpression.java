@@ -51,18 +51,9 @@ public final class KeyExpression extends ProductExpression {
     return function;
   }
 
+  @Override
   public Expression child() {
     return child;
-  }
-
-  @Override
-  public Seq<Expression> children() {
-    return CollectionConverters.asScala(List.of(child)).toList();
-  }
-
-  @Override
-  public boolean foldable() {
-    return child.foldable();
   }
 
   @Override

@@ -46,6 +46,11 @@ public final class PartitionExpression extends ProductExpression {
     this.numPartitions = numPartitions;
   }
 
+  @Override
+  public Expression child() {
+    return child;
+  }
+
   /** The call {@code ks_partition(key, num_partitions, partitioner)}: arguments checked. */
   public static PartitionExpression build(List<Expression> args) {
     if (args.size() != 3) {
@@ -84,16 +89,6 @@ public final class PartitionExpression extends ProductExpression {
       throw new KeysharedException(NAME + ": num_partitions must be in [1, 2**31 - 1], got " + n);
     }
     return (int) n;
-  }
-
-  @Override
-  public Seq<Expression> children() {
-    return CollectionConverters.asScala(List.of(child)).toList();
-  }
-
-  @Override
-  public boolean foldable() {
-    return child.foldable();
   }
 
   @Override

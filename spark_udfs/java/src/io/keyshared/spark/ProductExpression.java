@@ -2,8 +2,12 @@ package io.keyshared.spark;
 
 import java.io.Serializable;
 import java.util.Arrays;
+import java.util.List;
 
 import org.apache.spark.sql.catalyst.expressions.Expression;
+
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * A Catalyst expression written in Java as Scala writes a case class: its constructor's
@@ -12,14 +16,27 @@ import org.apache.spark.sql.catalyst.expressions.Expression;
  * Catalyst reads the product to copy a tree and the equality to find repeated subexpressions
  * and to compare plans.
  *
- * <p>It extends {@code Expression} rather than {@code UnaryExpression}, whose final Scala
- * bridge methods a Java subclass cannot satisfy.
+ * <p>Each has one child, the key. It extends {@code Expression} rather than {@code
+ * UnaryExpression}, whose final Scala bridge methods a Java subclass cannot satisfy.
  */
 abstract class ProductExpression extends Expression implements Serializable {
   private static final long serialVersionUID = 1L;
 
   /** The constructor's arguments, in its order. */
   protected abstract Object[] fields();
+
+  /** The key expression. */
+  public abstract Expression child();
+
+  @Override
+  public final Seq<Expression> children() {
+    return CollectionConverters.asScala(List.of(child())).toList();
+  }
+
+  @Override
+  public final boolean foldable() {
+    return child().foldable();
+  }
 
   @Override
   public final int productArity() {
