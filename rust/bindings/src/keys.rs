@@ -135,12 +135,6 @@ pub fn hash_short<R>(
         return Ok(None);
     }
     let py = keys.py();
-    // The stable ABI copies a batch's item pointers out before reading them: a long batch
-    // must not be copied only to be turned away.
-    #[cfg(Py_LIMITED_API)]
-    if keys.len()? > SHORT {
-        return Ok(None);
-    }
     // Not zeroed first: only the hashes written are read.
     let mut hashes = [MaybeUninit::<u32>::uninit(); SHORT];
     // SAFETY: nothing here runs Python code (`object_key` runs none).
@@ -182,12 +176,16 @@ impl Objects<'_> {
         let sequence = &self.sequence;
         // SAFETY: pack_objects runs no Python code (see there), and reads the slice in place.
         let packed = unsafe {
-            with_items_in(sequence, range.clone(), |now, items| match items {
-                Some(items) if now == len => {
-                    pack_objects(sequence.py(), items, range.start, self.nulls)
-                }
-                _ => Err(errors::invalid(format!(
-                    "keys changed size while they were read, from {len} to {now} items"
+            with_items(sequence, |items| match items.len() == len {
+                true => pack_objects(
+                    sequence.py(),
+                    &items[range.clone()],
+                    range.start,
+                    self.nulls,
+                ),
+                false => Err(errors::invalid(format!(
+                    "keys changed size while they were read, from {len} to {} items",
+                    items.len()
                 ))),
             })
         };
@@ -387,7 +385,6 @@ fn whole<'py>(column: KeyColumn) -> Keys<'py> {
 ///
 /// SAFETY (for callers): the GIL is held, and `f` runs no Python code, so that nothing can
 /// change the container (and free or move its items) while `f` reads them.
-#[cfg(not(Py_LIMITED_API))]
 unsafe fn with_items<R>(
     keys: &Bound<'_, PyAny>,
     f: impl FnOnce(&[*mut ffi::PyObject]) -> R,
@@ -407,82 +404,6 @@ unsafe fn with_items<R>(
     };
     // SAFETY: a list's item array, and a tuple's inline items, hold its len() live objects.
     Some(f(std::slice::from_raw_parts(items, len)))
-}
-
-/// Calls `f` with the length of a list or tuple and its items `range`, or None for them
-/// where the range runs past its end; None for any other object.
-///
-/// SAFETY (for callers): as for `with_items`.
-#[cfg(not(Py_LIMITED_API))]
-unsafe fn with_items_in<R>(
-    keys: &Bound<'_, PyAny>,
-    range: Range<usize>,
-    f: impl FnOnce(usize, Option<&[*mut ffi::PyObject]>) -> R,
-) -> Option<R> {
-    with_items(keys, |items| f(items.len(), items.get(range)))
-}
-
-/// The stable ABI hides the layout of lists and tuples: the items are copied out, one call
-/// each, so that the readers above still see one slice.
-///
-/// SAFETY (for callers): as for the layout-reading `with_items`.
-#[cfg(Py_LIMITED_API)]
-unsafe fn with_items<R>(
-    keys: &Bound<'_, PyAny>,
-    f: impl FnOnce(&[*mut ffi::PyObject]) -> R,
-) -> Option<R> {
-    let len = sequence_len(keys)?;
-    with_items_in(keys, 0..len, |_, items| f(items.unwrap_or_default()))
-}
-
-/// `with_items_in` of the stable ABI: only items `range` are copied, so that packing a long
-/// list piece by piece copies each item once.
-///
-/// SAFETY (for callers): as for `with_items`.
-#[cfg(Py_LIMITED_API)]
-unsafe fn with_items_in<R>(
-    keys: &Bound<'_, PyAny>,
-    range: Range<usize>,
-    f: impl FnOnce(usize, Option<&[*mut ffi::PyObject]>) -> R,
-) -> Option<R> {
-    type GetItem = unsafe extern "C" fn(*mut ffi::PyObject, ffi::Py_ssize_t) -> *mut ffi::PyObject;
-    let get: GetItem = if keys.is_instance_of::<PyList>() {
-        ffi::PyList_GetItem
-    } else if keys.is_instance_of::<PyTuple>() {
-        ffi::PyTuple_GetItem
-    } else {
-        return None;
-    };
-    let len = sequence_len(keys)?;
-    if range.end > len {
-        return Some(f(len, None));
-    }
-    // A short batch's pointers stay on the stack: an allocation would cost more than its
-    // hashing.
-    let mut stack = [std::ptr::null_mut(); SHORT];
-    let mut heap = vec![];
-    let items = match range.len() <= SHORT {
-        true => &mut stack[..range.len()],
-        false => {
-            heap.resize(range.len(), std::ptr::null_mut());
-            &mut heap[..]
-        }
-    };
-    for (item, i) in items.iter_mut().zip(range) {
-        // Borrowed references, valid while the container is unchanged; `i` is in bounds.
-        *item = get(keys.as_ptr(), i as ffi::Py_ssize_t);
-    }
-    Some(f(len, Some(items)))
-}
-
-/// The length of a list or tuple; None for any other object.
-#[cfg(Py_LIMITED_API)]
-fn sequence_len(keys: &Bound<'_, PyAny>) -> Option<usize> {
-    if let Ok(list) = keys.cast::<PyList>() {
-        Some(list.len())
-    } else {
-        keys.cast::<PyTuple>().ok().map(|tuple| tuple.len())
-    }
 }
 
 /// The first item that is not None, as a new reference; None if there is none. Only
@@ -811,27 +732,11 @@ unsafe fn plain_key<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
     let (data, size) = if ffi::PyUnicode_CheckExact(obj) != 0 {
         ascii_text(obj)?
     } else if ffi::PyBytes_CheckExact(obj) != 0 {
-        (bytes_data(obj), ffi::Py_SIZE(obj))
+        (ffi::PyBytes_AS_STRING(obj) as *const u8, ffi::Py_SIZE(obj))
     } else {
         return None;
     };
     Some(std::slice::from_raw_parts(data, size as usize))
-}
-
-/// A `bytes`'s characters, which follow its header.
-///
-/// SAFETY: `obj` is a live `bytes` and the GIL is held.
-#[cfg(not(Py_LIMITED_API))]
-#[inline(always)]
-unsafe fn bytes_data(obj: *mut ffi::PyObject) -> *const u8 {
-    ffi::PyBytes_AS_STRING(obj) as *const u8
-}
-
-/// The stable ABI hides the layout: one call, which cannot fail on a `bytes`.
-#[cfg(Py_LIMITED_API)]
-#[inline(always)]
-unsafe fn bytes_data(obj: *mut ffi::PyObject) -> *const u8 {
-    ffi::PyBytes_AsString(obj) as *const u8
 }
 
 /// The bytes of an exact `str` or `bytes`, or None for anything else (or text that does not
@@ -858,7 +763,7 @@ unsafe fn exact_key<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
 /// `PyUnicode_AsUTF8AndSize` would return the same); None for other text.
 ///
 /// SAFETY: `obj` is a live `str` and the GIL is held.
-#[cfg(not(any(Py_3_14, Py_LIMITED_API, PyPy, GraalPy)))]
+#[cfg(not(any(Py_3_14, PyPy, GraalPy)))]
 #[inline(always)]
 unsafe fn ascii_text(obj: *mut ffi::PyObject) -> Option<(*const u8, ffi::Py_ssize_t)> {
     // CPython keeps such a string's characters right after its header, one byte each.
@@ -870,9 +775,8 @@ unsafe fn ascii_text(obj: *mut ffi::PyObject) -> Option<(*const u8, ffi::Py_ssiz
     })
 }
 
-/// pyo3 does not read a str's layout from Python 3.14 on, nor does the stable ABI show it
-/// (3.12 moved the characters): every str takes the call.
-#[cfg(any(Py_3_14, Py_LIMITED_API, PyPy, GraalPy))]
+/// pyo3 does not read a str's layout from Python 3.14 on: every str takes the call.
+#[cfg(any(Py_3_14, PyPy, GraalPy))]
 #[inline(always)]
 unsafe fn ascii_text(_: *mut ffi::PyObject) -> Option<(*const u8, ffi::Py_ssize_t)> {
     None
