@@ -16,6 +16,8 @@ step "cargo test";   cargo test -q
 step "kernels without arrow"
 cargo clippy -q -p keyshared-kernels --no-default-features --all-targets -- -D warnings
 cargo test -q -p keyshared-kernels --no-default-features
+# What crates.io would take: the manifest's metadata, and a build of the packaged files alone.
+step "cargo package"; cargo package -q -p keyshared-kernels --allow-dirty
 step "ruff";         ruff check .
 step "ruff format";  ruff format --check .
 step "mypy";         mypy python/keyshared spark_udfs
@@ -34,11 +36,8 @@ for target in keys state; do
   tail -n 1 "$fuzz_log"
 done
 # The same for the kernels' cargo-fuzz targets (libFuzzer on the nightly toolchain, which
-# cargo-fuzz needs; cargo-fuzz itself comes from crates.io the first time).
-if ! rustup toolchain list | grep -q '^nightly'; then
-  echo "cargo fuzz needs the nightly toolchain: rustup toolchain install nightly" >&2
-  exit 1
-fi
+# cargo-fuzz needs; the toolchain and cargo-fuzz are installed the first time).
+rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 cargo fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --locked --quiet
 # The fuzz crate's Cargo.lock is committed; cargo fuzz would rewrite a stale one in place and
 # leave the clone modified, so a stale lock fails here instead.
@@ -57,3 +56,5 @@ for target in routing draining; do
   fi
   tail -n 1 "$fuzz_log"
 done
+# The release wheel on every supported CPython, installed where there is no Rust toolchain.
+step "wheels";       scripts/wheels.sh
