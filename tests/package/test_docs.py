@@ -10,7 +10,8 @@ name in its API reference.
   commands and ``scripts/pulsar.sh`` run and must succeed, a ``pytest`` command is collected
   only (running it would run this suite inside itself), and the scripts that are whole jobs
   (``scripts/test.sh`` is this suite, ``scripts/run.sh`` the Spark job, ``scripts/bench.sh``
-  the benchmarks) must exist and be executable.
+  the benchmarks, ``scripts/wheels.sh`` the wheels, which the suite's last step builds) must
+  exist and be executable.
 
 The blocks of the Spark guide need a Spark session or a cluster: tests/spark/test_spark_jvm.py
 runs its Python and SQL blocks on one, tests/spark/test_spark_cluster.py its cluster recipe.
@@ -40,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SPARK_GUIDE = DOCS / "guides" / "spark.md"
 PAGES = [ROOT / "README.md", *sorted(p for p in DOCS.rglob("*.md") if p != SPARK_GUIDE)]
-WHOLE_JOBS = {"scripts/test.sh", "scripts/run.sh", "scripts/bench.sh"}
+WHOLE_JOBS = {"scripts/test.sh", "scripts/run.sh", "scripts/bench.sh", "scripts/wheels.sh"}
 TIMEOUT_S = 1800
 
 
