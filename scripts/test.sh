@@ -16,8 +16,11 @@ step "cargo test";   cargo test -q
 step "kernels without arrow"
 cargo clippy -q -p keyshared-kernels --no-default-features --all-targets -- -D warnings
 cargo test -q -p keyshared-kernels --no-default-features
-# What crates.io would take: the manifest's metadata, and a build of the packaged files alone.
-step "cargo package"; cargo package -q -p keyshared-kernels --allow-dirty
+# What crates.io would take: the manifest's metadata, and a build of the packaged files alone;
+# and the crate's docs, every public item documented, with no warning.
+step "cargo publish --dry-run"; cargo publish --dry-run -q -p keyshared-kernels --allow-dirty
+step "cargo doc"
+RUSTDOCFLAGS="-D warnings" cargo doc -q -p keyshared-kernels --no-deps --all-features
 step "ruff";         ruff check .
 step "ruff format";  ruff format --check .
 step "mypy";         mypy python/keyshared spark_udfs
