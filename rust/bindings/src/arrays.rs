@@ -84,32 +84,29 @@ fn checked_values<T>(
         // A list NumPy holds as floats or objects (a value beyond int64, a bool, a float):
         // its items one by one, so the error names the one at fault.
         Err(err) if obj.cast::<PyUntypedArray>().is_err() => {
-            return item_values(obj, what, (min, max))
-                .map_err(|item_err| item_err.unwrap_or(err))?
-                .into_iter()
-                .enumerate()
-                .map(check)
-                .collect();
+            let values = item_values(obj, what, (min, max)).map_err(|e| e.unwrap_or(err))?;
+            return check_each(values, check);
         }
         Err(err) => return Err(err),
     };
     if array.dtype().kind() == b'u' {
-        let values = wide::<u64>(&array, "uint64")?;
-        values
-            .into_iter()
-            .map(i128::from)
-            .enumerate()
-            .map(check)
-            .collect()
+        check_each(wide::<u64>(&array, "uint64")?, check)
     } else {
-        let values = wide::<i64>(&array, "int64")?;
-        values
-            .into_iter()
-            .map(i128::from)
-            .enumerate()
-            .map(check)
-            .collect()
+        check_each(wide::<i64>(&array, "int64")?, check)
     }
+}
+
+/// `check` of each of `values` with its index, widened to i128.
+fn check_each<V: Into<i128>, T>(
+    values: Vec<V>,
+    check: impl Fn((usize, i128)) -> PyResult<T>,
+) -> PyResult<Vec<T>> {
+    values
+        .into_iter()
+        .map(Into::into)
+        .enumerate()
+        .map(check)
+        .collect()
 }
 
 /// The items of a Python iterable of ints, each checked to be an int, one beyond i128 refused
