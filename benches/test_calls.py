@@ -84,7 +84,7 @@ def test_select_one_hash(benchmark: Any, lib: str) -> None:
 
 @pytest.mark.benchmark(group="dispatch-ack-1")
 @pytest.mark.parametrize("lib", ["keyshared", "key_hash"])
-def test_dispatch_one_entry(benchmark: Any, lib: str) -> None:
+def test_dispatch_and_ack_one_entry(benchmark: Any, lib: str) -> None:
     """One entry dispatched and acked, the steady state of a consumer that keeps up: the
     dispatcher's pending acks stay as they were."""
     d = with_consumers(ks.StickyKeyDispatcher())
@@ -106,3 +106,81 @@ def test_dispatch_one_entry(benchmark: Any, lib: str) -> None:
     call = dispatch_and_ack if lib == "keyshared" else two_key_hashes
     per_call(benchmark, call)
     assert all(d.pending_acks(c).size() == 0 for c in range(CONSUMERS))
+
+
+def per_call_with_setup(
+    benchmark: Any, call: Callable[[int, int], object], setup: Callable[[int], None]
+) -> None:
+    """Times CALLS calls `call(i, entry)` a round, entries numbered on from round to round,
+    after an untimed `setup(first_entry)` that readies the round; records the time of one."""
+    first = iter(range(0, 1 << 62, CALLS))
+    base = 0
+
+    def prepare() -> None:
+        nonlocal base
+        base = next(first)
+        setup(base)
+
+    def run() -> None:
+        for i in range(CALLS):
+            call(i, base + i)
+
+    benchmark.pedantic(run, setup=prepare, rounds=300, warmup_rounds=10, iterations=1)
+    benchmark.extra_info["calls_per_round"] = CALLS
+    benchmark.extra_info["ns_per_call"] = round(benchmark.stats.stats.median / CALLS * 1e9, 1)
+
+
+@pytest.mark.benchmark(group="dispatch-1")
+@pytest.mark.parametrize("lib", ["keyshared", "key_hash"])
+def test_dispatch_one_entry(benchmark: Any, lib: str) -> None:
+    """One entry dispatched per call; between rounds, untimed, the round's entries are acked,
+    so that every round starts with no pending acks."""
+    d = with_consumers(ks.StickyKeyDispatcher())
+    hashes = [ks.sticky_key_hash(k) for k in KEYS[:CALLS]]
+    sent: list[Any] = [None] * CALLS
+
+    def dispatch(i: int, entry: int) -> None:
+        sent[i] = d.dispatch(1, entry, hashes[i])
+
+    def key_hash(i: int, entry: int) -> None:
+        sent[i] = ks.key_hash(KEYS[i])
+
+    def ack_sent(_: int = 0) -> None:
+        for i, result in enumerate(sent):
+            if result is not None:
+                assert result.delivered and result.consumer_id == d.select(hashes[i])
+                assert d.ack(result.consumer_id, result.ledger_id, result.entry_id)
+
+    if lib == "keyshared":
+        per_call_with_setup(benchmark, dispatch, ack_sent)
+        ack_sent()
+        assert all(d.pending_acks(c).size() == 0 for c in range(CONSUMERS))
+    else:
+        per_call_with_setup(benchmark, key_hash, lambda _: None)
+
+
+@pytest.mark.benchmark(group="ack-1")
+@pytest.mark.parametrize("lib", ["keyshared", "key_hash"])
+def test_ack_one_entry(benchmark: Any, lib: str) -> None:
+    """One pending entry acked per call; before each round, untimed, the round's entries are
+    dispatched."""
+    d = with_consumers(ks.StickyKeyDispatcher())
+    hashes = [ks.sticky_key_hash(k) for k in KEYS[:CALLS]]
+    consumers = [d.select(h) for h in hashes]
+    acked = [False] * CALLS
+
+    def dispatch_round(base: int) -> None:
+        for i in range(CALLS):
+            assert d.dispatch(1, base + i, hashes[i]).consumer_id == consumers[i]
+
+    def ack(i: int, entry: int) -> None:
+        acked[i] = d.ack(consumers[i], 1, entry)
+
+    def key_hash(i: int, entry: int) -> None:
+        acked[i] = ks.key_hash(KEYS[i]) >= 0
+
+    if lib == "keyshared":
+        per_call_with_setup(benchmark, ack, dispatch_round)
+    else:
+        per_call_with_setup(benchmark, key_hash, lambda _: None)
+    assert all(acked)
