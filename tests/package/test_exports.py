@@ -54,9 +54,9 @@ def test_every_function_and_class_a_module_defines_is_exported(module: ModuleTyp
     assert not private, f"{module.__name__} defines {sorted(private)} outside __all__"
 
 
-#: Modules a concept package does not re-export: commands, pictures, and the simulator's
+#: Modules a concept package does not re-export: commands, their text, pictures, and the simulator's
 #: parts (``keyshared.simulate`` exports what a scenario's author uses).
-SEPARATE = {"keyshared.explain.command", "keyshared.explain.plot"}
+SEPARATE = {"keyshared.explain.command", "keyshared.explain.plot", "keyshared.explain.report"}
 REEXPORTING = ("routing", "scalable", "dispatch", "explain", "loadbalance")
 
 

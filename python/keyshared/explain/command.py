@@ -18,8 +18,6 @@ from typing import Any, TextIO
 import keyshared.explain.scalable_topic as explain_scalable
 from keyshared._checks import check_int
 from keyshared._text import dump as _dump
-from keyshared._text import percent as _percent
-from keyshared._text import table as _table
 from keyshared.errors import InvalidArgument
 from keyshared.explain.admin import (
     DEFAULT_TIMEOUT_S,
@@ -29,11 +27,11 @@ from keyshared.explain.admin import (
     fetch_stats,
     partition_names,
 )
-from keyshared.explain.answers import DEFAULT_POINTS, HeldHash, WhatIf, place_message
+from keyshared.explain.answers import DEFAULT_POINTS, place_message
 from keyshared.explain.explanation import Explanation, explain_subscription
 from keyshared.explain.keys import load_keys
-from keyshared.explain.stats import KeySharedSubscription, load_stats, read_subscription, shown
-from keyshared.explain.verdicts import ConsumerHealth
+from keyshared.explain.report import print_explanation, print_scalable
+from keyshared.explain.stats import KeySharedSubscription, load_stats, read_subscription
 from keyshared.explain.watch import changes
 from keyshared.versions import SCALABLE_TOPICS
 
@@ -222,7 +220,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if not args.json:
             if len(topics) > 1:
                 out.write(f"{'' if i == 0 else chr(10)}== {topic} ==\n")
-            _print_explanation(answer, args.ranges, out)
+            print_explanation(answer, args.ranges, out)
     if args.json:
         data: Any = next(iter(answers.values())).to_dict()
         if len(topics) > 1:
@@ -257,61 +255,8 @@ def _run_explain_scalable(args: argparse.Namespace, stats: Any, out: TextIO) -> 
     if args.json:
         _dump(answer.to_dict(), out)
     else:
-        _print_scalable(answer, out)
+        print_scalable(answer, out)
     return 0
-
-
-def _print_scalable(e: explain_scalable.ScalableExplanation, out: TextIO) -> None:
-    out.write("".join(f"{line}\n" for line in e.lines))
-    out.write("\nsegments (the DAG)\n")
-    _table(
-        (
-            "id",
-            "range",
-            "state",
-            "parents",
-            "children",
-            "epochs",
-            "backlog",
-            "waits for",
-            "read by",
-        ),
-        [
-            (
-                s.segment_id,
-                s.hash_range,
-                s.state + (" (legacy)" if s.legacy_topic_name else ""),
-                _ids(s.parent_ids),
-                _ids(s.child_ids),
-                f"{s.created_at_epoch}-{'' if s.sealed_at_epoch < 0 else s.sealed_at_epoch}",
-                "-" if s.backlog is None else s.backlog,
-                _ids(s.waiting_for),
-                " ".join(shown(c) for c in s.consumers) or "-",
-            )
-            for s in e.segments
-        ],
-        out,
-    )
-    if e.keys:
-        out.write(f"\nkeys (routed as {e.pulsar_version} producers do)\n")
-        _table(
-            ("key", "routing hash", "segment", "read by", "waits for"),
-            [
-                (
-                    shown(k.key),
-                    f"{k.routing_hash:04x}",
-                    k.segment_id,
-                    " ".join(shown(c) for c in k.consumers) or "-",
-                    _ids(k.waits_for),
-                )
-                for k in e.keys
-            ],
-            out,
-        )
-
-
-def _ids(ids: Sequence[int]) -> str:
-    return ",".join(str(i) for i in ids) or "-"
 
 
 def _explain_once(
@@ -455,172 +400,6 @@ def _seconds(elapsed: float, interval: float) -> str:
     """``elapsed`` to the precision of polls every ``interval`` seconds."""
     digits = 0 if interval >= 1 else min(3, math.ceil(-math.log10(interval)))
     return f"{elapsed:.{digits}f}"
-
-
-def _print_explanation(e: Explanation, all_ranges: bool, out: TextIO) -> None:
-    if e.verdict is not None:
-        out.write("".join(f"{line}\n" for line in e.verdict.lines))
-    out.write(
-        f"\nsubscription {shown(e.subscription)} (Key_Shared,"
-        f" {shown(e.key_shared_mode or 'mode unknown')}): {len(e.shares)} consumer(s),"
-        f" backlog {e.msg_backlog}, {e.unacked_messages} unacked, {e.msg_in_replay} in replay,"
-        f" {e.draining_hashes_count} draining hash(es) holding"
-        f" {e.draining_hashes_unacked_messages} unacked message(s)\n\n"
-    )
-    _print_consumers(e, out)
-    if all_ranges:
-        out.write("\nranges (inclusive)\n")
-        for s in e.shares:
-            out.write(
-                f"  {shown(s.consumer)}: {' '.join(f'[{a}, {b}]' for a, b in s.ranges) or '-'}\n"
-            )
-    if e.keys:
-        _print_keys(e, out)
-    _print_held(e.held, out)
-    if e.stuck:
-        out.write("\nconsumers taking no messages\n")
-        for c in e.stuck:
-            out.write(
-                f"  {shown(c.consumer)}: {', '.join(c.reasons)} (availablePermits"
-                f" {c.available_permits}, {c.unacked_messages} unacked)\n"
-            )
-    if e.what_if is not None:
-        _print_what_if(e.what_if, out)
-
-
-def _largest(ranges: Sequence[tuple[int, int]]) -> str:
-    if not ranges:
-        return "-"
-    start, end = max(ranges, key=lambda r: (r[1] - r[0], -r[0]))
-    return f"[{start}, {end}]"
-
-
-def _last_ack(h: ConsumerHealth) -> str:
-    return "never" if h.seconds_since_ack is None else f"{h.seconds_since_ack:.0f} s ago"
-
-
-def _print_consumers(e: Explanation, out: TextIO) -> None:
-    health = {h.consumer: h for h in (e.verdict.consumers if e.verdict else ())}
-    rows = []
-    for s in e.shares:
-        h = health.get(s.consumer)
-        rows.append(
-            (
-                shown(s.consumer),
-                s.hashes,
-                _percent(s.hash_share),
-                len(s.ranges),
-                _largest(s.ranges),
-                "-" if h is None else h.available_permits,
-                "-" if h is None else h.unacked_messages,
-                "-" if h is None else h.msg_out_counter,
-                "-" if h is None else _last_ack(h),
-                "-" if h is None else h.holds,
-                "-" if h is None else h.waits_for,
-                "-" if s.messages is None else s.messages,
-                _percent(s.traffic_share),
-            )
-        )
-    _table(
-        (
-            "consumer",
-            "hashes",
-            "hash share",
-            "ranges",
-            "largest range",
-            "permits",
-            "unacked",
-            "delivered",
-            "last ack",
-            "holds",
-            "waits for",
-            "sample msgs",
-            "traffic share",
-        ),
-        rows,
-        out,
-    )
-
-
-def _print_keys(e: Explanation, out: TextIO) -> None:
-    out.write("\nkeys\n")
-    _table(
-        ("key", "hash", "owner", "held by"),
-        [
-            (
-                shown(k.key),
-                k.hash,
-                shown(k.owner or "-"),
-                shown(k.held_by or "-"),
-            )
-            for k in e.keys
-        ],
-        out,
-    )
-    if any(k.keyless for k in e.keys):
-        out.write(
-            "  '' (no key): a message without key or ordering key has the sticky key"
-            " producerName-sequenceId (Pulsar 4.0+), so keyless messages spread over every"
-            " consumer by hash share (the table above); the row for '' is a key set to the"
-            ' empty string (the Java client\'s key(""); the Python and C++ clients send an'
-            " empty key as none). Place one message with --keyless PRODUCER SEQUENCE_ID.\n"
-        )
-
-
-def _print_held(held: Sequence[HeldHash], out: TextIO) -> None:
-    if not held:
-        out.write("\nno draining hashes: nothing is held\n")
-        return
-    out.write(
-        f"\n{len(held)} draining hash(es): new messages of each wait until its holder acks"
-        " the unacked ones\n"
-    )
-    _table(
-        ("hash", "held by", "waiting consumer", "unacked", "blocked attempts", "sample keys"),
-        [
-            (
-                h.hash,
-                shown(h.held_by),
-                shown(h.owner or "-"),
-                h.unack_msgs,
-                h.blocked_attempts,
-                " ".join(shown(k) for k in h.keys) or "-",
-            )
-            for h in held
-        ],
-        out,
-    )
-
-
-def _print_what_if(w: WhatIf, out: TextIO) -> None:
-    out.write(f"\nif {shown(w.consumer)} {w.change}s (ring of {w.points} points per consumer")
-    if w.ring_matches:
-        out.write(" rebuilt from the names: it reproduces the broker's ranges)\n")
-    else:
-        out.write(
-            " rebuilt from the names: it does NOT reproduce the broker's ranges, so this is"
-            f" what keyshared's ring would do, not necessarily the broker; {w.mismatch})\n"
-        )
-    out.write(f"  {len(w.moves)} range(s) move, {w.moved_share:.1%} of the hashes\n")
-    _table(
-        ("start", "end", "from", "to"),
-        [(m.start, m.end, shown(m.source or "-"), shown(m.target or "-")) for m in w.moves],
-        out,
-    )
-    if w.moved_traffic_share is not None:
-        out.write(
-            f"  {len(w.moved_keys)} sample key(s) move,"
-            f" {w.moved_traffic_share:.1%} of the sample's messages\n"
-        )
-    out.write("  after:\n")
-    _table(
-        ("consumer", "ranges", "hash share", "traffic share"),
-        [
-            (shown(s.consumer), len(s.ranges), _percent(s.hash_share), _percent(s.traffic_share))
-            for s in w.shares_after
-        ],
-        out,
-    )
 
 
 __all__ = [
