@@ -32,12 +32,12 @@ def read_stdin() -> bytes | str:
     (a StringIO); a ValueError when there is none to read (closed)."""
     stream = sys.stdin
     if stream is None or stream.closed:
-        raise InvalidArgument(f"{STDIN} is closed: give a file instead of '-'")
+        raise InvalidArgument(f"{STDIN} is closed: give a file instead of '-'", argument=None)
     raw = getattr(stream, "buffer", None)
     try:
         data: bytes | str = stream.read() if raw is None else raw.read()
     except (OSError, ValueError) as e:
-        raise InvalidArgument(f"{STDIN} cannot be read ({e})") from None
+        raise InvalidArgument(f"{STDIN} cannot be read ({e})", argument=None) from None
     return data
 
 
@@ -46,20 +46,21 @@ def parse_json(data: bytes | str, name: str) -> Any:
     naming ``name`` otherwise."""
     text = _decode(data, name) if isinstance(data, bytes) else data.removeprefix("\ufeff")
     if not text.strip():
-        raise InvalidArgument(f"{name}: empty, where a JSON document was expected")
+        raise InvalidArgument(f"{name}: empty, where a JSON document was expected", argument=None)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         if not text[e.pos :].strip():
             raise InvalidArgument(
                 f"{name}: the JSON ends early (line {e.lineno}, column {e.colno}): {e.msg}; "
-                "is the file truncated?"
+                "is the file truncated?",
+                argument=None,
             ) from None
         raise InvalidArgument(
-            f"{name}: not valid JSON at line {e.lineno}, column {e.colno}: {e.msg}"
+            f"{name}: not valid JSON at line {e.lineno}, column {e.colno}: {e.msg}", argument=None
         ) from None
     except RecursionError:
-        raise InvalidArgument(f"{name}: JSON nested too deeply") from None
+        raise InvalidArgument(f"{name}: JSON nested too deeply", argument=None) from None
 
 
 def _decode(data: bytes, name: str) -> str:
@@ -70,5 +71,6 @@ def _decode(data: bytes, name: str) -> str:
         what = "UTF-8" if encoding.startswith("utf-8") else encoding.upper()
         raise InvalidArgument(
             f"{name}: not {what} text: bytes {data[e.start : e.end].hex(' ')} at offset "
-            f"{e.start} ({e.reason}); JSON files are UTF-8"
+            f"{e.start} ({e.reason}); JSON files are UTF-8",
+            argument=None,
         ) from None

@@ -226,7 +226,8 @@ def _stdin_keys(instead: str) -> list[str]:
     if stream is None or stream.closed:
         raise InvalidArgument(
             f"--stdin: standard input is closed, where keys were expected one a line;"
-            f" give {instead}"
+            f" give {instead}",
+            argument="--stdin",
         )
     keys = [line.rstrip("\r\n") for line in stream]
     if keys:
@@ -237,11 +238,13 @@ def _stdin_keys(instead: str) -> list[str]:
 def _run_route(args: argparse.Namespace, out: TextIO) -> int:
     keys = list(args.keys)
     if args.stdin and args.layout == "-":
-        raise InvalidArgument("--stdin and --layout - cannot both read standard input")
+        raise InvalidArgument(
+            "--stdin and --layout - cannot both read standard input", argument="--stdin"
+        )
     if args.stdin:
         keys.extend(_stdin_keys("KEY arguments"))
     if not keys:
-        raise InvalidArgument("no keys given: pass KEY arguments or --stdin")
+        raise InvalidArgument("no keys given: pass KEY arguments or --stdin", argument="KEY")
     version = _pulsar_version(args)
     rows = _route_rows(_load_layout(args), keys, version)
     if args.json:
@@ -315,7 +318,7 @@ def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
     version = _pulsar_version(args)
     layout = TopicLayout.initial(args.segments, args.budget)
     if args.keys < 1:
-        raise InvalidArgument(f"--keys must be at least 1, got {args.keys}")
+        raise InvalidArgument(f"--keys must be at least 1, got {args.keys}", argument="--keys")
     keys = [f"order-{i:04d}" for i in range(args.keys)]
     rows = _route_rows(layout, keys, version)
     buckets = layout.routing_table_for(version).bucket_count
@@ -367,14 +370,18 @@ def _configure_audit(parser: argparse.ArgumentParser) -> None:
 def _audit_keys(args: argparse.Namespace) -> Counter[str]:
     """Every key given with its message count; a key given twice adds up."""
     if args.stdin and args.to_layout == "-":
-        raise InvalidArgument("--stdin and --to-layout - cannot both read standard input")
+        raise InvalidArgument(
+            "--stdin and --to-layout - cannot both read standard input", argument="--stdin"
+        )
     sample: Counter[str] = Counter(args.keys)
     if args.keys_file is not None:
         sample.update(load_keys(args.keys_file))
     if args.stdin:
         sample.update(_stdin_keys("KEY arguments or --keys FILE"))
     if not sample:
-        raise InvalidArgument("no keys given: pass KEY arguments, --keys FILE or --stdin")
+        raise InvalidArgument(
+            "no keys given: pass KEY arguments, --keys FILE or --stdin", argument="KEY"
+        )
     return sample
 
 

@@ -456,7 +456,7 @@ def test_a_layout_error_names_its_argument() -> None:
     assert parts(error) == (InvalidArgument, "invalid_argument", "segment_id", None)
     split = layout.split_segment(0, now_ms=0)
     error = caught(lambda: split.split_segment(0, now_ms=1))
-    assert parts(error) == (RefusedChange, "refused_change", None, None)
+    assert parts(error) == (RefusedChange, "refused_change", "segment_id", None)
 
 
 def test_a_reader_error_names_the_field_by_its_path() -> None:

@@ -58,7 +58,9 @@ def _admin_url(url: str, name: TopicName, tail: str) -> str:
 def _persistent(topic: str) -> TopicName:
     name = TopicName.get(topic)
     if name.domain not in (TopicDomain.persistent, TopicDomain.non_persistent):
-        raise InvalidArgument(f"--topic {topic!r} is not a persistent or non-persistent topic")
+        raise InvalidArgument(
+            f"--topic {topic!r} is not a persistent or non-persistent topic", argument="--topic"
+        )
     return name
 
 

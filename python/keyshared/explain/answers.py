@@ -302,18 +302,18 @@ def what_if(
     """What moves if a consumer named ``join`` joins, or the consumer ``leave`` (a label)
     leaves: hash ranges, sample keys and traffic share, on the rebuilt ring."""
     if (join is None) == (leave is None):
-        raise InvalidArgument("give exactly one of join and leave")
+        raise InvalidArgument("give exactly one of join and leave", argument=None)
     sample = check_sample(sample)
     selector = rebuilt_ring(sub, points)
     before = _ring_owners(selector)
     if join is not None:
         if not join:
-            raise InvalidArgument("join must be a non-empty consumer name")
+            raise InvalidArgument("join must be a non-empty consumer name", argument="join")
         joined = _with_consumer(sub, join)
         selector.add_consumer(len(sub.consumers), join)
         after_sub, name = joined, joined.consumers[-1].label
     else:
-        gone = sub.consumer(leave or "")
+        gone = sub._consumer(leave or "", "leave")
         selector.remove_consumer(gone.index)
         after_sub, name = sub, gone.label
     after = _ring_owners(selector)

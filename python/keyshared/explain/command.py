@@ -138,28 +138,34 @@ _sleep = time.sleep
 
 def _check_explain_args(args: argparse.Namespace) -> None:
     if (args.url is None) == (args.stats is None):
-        raise InvalidArgument("give either STATS.json or --url with --topic")
+        raise InvalidArgument("give either STATS.json or --url with --topic", argument=None)
     if args.url is not None and not args.topic:
-        raise InvalidArgument("--url needs --topic")
+        raise InvalidArgument("--url needs --topic", argument="--url")
     if args.url is not None and str(args.topic).startswith("topic://"):
         explain_scalable.scalable_topic_name(args.topic)
     if args.all_partitions and args.url is None:
-        raise InvalidArgument("--all-partitions needs --url and --topic")
+        raise InvalidArgument(
+            "--all-partitions needs --url and --topic", argument="--all-partitions"
+        )
     check_timeout("--timeout", args.timeout)
     if args.watch is not None:
         check_timeout("--watch", args.watch)
         if args.stats == "-":
-            raise InvalidArgument("--watch re-reads the stats: give a file or --url, not stdin")
+            raise InvalidArgument(
+                "--watch re-reads the stats: give a file or --url, not stdin", argument="--watch"
+            )
     if args.count is not None:
         if args.watch is None:
-            raise InvalidArgument("--count needs --watch")
+            raise InvalidArgument("--count needs --watch", argument="--count")
         check_int("--count", args.count, minimum=1)
     if args.max_unacked is not None:
         check_int("--max-unacked", args.max_unacked, minimum=0)
     if args.ring and args.png is None:
-        raise InvalidArgument("--ring needs --png")
+        raise InvalidArgument("--ring needs --png", argument="--ring")
     if args.png is not None and importlib.util.find_spec("matplotlib") is None:
-        raise InvalidArgument("--png needs matplotlib: install keyshared[simulate]")
+        raise InvalidArgument(
+            "--png needs matplotlib: install keyshared[simulate]", argument="--png"
+        )
 
 
 def _explain_topics(args: argparse.Namespace) -> list[str | None]:
@@ -234,17 +240,20 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 def _run_explain_scalable(args: argparse.Namespace, stats: Any, out: TextIO) -> int:
     for flag in ("keys", "join", "leave", "png", "watch", "all_partitions", "max_unacked"):
         if getattr(args, flag) not in (None, False):
+            option = f"--{flag.replace('_', '-')}"
             raise InvalidArgument(
-                f"--{flag.replace('_', '-')} is for Key_Shared subscriptions, not scalable topics"
+                f"{option} is for Key_Shared subscriptions, not scalable topics", argument=option
             )
     if args.keyless:
-        raise InvalidArgument("--keyless is for Key_Shared subscriptions, not scalable topics")
+        raise InvalidArgument(
+            "--keyless is for Key_Shared subscriptions, not scalable topics", argument="--keyless"
+        )
     if stats is None:
         stats = explain_scalable.fetch_snapshot(args.url, args.topic, args.timeout)
         if args.save is not None:
             Path(args.save).write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
     elif args.save is not None:
-        raise InvalidArgument("--save needs --url")
+        raise InvalidArgument("--save needs --url", argument="--save")
     answer = explain_scalable.explain_scalable(
         explain_scalable.read_snapshot(stats, args.stats or "snapshot"),
         args.subscription,
@@ -285,7 +294,10 @@ def _explain_once(
 
 def _sequence_id(text: str) -> int:
     if not text.isascii() or not text.isdigit():
-        raise InvalidArgument(f"--keyless SEQUENCE_ID must be a decimal integer >= 0, got {text!r}")
+        raise InvalidArgument(
+            f"--keyless SEQUENCE_ID must be a decimal integer >= 0, got {text!r}",
+            argument="--keyless",
+        )
     return int(text)
 
 

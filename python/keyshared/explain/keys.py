@@ -19,7 +19,7 @@ def decode_utf8(source: str, data: bytes) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise InvalidArgument(
-            f"{source}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})"
+            f"{source}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})", argument=None
         ) from None
 
 
@@ -59,7 +59,9 @@ def load_keys(path: str | Path) -> dict[str, int]:
         if not _COUNT.fullmatch(count):
             if line == 1:
                 continue
-            raise InvalidArgument(f"{path}:{line}: count {count[:40]!r} is not an integer")
+            raise InvalidArgument(
+                f"{path}:{line}: count {count[:40]!r} is not an integer", argument="path"
+            )
         sample[row[0]] = sample.get(row[0], 0) + check_int(
             f"{path}:{line} count", int(count), minimum=0, maximum=MAX_COUNT
         )

@@ -73,7 +73,10 @@ def consumer_bars(explanation: Explanation) -> tuple[ConsumerBar, ...]:
     """The bars of :func:`plot_consumers`, in the stats' order, from ``explanation``."""
     verdict = explanation.verdict
     if verdict is None:
-        raise InvalidArgument("explanation.verdict is None: make it with explain_subscription")
+        raise InvalidArgument(
+            "explanation.verdict is None: make it with explain_subscription",
+            argument="explanation.verdict",
+        )
     health = {h.consumer: h for h in verdict.consumers}
     holders = {w.holder for w in verdict.waits}
     bars = []

@@ -50,7 +50,10 @@ def scalable_topic_name(topic: str) -> TopicName:
     """``topic`` parsed; a ValueError unless it is a ``topic://`` name."""
     name = TopicName.get(topic)
     if name.domain is not TopicDomain.topic:
-        raise InvalidArgument(f"--topic {topic!r} is not a scalable topic (topic://tenant/ns/name)")
+        raise InvalidArgument(
+            f"--topic {topic!r} is not a scalable topic (topic://tenant/ns/name)",
+            argument="--topic",
+        )
     return name
 
 
@@ -255,7 +258,7 @@ class ScalableExplanation:
 def _plain(value: object) -> Any:
     fields = getattr(value, "__dataclass_fields__", None)
     if fields is None:
-        raise ArgumentTypeError(f"{type(value).__name__} is not JSON")
+        raise ArgumentTypeError(f"{type(value).__name__} is not JSON", argument=None)
     return {name: getattr(value, name) for name in fields}
 
 

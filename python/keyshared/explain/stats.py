@@ -118,12 +118,17 @@ class KeySharedSubscription:
 
     def consumer(self, label: str) -> ConsumerStats:
         """The consumer of ``label`` (its name, or ``name#index`` among namesakes)."""
+        return self._consumer(label, "label")
+
+    def _consumer(self, label: str, name: str) -> ConsumerStats:
+        """:meth:`consumer`, its error naming the caller's argument ``name``."""
         for c in self.consumers:
             if c.label == label:
                 return c
         known = ", ".join(repr(c.label) for c in self.consumers) or "none"
         raise InvalidArgument(
-            f"no consumer {label!r} in subscription {self.name!r} (consumers: {known})"
+            f"no consumer {label!r} in subscription {self.name!r} (consumers: {known})",
+            argument=name,
         )
 
     def owner_of(self, hash_: int) -> ConsumerStats | None:
@@ -152,7 +157,8 @@ def read_subscription(
     if subscription not in subs:
         known = ", ".join(repr(s) for s in subs) or "none"
         raise InvalidArgument(
-            f"{_join(path, 'subscriptions')} has no {subscription!r} (it has {known})"
+            f"{_join(path, 'subscriptions')} has no {subscription!r} (it has {known})",
+            argument=_join(path, "subscriptions"),
         )
     where = f"{_join(path, 'subscriptions')}[{subscription!r}]"
     data = check_mapping(where, subs[subscription])
@@ -341,7 +347,10 @@ def _int(
 def _str(data: Mapping[str, Any], path: str, name: str) -> str:
     value = _required(data, path, name)
     if not isinstance(value, str):
-        raise ArgumentTypeError(f"{_join(path, name)} must be a str, got {type(value).__name__}")
+        raise ArgumentTypeError(
+            f"{_join(path, name)} must be a str, got {type(value).__name__}",
+            argument=_join(path, name),
+        )
     return value
 
 

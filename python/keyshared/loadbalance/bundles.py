@@ -40,7 +40,7 @@ HashFunction = Callable[[str], int]
 def topic_hash(name: str) -> int:
     """The bundle-ring hash of a topic: unsigned CRC32 of its UTF-8 name (Pulsar's default)."""
     if not isinstance(name, str):
-        raise ArgumentTypeError(f"name must be a str, got {type(name).__name__}")
+        raise ArgumentTypeError(f"name must be a str, got {type(name).__name__}", argument="name")
     return zlib.crc32(name.encode("utf-8"))
 
 
@@ -140,7 +140,10 @@ class NamespaceBundle:
 
     def __post_init__(self) -> None:
         if not isinstance(self.namespace, str):
-            raise ArgumentTypeError(f"namespace must be a str, got {type(self.namespace).__name__}")
+            raise ArgumentTypeError(
+                f"namespace must be a str, got {type(self.namespace).__name__}",
+                argument="namespace",
+            )
         check_int("lower_endpoint", self.lower_endpoint, minimum=FULL_LOWER_BOUND)
         check_int("upper_endpoint", self.upper_endpoint, maximum=FULL_UPPER_BOUND)
         if self.lower_endpoint == self.upper_endpoint == FULL_UPPER_BOUND:
@@ -222,7 +225,8 @@ class NamespaceBundle:
             return -1 if self.namespace < other.namespace else 1
         if self.overlaps(other):
             raise InvalidArgument(
-                f"can't compare overlapping bundles {self.bundle_range} and {other.bundle_range}"
+                f"can't compare overlapping bundles {self.bundle_range} and {other.bundle_range}",
+                argument="other",
             )
         return -1 if self.lower_endpoint < other.lower_endpoint else 1
 
@@ -266,7 +270,9 @@ def split_bundles(
     2**31 - 1), where this would run out of memory.
     """
     if not can_split_bundle(_check_bundle("target_bundle", target_bundle)):
-        raise InvalidArgument(f"bundle {target_bundle.bundle_range} can't be split further")
+        raise InvalidArgument(
+            f"bundle {target_bundle.bundle_range} can't be split further", argument="target_bundle"
+        )
     lower, upper = target_bundle.lower_endpoint, target_bundle.upper_endpoint
     if split_boundaries is None:
         check_int("num_bundles", num_bundles, minimum=2)
@@ -439,7 +445,9 @@ def split_algorithm_of(name: str | None) -> Callable[..., tuple[int, ...] | None
     if name is None:
         return None
     if not isinstance(name, str):
-        raise ArgumentTypeError(f"name must be a str or None, got {type(name).__name__}")
+        raise ArgumentTypeError(
+            f"name must be a str or None, got {type(name).__name__}", argument="name"
+        )
     return SPLIT_ALGORITHMS.get(name)
 
 
@@ -454,12 +462,16 @@ def _topic_hashes(
     for i, topic in enumerate(topics):
         check_name(f"topics[{i}]", topic)
         if topic in hashes:
-            raise InvalidArgument(f"topics: {topic!r} is listed twice")
-        hashes[topic] = _hash_in_bundle(bundle, topic, hash_function)
+            raise InvalidArgument(f"topics: {topic!r} is listed twice", argument="topics")
+        hashes[topic] = _hash_in_bundle(bundle, topic, hash_function, "topics")
     return hashes
 
 
-def _hash_in_bundle(bundle: NamespaceBundle, topic: str, hash_function: HashFunction) -> int:
+def _hash_in_bundle(
+    bundle: NamespaceBundle, topic: str, hash_function: HashFunction, what: str
+) -> int:
+    """``topic``'s hash, which must fall in ``bundle``; ``what`` names the argument that
+    listed the topic, for the error."""
     hash_value = check_int(
         f"hash of topic {topic!r}",
         hash_function(topic),
@@ -468,7 +480,8 @@ def _hash_in_bundle(bundle: NamespaceBundle, topic: str, hash_function: HashFunc
     )
     if not bundle.includes_hash(hash_value):
         raise InvalidArgument(
-            f"topic {topic!r} (hash 0x{hash_value:08x}) is outside bundle {bundle.bundle_range}"
+            f"topic {topic!r} (hash 0x{hash_value:08x}) is outside bundle {bundle.bundle_range}",
+            argument=what,
         )
     return hash_value
 
@@ -488,7 +501,7 @@ def _loads_by_hash(
             raise ArgumentTypeError(
                 f"topic_stats[{topic!r}] must be a MessageRates", argument="topic_stats"
             )
-        hash_value = _hash_in_bundle(bundle, topic, hash_function)
+        hash_value = _hash_in_bundle(bundle, topic, hash_function, "topic_stats")
         # An idle topic carries nothing to balance, so it neither counts nor moves a boundary.
         if stats.msg_rate <= 0 and stats.msg_throughput <= 0:
             continue

@@ -186,11 +186,11 @@ class BrokerLoad:
     def __post_init__(self) -> None:
         if not isinstance(self.usage, ResourceUsage):
             raise ArgumentTypeError(
-                f"usage must be a ResourceUsage, got {type(self.usage).__name__}"
+                f"usage must be a ResourceUsage, got {type(self.usage).__name__}", argument="usage"
             )
         if not isinstance(self.rates, MessageRates):
             raise ArgumentTypeError(
-                f"rates must be a MessageRates, got {type(self.rates).__name__}"
+                f"rates must be a MessageRates, got {type(self.rates).__name__}", argument="rates"
             )
         object.__setattr__(self, "bundles", check_names("bundles", self.bundles))
         check_int("updated_at_ms", self.updated_at_ms, minimum=0)
@@ -221,12 +221,15 @@ class LoadData:
                 if bundle in owner:
                     raise InvalidArgument(
                         f"broker_data: bundle {bundle!r} is owned by both "
-                        f"{owner[bundle]!r} and {broker!r}"
+                        f"{owner[bundle]!r} and {broker!r}",
+                        argument="broker_data",
                     )
                 owner[bundle] = broker
         for bundle in bundles:
             if bundle not in owner:
-                raise InvalidArgument(f"bundle_data: bundle {bundle!r} is owned by no broker")
+                raise InvalidArgument(
+                    f"bundle_data: bundle {bundle!r} is owned by no broker", argument="bundle_data"
+                )
         recent = check_names("recently_unloaded_bundles", self.recently_unloaded_bundles)
         object.__setattr__(self, "broker_data", MappingProxyType(brokers))
         object.__setattr__(self, "bundle_data", MappingProxyType(bundles))

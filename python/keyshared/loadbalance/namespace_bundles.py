@@ -134,17 +134,27 @@ class NamespaceBundles:
 
     def validate_bundle(self, bundle: NamespaceBundle) -> None:
         """Raise ``ValueError`` unless ``bundle`` is one of these bundles."""
+        self._validate(bundle, "bundle")
+
+    def _validate(self, bundle: NamespaceBundle, name: str) -> None:
+        """:meth:`validate_bundle`, its errors naming the caller's argument ``name``."""
         if not isinstance(bundle, NamespaceBundle):
             raise ArgumentTypeError(
-                f"bundle must be a NamespaceBundle, got {type(bundle).__name__}"
+                f"bundle must be a NamespaceBundle, got {type(bundle).__name__}", argument=name
             )
         if bundle.namespace != self.namespace:
-            raise InvalidArgument(f"bundle {bundle} is not of namespace {self.namespace!r}")
+            raise InvalidArgument(
+                f"bundle {bundle} is not of namespace {self.namespace!r}", argument=name
+            )
         index = bisect.bisect_left(self.partitions, bundle.lower_endpoint)
         if index >= self.size() or self.partitions[index] != bundle.lower_endpoint:
-            raise InvalidArgument(f"bundle {bundle.bundle_range} is not in the bundles list")
+            raise InvalidArgument(
+                f"bundle {bundle.bundle_range} is not in the bundles list", argument=name
+            )
         if self.partitions[index + 1] != bundle.upper_endpoint:
-            raise InvalidArgument(f"bundle {bundle.bundle_range}: invalid upper boundary")
+            raise InvalidArgument(
+                f"bundle {bundle.bundle_range}: invalid upper boundary", argument=name
+            )
 
     def boundaries(self) -> tuple[str, ...]:
         """The boundaries as Pulsar's ``BundlesData`` stores them (``"0x%08x"``)."""
@@ -160,7 +170,7 @@ class NamespaceBundles:
 
         As Pulsar's ``NamespaceBundleFactory.splitBundles``; the bundle must be one of these.
         """
-        self.validate_bundle(target_bundle)
+        self._validate(target_bundle, "target_bundle")
         children = split_bundles(target_bundle, num_bundles, split_boundaries)
         index = self.partitions.index(target_bundle.lower_endpoint)
         inner = tuple(child.lower_endpoint for child in children[1:])

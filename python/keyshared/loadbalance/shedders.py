@@ -627,7 +627,7 @@ class AvgShedder:
         check_name("bundle", bundle)
         state = _check_state(state, AvgShedderState)
         if not brokers:
-            raise InvalidArgument("candidates must not be empty")
+            raise InvalidArgument("candidates must not be empty", argument="candidates")
         chosen = state.bundle_broker.get(bundle)
         if chosen in brokers:
             assert chosen is not None
@@ -741,7 +741,7 @@ def _check_state(state: _S | None, state_type: type[_S]) -> _S:
         return state_type()
     if not isinstance(state, state_type):
         raise ArgumentTypeError(
-            f"state must be a {state_type.__name__}, got {type(state).__name__}"
+            f"state must be a {state_type.__name__}, got {type(state).__name__}", argument="state"
         )
     return state
 

@@ -406,7 +406,9 @@ class TransferShedder:
         if inputs is None:
             inputs = ShedderInputs()
         elif not isinstance(inputs, ShedderInputs):
-            raise ArgumentTypeError(f"inputs must be a ShedderInputs, got {type(inputs).__name__}")
+            raise ArgumentTypeError(
+                f"inputs must be a ShedderInputs, got {type(inputs).__name__}", argument="inputs"
+            )
         emas = self._updated_emas(load_data, state.broker_load_ema)
         cycle = _Cycle(load_data, inputs, emas)
         stats_or_skip = self._load_stats(cycle, now_ms, recent_brokers)
@@ -750,7 +752,9 @@ def _check_state(state: object) -> TransferShedderState:
     if state is None:
         return TransferShedderState()
     if not isinstance(state, TransferShedderState):
-        raise ArgumentTypeError(f"state must be a TransferShedderState, got {type(state).__name__}")
+        raise ArgumentTypeError(
+            f"state must be a TransferShedderState, got {type(state).__name__}", argument="state"
+        )
     return state
 
 

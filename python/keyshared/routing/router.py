@@ -106,7 +106,7 @@ def _segments(active_segments: Iterable[RoutableSegment]) -> tuple[RoutableSegme
                 argument="active_segments",
             )
     if not segments:
-        raise InvalidArgument("no active segments to route to")
+        raise InvalidArgument("no active segments to route to", argument="active_segments")
     return segments
 
 
@@ -200,16 +200,21 @@ class SegmentRouter:
         for segment in segments:
             if segment.hash_range.contains(h):
                 return segment.segment_id
-        raise InvalidArgument(f"no active segment covers hash {h:#06x} of key {key!r}")
+        raise InvalidArgument(
+            f"no active segment covers hash {h:#06x} of key {key!r}", argument="active_segments"
+        )
 
     @staticmethod
     def _route_mod_n(key: str | bytes, active_segments: Sequence[RoutableSegment]) -> int:
         n = len(active_segments)
-        partition = sign_safe_mod(legacy_hashing_scheme(active_segments).make_hash(key), n)
+        scheme = _legacy_scheme(active_segments, "active_segments")
+        partition = sign_safe_mod(scheme.make_hash(key), n)
         for segment in active_segments:
             if segment.segment_id == partition:
                 return partition
-        raise InvalidArgument(f"the legacy layout has no segment {partition} (N={n})")
+        raise InvalidArgument(
+            f"the legacy layout has no segment {partition} (N={n})", argument="active_segments"
+        )
 
     def route_round_robin(
         self, active_segments: Iterable[RoutableSegment], counter: int
@@ -224,6 +229,11 @@ class SegmentRouter:
 def legacy_hashing_scheme(segments: Iterable[RoutableSegment]) -> HashingScheme:
     """The scheme keys of the legacy ``segments`` are routed by: the one they record, else
     ``Murmur3_32Hash``. ValueError when they record different ones."""
+    return _legacy_scheme(segments, "segments")
+
+
+def _legacy_scheme(segments: Iterable[RoutableSegment], name: str) -> HashingScheme:
+    """:func:`legacy_hashing_scheme`, its error naming the caller's argument ``name``."""
     # Pulsar's SegmentRouter always takes Murmur3_32Hash here, whatever the v4 producers
     # used; keys of producers on the Java client's default JavaStringHash then land in
     # another partition than their older messages, and lose their order. Kept safer: the
@@ -232,7 +242,9 @@ def legacy_hashing_scheme(segments: Iterable[RoutableSegment]) -> HashingScheme:
     recorded.discard(None)
     if len(recorded) > 1:
         names = sorted(s.value for s in recorded if s is not None)
-        raise InvalidArgument(f"the legacy segments record different hashing schemes: {names}")
+        raise InvalidArgument(
+            f"the legacy segments record different hashing schemes: {names}", argument=name
+        )
     scheme = recorded.pop() if recorded else None
     return scheme if scheme is not None else HashingScheme.Murmur3_32Hash
 

@@ -46,7 +46,7 @@ import numpy.typing as npt
 from keyshared._checks import check_int, check_integer, check_weights
 from keyshared.errors import ArgumentTypeError, InvalidArgument
 from keyshared.routing.partitioners import Partitioner, partitions
-from keyshared.routing.router import legacy_hashing_scheme
+from keyshared.routing.router import _legacy_scheme
 from keyshared.scalable.layout import TopicLayout
 
 #: How many at-risk keys an audit names by default (the heaviest).
@@ -226,7 +226,8 @@ def _legacy_partitioner(layout: TopicLayout, num_partitions: int) -> Partitioner
     if any(s.is_legacy for s in layout.active_segments()):
         raise InvalidArgument(
             "target: a layout with active legacy segments is a topic not yet migrated, not a "
-            "migration target"
+            "migration target",
+            argument="target",
         )
     legacy = [s for s in layout.segments.values() if s.is_legacy]
     if not legacy:
@@ -237,7 +238,7 @@ def _legacy_partitioner(layout: TopicLayout, num_partitions: int) -> Partitioner
             f"{num_partitions}",
             argument="target",
         )
-    return Partitioner(f"pulsar:{legacy_hashing_scheme(legacy).value}")
+    return Partitioner(f"pulsar:{_legacy_scheme(legacy, 'target').value}")
 
 
 def _columns(

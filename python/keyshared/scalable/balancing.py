@@ -173,7 +173,9 @@ def _refine(prefix: npt.NDArray[np.float64], cuts: list[int], n: int) -> list[in
 def _bin_width(bins: int) -> int:
     n = check_int("bins", bins, minimum=1, maximum=RING_SIZE)
     if RING_SIZE % n:
-        raise InvalidArgument(f"bins must be a power of two dividing 65536, got {n}")
+        raise InvalidArgument(
+            f"bins must be a power of two dividing 65536, got {n}", argument="bins"
+        )
     return RING_SIZE // n
 
 

@@ -444,7 +444,9 @@ def route_entries(
 
 def _check_segment_assignment(segment: Segment, assignment: BucketAssignment) -> None:
     if not isinstance(segment, Segment):
-        raise ArgumentTypeError(f"segment must be a Segment, got {type(segment).__name__}")
+        raise ArgumentTypeError(
+            f"segment must be a Segment, got {type(segment).__name__}", argument="segment"
+        )
     if not isinstance(assignment, BucketAssignment):
         raise ArgumentTypeError(
             f"assignment must be a BucketAssignment, got {type(assignment).__name__}",

@@ -57,7 +57,8 @@ def apply_decision(
         )
     if isinstance(policy, InvalidPolicy):
         raise InvalidArgument(
-            f"cannot apply {type(decision).__name__}: the policy is invalid ({policy.reason})"
+            f"cannot apply {type(decision).__name__}: the policy is invalid ({policy.reason})",
+            argument="policy",
         )
     if isinstance(decision, Split):
         return layout.split_segment(decision.segment_id, now_ms)
@@ -81,9 +82,14 @@ def _rebucket(
         maximum=policy.max_entry_buckets_per_segment,
     )
     if not decision.segment_ids:
-        raise InvalidArgument("a Rebucket decision must name at least one segment")
+        raise InvalidArgument(
+            "a Rebucket decision must name at least one segment", argument="decision.segment_ids"
+        )
     if len(set(decision.segment_ids)) != len(decision.segment_ids):
-        raise InvalidArgument(f"Rebucket names a segment twice: {list(decision.segment_ids)}")
+        raise InvalidArgument(
+            f"Rebucket names a segment twice: {list(decision.segment_ids)}",
+            argument="decision.segment_ids",
+        )
     for segment_id in decision.segment_ids:
         layout = layout.rebucket_segment(segment_id, count, now_ms)
     return layout

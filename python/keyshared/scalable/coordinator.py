@@ -167,10 +167,13 @@ def _check_topic(topic: object) -> None:
     """A scalable topic's name: its segments' topic names are made from it, and a wrong
     domain would only fail there, at the first assignment with consumers."""
     if not isinstance(topic, TopicName):
-        raise ArgumentTypeError(f"topic must be a TopicName, got {type(topic).__name__}")
+        raise ArgumentTypeError(
+            f"topic must be a TopicName, got {type(topic).__name__}", argument="topic"
+        )
     if topic.domain is not TopicDomain.topic:
         raise InvalidArgument(
-            f"topic must be a scalable topic (domain 'topic'), got {topic.domain.value!r}: {topic}"
+            f"topic must be a scalable topic (domain 'topic'), got {topic.domain.value!r}: {topic}",
+            argument="topic",
         )
 
 
@@ -246,7 +249,10 @@ class SubscriptionCoordinator:
         check_mapping("sessions", self.sessions)
         for name, session in self.sessions.items():
             if not isinstance(session, ConsumerSession) or session.consumer_name != name:
-                raise InvalidArgument(f"sessions[{name!r}] must be that consumer's ConsumerSession")
+                raise InvalidArgument(
+                    f"sessions[{name!r}] must be that consumer's ConsumerSession",
+                    argument="sessions",
+                )
         drained = _check_segment_ids("drained_segment_ids", self.drained_segment_ids)
         object.__setattr__(self, "sessions", MappingProxyType(dict(self.sessions)))
         object.__setattr__(self, "drained_segment_ids", drained)
@@ -349,7 +355,9 @@ class SubscriptionCoordinator:
         ids = _check_segment_ids("segment_ids", segment_ids)
         for sid in ids:
             if sid not in self.layout.segments or self.layout.segments[sid].is_active:
-                raise InvalidArgument(f"segment {sid} is not a sealed segment of the layout")
+                raise InvalidArgument(
+                    f"segment {sid} is not a sealed segment of the layout", argument="segment_ids"
+                )
         return replace(self, drained_segment_ids=self.drained_segment_ids | ids)
 
     def _without(self, name: str) -> SubscriptionCoordinator:

@@ -228,7 +228,7 @@ def _hash_range(path: str, text: object) -> HashRange:
     try:
         return HashRange.from_hex(text)
     except ValueError as e:
-        raise InvalidArgument(f"{path}: {e}") from None
+        raise InvalidArgument(f"{path}: {e}", argument=path) from None
 
 
 def _state(path: str, value: object) -> SegmentState:
@@ -479,12 +479,14 @@ class TopicLayout:
     def split_segment(self, segment_id: int, now_ms: int) -> TopicLayout:
         """Seals an active segment and gives the halves of its range to two children (the
         next two ids), each with ``max(1, N // 2)`` equal-width buckets."""
-        seg = self._active_segment(segment_id, "split")
+        seg = self._active_segment(segment_id, "split", "segment_id")
         check_int("now_ms", now_ms, minimum=0)
         try:
             low, high = seg.hash_range.split()
         except ValueError as e:
-            raise RefusedChange(f"cannot split segment {seg.segment_id}: {e}") from None
+            raise RefusedChange(
+                f"cannot split segment {seg.segment_id}: {e}", argument="segment_id"
+            ) from None
         first, epoch = self.next_segment_id, self.epoch + 1
         splits = tuple(equal_width_splits(max(1, seg.bucket_count // 2)))
         children = [
@@ -507,16 +509,17 @@ class TopicLayout:
         """Seals two adjacent active segments and creates one (the next id) with the union
         range, both as parents, and ``N1 + N2`` equal-width buckets, clamped to
         ``max_buckets`` when given (and always to the ring's 65,536)."""
-        a = self._active_segment(segment_id_1, "merge")
-        b = self._active_segment(segment_id_2, "merge")
+        a = self._active_segment(segment_id_1, "merge", "segment_id_1")
+        b = self._active_segment(segment_id_2, "merge", "segment_id_2")
         check_int("now_ms", now_ms, minimum=0)
         if a.segment_id == b.segment_id:
-            raise RefusedChange(f"cannot merge segment {a.segment_id} with itself")
+            raise RefusedChange(f"cannot merge segment {a.segment_id} with itself", argument=None)
         if not a.hash_range.is_adjacent_to(b.hash_range):
             raise RefusedChange(
                 f"segments {a.segment_id} ({a.hash_range}) and {b.segment_id} ({b.hash_range})"
                 " are not adjacent",
                 kind="not_adjacent",
+                argument=None,
             )
         count = min(a.bucket_count + b.bucket_count, RING_SIZE)
         if max_buckets is not None:
@@ -545,12 +548,14 @@ class TopicLayout:
         successor (the next id) with the same range and ``bucket_count`` buckets, equal-width
         unless ``bucket_splits`` gives the ``bucket_count - 1`` split points (for example
         traffic-balanced ones). Refused when the buckets would not change."""
-        seg = self._active_segment(segment_id, "rebucket")
+        seg = self._active_segment(segment_id, "rebucket", "segment_id")
         n = check_int("bucket_count", bucket_count, minimum=1, maximum=RING_SIZE)
         check_int("now_ms", now_ms, minimum=0)
         if bucket_splits is None:
             if n == seg.bucket_count:
-                raise RefusedChange(f"segment {seg.segment_id} already has {n} bucket(s)")
+                raise RefusedChange(
+                    f"segment {seg.segment_id} already has {n} bucket(s)", argument="bucket_count"
+                )
             splits = tuple(equal_width_splits(n))
         else:
             splits = _check_splits("bucket_splits", bucket_splits)
@@ -560,7 +565,10 @@ class TopicLayout:
                     argument="bucket_splits",
                 )
             if splits == seg.bucket_splits:
-                raise RefusedChange(f"segment {seg.segment_id} already has these bucket splits")
+                raise RefusedChange(
+                    f"segment {seg.segment_id} already has these bucket splits",
+                    argument="bucket_splits",
+                )
         new_id, epoch = self.next_segment_id, self.epoch + 1
         successor = Segment(
             new_id,
@@ -577,7 +585,9 @@ class TopicLayout:
         its parents and children; epoch + 1."""
         seg = self.segment(segment_id)
         if seg.is_active:
-            raise RefusedChange(f"cannot prune segment {seg.segment_id}: it is active")
+            raise RefusedChange(
+                f"cannot prune segment {seg.segment_id}: it is active", argument="segment_id"
+            )
         segments = dict(self.segments)
         del segments[seg.segment_id]
         for cid in seg.child_ids:
@@ -592,10 +602,14 @@ class TopicLayout:
             )
         return TopicLayout(self.epoch + 1, self.next_segment_id, segments)
 
-    def _active_segment(self, segment_id: int, action: str) -> Segment:
+    def _active_segment(self, segment_id: int, action: str, name: str) -> Segment:
+        """The active segment ``segment_id``, which the caller's argument ``name`` gave, for
+        ``action``."""
         seg = self.segment(segment_id)
         if not seg.is_active:
-            raise RefusedChange(f"cannot {action} segment {seg.segment_id}: it is sealed")
+            raise RefusedChange(
+                f"cannot {action} segment {seg.segment_id}: it is sealed", argument=name
+            )
         return seg
 
     def _apply(self, changed: Iterable[Segment], next_segment_id: int) -> TopicLayout:
@@ -666,29 +680,41 @@ def _check_dag(segments: Mapping[int, Segment], next_segment_id: int, epoch: int
     children_of = {sid: frozenset(seg.child_ids) for sid, seg in segments.items()}
     for sid, seg in segments.items():
         if sid >= next_segment_id:
-            raise InvalidArgument(f"segment {sid} is not below next_segment_id ({next_segment_id})")
+            raise InvalidArgument(
+                f"segment {sid} is not below next_segment_id ({next_segment_id})", argument=None
+            )
         if max(seg.created_at_epoch, seg.sealed_at_epoch) > epoch:
-            raise InvalidArgument(f"segment {sid} records an epoch above the layout's ({epoch})")
+            raise InvalidArgument(
+                f"segment {sid} records an epoch above the layout's ({epoch})", argument=None
+            )
         if seg.is_active and seg.child_ids:
-            raise InvalidArgument(f"segment {sid} is active but has children {list(seg.child_ids)}")
+            raise InvalidArgument(
+                f"segment {sid} is active but has children {list(seg.child_ids)}", argument=None
+            )
         for pid in seg.parent_ids:
             parent = segments.get(pid)
             if parent is None:
                 raise InvalidArgument(
-                    f"segment {sid} names parent {pid}, which is not in the layout"
+                    f"segment {sid} names parent {pid}, which is not in the layout", argument=None
                 )
             if pid >= sid:
-                raise InvalidArgument(f"segment {sid} names parent {pid}, which is not older")
+                raise InvalidArgument(
+                    f"segment {sid} names parent {pid}, which is not older", argument=None
+                )
             if sid not in children_of[pid]:
-                raise InvalidArgument(f"segment {sid} names parent {pid}, which does not name it")
+                raise InvalidArgument(
+                    f"segment {sid} names parent {pid}, which does not name it", argument=None
+                )
         for cid in seg.child_ids:
             child = segments.get(cid)
             if child is None:
                 raise InvalidArgument(
-                    f"segment {sid} names child {cid}, which is not in the layout"
+                    f"segment {sid} names child {cid}, which is not in the layout", argument=None
                 )
             if sid not in parents_of[cid]:
-                raise InvalidArgument(f"segment {sid} names child {cid}, which does not name it")
+                raise InvalidArgument(
+                    f"segment {sid} names child {cid}, which does not name it", argument=None
+                )
 
 
 def _check_tiling(active: Sequence[Segment]) -> None:

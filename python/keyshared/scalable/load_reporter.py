@@ -31,7 +31,10 @@ def _key(topic: str, segment_id: int, where: str = "") -> _Key:
     """``(topic, segment_id)`` checked; ``where`` prefixes the names in errors (a key of
     ``last_written``)."""
     if not isinstance(topic, str):
-        raise ArgumentTypeError(f"{where}topic must be a str, got {type(topic).__name__}")
+        raise ArgumentTypeError(
+            f"{where}topic must be a str, got {type(topic).__name__}",
+            argument="last_written" if where else "topic",
+        )
     return topic, check_int(f"{where}segment_id", segment_id, minimum=0)
 
 
@@ -80,7 +83,8 @@ class SegmentLoadReporter:
         key = _key(topic, segment_id)
         if not isinstance(current, SegmentLoadStats):
             raise ArgumentTypeError(
-                f"current must be SegmentLoadStats, got {type(current).__name__}"
+                f"current must be SegmentLoadStats, got {type(current).__name__}",
+                argument="current",
             )
         last = self.last_written.get(key)
         if last is not None and not is_material_change(last, current, self.rate_change_threshold):

@@ -44,7 +44,9 @@ class BucketConsumer:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
-            raise ArgumentTypeError(f"name must be a str, got {type(self.name).__name__}")
+            raise ArgumentTypeError(
+                f"name must be a str, got {type(self.name).__name__}", argument="name"
+            )
         check_int("consumer_id", self.consumer_id, minimum=0, maximum=2**64 - 1)
 
     def _order(self) -> tuple[bytes, int]:
@@ -154,7 +156,8 @@ def sticky_assignment(
     """
     if not isinstance(previous, BucketAssignment):
         raise ArgumentTypeError(
-            f"previous must be a BucketAssignment, got {type(previous).__name__}"
+            f"previous must be a BucketAssignment, got {type(previous).__name__}",
+            argument="previous",
         )
     ordered = _consumers(consumers)
     n = previous.bucket_count
@@ -215,7 +218,8 @@ def _check_same_segment(before: BucketAssignment, after: BucketAssignment) -> No
     if before.bucket_count != after.bucket_count:
         raise InvalidArgument(
             f"before has {before.bucket_count} buckets and after {after.bucket_count}:"
-            " a segment's bucket count never changes (a rollover is a new segment)"
+            " a segment's bucket count never changes (a rollover is a new segment)",
+            argument=None,
         )
 
 
@@ -258,7 +262,9 @@ class BucketHandoff:
         unblocking_handler: Callable[[int], object] | None = None,
     ) -> None:
         if not isinstance(segment, Segment):
-            raise ArgumentTypeError(f"segment must be a Segment, got {type(segment).__name__}")
+            raise ArgumentTypeError(
+                f"segment must be a Segment, got {type(segment).__name__}", argument="segment"
+            )
         n = segment.bucket_count
         self._ranges = segment.bucket_ranges()
         self._hashes = [segment.canonical_bucket_hash(b) for b in range(n)]
@@ -341,7 +347,8 @@ class BucketHandoff:
             have = held if holder == consumer_id else 0
             raise InvalidArgument(
                 f"consumer {consumer_id} has {have} pending message(s) of bucket {b},"
-                f" cannot ack {count}"
+                f" cannot ack {count}",
+                argument="count",
             )
         if held == count:
             del self._pending[b]

@@ -174,7 +174,8 @@ class AutoScalePolicy:
             if split <= merge:
                 raise InvalidArgument(
                     f"split_{rate} ({split:g}) must be above merge_{rate} ({merge:g}): "
-                    "the dead band between them prevents split/merge flapping"
+                    "the dead band between them prevents split/merge flapping",
+                    argument=f"split_{rate}",
                 )
 
     def split_thresholds(self) -> tuple[float, float, float, float]:
@@ -205,7 +206,7 @@ class AutoScalePolicy:
         :class:`InvalidPolicy` instead)."""
         resolved = resolve_auto_scale_config(self, namespace_override, topic_override)
         if isinstance(resolved, InvalidPolicy):
-            raise InvalidArgument(resolved.reason)
+            raise InvalidArgument(resolved.reason, argument=None)
         return resolved
 
     def to_dict(self) -> dict[str, Any]:
@@ -249,7 +250,8 @@ class AutoScalePolicyOverride:
         if unknown:
             raise ArgumentTypeError(
                 f"AutoScalePolicyOverride got unknown field(s) {', '.join(unknown)}:"
-                " it takes AutoScalePolicy's fields"
+                " it takes AutoScalePolicy's fields",
+                argument=unknown[0],
             )
         checked = {
             name: _check_field(name, fields[name])
@@ -311,7 +313,9 @@ class InvalidPolicy:
 
     def __post_init__(self) -> None:
         if not isinstance(self.reason, str):
-            raise ArgumentTypeError(f"reason must be a str, got {type(self.reason).__name__}")
+            raise ArgumentTypeError(
+                f"reason must be a str, got {type(self.reason).__name__}", argument="reason"
+            )
 
     @property
     def enabled(self) -> bool:
@@ -337,7 +341,8 @@ def resolve_auto_scale_config(
     else:
         raise ArgumentTypeError(
             "broker must be an AutoScalePolicy or AutoScalePolicyOverride,"
-            f" got {type(broker).__name__}"
+            f" got {type(broker).__name__}",
+            argument="broker",
         )
     overrides = (("namespace_override", namespace_override), ("topic_override", topic_override))
     for name, override in overrides:

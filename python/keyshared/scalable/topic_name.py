@@ -75,7 +75,9 @@ class TopicName:
         descriptor as a fourth part). A name without a domain is ``persistent``; a bare
         local name is in ``public/default``, as in Pulsar."""
         if not isinstance(name, str):
-            raise ArgumentTypeError(f"topic name must be a str, got {type(name).__name__}")
+            raise ArgumentTypeError(
+                f"topic name must be a str, got {type(name).__name__}", argument="name"
+            )
         scheme, sep, rest = name.partition("://")
         if not sep:
             scheme, rest = TopicDomain.persistent.value, name
@@ -84,18 +86,23 @@ class TopicName:
         try:
             domain = TopicDomain(scheme)
         except ValueError:
-            raise InvalidArgument(f"topic name {name!r} has an unknown domain {scheme!r}") from None
+            raise InvalidArgument(
+                f"topic name {name!r} has an unknown domain {scheme!r}", argument="name"
+            ) from None
         parts = rest.split("/")
         if domain is TopicDomain.segment:
             if len(parts) != 4:
                 raise InvalidArgument(
                     f"segment topic name {name!r} is not like"
-                    ' "segment://tenant/ns/topic/0000-7fff-1"'
+                    ' "segment://tenant/ns/topic/0000-7fff-1"',
+                    argument="name",
                 )
             hash_range, segment_id = parse_descriptor(parts[3])
             return cls(domain, parts[0], parts[1], parts[2], hash_range, segment_id)
         if len(parts) != 3:
-            raise InvalidArgument(f'topic name {name!r} is not like "{scheme}://tenant/ns/topic"')
+            raise InvalidArgument(
+                f'topic name {name!r} is not like "{scheme}://tenant/ns/topic"', argument="name"
+            )
         return cls(domain, parts[0], parts[1], parts[2])
 
     @property
@@ -111,7 +118,7 @@ class TopicName:
         """Partition ``index`` of this (partitioned) topic: ``...-partition-{index}``."""
         check_int("index", index, minimum=0)
         if self.is_segment:
-            raise InvalidArgument(f"a segment topic has no partitions: {self}")
+            raise InvalidArgument(f"a segment topic has no partitions: {self}", argument=None)
         return TopicName(
             self.domain,
             self.tenant,
@@ -132,7 +139,9 @@ def _segment_topic(topic: TopicName, what: str) -> TopicName:
             f"{what} must be a TopicName, got {type(topic).__name__}", argument=what
         )
     if not topic.is_segment:
-        raise InvalidArgument(f"expected the segment domain, got {topic.domain.value!r}: {topic}")
+        raise InvalidArgument(
+            f"expected the segment domain, got {topic.domain.value!r}: {topic}", argument=what
+        )
     return topic
 
 

@@ -162,9 +162,11 @@ BUILTIN: dict[str, Callable[[float], Scenario]] = {
 def builtin_scenario(name: str, scale: float = 1.0) -> Scenario:
     """A built-in scenario by name, shrunk (or grown) by ``scale`` (> 0)."""
     if name not in BUILTIN:
-        raise InvalidArgument(f"no built-in scenario {name!r}; choose from {', '.join(BUILTIN)}")
+        raise InvalidArgument(
+            f"no built-in scenario {name!r}; choose from {', '.join(BUILTIN)}", argument="name"
+        )
     if not 0 < scale <= 100:
-        raise InvalidArgument(f"scale must be in (0, 100], got {scale}")
+        raise InvalidArgument(f"scale must be in (0, 100], got {scale}", argument="scale")
     return BUILTIN[name](scale)
 
 

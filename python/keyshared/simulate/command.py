@@ -84,10 +84,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _scenario(args: argparse.Namespace) -> Scenario:
     if (args.path is None) == (args.scenario is None):
-        raise InvalidArgument("give a scenario file or --scenario NAME (one of them)")
+        raise InvalidArgument(
+            "give a scenario file or --scenario NAME (one of them)", argument=None
+        )
     if args.scenario is None:
         if args.scale is not None:
-            raise InvalidArgument("--scale applies to built-in scenarios only")
+            raise InvalidArgument("--scale applies to built-in scenarios only", argument="--scale")
         return Scenario.from_file(args.path)
     return builtin_scenario(args.scenario, 1.0 if args.scale is None else args.scale)
 
@@ -95,11 +97,12 @@ def _scenario(args: argparse.Namespace) -> Scenario:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     scenario = _scenario(args)
     if args.seed is not None and args.seed < 0:
-        raise InvalidArgument(f"--seed must not be negative, got {args.seed}")
+        raise InvalidArgument(f"--seed must not be negative, got {args.seed}", argument="--seed")
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         # Said before the run rather than after it.
         raise InvalidArgument(
-            "the plots need matplotlib: install keyshared[simulate], or pass --no-plots"
+            "the plots need matplotlib: install keyshared[simulate], or pass --no-plots",
+            argument=None,
         )
     show = sys.stderr.isatty() if args.progress is None else args.progress
     bar = ProgressBar(sys.stderr, scenario.name) if show else None

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from keyshared._checks import check_int, check_keys, check_mapping, check_name, check_rate
 from keyshared._core import RING_SIZE
 from keyshared._reader import build, field_path, json_form, read
-from keyshared.errors import ArgumentTypeError, InvalidArgument, ScenarioError
+from keyshared.errors import ArgumentTypeError, InvalidArgument, KeysharedError, ScenarioError
 from keyshared.scalable.batching import DEFAULT_MAX_BYTES, DEFAULT_MAX_MESSAGES
 from keyshared.scalable.layout import TopicLayout
 from keyshared.scalable.policy import AutoScalePolicy
@@ -46,7 +46,9 @@ class KeySpec:
     def __post_init__(self) -> None:
         check_int("count", self.count, minimum=1, maximum=1_000_000)
         if not isinstance(self.prefix, str):
-            raise ArgumentTypeError(f"prefix must be a str, got {type(self.prefix).__name__}")
+            raise ArgumentTypeError(
+                f"prefix must be a str, got {type(self.prefix).__name__}", argument="prefix"
+            )
         if self.distribution not in ("uniform", "zipf"):
             raise InvalidArgument(
                 f'distribution must be "uniform" or "zipf", got {self.distribution!r}',
@@ -281,7 +283,8 @@ class Scenario:
         check_name("name", self.name)
         if not isinstance(self.description, str):
             raise ArgumentTypeError(
-                f"description must be a str, got {type(self.description).__name__}"
+                f"description must be a str, got {type(self.description).__name__}",
+                argument="description",
             )
         check_int("seed", self.seed, minimum=0, maximum=2**63 - 1)
         check_int("duration_ms", self.duration_ms, minimum=1)
@@ -315,7 +318,10 @@ class Scenario:
         try:
             return read(cls, data, "scenario")
         except (TypeError, ValueError) as e:
-            raise ScenarioError(str(e)) from None
+            if isinstance(e, KeysharedError):
+                # The field at fault, as the reader located it.
+                raise ScenarioError(str(e), argument=e.argument, index=e.index) from None
+            raise ScenarioError(str(e), argument=None) from None
 
     @classmethod
     def from_file(cls, path: str | Path) -> Scenario:
@@ -324,7 +330,9 @@ class Scenario:
         try:
             text = path.read_bytes()
         except OSError as e:
-            raise ScenarioError(f"cannot read scenario {path}: {e.strerror or e}") from None
+            raise ScenarioError(
+                f"cannot read scenario {path}: {e.strerror or e}", argument="path"
+            ) from None
         suffix = path.suffix.lower()
         try:
             # "utf-8-sig": a byte-order mark, as some editors write, is not content.
@@ -333,13 +341,15 @@ class Scenario:
             elif suffix == ".json":
                 data = json.loads(text.decode("utf-8-sig"))
             else:
-                raise ScenarioError(f"scenario {path} must end in .toml or .json")
+                raise ScenarioError(f"scenario {path} must end in .toml or .json", argument="path")
         except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ScenarioError(f"scenario {path} is not valid {suffix[1:].upper()}: {e}") from None
+            raise ScenarioError(
+                f"scenario {path} is not valid {suffix[1:].upper()}: {e}", argument="path"
+            ) from None
         except RecursionError:
-            raise ScenarioError(f"scenario {path} is nested too deeply") from None
+            raise ScenarioError(f"scenario {path} is nested too deeply", argument="path") from None
         if not isinstance(data, Mapping):
-            raise ScenarioError(f"scenario {path} must hold an object at the top")
+            raise ScenarioError(f"scenario {path} must hold an object at the top", argument="path")
         return cls.from_dict(data)
 
 
@@ -351,7 +361,9 @@ def _payload(path: str, data: object) -> PayloadSpec:
     raw = dict(check_mapping(path, data))
     if "bytes" in raw:
         if "min_bytes" in raw or "max_bytes" in raw:
-            raise InvalidArgument(f"{path}: give bytes, or min_bytes and max_bytes, not both")
+            raise InvalidArgument(
+                f"{path}: give bytes, or min_bytes and max_bytes, not both", argument=path
+            )
         size = raw.pop("bytes")
         raw.update(min_bytes=size, max_bytes=size)
     return read(PayloadSpec, raw, path)
@@ -364,7 +376,9 @@ def _layout(path: str, data: object) -> TopicLayout:
     check_keys(path, raw, {"segments", "bucket_budget", "dag"})
     if "dag" in raw:
         if len(raw) > 1:
-            raise InvalidArgument(f"{path}: give dag, or segments and bucket_budget, not both")
+            raise InvalidArgument(
+                f"{path}: give dag, or segments and bucket_budget, not both", argument=path
+            )
         return TopicLayout.from_dict(raw["dag"], field_path(path, "dag"))
 
     def initial(segments: object = 1, bucket_budget: Any = 4) -> TopicLayout:
