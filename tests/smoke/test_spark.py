@@ -1,6 +1,5 @@
-"""Spark's registration, where PySpark installs for this Python: one local session, both
-engines, their answers checked against the library's. scripts/wheels.sh leaves this file out
-where PySpark does not install, and says so; here a missing PySpark fails."""
+"""Spark's registration: one local session, both engines, their answers checked against the
+library's. scripts/wheels.sh installs PySpark beside every wheel; a missing PySpark fails."""
 
 import pyspark  # noqa: F401
 import pytest
