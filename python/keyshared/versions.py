@@ -14,6 +14,7 @@ Each part checks its argument with its own :class:`Releases`: the scalable-topic
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from keyshared.errors import ArgumentTypeError, InvalidArgument
@@ -79,6 +80,43 @@ def segment_half(pulsar_version: object, name: str = "pulsar_version") -> str:
     return "low" if SCALABLE_TOPICS.check(pulsar_version, name) == M1 else "high"
 
 
+_VERSION = re.compile(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?(-M\d+)?")
+
+
+def nearest_release(version: str) -> tuple[str, str | None]:
+    """The release profile for a broker that reports ``version`` (``/admin/v2/brokers/version``:
+    ``"4.2.4"``, ``"5.0.0-M1"``, a fork's ``"3.0.5.1-ds"``), and None, or a note when the
+    profile is only the nearest: keyshared has no profile for that release, and says which
+    it checks against instead. Releases after the newest profile are checked as master."""
+    found = _VERSION.match(version)
+    if found is None:
+        return (
+            MASTER,
+            f"Pulsar {version!r} is not a version keyshared can read; checking as {MASTER}",
+        )
+    major, minor = int(found[1]), int(found[2])
+    if (major, minor) == (5, 0) and found[4] == "-M1":
+        return M1, None
+    for release in ("4.0", "4.2"):
+        if f"{major}.{minor}" == release:
+            return release, None
+    if (major, minor) < (4, 0):
+        return "4.0", (
+            f"keyshared has no profile for Pulsar {version}; checking against 4.0, the nearest"
+            " (releases before 4.0 lack PIP-379's draining hashes, so their Key_Shared"
+            " dispatcher holds messages differently)"
+        )
+    if (major, minor) < (4, 2):
+        return (
+            "4.2",
+            f"keyshared has no profile for Pulsar {version}; checking against 4.2, the nearest",
+        )
+    return (
+        MASTER,
+        f"keyshared has no profile for Pulsar {version}; checking against {MASTER}, the nearest",
+    )
+
+
 __all__ = [
     "KNOWN_RELEASES",
     "LOAD_BALANCER",
@@ -86,5 +124,6 @@ __all__ = [
     "MASTER",
     "SCALABLE_TOPICS",
     "Releases",
+    "nearest_release",
     "segment_half",
 ]
