@@ -17,7 +17,9 @@ Subcommands are entries of :data:`COMMANDS`; adding one is adding a :class:`Comm
   who waits on whom and why, who owns what, what moves if a consumer joins or leaves; or a
   scalable topic: what still drains and what waits for it (``keyshared.explain.command``);
 * ``keyshared audit``: where a partitioned topic's keys and traffic go in a migration to a
-  layout or another partition count, and which keys' order is at risk.
+  layout or another partition count, and which keys' order is at risk;
+* ``keyshared verify``: run a canary Key_Shared workload on a cluster and check every delivery
+  against keyshared's model of its release (``keyshared.verify.command``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from keyshared.scalable.controller import apply_decision
 from keyshared.scalable.layout import TopicLayout
 from keyshared.scalable.policy import DecisionSnapshot
 from keyshared.simulate import command as simulate_command
+from keyshared.verify import command as verify_command
 from keyshared.versions import SCALABLE_TOPICS, segment_half
 
 #: Exit status for bad input (argparse uses the same for bad arguments).
@@ -468,6 +471,13 @@ COMMANDS: list[Command] = [
         "a migration's keys and traffic per source partition and target, and keys at risk",
         _configure_audit,
         _run_audit,
+    ),
+    Command(
+        "verify",
+        "run a canary Key_Shared workload on a cluster and check every delivery against the"
+        " model of its release",
+        verify_command.configure,
+        verify_command.run,
     ),
 ]
 

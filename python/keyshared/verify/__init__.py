@@ -9,3 +9,25 @@ The producer and consumers are Pulsar's official Python client (the extra
 ``keyshared[verify]``); the connection, secured or not, is a
 :class:`keyshared.connection.ClusterConnection`.
 """
+
+from keyshared.verify.canary import Outcome, verify
+from keyshared.verify.check import ScenarioResult, Verdict, Violation, check
+from keyshared.verify.record import Message, RunRecord, ScenarioRecord
+from keyshared.verify.runner import RunFailed, VerifyOptions, Workload
+from keyshared.verify.scenarios import SCENARIOS
+
+__all__ = [
+    "SCENARIOS",
+    "Message",
+    "Outcome",
+    "RunFailed",
+    "RunRecord",
+    "ScenarioRecord",
+    "ScenarioResult",
+    "Verdict",
+    "VerifyOptions",
+    "Violation",
+    "Workload",
+    "check",
+    "verify",
+]
