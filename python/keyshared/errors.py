@@ -17,7 +17,11 @@ written before this module existed would catch:
 - :class:`NotFound` is a ``KeyError``: something a stateful object was asked about that it does
   not hold (a cursor's bucket that is not open);
 - :class:`UnknownConsumer` is a :class:`NotFound`: a consumer the dispatcher, selector or
-  tracker does not know.
+  tracker does not know;
+- :class:`ClusterAccessError` is an ``OSError``: a Pulsar cluster that cannot be reached with
+  the settings given (nothing listens at its address, its certificate is not trusted or is
+  for another host name, it refuses the credentials or the role lacks a permission); its
+  one-line message says what to change, and ``argument`` names the setting.
 
 Each message names the argument (and in a batch, the index) that was wrong, and the exception
 carries the same parts for a program to read:
@@ -45,6 +49,7 @@ from typing import ClassVar
 __all__ = [
     "KINDS",
     "ArgumentTypeError",
+    "ClusterAccessError",
     "InvalidArgument",
     "KeysharedError",
     "NotFound",
@@ -121,6 +126,17 @@ KINDS: Mapping[str, str] = MappingProxyType(
         "refused_not_queued": "an entry a consumer's map refused but did not queue",
         "drainer_mismatch": "a draining consumer without the draining hold reason, or back",
         "unknown_bucket": "a cursor's bucket that is not open",
+        # Reaching a Pulsar cluster (keyshared.connection).
+        "missing_file": "a file a setting names that does not exist",
+        "unreachable": "a cluster address that cannot be reached (its name not found, no route)",
+        "connection_refused": "a cluster address where nothing listens",
+        "timed_out": "a cluster that gave no whole answer within the timeout",
+        "untrusted_certificate": "a server certificate no trusted certificate authority signed",
+        "hostname_mismatch": "a server certificate for another host name",
+        "tls_failed": "a TLS handshake that failed for another reason than the certificate",
+        "unauthorized": "credentials the cluster refused, or none where it needs some",
+        "forbidden": "a role without the permission a request needs",
+        "oauth2_refused": "client credentials an OAuth 2.0 issuer refused",
     }
 )
 
@@ -196,3 +212,27 @@ class UnknownConsumer(NotFound):
     """A consumer the dispatcher, selector or tracker does not know."""
 
     default_kind = "unknown_consumer"
+
+
+class ClusterAccessError(KeysharedError, OSError):
+    """A Pulsar cluster that cannot be reached, or that refuses the settings it is reached
+    with. The message is one line: the address, what happened and what to change;
+    ``argument`` names the setting to change (a flag), ``kind`` says what happened, and
+    ``status`` is the HTTP status of the cluster's answer where it gave one (401, 403), else
+    None. No message holds a secret (a token, a client secret)."""
+
+    default_kind = "unreachable"
+
+    status: int | None
+
+    def __init__(
+        self,
+        message: object = "",
+        *,
+        kind: str | None = None,
+        argument: str | None = None,
+        index: int | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message, kind=kind, argument=argument, index=index)
+        self.status = status

@@ -36,6 +36,7 @@ MODULES = [
     "keyshared.simulate",
     "keyshared.errors",
     "keyshared.versions",
+    "keyshared.connection",
 ]
 
 

@@ -18,7 +18,8 @@ from typing import Any, TextIO
 import keyshared.explain.scalable_topic as explain_scalable
 from keyshared._checks import check_int
 from keyshared._text import dump as _dump
-from keyshared.errors import InvalidArgument
+from keyshared.connection import ClusterConnection, add_arguments, from_arguments
+from keyshared.errors import ClusterAccessError, InvalidArgument
 from keyshared.explain.admin import (
     DEFAULT_TIMEOUT_S,
     AnswerError,
@@ -43,7 +44,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="STATS.json",
         help="topic stats JSON (pulsar-admin topics stats); '-' for stdin; or give --url",
     )
-    parser.add_argument("--url", help="read the stats from the broker's admin API at this URL")
+    parser.add_argument(
+        "--url",
+        help="read the stats from the broker's admin API at this URL (http:// or https://)",
+    )
     parser.add_argument("--topic", help="the topic, with --url (a bare name is in public/default)")
     parser.add_argument(
         "--all-partitions",
@@ -130,20 +134,48 @@ def configure(parser: argparse.ArgumentParser) -> None:
     scalable.add_argument(
         "--save", metavar="FILE", help="with --url: also write what the broker said to FILE"
     )
+    add_arguments(parser)
 
 
 # Replaced in tests, so that --watch runs without waiting.
 _sleep = time.sleep
 
 
+#: The connection flags (keyshared.connection.add_arguments), by their argparse names.
+_CONNECTION_FLAGS = (
+    "client_conf",
+    "token",
+    "token_file",
+    "token_env",
+    "tls_trust_certs",
+    "tls_cert",
+    "tls_key",
+    "tls_allow_insecure",
+    "tls_no_hostname_verification",
+    "oauth2_issuer_url",
+    "oauth2_credentials",
+    "oauth2_audience",
+    "oauth2_scope",
+)
+
+
 def _check_explain_args(args: argparse.Namespace) -> None:
-    if (args.url is None) == (args.stats is None):
+    remote = args.url is not None or args.client_conf is not None
+    if remote == (args.stats is not None):
         raise InvalidArgument("give either STATS.json or --url with --topic", argument=None)
-    if args.url is not None and not args.topic:
-        raise InvalidArgument("--url needs --topic", argument="--url")
-    if args.url is not None and str(args.topic).startswith("topic://"):
+    if remote and not args.topic:
+        flag = "--url" if args.url is not None else "--client-conf"
+        raise InvalidArgument(f"{flag} needs --topic", argument=flag)
+    if not remote:
+        for name in _CONNECTION_FLAGS:
+            if getattr(args, name) not in (None, False):
+                flag = f"--{name.replace('_', '-')}"
+                raise InvalidArgument(
+                    f"{flag} is for --url or --client-conf, not a stats file", argument=flag
+                )
+    if remote and str(args.topic).startswith("topic://"):
         explain_scalable.scalable_topic_name(args.topic)
-    if args.all_partitions and args.url is None:
+    if args.all_partitions and not remote:
         raise InvalidArgument(
             "--all-partitions needs --url and --topic", argument="--all-partitions"
         )
@@ -166,14 +198,27 @@ def _check_explain_args(args: argparse.Namespace) -> None:
         raise InvalidArgument(
             "--png needs matplotlib: install keyshared[simulate]", argument="--png"
         )
+    args.cluster = _cluster(args) if remote else None
+
+
+def _cluster(args: argparse.Namespace) -> ClusterConnection:
+    """The admin endpoint of --url, or of --client-conf's webServiceUrl, with the
+    connection flags' TLS and authentication settings."""
+    cluster = from_arguments(args, admin_url=args.url, admin_url_flag="--url")
+    if cluster.admin_url is None:
+        raise InvalidArgument(
+            f"--client-conf {args.client_conf} has no webServiceUrl: give --url",
+            argument="--url",
+        )
+    return cluster
 
 
 def _explain_topics(args: argparse.Namespace) -> list[str | None]:
     """The topics to explain: None for the stats file, else the topic or its partitions."""
-    if args.url is None:
+    if args.cluster is None:
         return [None]
     if args.all_partitions:
-        return list(partition_names(args.url, args.topic, args.timeout))
+        return list(partition_names(args.cluster, args.topic))
     return [args.topic]
 
 
@@ -183,7 +228,7 @@ def _read_stats(args: argparse.Namespace, topic: str | None) -> tuple[Any, int |
     if topic is None:
         return load_stats(args.stats), None
     fetched_ms = int(time.time() * 1000)
-    return fetch_stats(args.url, topic, args.timeout), fetched_ms
+    return fetch_stats(args.cluster, topic), fetched_ms
 
 
 def _read_explained(
@@ -198,13 +243,13 @@ def _read_explained(
 def _unacked_limit(args: argparse.Namespace, topic: str | None) -> int | None:
     if args.max_unacked is not None or topic is None:
         return args.max_unacked  # type: ignore[no-any-return]
-    return fetch_max_unacked(args.url, topic, args.timeout)
+    return fetch_max_unacked(args.cluster, topic)
 
 
 def _is_scalable(args: argparse.Namespace) -> tuple[bool, Any]:
     """Whether the explanation is of a scalable topic, and its snapshot JSON when read from
     a file."""
-    if args.url is not None:
+    if args.cluster is not None:
         return str(args.topic).startswith("topic://"), None
     stats = load_stats(args.stats)
     return isinstance(stats, dict) and "layout" in stats and "subscriptions" not in stats, stats
@@ -249,7 +294,7 @@ def _run_explain_scalable(args: argparse.Namespace, stats: Any, out: TextIO) -> 
             "--keyless is for Key_Shared subscriptions, not scalable topics", argument="--keyless"
         )
     if stats is None:
-        stats = explain_scalable.fetch_snapshot(args.url, args.topic, args.timeout)
+        stats = explain_scalable.fetch_snapshot(args.cluster, args.topic)
         if args.save is not None:
             Path(args.save).write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
     elif args.save is not None:
@@ -393,6 +438,10 @@ def _poll(
     except (AnswerError, ValueError) as e:
         failed = "failed" if topic is not None else "cannot be read"
         raise _PollFailed(f"{source} {failed}: {e}") from None
+    except ClusterAccessError as e:
+        # A refusal (401, 403) is an answer: the endpoint is there and says no.
+        state = "failed" if e.status is not None else "is unreachable"
+        raise _PollFailed(f"{source} {state}: {e}") from None
     except OSError as e:
         unreachable = "is unreachable" if topic is not None else "cannot be read"
         raise _PollFailed(f"{source} {unreachable}: {e}") from None
@@ -403,7 +452,7 @@ def _poll(
 
 
 def _back(args: argparse.Namespace, since: float, count: int, read: bool) -> str:
-    back = "the admin endpoint is back" if args.url is not None else "the stats are back"
+    back = "the admin endpoint is back" if args.cluster is not None else "the stats are back"
     back = "the subscription is explained again" if read else back
     return f"{back} after {count} failed poll(s) from +{_seconds(since, args.watch)} s"
 

@@ -30,9 +30,8 @@ from typing import Any
 
 from keyshared._checks import check_int, check_mapping
 from keyshared._core import HashRange
-from keyshared._jsonfile import parse_json
+from keyshared.connection import DEFAULT_TIMEOUT_S, ClusterConnection, HttpStatusError
 from keyshared.errors import ArgumentTypeError, InvalidArgument
-from keyshared.explain.admin import DEFAULT_TIMEOUT_S, HttpStatusError, http_get
 from keyshared.explain.keys import check_keys
 from keyshared.explain.stats import shown
 from keyshared.routing.hashing import key_hash
@@ -153,27 +152,29 @@ def _segment_id(path: str, layout: TopicLayout, key: object) -> int:
 # --- fetching ------------------------------------------------------------------------------
 
 
-def _scalable_url(url: str, name: TopicName, tail: str = "") -> str:
-    return (
-        f"{url.rstrip('/')}/admin/v2/scalable/{name.tenant}/{name.namespace_portion}"
-        f"/{name.local_name}{tail}"
-    )
+def _scalable_path(name: TopicName, tail: str = "") -> str:
+    return f"/admin/v2/scalable/{name.tenant}/{name.namespace_portion}/{name.local_name}{tail}"
 
 
-def fetch_snapshot(url: str, topic: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+def fetch_snapshot(
+    url: str | ClusterConnection, topic: str, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> dict[str, Any]:
     """The layout, stats and every sealed segment's backlog per subscription of the
-    scalable ``topic`` from the broker at ``url``, as JSON ready for :func:`read_snapshot`
-    (and to save). Each request is bounded by ``timeout_s``; errors name the address."""
+    scalable ``topic`` from the broker at ``url`` (an admin URL, or a
+    :class:`~keyshared.connection.ClusterConnection` with its TLS and authentication
+    settings), as JSON ready for :func:`read_snapshot` (and to save). Each request is
+    bounded by ``timeout_s``; errors name the address."""
     name = scalable_topic_name(topic)
-    layout_url = _scalable_url(url, name)
-    layout_json = parse_json(http_get(layout_url, timeout_s), layout_url)
-    stats_url = _scalable_url(url, name, "/stats")
-    stats = parse_json(http_get(stats_url, timeout_s), stats_url)
-    layout = read_layout(layout_json, layout_url)
+    cluster = ClusterConnection.of(url, timeout_s)
+    layout_json = cluster.admin_json("GET", _scalable_path(name))
+    stats_path = _scalable_path(name, "/stats")
+    stats = cluster.admin_json("GET", stats_path)
+    layout = read_layout(layout_json, cluster.admin_address(_scalable_path(name)))
+    stats_url = cluster.admin_address(stats_path)
     subscriptions = check_mapping(f"{stats_url}: subscriptions", stats.get("subscriptions") or {})
     backlogs = {
         str(sub): {
-            str(s.segment_id): _backlog(url, name, s, str(sub), timeout_s)
+            str(s.segment_id): _backlog(cluster, name, s, str(sub))
             for s in layout.segments.values()
             if s.is_sealed and not s.is_legacy
         }
@@ -182,18 +183,18 @@ def fetch_snapshot(url: str, topic: str, timeout_s: float = DEFAULT_TIMEOUT_S) -
     return {"topic": str(name), "layout": layout_json, "stats": stats, "backlogs": backlogs}
 
 
-def _backlog(url: str, name: TopicName, seg: Segment, sub: str, timeout_s: float) -> int | None:
-    address = (
-        f"{url.rstrip('/')}/admin/v2/segments/{name.tenant}/{name.namespace_portion}"
+def _backlog(cluster: ClusterConnection, name: TopicName, seg: Segment, sub: str) -> int | None:
+    path = (
+        f"/admin/v2/segments/{name.tenant}/{name.namespace_portion}"
         f"/{name.local_name}/{seg.descriptor}/subscription/{sub}/backlog"
     )
     try:
-        value = parse_json(http_get(address, timeout_s), address)
+        value = cluster.admin_json("GET", path)
     except HttpStatusError as e:
         if e.code == 404:  # the segment topic is not loaded: the broker cannot say
             return None
         raise
-    return check_int(address, value, minimum=0)
+    return check_int(cluster.admin_address(path), value, minimum=0)
 
 
 # --- answers -------------------------------------------------------------------------------
