@@ -339,7 +339,7 @@ class ClusterConnection:
             for name in _CREDENTIALS:
                 values.pop(name, None)
         names = dict(override_flags)
-        names.update((name, flags[name]) for name in values if name not in overrides)
+        names.update((n, flags[n]) for n in values if n not in overrides and n in flags)
         return cls(**{**values, **overrides}, flags=names)
 
     def to_child(self) -> dict[str, Any]:
