@@ -625,8 +625,17 @@ class ClusterConnection:
             return OSError(scrub(f"{address}: {type(result).__name__}: {result}"))
         return result
 
-    def _refusal(self, address: str, code: int, what: str, said: str | None) -> ClusterAccessError:
+    def _refusal(
+        self, address: str, status: int, what: str, said: str | None
+    ) -> ClusterAccessError:
+        """The one line of a 401 or 403 (``status``) to the request ``what``, whose answer
+        gave the reason ``said``."""
+        code = status
         pulsar_says = "" if said is None else f" ({shown(said, 200)})"
+        # Pulsar answers 401 to a role it knows but does not allow, with a reason ("Unauthorized
+        # to validateTopicOperation ..."); refused credentials come with none of its own.
+        if code == 401 and said is not None and self.authentication != "none":
+            code = 403 if _PERMISSION.search(said) else code
         if code == 401:
             if self.authentication == "none":
                 return ClusterAccessError(
@@ -647,11 +656,11 @@ class ClusterConnection:
         role = self.role()
         the_role = "the role" if role is None else f"the role {role!r}"
         return ClusterAccessError(
-            f"{address}: HTTP 403: {the_role} has no permission for {_resource(what)}"
+            f"{address}: HTTP {status}: {the_role} has no permission for {_resource(what)}"
             f"{pulsar_says}: grant it {_grant(what, role)} or use another token",
             kind="forbidden",
             argument=self._credentials_flag(),
-            status=403,
+            status=status,
         )
 
     def _credentials_said(self) -> str:
@@ -1014,6 +1023,8 @@ _CREDENTIALS = (
     "oauth2_audience",
     "oauth2_scope",
 )
+# What Pulsar's reason says when a role it authenticated lacks a permission.
+_PERMISSION = re.compile(r"unauthorized to|not authorized|permission", re.IGNORECASE)
 # OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH and X509_V_ERR_IP_ADDRESS_MISMATCH.
 _HOSTNAME_MISMATCH = frozenset({62, 64})
 # OpenSSL's verify codes of a chain that ends at no trusted authority: a self-signed

@@ -192,16 +192,26 @@ def free_port() -> int:
         return port
 
 
-def http_get(url: str, timeout_s: float = HTTP_TIMEOUT_S) -> Any:
+def http_get(
+    url: str, timeout_s: float = HTTP_TIMEOUT_S, headers: Mapping[str, str] | None = None
+) -> Any:
     """The JSON (or text) answer of a GET; urllib's errors pass through."""
-    return http_request("GET", url, timeout_s=timeout_s)
+    return http_request("GET", url, timeout_s=timeout_s, headers=headers)
 
 
-def http_request(method: str, url: str, body: Any = None, timeout_s: float = HTTP_TIMEOUT_S) -> Any:
-    """The JSON (or text) answer of a request with an optional JSON ``body``."""
+def http_request(
+    method: str,
+    url: str,
+    body: Any = None,
+    timeout_s: float = HTTP_TIMEOUT_S,
+    headers: Mapping[str, str] | None = None,
+) -> Any:
+    """The JSON (or text) answer of a request with an optional JSON ``body`` and extra
+    ``headers`` (a secured broker's ``Authorization``)."""
     data = None if body is None else json.dumps(body).encode("utf-8")
-    headers = {"Content-Type": "application/json"} if data is not None else {}
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
+    sent = {"Content-Type": "application/json"} if data is not None else {}
+    sent.update(headers or {})
+    request = urllib.request.Request(url, data=data, method=method, headers=sent)
     with urllib.request.urlopen(request, timeout=timeout_s) as answer:
         text = answer.read().decode("utf-8")
     try:
@@ -210,22 +220,27 @@ def http_request(method: str, url: str, body: Any = None, timeout_s: float = HTT
         return text
 
 
-def _is_ready(web_url: str) -> bool:
+def _is_ready(web_url: str, headers: Mapping[str, str] | None = None) -> bool:
     try:
-        healthy = http_get(f"{web_url}/admin/v2/brokers/health", timeout_s=5.0) == "ok"
+        health = http_get(f"{web_url}/admin/v2/brokers/health", 5.0, headers)
         # The standalone starter creates public/default only after the broker is up.
-        return healthy and "public/default" in http_get(f"{web_url}/admin/v2/namespaces/public")
+        namespaces = http_get(f"{web_url}/admin/v2/namespaces/public", headers=headers)
+        return health == "ok" and "public/default" in namespaces
     except (OSError, urllib.error.URLError):
         return False
 
 
 def wait_until_ready(
-    web_url: str, timeout_s: float, alive: Callable[[], bool] = lambda: True
+    web_url: str,
+    timeout_s: float,
+    alive: Callable[[], bool] = lambda: True,
+    headers: Mapping[str, str] | None = None,
 ) -> None:
-    """Polls the broker's health check until it passes; BrokerUnavailable when ``alive()``
-    turns false or ``timeout_s`` passes first."""
+    """Polls the broker's health check (with ``headers``: a secured broker's credentials)
+    until it passes; BrokerUnavailable when ``alive()`` turns false or ``timeout_s`` passes
+    first."""
     deadline = time.monotonic() + timeout_s
-    while not _is_ready(web_url):
+    while not _is_ready(web_url, headers):
         if not alive():
             raise BrokerUnavailable(f"the broker at {web_url} exited while starting")
         if time.monotonic() >= deadline:
@@ -243,15 +258,21 @@ class PulsarBroker:
         start_timeout_s: float = START_TIMEOUT_S,
         settings: Mapping[str, str] | None = None,
         zookeeper: bool = False,
+        advertised_address: str = "127.0.0.1",
+        admin_headers: Mapping[str, str] | None = None,
     ) -> None:
         """Starts the broker of ``version`` with ``settings`` over :data:`STANDALONE_CONF`
         and waits until it serves; BrokerUnavailable (with its log's tail) otherwise. Its
         metadata store is RocksDB inside the broker, or with ``zookeeper`` a ZooKeeper
         server in the same process that tests can read while the broker runs, at
-        :attr:`metadata_connect`."""
+        :attr:`metadata_connect`. It tells clients to connect to ``advertised_address``
+        (it listens on 127.0.0.1 whatever it is), and its readiness check and
+        :meth:`admin` send ``admin_headers`` (a secured broker's credentials)."""
         self.version = version
         self.settings = {**STANDALONE_CONF, **(settings or {})}
         self.zookeeper = zookeeper
+        self.advertised_address = advertised_address
+        self.admin_headers = dict(admin_headers or {})
         self._dir = Path(tempfile.mkdtemp(prefix="keyshared-pulsar-"))
         self._ports = (free_port(), free_port(), free_port())
         broker_port, web_port, _ = self._ports
@@ -273,7 +294,9 @@ class PulsarBroker:
         failure stops it and raises BrokerUnavailable with its log's tail."""
         self._proc = self._spawn(*self._ports)
         try:
-            wait_until_ready(self.web_url, timeout_s, lambda: self._proc.poll() is None)
+            wait_until_ready(
+                self.web_url, timeout_s, lambda: self._proc.poll() is None, self.admin_headers
+            )
         except BaseException as e:
             tail = self.log_tail()
             self._stop()
@@ -311,7 +334,7 @@ class PulsarBroker:
             broker_classpath(self.version),
             "org.apache.pulsar.PulsarStandaloneStarter",
             "--config", str(conf),
-            "--advertised-address", "127.0.0.1",
+            "--advertised-address", self.advertised_address,
             "--metadata-dir", str(data / "metadata"),
             "--bookkeeper-dir", str(data / "bookkeeper"),
             "--no-functions-worker",
@@ -353,7 +376,9 @@ class PulsarBroker:
         """``/admin/v2/<path>`` as JSON; BrokerUnavailable when the broker has exited."""
         if self._proc.poll() is not None:
             raise BrokerUnavailable(f"the broker has exited:\n{self.log_tail()}")
-        return http_request(method, f"{self.web_url}/admin/v2/{path}", body)
+        return http_request(
+            method, f"{self.web_url}/admin/v2/{path}", body, headers=self.admin_headers
+        )
 
     def create_partitioned_topic(self, topic: str, partitions: int) -> None:
         """Creates ``persistent://public/default/<topic>`` with ``partitions`` partitions."""

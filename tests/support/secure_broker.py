@@ -27,16 +27,31 @@ and its clients use, all made at run time.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import secrets
+import shutil
 import ssl
+import tempfile
+import urllib.error
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import jwt
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from support.pulsar_broker import (
+    START_TIMEOUT_S,
+    AdminError,
+    PulsarBroker,
+    error_reason,
+    free_port,
+)
+from support.pulsar_oracle import NEWEST
 
 #: The roles of the secured broker.
 ADMIN, VERIFIER, NOBODY = "admin", "verifier", "nobody"
@@ -155,11 +170,127 @@ def make_token(secret_key: bytes, role: str) -> str:
     return jwt.encode({"sub": role}, secret_key, algorithm="HS256")
 
 
+# The plugins and settings of token and TLS authentication, authorization, and TLS on both
+# ports. The broker's own admin calls (the standalone starter creates public/default through
+# them) and its own client go to the plain ports as the superuser; clients use the TLS ports.
+_TOKEN_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
+_TLS_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderTls"
+_TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+
+
+class SecuredBroker(PulsarBroker):
+    """Pulsar standalone (``version``) with token and TLS authentication, authorization,
+    and TLS on the binary and web ports, advertised as ``localhost`` (the name its
+    certificate is for). Its roles are :data:`ADMIN` (superuser), :data:`VERIFIER` (an
+    admin of tenant ``public``: it creates and deletes topics and reads their stats in
+    public/default) and :data:`NOBODY` (no permission), each with a token in
+    :attr:`tokens`; :attr:`client_cert` is a certificate of :data:`VERIFIER` for mutual TLS.
+    :meth:`admin` calls the plain web port as :data:`ADMIN` and raises
+    :class:`~support.pulsar_broker.AdminError` on an HTTP error."""
+
+    def __init__(
+        self,
+        version: str = NEWEST,
+        start_timeout_s: float = START_TIMEOUT_S,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="keyshared-secured-"))
+        try:
+            self.pki = Pki(self.folder / "pki")
+            #: The certificate and key of :data:`VERIFIER`, for mutual TLS.
+            self.client_cert = self.pki.client(VERIFIER)
+            self.secret_key = make_secret_key()
+            key_file = self.folder / "token-secret.key"
+            key_file.write_bytes(self.secret_key)
+            #: A token per role.
+            self.tokens = {
+                role: make_token(self.secret_key, role) for role in (ADMIN, VERIFIER, NOBODY)
+            }
+            tls_port, web_tls_port = free_port(), free_port()
+            secured = {
+                "webSocketServiceEnabled": "false",
+                "advertisedAddress": "localhost",
+                "authenticationEnabled": "true",
+                "authenticationProviders": f"{_TOKEN_PROVIDER},{_TLS_PROVIDER}",
+                "tokenSecretKey": key_file.as_uri(),
+                "authorizationEnabled": "true",
+                "superUserRoles": ADMIN,
+                "brokerClientAuthenticationPlugin": _TOKEN_PLUGIN,
+                "brokerClientAuthenticationParameters": f"token:{self.tokens[ADMIN]}",
+                "brokerClientTlsEnabled": "false",
+                "brokerServicePortTls": str(tls_port),
+                "webServicePortTls": str(web_tls_port),
+                "tlsCertificateFilePath": str(self.pki.server_cert),
+                "tlsKeyFilePath": str(self.pki.server_key),
+                "tlsTrustCertsFilePath": str(self.pki.ca),
+                "tlsAllowInsecureConnection": "false",
+                "tlsRequireTrustedClientCertOnConnect": "false",
+            }
+            super().__init__(
+                version,
+                start_timeout_s,
+                {**secured, **(settings or {})},
+                advertised_address="localhost",
+                admin_headers={"Authorization": f"Bearer {self.tokens[ADMIN]}"},
+            )
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
+        #: The TLS web port, by the name its certificate is for.
+        self.https_url = f"https://localhost:{web_tls_port}"
+        #: The TLS binary port, by the name its certificate is for.
+        self.ssl_url = f"pulsar+ssl://localhost:{tls_port}"
+        #: The CA that signed the broker's certificate.
+        self.ca = self.pki.ca
+        try:
+            # The starter makes the superusers alone admins of tenant public.
+            tenant = {"adminRoles": [ADMIN, VERIFIER], "allowedClusters": ["standalone"]}
+            self.admin("tenants/public", "POST", tenant)
+        except BaseException:
+            self.close()
+            raise
+
+    def admin(self, path: str, method: str = "GET", body: Any = None) -> Any:
+        """``/admin/v2/<path>`` as :data:`ADMIN`, as JSON; AdminError on an HTTP error."""
+        try:
+            return super().admin(path, method, body)
+        except urllib.error.HTTPError as e:
+            raise AdminError(method, path, e.code, error_reason(e.read())) from None
+
+    def token_file(self, role: str) -> Path:
+        """A file holding the token of ``role``."""
+        path = self.folder / f"{role}.token"
+        if not path.exists():
+            path.write_text(self.tokens[role] + "\n")
+        return path
+
+    def secrets(self) -> list[str]:
+        """Every secret of the broker and its clients, as text that must show in no output:
+        the tokens, the token secret key (base64 and hex), and the body of each private key
+        file."""
+        found = list(self.tokens.values())
+        found += [base64.b64encode(self.secret_key).decode(), self.secret_key.hex()]
+        for key in (self.pki.server_key, self.client_cert[1]):
+            lines = key.read_text().splitlines()
+            found += [line for line in lines if line and not line.startswith("-----")]
+        return found
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> SecuredBroker:
+        return self
+
+
 __all__ = [
     "ADMIN",
     "NOBODY",
     "VERIFIER",
     "Pki",
+    "SecuredBroker",
     "make_secret_key",
     "make_token",
 ]

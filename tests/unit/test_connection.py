@@ -579,6 +579,21 @@ def test_401_and_403_are_one_line_each_saying_what_to_do(endpoint: Callable[...,
     assert str(error).endswith("or use another token") and "\n" not in str(error)
 
 
+def test_pulsars_401_to_a_known_role_without_permission_is_a_missing_permission(
+    endpoint: Callable[..., Endpoint],
+) -> None:
+    reason = "Unauthorized to validateTopicOperation for operation [GET_STATS] on topic [t]"
+    admin = endpoint({STATS_PATH: lambda r: (401, {"reason": reason}, {})})
+    c = ClusterConnection(admin_url=admin.url, token=Secret(TOKEN))
+    error = raised(lambda: c.admin("GET", STATS_PATH), ClusterAccessError)
+    assert (error.kind, error.status, error.argument) == ("forbidden", 401, "--token")
+    said = "HTTP 401: the role 'verifier' has no permission for persistent://public/default/t"
+    assert f"{said} ({reason})" in str(error)
+    # Without credentials, the same answer asks for them.
+    error = raised(lambda: ClusterConnection(admin_url=admin.url).admin("GET", STATS_PATH))
+    assert error.kind == "unauthorized"
+
+
 def test_nothing_listening_and_no_answer_in_time(endpoint: Callable[..., Endpoint]) -> None:
     port = closed_port()
     c = ClusterConnection(admin_url=f"http://127.0.0.1:{port}", timeout_s=2)
