@@ -82,7 +82,7 @@ class _Consumer:
         self.mode = settings.mode
         self.held: list[Any] = []
         self.lock = threading.Lock()
-        self.client = connection.pulsar_client(logger=_quiet_logger())
+        self.client = connection.pulsar_client(logger=quiet_logger())
         policy = pulsar.ConsumerKeySharedPolicy(
             allow_out_of_order_delivery=settings.allow_out_of_order
         )
@@ -146,7 +146,8 @@ class _Consumer:
         self.client.close()
 
 
-def _quiet_logger() -> logging.Logger:
+def quiet_logger() -> logging.Logger:
+    """The client's logger, at errors only: its connection chatter is no part of a report."""
     logger = logging.getLogger("pulsar-client")
     logger.setLevel(logging.ERROR)
     return logger

@@ -23,7 +23,7 @@ from typing import Any
 from keyshared.connection import ClusterConnection
 from keyshared.errors import InvalidArgument
 from keyshared.scalable.topic_name import TopicDomain, TopicName
-from keyshared.verify.consumer import ConsumerSettings, now_ms
+from keyshared.verify.consumer import ConsumerSettings, now_ms, quiet_logger
 from keyshared.verify.processes import ConsumerFailed, ConsumerProcess
 from keyshared.verify.record import (
     NOT_PARTITIONED,
@@ -125,21 +125,20 @@ class Run:
             self._created = True
         else:
             self.record.partitions = self._partition_count()
-        self._client = self.connection.pulsar_client()
+        self._client = self.connection.pulsar_client(logger=quiet_logger())
         self._producer = self._client.create_producer(
             str(name), batching_enabled=False, block_if_queue_full=True, max_pending_messages=1000
         )
 
     def _exists(self) -> bool:
-        if self._partition_count():
-            return True
         try:
-            self._admin("GET", self._topic_path("/stats"))
+            return self._partition_count() > 0 or bool(
+                self._admin("GET", self._topic_path("/stats"))
+            )
         except OSError as e:
             if getattr(e, "code", None) == 404:
                 return False
             raise
-        return True
 
     def _partition_count(self) -> int:
         data = json.loads(self._admin("GET", self._topic_path("/partitions")))
@@ -288,7 +287,9 @@ class Run:
                 and e[2] != consumer.label
                 and e[3] in held
             ]
-        self.leave(consumer, Leave.timeout, min([observed, *redelivered]))
+        # Strictly before the first redelivery: the log is sorted by moment, and a tie
+        # would leave the redelivery before the leave that caused it.
+        self.leave(consumer, Leave.timeout, min([observed, *(r - 0.001 for r in redelivered)]))
 
     def pause(self, consumer: ConsumerProcess, seconds: float) -> None:
         """Stops the consumer's process for ``seconds`` (within the keep-alive: the broker
