@@ -214,6 +214,10 @@ class _State:
         self.renew_at = 0.0
         self.secrets: list[str] = []
 
+    def __reduce__(self) -> tuple[type[_State], tuple[()]]:
+        # What was learned stays behind: a copy (deepcopy, asdict, pickle) starts afresh.
+        return _State, ()
+
 
 @dataclass(frozen=True)
 class ClusterConnection:
@@ -299,6 +303,13 @@ class ClusterConnection:
                 )
         if self.token is not None:
             self._state.secrets.append(self.token.reveal())
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A read-only mapping does not pickle: its contents do (a Secret still refuses).
+        return {**self.__dict__, "flags": dict(self.flags)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, flags=MappingProxyType(state["flags"]))
 
     # --- reading settings -------------------------------------------------------------------
 

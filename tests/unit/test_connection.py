@@ -447,6 +447,9 @@ def test_a_secret_never_shows() -> None:
     assert hash(c) == hash(
         ClusterConnection(admin_url="http://h:8080", token=Secret(TOKEN), token_from="--token")
     )
+    # Without a secret, a connection copies and pickles (what it learned stays behind).
+    plain = ClusterConnection(admin_url="http://h:8080", timeout_s=3)
+    assert pickle.loads(pickle.dumps(plain)) == copy.deepcopy(plain) == plain
     with_password = ClusterConnection(admin_url="https://user:hunter22@h:8443")
     assert "hunter22" not in json.dumps(with_password.describe())
 
