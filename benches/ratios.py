@@ -114,6 +114,10 @@ FLOORS = [
     Floor("spark-bucket-hash-arrow", "trivial-arrow-udf", 1 / 1.15),
     # The job's routing step within 1.3x of Spark generating and grouping the same messages.
     Floor("spark-job-step", "spark-groupby", 1 / 1.3),
+    # keyshared verify's checker over a run of 1M messages (2M events) within 20x of a plain
+    # Python pass that only counts the events by kind (paired rounds; benches/test_verify.py).
+    # Measured on a loaded 2-core VM: 5x (paired), 2.5 s of CPU.
+    Floor("verify-check", "count-events", 1 / 20),
 ]
 
 
@@ -168,6 +172,8 @@ def check_speedups(group: str, libs: dict[str, float]) -> list[str]:
 
 CEILINGS = [
     Ceiling("key-hashes-arrow-1thread", OURS, 2.5),
+    # keyshared verify's checker: a recorded run of 1M messages checked in under 10 s of CPU.
+    Ceiling("verify-check", OURS, 10_000.0),
 ]
 
 
