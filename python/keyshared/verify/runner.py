@@ -125,10 +125,18 @@ class Run:
             self._created = True
         else:
             self.record.partitions = self._partition_count()
-        self._client = self.connection.pulsar_client(logger=quiet_logger())
-        self._producer = self._client.create_producer(
-            str(name), batching_enabled=False, block_if_queue_full=True, max_pending_messages=1000
-        )
+        try:
+            self._client = self.connection.pulsar_client(logger=quiet_logger())
+            self._producer = self._client.create_producer(
+                str(name),
+                batching_enabled=False,
+                block_if_queue_full=True,
+                max_pending_messages=1000,
+            )
+        except BaseException:
+            # The broker's binary port refused what its admin port took: the topic goes.
+            self.close()
+            raise
 
     def _exists(self) -> bool:
         try:
@@ -195,6 +203,12 @@ class Run:
                 f"{name} ran out of time after {self.duration_s:g} s waiting for {e}: what it"
                 " had not seen acknowledged counts as lost (raise --duration on a slow cluster)"
             )
+        except BaseException:
+            # Ctrl-C, or the cluster failing the run: no graceful close to wait for.
+            for consumer in self._consumers:
+                consumer.discard()
+            self._consumers.clear()
+            raise
         finally:
             for consumer in list(self._consumers):
                 # A consumer that cannot close cleanly is ended; the scenario's verdict
