@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -120,6 +121,56 @@ def test_the_last_consumer_leaving_rewinds_to_what_was_not_acked() -> None:
     verdict = check(log.record())
     assert verdict.passed, verdict.first
     assert verdict.scenarios[0].duplicates_allowed == 2
+
+
+def test_a_read_past_the_look_ahead_limit_leaves_the_rest_for_the_cursor() -> None:
+    """4,100 messages of a draining hash: the redelivery queue takes 4,000 (the limit for two
+    consumers), the read stops, and the cursor reads the rest once the queue drains."""
+    log = Log()
+    log.join("c1")
+    moved = owned_keys(["c1", "c2"], "c2", 1)[0]
+    first = log.publish(moved)
+    log.deliver("c1", *first)
+    log.join("c2")
+    held = log.publish(*[moved] * 4_100)
+    log.ack("c1", *first)
+    log.deliver("c2", *held)
+    log.ack("c2", *held)
+    verdict = check(log.record())
+    assert verdict.passed, verdict.first
+    assert verdict.scenarios[0].held == 4_000
+
+
+def test_positions_that_do_not_ascend_with_sends_are_found_for_a_replay() -> None:
+    log, mine, _ = two_consumers()
+    sent = log.publish(*mine)
+    messages = log.scenario.messages
+    messages[:] = [replace(m, entry_id=10 - m.index) for m in messages]
+    log.deliver("c1", *sent)
+    log.nack("c1", sent[1])
+    log.deliver("c1", sent[1])
+    log.ack("c1", *sent)
+    verdict = check(log.record())
+    assert verdict.passed, verdict.first
+    assert verdict.scenarios[0].duplicates_allowed == 1
+
+
+def test_the_first_violation_is_the_earliest_of_any_scenario() -> None:
+    clean, broken = Log("steady"), Log("join")
+    clean.join("c1")
+    clean.ack("c1", *clean.publish("a"))  # never delivered: the model's miss at its end
+    broken.now = clean.now - 100  # recorded first, though listed second
+    broken.join("c1")
+    sent = broken.publish("a", "a")
+    broken.deliver("c1", sent[1], sent[0])
+    broken.ack("c1", *sent)
+    record = clean.record()
+    record.scenarios.append(broken.scenario)
+    verdict = check(record)
+    assert not verdict.passed
+    assert [s.name for s in verdict.scenarios] == ["steady", "join"]
+    assert verdict.first is not None and verdict.first.scenario == "join"
+    assert verdict.first.rule == "order"
 
 
 # --- each rule -----------------------------------------------------------------------------

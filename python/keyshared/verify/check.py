@@ -29,6 +29,7 @@ rule (by log order) and counts them all.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -78,6 +79,9 @@ OUT_OF_ORDER_CAUSE = (
 
 #: The ``owner`` of a key two or more live consumers have in flight (see ``_ScenarioCheck``).
 _SHARED = object()
+
+#: Hold reasons of an entry behind another of its hash, which may be held for draining.
+_BEHIND_HELD = frozenset({HoldReason.BLOCKED_IN_READ, HoldReason.AWAITING_REDELIVERY})
 
 #: Why the model holds an entry back, by hold reason, for the model rule's sentences.
 _HELD_BECAUSE = {
@@ -294,6 +298,9 @@ class _Model:
         self.early: dict[int, str] = {}
         self.backlog: dict[int, list[int]] = {p: [] for p in partitions}
         self.unsettled: set[int] = set()
+        #: Each partition's send indexes in send order (a range for one partition), and by
+        #: position where positions do not ascend with them.
+        self._sent: dict[int, Sequence[int]] = {}
         self._positions: dict[int, dict[tuple[int, int], int]] = {}
 
     # --- the log's events ----------------------------------------------------------------
@@ -325,8 +332,7 @@ class _Model:
         not seen acked is read again, in position order, once a consumer joins."""
         queued = [(ledger, entry) for ledger, entry, _ in d.redelivery.to_list()]
         removed = [(ledger, entry) for ledger, entry, _, _ in d.remove_consumer(cid)]
-        index = self._index(p)
-        again = set(self.backlog[p]) | {index[pos] for pos in (*queued, *removed)}
+        again = set(self.backlog[p]) | {self._index(p, *pos) for pos in (*queued, *removed)}
         self.backlog[p] = sorted(again, key=lambda i: (self.ledgers[i], self.entries[i]))
         if self.backlog[p]:
             self.unsettled.add(p)
@@ -389,8 +395,7 @@ class _Model:
         queue = d.redelivery
         while len(queue):
             positions = d.get_messages_to_replay_now(REPLAY_BATCH)
-            index = self._index(p) if positions else {}
-            if not self._read(p, [index[pos] for pos in positions], replay=True):
+            if not self._read(p, [self._index(p, *pos) for pos in positions], replay=True):
                 break
         backlog = self.backlog[p]
         if backlog and d.is_normal_read_allowed():
@@ -435,19 +440,30 @@ class _Model:
         draining = r.draining_consumer_id
         holder = None if draining is None else self.label_of[draining]
         self.holds[i] = (r.held, holder)
-        if r.held is HoldReason.DRAINING:
+        if r.held is HoldReason.DRAINING or (
+            r.held in _BEHIND_HELD and self.dispatchers[p].tracker.get_entry(r.sticky_key_hash)
+        ):
             self.held_draining.add(i)
         if not r.queued_for_redelivery:
             self.backlog[p].append(i)
         self.unsettled.add(p)
 
-    def _index(self, p: int) -> dict[tuple[int, int], int]:
-        """Partition ``p``'s send index by position, made when a replay first needs it."""
+    def _index(self, p: int, ledger: int, entry: int) -> int:
+        """The send index of the message at ``(ledger, entry)`` on partition ``p``: found by
+        bisection, since a producer's positions ascend with its sends, else (a partition
+        whose positions do not) from a map of them all; KeyError for none there."""
+        if p not in self._sent:
+            single = len(self.dispatchers) == 1
+            n = len(self.partitions)
+            self._sent[p] = range(n) if single else [i for i in range(n) if self.partitions[i] == p]
+        sent = self._sent[p]
+        ledgers, entries = self.ledgers, self.entries
+        at = bisect_left(sent, (ledger, entry), key=lambda i: (ledgers[i], entries[i]))
+        if at < len(sent) and ledgers[sent[at]] == ledger and entries[sent[at]] == entry:
+            return sent[at]
         if p not in self._positions:
-            self._positions[p] = {
-                (m.ledger_id, m.entry_id): m.index for m in self.messages if m.partition == p
-            }
-        return self._positions[p]
+            self._positions[p] = {(ledgers[i], entries[i]): i for i in sent}
+        return self._positions[p][ledger, entry]
 
     # --- what the model says -------------------------------------------------------------
 

@@ -18,6 +18,7 @@ event from :data:`START_MS`.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import deque
 from collections.abc import Callable
@@ -135,6 +136,7 @@ class _Broker:
         self.now = START_MS
 
     def log(self, *fields: object) -> float:
+        """Appends the event of kind ``fields[0]`` and the rest, 1 ms after the last."""
         self.now += 1.0
         self.events.append((fields[0], self.now, *fields[1:]))
         return self.now
@@ -177,10 +179,10 @@ class _Broker:
                 ordered.append("leave")
                 leaves, live = leaves - 1, live - 1
         steps = sorted(self.rng.randrange(max(1, batches)) for _ in ordered)
-        hows = [Leave.close, Leave.crash, Leave.timeout]
+        hows = itertools.cycle([Leave.close, Leave.crash, Leave.timeout])
         plan: dict[int, list[Callable[[], None]]] = {}
-        for n, (step, kind) in enumerate(zip(steps, ordered, strict=True)):
-            change = self.join if kind == "join" else self._leaver(hows[n % 3])
+        for step, kind in zip(steps, ordered, strict=True):
+            change = self.join if kind == "join" else self._leaver(next(hows))
             plan.setdefault(step, []).append(change)
         for _ in range(w.stalls):
             plan.setdefault(self.rng.randrange(max(1, batches)), []).append(self.stall)
