@@ -43,12 +43,17 @@ TIMELINE_BINS = 800
 #: Poisson arrivals have a tick to fall in.
 _SIM_TICK_MS = 100
 
-#: Membership marks in the timeline: marker and color per event kind.
+#: The events the timeline marks on a consumer's lane.
+_MEMBERSHIP = frozenset({Kind.join, Kind.leave, Kind.stall, Kind.resume})
+
+#: Membership marks in the timeline, by name (a leave's by how): marker and color.
 _MARKS = {
-    Kind.join: (">", "tab:green"),
-    Kind.leave: ("s", "black"),
-    Kind.stall: ("|", "tab:orange"),
-    Kind.resume: ("|", "tab:green"),
+    "join": (">", "tab:green"),
+    "close": ("s", "black"),
+    "crash": ("D", "tab:purple"),
+    "timeout": ("s", "tab:gray"),
+    "stall": ("|", "tab:orange"),
+    "resume": ("|", "tab:green"),
 }
 
 
@@ -370,8 +375,9 @@ def _write_with(path: Path, write: Callable[[Path], object]) -> Path:
 def plot_timeline(record: RunRecord, verdict: Verdict, path: str | Path) -> None:
     """Writes the timeline PNG to ``path``: one lane per consumer (``scenario/label``, in
     the order they joined), its deliveries over seconds since the run's start, its joins,
-    leaves, stalls and resumes as marks, and every kept violation as a red cross on the
-    lane of the consumer it names first; dotted lines mark where each scenario starts."""
+    leaves (a mark for each of close, crash and timeout), stalls and resumes as marks, and
+    every kept violation as a red cross on the lane of the consumer it names first; dotted
+    lines mark where each scenario starts."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display is needed or wanted
@@ -391,8 +397,8 @@ def plot_timeline(record: RunRecord, verdict: Verdict, path: str | Path) -> None
     handles = [
         Line2D([], [], marker="|", linestyle="", color="tab:blue", label="deliveries"),
         *(
-            Line2D([], [], marker=m, linestyle="", color=c, label=kind.value)
-            for kind, (m, c) in _MARKS.items()
+            Line2D([], [], marker=m, linestyle="", color=c, label=name)
+            for name, (m, c) in _MARKS.items()
         ),
         Line2D([], [], marker="X", linestyle="", color="red", label="violation"),
     ]
@@ -425,8 +431,8 @@ def _draw_scenario(
         kind = e[0]
         if kind == Kind.deliver:
             deliveries.setdefault(e[2], []).append(e[1])
-        elif kind in _MARKS and (scenario.name, e[2]) in lanes:
-            marker, color = _MARKS[Kind(kind)]
+        elif kind in _MEMBERSHIP and (scenario.name, e[2]) in lanes:
+            marker, color = _MARKS[e[3] if kind == Kind.leave else kind]
             ax.plot([(e[1] - start) / 1000], [lanes[scenario.name, e[2]]], marker, color=color)
     for label, moments in deliveries.items():
         seconds = (np.asarray(moments) - start) / 1000
