@@ -227,6 +227,20 @@ def test_a_delivery_to_another_consumer_than_the_model_breaks_the_model() -> Non
     assert "where the model sends it to c1" in v.detail
 
 
+def test_a_delivery_before_the_model_read_the_message_breaks_the_model() -> None:
+    log, mine, _ = two_consumers()
+    sent = log.publish(mine[0])
+    publish = log.scenario.events.pop()
+    log.deliver("c1", *sent)
+    log.scenario.events.append(publish)
+    log.ack("c1", *sent)
+    verdict = check(log.record())
+    assert rules(verdict) == {"model"}
+    [model] = verdict.scenarios[0].violations
+    assert "went to c1 while the model has not read it" in model.detail
+    assert verdict.scenarios[0].counts["model"] == 1
+
+
 def test_a_message_the_model_sent_that_never_came_breaks_the_model() -> None:
     log, mine, _ = two_consumers()
     log.publish(mine[0])

@@ -620,12 +620,12 @@ class _ScenarioCheck:
                     if delivered[i]:
                         self._redelivery(ms, label, i)
                         continue
-                    # Counted at the end: first deliveries are the flags set.
-                    delivered[i] = 1
                     if sent_to[i] == label:
                         sent_to[i] = None
                     else:
                         self._unpredicted(ms, label, i)
+                    # Counted at the end: first deliveries are the flags set.
+                    delivered[i] = 1
                     k = kid[i]
                     if i > last[k]:
                         last[k] = i
