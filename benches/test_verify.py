@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from ratios import CPU_NS, KEYS, PAIRED
 
-from keyshared.verify.check import check
+from keyshared.verify.checker import check
 from keyshared.verify.record import RunRecord
 from keyshared.verify.synthetic import SyntheticWorkload, synthetic_run
 

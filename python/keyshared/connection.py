@@ -1196,7 +1196,7 @@ def _check_token(name: str, token: object) -> None:
 
 def _pulsar_module() -> Any:
     try:
-        import pulsar  # type: ignore[import-untyped]
+        import pulsar
     except ImportError:
         raise InvalidArgument(
             "the Pulsar client is not installed: pip install 'keyshared[verify]'",

@@ -37,6 +37,7 @@ MODULES = [
     "keyshared.errors",
     "keyshared.versions",
     "keyshared.connection",
+    "keyshared.verify",
 ]
 
 

@@ -1,4 +1,4 @@
-"""keyshared.verify.check: each rule caught on hand-written records and quiet on clean ones
+"""keyshared.verify.checker: each rule caught on hand-written records and quiet on clean ones
 (the duplicates at-least-once allows, redeliveries after a leave, messages held while their
 hash drains and released by acks), valid generated runs passing and their mutations failing
 with the rule they break, and records round-tripping through JSON."""
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from support.verify_runs import MUTATIONS, Log, owned_keys
 
 from keyshared.errors import InvalidArgument
-from keyshared.verify.check import KEPT_PER_RULE, OUT_OF_ORDER_CAUSE, RULES, Verdict, check
+from keyshared.verify.checker import KEPT_PER_RULE, OUT_OF_ORDER_CAUSE, RULES, Verdict, check
 from keyshared.verify.record import RunRecord
 from keyshared.verify.synthetic import SyntheticWorkload, synthetic_run
 

@@ -15,7 +15,7 @@ from support.verify_runs import Log, drop_ack, owned_keys
 from keyshared import cli
 from keyshared.errors import InvalidArgument
 from keyshared.simulate import Scenario
-from keyshared.verify.check import OUT_OF_ORDER_CAUSE, RULES, check
+from keyshared.verify.checker import OUT_OF_ORDER_CAUSE, RULES, check
 from keyshared.verify.record import RunRecord
 from keyshared.verify.report import (
     format_verdict,

@@ -11,7 +11,7 @@ The producer and consumers are Pulsar's official Python client (the extra
 """
 
 from keyshared.verify.canary import Outcome, verify
-from keyshared.verify.check import ScenarioResult, Verdict, Violation, check
+from keyshared.verify.checker import ScenarioResult, Verdict, Violation, check
 from keyshared.verify.record import Message, RunRecord, ScenarioRecord
 from keyshared.verify.runner import RunFailed, VerifyOptions, Workload
 from keyshared.verify.scenarios import SCENARIOS

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from keyshared.connection import ClusterConnection
-from keyshared.verify.check import Verdict, check
+from keyshared.verify.checker import Verdict, check
 from keyshared.verify.record import RunRecord
 from keyshared.verify.runner import Run, VerifyOptions
 from keyshared.verify.scenarios import SCENARIOS
@@ -91,3 +91,6 @@ def verify(
                 SCENARIOS[name](run)
     notes += run.notes
     return Outcome(record, check(record), notes)
+
+
+__all__ = ["Outcome", "broker_version", "release_to_check", "verify"]

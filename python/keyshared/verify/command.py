@@ -20,7 +20,7 @@ from keyshared.connection import add_arguments, from_arguments
 from keyshared.errors import InvalidArgument
 from keyshared.explain.admin import check_timeout
 from keyshared.verify.canary import Outcome, verify
-from keyshared.verify.check import check
+from keyshared.verify.checker import check
 from keyshared.verify.processes import ConsumerFailed
 from keyshared.verify.report import format_verdict, load_record, write_report
 from keyshared.verify.runner import RunFailed, VerifyOptions, Workload

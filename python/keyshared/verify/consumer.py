@@ -183,5 +183,7 @@ def main() -> None:
     consumer.close()
 
 
+__all__ = ["MODES", "ConsumerSettings", "main", "now_ms", "quiet_logger"]
+
 if __name__ == "__main__":
     main()

@@ -79,12 +79,12 @@ class ConsumerProcess:
             if "d" in item:
                 index, _, _, _, redelivery, ms = item["d"]
                 self.received.append(index)
-                self._sink((Kind.deliver.value, ms, self.label, index, redelivery))
+                self._sink((Kind.DELIVER.value, ms, self.label, index, redelivery))
             elif "a" in item:
                 self.acked += 1
-                self._sink((Kind.ack.value, item["a"][1], self.label, item["a"][0]))
+                self._sink((Kind.ACK.value, item["a"][1], self.label, item["a"][0]))
             elif "n" in item:
-                self._sink((Kind.nack.value, item["n"][1], self.label, item["n"][0]))
+                self._sink((Kind.NACK.value, item["n"][1], self.label, item["n"][0]))
             else:
                 with self._changed:
                     self._answers.append(item)
@@ -201,3 +201,12 @@ def _close(stream: IO[str] | None) -> None:
     if stream is not None:
         with contextlib.suppress(OSError):
             stream.close()
+
+
+__all__ = [
+    "ANSWER_TIMEOUT_S",
+    "START_TIMEOUT_S",
+    "STOP_TIMEOUT_S",
+    "ConsumerFailed",
+    "ConsumerProcess",
+]

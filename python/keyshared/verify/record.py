@@ -5,12 +5,12 @@ scenario receive, acknowledge and negatively acknowledge them while consumers jo
 crash and stall. :class:`ScenarioRecord` holds one scenario: the messages the broker
 acknowledged on send (:class:`Message`, by their send index) and an ordered event log.
 
-The log's order is the order in which the run fed the events to keyshared's model, which is
-causal: a scenario waits until the broker has settled (its stats list a joining consumer, a
-leaving one is gone, every consumer fell quiet) before it makes the next change, so events on
-either side of a change never race. Within a quiet spell, deliveries and acks of different
-consumers are ordered by their moment. Every moment is in milliseconds since the epoch, from
-this machine's clock (the consumers are child processes of the run).
+The log is ordered by moment, and that order is the order in which the checker feeds the
+events to keyshared's model. It is causal because a scenario waits until the broker has
+settled (its stats list a joining consumer, a leaving one is gone, every consumer fell quiet)
+before it makes the next change, and because each moment is taken before the act it records
+(a consumer notes an ack's moment before it acknowledges). Every moment is in milliseconds
+since the epoch, from this machine's clock (the consumers are child processes of the run).
 
 Events are tuples whose first item is the kind (:class:`Kind`) and second the moment:
 
@@ -20,9 +20,9 @@ Events are tuples whose first item is the kind (:class:`Kind`) and second the mo
   label), ``name`` the consumer name the broker shows;
 - ``("leave", ms, consumer, how)``: the broker no longer lists it; ``how`` is ``"close"``,
   ``"crash"`` (its process was killed with -9) or ``"timeout"`` (it stopped answering past
-  the broker's keep-alive). The event stands where the broker dropped the consumer, but its
-  moment is when the consumer stopped being live: when it was told to close, when it was
-  killed, or when the broker dropped it; so moments need not ascend through the log;
+  the broker's keep-alive). Its moment is when the consumer stopped being live: when it was
+  told to close, when it was killed, or when the broker dropped it (no later than the first
+  delivery elsewhere of a message it held);
 - ``("publish", ms, first, count)``: messages ``first`` to ``first + count - 1`` were sent
   and acknowledged by the broker; the model reads them as one read, in index order;
 - ``("deliver", ms, consumer, index, redelivery_count)``: the consumer received a message;
@@ -58,24 +58,24 @@ NOT_PARTITIONED = -1
 class Kind(StrEnum):
     """The kinds of event in a scenario's log."""
 
-    scenario = "scenario"
-    join = "join"
-    leave = "leave"
-    publish = "publish"
-    deliver = "deliver"
-    ack = "ack"
-    nack = "nack"
-    stall = "stall"
-    resume = "resume"
-    stats = "stats"
+    SCENARIO = "scenario"
+    JOIN = "join"
+    LEAVE = "leave"
+    PUBLISH = "publish"
+    DELIVER = "deliver"
+    ACK = "ack"
+    NACK = "nack"
+    STALL = "stall"
+    RESUME = "resume"
+    STATS = "stats"
 
 
 class Leave(StrEnum):
     """How a consumer left."""
 
-    close = "close"
-    crash = "crash"
-    timeout = "timeout"
+    CLOSE = "close"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
 
 
 #: One event: the kind, the moment in ms since the epoch, then the kind's fields.
@@ -88,16 +88,16 @@ Stats = dict[str, dict[int, dict[str, list[list[int]]]]]
 
 #: How many fields each kind carries after the kind and the moment.
 _ARITY = {
-    Kind.scenario: 1,
-    Kind.join: 2,
-    Kind.leave: 2,
-    Kind.publish: 2,
-    Kind.deliver: 3,
-    Kind.ack: 2,
-    Kind.nack: 2,
-    Kind.stall: 1,
-    Kind.resume: 1,
-    Kind.stats: 1,
+    Kind.SCENARIO: 1,
+    Kind.JOIN: 2,
+    Kind.LEAVE: 2,
+    Kind.PUBLISH: 2,
+    Kind.DELIVER: 3,
+    Kind.ACK: 2,
+    Kind.NACK: 2,
+    Kind.STALL: 1,
+    Kind.RESUME: 1,
+    Kind.STATS: 1,
 }
 
 
@@ -231,7 +231,7 @@ def _event(path: str, data: Sequence[Any]) -> Event:
             f" {len(data) - 2}",
             argument=path,
         )
-    if kind is Kind.stats:
+    if kind is Kind.STATS:
         stats = {
             name: {int(p): v for p, v in by_partition.items()}
             for name, by_partition in data[2].items()

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from keyshared._jsonfile import load_json
 from keyshared._text import table
 from keyshared.explain.stats import shown
-from keyshared.verify.check import RULES, ScenarioResult, Verdict, Violation
+from keyshared.verify.checker import RULES, ScenarioResult, Verdict, Violation
 from keyshared.verify.record import Kind, RunRecord, ScenarioRecord
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ TIMELINE_BINS = 800
 _SIM_TICK_MS = 100
 
 #: The events the timeline marks on a consumer's lane.
-_MEMBERSHIP = frozenset({Kind.join, Kind.leave, Kind.stall, Kind.resume})
+_MEMBERSHIP = frozenset({Kind.JOIN, Kind.LEAVE, Kind.STALL, Kind.RESUME})
 
 #: Membership marks in the timeline, by name (a leave's by how): marker and color.
 _MARKS = {
@@ -217,7 +217,7 @@ def simulate_scenario(record: RunRecord, scenario: ScenarioRecord) -> dict[str, 
     replays the scenario's shape, not its messages."""
     start = scenario.events[0][1] if scenario.events else 0.0
     offsets = [e[1] - start for e in scenario.events]
-    publishes = [o for e, o in zip(scenario.events, offsets, strict=True) if e[0] == Kind.publish]
+    publishes = [o for e, o in zip(scenario.events, offsets, strict=True) if e[0] == Kind.PUBLISH]
     first_ms = math.floor(min(publishes, default=0.0))
     stop_ms = max(first_ms + _SIM_TICK_MS, math.ceil(max(publishes, default=0.0)) + 1)
     duration_ms = max(stop_ms, math.ceil(max(offsets, default=0.0)) + 1)
@@ -261,10 +261,10 @@ def _most_live(scenario: ScenarioRecord) -> int:
     """The most consumers live at once in the scenario (at least 1)."""
     live = most = 0
     for e in scenario.events:
-        if e[0] == Kind.join:
+        if e[0] == Kind.JOIN:
             live += 1
             most = max(most, live)
-        elif e[0] == Kind.leave:
+        elif e[0] == Kind.LEAVE:
             live -= 1
     return max(1, most)
 
@@ -292,17 +292,17 @@ def _simulated_consumers(
     stalled: dict[str, float] = {}
     for e in scenario.events:
         kind, at = e[0], max(0.0, e[1] - start)
-        if kind == Kind.join:
+        if kind == Kind.JOIN:
             spans[e[2]] = {"name": e[2], "join_ms": math.floor(at), "stalls": []}
-        elif kind == Kind.leave:
+        elif kind == Kind.LEAVE:
             spans[e[2]]["leave_ms"] = max(spans[e[2]]["join_ms"] + 1, math.ceil(at))
-        elif kind == Kind.deliver:
+        elif kind == Kind.DELIVER:
             received[e[2]] = received.get(e[2], 0) + 1
-        elif kind == Kind.nack:
+        elif kind == Kind.NACK:
             nacked[e[2]] = nacked.get(e[2], 0) + 1
-        elif kind == Kind.stall:
+        elif kind == Kind.STALL:
             stalled[e[2]] = at
-        elif kind == Kind.resume and e[2] in stalled:
+        elif kind == Kind.RESUME and e[2] in stalled:
             began = stalled.pop(e[2])
             spans[e[2]]["stalls"].append(
                 {"at_ms": math.floor(began), "for_ms": max(1, math.ceil(at - began))}
@@ -412,7 +412,7 @@ def _lanes(record: RunRecord) -> dict[tuple[str, str], int]:
     lanes: dict[tuple[str, str], int] = {}
     for s in record.scenarios:
         for e in s.events:
-            if e[0] == Kind.join:
+            if e[0] == Kind.JOIN:
                 lanes.setdefault((s.name, e[2]), len(lanes))
     return lanes
 
@@ -429,10 +429,10 @@ def _draw_scenario(
     deliveries: dict[str, list[float]] = {}
     for e in scenario.events:
         kind = e[0]
-        if kind == Kind.deliver:
+        if kind == Kind.DELIVER:
             deliveries.setdefault(e[2], []).append(e[1])
         elif kind in _MEMBERSHIP and (scenario.name, e[2]) in lanes:
-            marker, color = _MARKS[e[3] if kind == Kind.leave else kind]
+            marker, color = _MARKS[e[3] if kind == Kind.LEAVE else kind]
             ax.plot([(e[1] - start) / 1000], [lanes[scenario.name, e[2]]], marker, color=color)
     for label, moments in deliveries.items():
         seconds = (np.asarray(moments) - start) / 1000

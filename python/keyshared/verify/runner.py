@@ -191,7 +191,7 @@ class Run:
         subscription = f"keyshared-verify-{name}-{uuid.uuid4().hex[:6]}"
         self._scenario = ScenarioRecord(name, subscription)
         self.record.scenarios.append(self._scenario)
-        self._events = [(Kind.scenario.value, now_ms(), name)]
+        self._events = [(Kind.SCENARIO.value, now_ms(), name)]
         self._labels = {}
         self._rng = random.Random(f"{self.workload.seed}:{name}")
         self._deadline = time.monotonic() + self.duration_s
@@ -214,7 +214,7 @@ class Run:
                 # A consumer that cannot close cleanly is ended; the scenario's verdict
                 # still stands on what was recorded.
                 try:
-                    self.leave(consumer, Leave.close)
+                    self.leave(consumer, Leave.CLOSE)
                 except (ConsumerFailed, OSError):
                     consumer.discard()
             with self._lock:
@@ -223,7 +223,7 @@ class Run:
 
     def _summary(self) -> str:
         assert self._scenario is not None
-        acked = sum(1 for e in self._events if e[0] == Kind.ack.value)
+        acked = sum(1 for e in self._events if e[0] == Kind.ACK.value)
         return f"{len(self._scenario.messages)} sent, {acked} acknowledged"
 
     def _add(self, event: Event) -> None:
@@ -251,7 +251,7 @@ class Run:
         )
         consumer = ConsumerProcess(label, settings, self.connection, self._add)
         self._consumers.append(consumer)
-        self._add((Kind.join.value, consumer.ready_ms, label, name))
+        self._add((Kind.JOIN.value, consumer.ready_ms, label, name))
         self.await_listed(
             lambda names: names.count(name) >= self._live_named(name), f"{name} listed"
         )
@@ -263,19 +263,19 @@ class Run:
     def leave(self, consumer: ConsumerProcess, how: Leave, at_ms: float | None = None) -> None:
         """The consumer leaves ``how``: closed or killed here (a stalled one was dropped by
         the broker already), and its leave recorded once the broker no longer lists it."""
-        if how is Leave.close:
+        if how is Leave.CLOSE:
             at_ms = consumer.close()
-        elif how is Leave.crash:
+        elif how is Leave.CRASH:
             at_ms = consumer.kill()
         assert at_ms is not None
         self._consumers.remove(consumer)
-        self._add((Kind.leave.value, at_ms, consumer.label, how.value))
+        self._add((Kind.LEAVE.value, at_ms, consumer.label, how.value))
         with contextlib.suppress(OutOfTime):
             self.await_listed(
                 lambda names: names.count(consumer.name) <= self._live_named(consumer.name),
                 f"{consumer.label} gone",
             )
-        if how is Leave.timeout:
+        if how is Leave.TIMEOUT:
             consumer.discard()
 
     def stall(self, consumer: ConsumerProcess) -> None:
@@ -283,7 +283,7 @@ class Run:
         keep-alive pings, then ends the process. The leave's moment is when the broker
         dropped it: no later than the first redelivery elsewhere of what it held."""
         stopped = consumer.stop()
-        self._add((Kind.stall.value, stopped, consumer.label))
+        self._add((Kind.STALL.value, stopped, consumer.label))
         name = consumer.name
         others = self._live_named(name) - 1
         self.await_listed(
@@ -296,33 +296,33 @@ class Run:
             redelivered = [
                 e[1]
                 for e in self._events
-                if e[0] == Kind.deliver.value
+                if e[0] == Kind.DELIVER.value
                 and e[1] > stopped
                 and e[2] != consumer.label
                 and e[3] in held
             ]
         # Strictly before the first redelivery: the log is sorted by moment, and a tie
         # would leave the redelivery before the leave that caused it.
-        self.leave(consumer, Leave.timeout, min([observed, *(r - 0.001 for r in redelivered)]))
+        self.leave(consumer, Leave.TIMEOUT, min([observed, *(r - 0.001 for r in redelivered)]))
 
     def pause(self, consumer: ConsumerProcess, seconds: float) -> None:
         """Stops the consumer's process for ``seconds`` (within the keep-alive: the broker
         keeps it) and continues it."""
-        self._add((Kind.stall.value, consumer.stop(), consumer.label))
+        self._add((Kind.STALL.value, consumer.stop(), consumer.label))
         time.sleep(seconds)
-        self._add((Kind.resume.value, consumer.resume(), consumer.label))
+        self._add((Kind.RESUME.value, consumer.resume(), consumer.label))
 
     def hold(self, consumer: ConsumerProcess) -> None:
         """The consumer stops acknowledging: it holds what it receives."""
         consumer.set_mode("hold")
-        self._add((Kind.stall.value, now_ms(), consumer.label))
+        self._add((Kind.STALL.value, now_ms(), consumer.label))
 
     def release(self, consumers: Iterable[ConsumerProcess], mode: str = "ack") -> None:
         """Each consumer acknowledges what it holds and goes on in ``mode``."""
         for consumer in consumers:
             consumer.set_mode(mode)
             consumer.ack_held()
-            self._add((Kind.resume.value, now_ms(), consumer.label))
+            self._add((Kind.RESUME.value, now_ms(), consumer.label))
 
     @property
     def consumers(self) -> list[ConsumerProcess]:
@@ -376,7 +376,7 @@ class Run:
                     at,
                 )
             )
-        self._add((Kind.publish.value, began, first, len(keys)))
+        self._add((Kind.PUBLISH.value, began, first, len(keys)))
         self.progress(f"{self._scenario.name}: {first + len(keys)} sent")
 
     def _pace(self, index: int) -> None:
@@ -395,13 +395,13 @@ class Run:
     def wait_delivered(self, indexes: Iterable[int]) -> None:
         """Until every message of ``indexes`` reached some consumer, then a quiet spell."""
         wanted = set(indexes)
-        self._until(lambda: wanted <= self._seen(Kind.deliver), f"{len(wanted)} messages delivered")
+        self._until(lambda: wanted <= self._seen(Kind.DELIVER), f"{len(wanted)} messages delivered")
         self.quiet()
 
     def wait_acked(self, indexes: Iterable[int]) -> None:
         """Until every message of ``indexes`` was acknowledged, then a quiet spell."""
         wanted = set(indexes)
-        self._until(lambda: wanted <= self._seen(Kind.ack), f"{len(wanted)} messages acknowledged")
+        self._until(lambda: wanted <= self._seen(Kind.ACK), f"{len(wanted)} messages acknowledged")
         self.quiet()
 
     def _seen(self, kind: Kind) -> set[int]:
@@ -466,7 +466,7 @@ class Run:
                         [d["hash"], d["unackMsgs"]] for d in c.get("drainingHashes") or []
                     ],
                 }
-        self._add((Kind.stats.value, at, by_name))
+        self._add((Kind.STATS.value, at, by_name))
 
 
 def _partition(message_id: Any, partitions: int) -> int:
@@ -507,3 +507,15 @@ class VerifyOptions:
 
     def total_messages(self) -> int:
         return self.workload.messages * len(self.scenarios)
+
+
+__all__ = [
+    "POLL_S",
+    "PUBLISH_CHUNK",
+    "QUIET_S",
+    "OutOfTime",
+    "Run",
+    "RunFailed",
+    "VerifyOptions",
+    "Workload",
+]

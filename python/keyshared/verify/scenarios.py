@@ -56,14 +56,14 @@ def join(run: Run) -> None:
 def leave(run: Run) -> None:
     """A consumer closes while holding unacknowledged messages: the broker sends them again
     to the consumers that take over its keys, before those keys' newer messages."""
-    _change_membership(run, Leave.close)
+    _change_membership(run, Leave.CLOSE)
 
 
 def crash(run: Run) -> None:
     """A consumer's process is killed (-9) while it holds unacknowledged messages, then
     started again under its name: the broker sees a dropped connection, sends what it held
     to the others, and takes the restarted consumer back."""
-    _change_membership(run, Leave.crash)
+    _change_membership(run, Leave.CRASH)
 
 
 def _change_membership(run: Run, how: Leave) -> None:
@@ -78,7 +78,7 @@ def _change_membership(run: Run, how: Leave) -> None:
     run.quiet()
     run.stats()
     rest = consumers[:-1]
-    if how is Leave.crash:
+    if how is Leave.CRASH:
         rest.append(run.join(gone.name, "hold"))
         run.stats()
     run.release(rest)
@@ -133,3 +133,6 @@ SCENARIOS: dict[str, Callable[[Run], None]] = {
     "stall": stall,
     "nack": nack,
 }
+
+
+__all__ = ["SCENARIOS", "crash", "join", "leave", "nack", "stall", "steady"]

@@ -6,12 +6,12 @@ consumers would see: messages of ``keys`` keys published in batches, consumers j
 leaving (closing, crashing, timing out after a stall), stalling, acking a little behind
 what they received and nacking now and then, and the broker's stats at each membership
 change. The record is what a broker that keeps Key_Shared's promises, and matches the
-model, would give: :func:`keyshared.verify.check.check` passes it, and a change to it
+model, would give: :func:`keyshared.verify.checker.check` passes it, and a change to it
 shows what the checker catches (``keyshared verify --check RECORD.json``).
 
 The broker here reads each published batch once, delivers to a consumer's inbox in the
 order it sends, and after every ack, nack, join or leave reads its redelivery queue while
-that lets entries through, :data:`~keyshared.verify.check.REPLAY_BATCH` positions a read;
+that lets entries through, :data:`~keyshared.verify.checker.REPLAY_BATCH` positions a read;
 it never lets the last consumer go, so no read finds no consumer. Moments advance 1 ms an
 event from :data:`START_MS`.
 """
@@ -28,7 +28,7 @@ from keyshared._checks import check_int, check_rate
 from keyshared.dispatch import DispatchResult, StickyKeyDispatcher
 from keyshared.errors import InvalidArgument
 from keyshared.routing import sticky_key_hash
-from keyshared.verify.check import REPLAY_BATCH
+from keyshared.verify.checker import REPLAY_BATCH
 from keyshared.verify.record import (
     NOT_PARTITIONED,
     Event,
@@ -179,7 +179,7 @@ class _Broker:
                 ordered.append("leave")
                 leaves, live = leaves - 1, live - 1
         steps = sorted(self.rng.randrange(max(1, batches)) for _ in ordered)
-        hows = itertools.cycle([Leave.close, Leave.crash, Leave.timeout])
+        hows = itertools.cycle([Leave.CLOSE, Leave.CRASH, Leave.TIMEOUT])
         plan: dict[int, list[Callable[[], None]]] = {}
         for step, kind in zip(steps, ordered, strict=True):
             change = self.join if kind == "join" else self._leaver(next(hows))
@@ -216,7 +216,7 @@ class _Broker:
     def _leaver(self, how: Leave) -> Callable[[], None]:
         def leave() -> None:
             label = self.rng.choice(list(self.ids))
-            if how is Leave.timeout and label not in self.stalled:
+            if how is Leave.TIMEOUT and label not in self.stalled:
                 self.log("stall", label)
             self.leave(label, how)
 
