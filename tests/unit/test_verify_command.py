@@ -62,6 +62,13 @@ def test_a_bad_flag_is_named_before_anything_runs(flag: str, value: str) -> None
     assert "refused" not in err.lower() and out == ""
 
 
+def test_a_report_folder_that_cannot_be_written_is_refused_first(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    status, _, err = verify("--report", str(blocker / "report"))
+    assert status == 2 and "--report" in err and "refused" not in err.lower()
+
+
 def test_a_large_run_wants_yes_without_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     status, _, err = verify("--messages", "60000", "--scenario", "all")

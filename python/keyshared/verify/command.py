@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -169,6 +170,18 @@ def _confirm(options: VerifyOptions, yes: bool) -> None:
         raise InvalidArgument("not confirmed: nothing was sent", argument="--yes")
 
 
+def _check_writable(directory: Path) -> None:
+    """Refuses a report folder that cannot be written before the run sends anything."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as e:
+        raise InvalidArgument(
+            f"--report {directory}: cannot write there ({e.strerror or e})", argument="--report"
+        ) from None
+
+
 def _progress(stream: TextIO) -> Callable[[str], None]:
     tty = stream.isatty()
 
@@ -184,6 +197,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return _recheck(args, out)
     options = _options(args)
     connection = from_arguments(args, service_url=args.service_url, admin_url=args.admin_url)
+    if args.report is not None:
+        _check_writable(Path(args.report))
     _confirm(options, args.yes)
     progress = _progress(sys.stderr)
     try:
