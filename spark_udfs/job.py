@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from keyshared import AutoScalePolicy, TopicLayout
+from keyshared._flags import pulsar_release
 from keyshared.errors import InvalidArgument
 from keyshared.routing import MIN_FIRST_SPLIT, RING_SIZE
 from keyshared.scalable import DEFAULT_SAMPLE_SIZE, MAX_PARTITIONS, MigrationPlan
@@ -235,25 +236,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read_json(path: str, what: str) -> object:
+    """The JSON of the file ``--{what}`` names; errors name the flag and the file."""
+    flag = f"--{what}"
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise JobError(f"{what} file not found: {path}") from None
+        raise JobError(f"{flag} {path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise JobError(f"cannot read {what} {path}: {e}") from None
+        raise JobError(f"{flag} {path}: cannot be read: {e}") from None
 
 
 def load_layout(args: argparse.Namespace) -> TopicLayout:
     """The layout from ``--layout``, or the initial one of ``--segments``/``--bucket-budget``."""
-    try:
-        if args.layout is not None:
-            data = _read_json(args.layout, "layout")
-            if not isinstance(data, dict):
-                raise InvalidArgument("a layout is a JSON object")
-            return TopicLayout.from_dict(data, "layout")
+    if args.layout is None:
+        _check_range("--segments", args.segments, 1, RING_SIZE, "a segment spans a hash at least")
+        _check_range(
+            "--bucket-budget", args.bucket_budget, 1, RING_SIZE, "a bucket spans a hash at least"
+        )
         return TopicLayout.initial(args.segments, args.bucket_budget)
+    data = _read_json(args.layout, "layout")
+    try:
+        if not isinstance(data, dict):
+            raise InvalidArgument("a layout is a JSON object", argument="layout")
+        return TopicLayout.from_dict(data, "layout")
     except (TypeError, ValueError) as e:
-        raise JobError(f"bad layout: {e}") from None
+        raise JobError(f"--layout {args.layout}: {e}") from None
 
 
 def load_policy(args: argparse.Namespace) -> AutoScalePolicy:
@@ -262,10 +269,10 @@ def load_policy(args: argparse.Namespace) -> AutoScalePolicy:
     data = _read_json(args.policy, "policy")
     try:
         if not isinstance(data, dict):
-            raise InvalidArgument("a policy is a JSON object")
+            raise InvalidArgument("a policy is a JSON object", argument="policy")
         return AutoScalePolicy.from_dict(data)
     except (TypeError, ValueError) as e:
-        raise JobError(f"bad policy: {e}") from None
+        raise JobError(f"--policy {args.policy}: {e}") from None
 
 
 def _check_range(flag: str, value: int, low: int, high: int, why: str) -> None:
@@ -284,7 +291,10 @@ def make_source(args: argparse.Namespace) -> Source:
         )
         check_synthetic(source)
         return source
-    check_exists(args.input)
+    try:
+        check_exists(args.input)
+    except JobError as e:
+        raise JobError(f"--input: {e}") from None
     return FileSource(args.input, args.format, args.key_column, args.size_column, args.message_size)
 
 
@@ -314,9 +324,13 @@ def make_plan(args: argparse.Namespace) -> Plan:
     if max(args.msg_rate) > most:
         raise JobError(f"--msg-rate must be at most {most:.3g} with --fanout {args.fanout:g}")
     try:
-        version = SCALABLE_TOPICS.check(args.pulsar_version, "--pulsar-version")
+        version, note = pulsar_release(args.pulsar_version, "--pulsar-version", SCALABLE_TOPICS)
     except ValueError as e:
         raise JobError(str(e)) from None
+    if note is not None:
+        print(f"[keyshared] note: {note}", file=sys.stderr)
+    # Every later step reads the profile, not the release number typed.
+    args.pulsar_version = version
     if segment_half(version) == "low":
         if args.balance_buckets is not None:
             raise JobError(f"--balance-buckets: Pulsar {version} has no entry buckets")

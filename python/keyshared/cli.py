@@ -31,17 +31,22 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
-from keyshared._jsonfile import load_json
+from keyshared import _flags
 from keyshared._text import dump as _dump
 from keyshared._text import percent as _percent
 from keyshared._text import table as _table
-from keyshared.errors import InvalidArgument
+from keyshared.errors import InvalidArgument, KeysharedError
 from keyshared.explain import command as explain_command
 from keyshared.explain.keys import load_keys
 from keyshared.routing.hashing import key_hashes
-from keyshared.scalable.audit import DEFAULT_SAMPLE_SIZE, MigrationAudit, audit_migration
+from keyshared.scalable.audit import (
+    DEFAULT_SAMPLE_SIZE,
+    MigrationAudit,
+    MigrationPlan,
+    audit_migration,
+)
 from keyshared.scalable.controller import apply_decision
 from keyshared.scalable.layout import TopicLayout
 from keyshared.scalable.policy import DecisionSnapshot
@@ -51,6 +56,12 @@ from keyshared.versions import SCALABLE_TOPICS, segment_half
 
 #: Exit status for bad input (argparse uses the same for bad arguments).
 EXIT_BAD_INPUT = 2
+
+#: The most sample keys ``keyshared demo`` routes: a demo prints a row a key.
+MAX_DEMO_KEYS = 100_000
+
+#: The most segments of a layout, and buckets of a segment: one a hash of the 16-bit ring.
+_RING = 65_536
 
 
 @dataclass(frozen=True)
@@ -72,29 +83,62 @@ def _layout_arguments(parser: argparse.ArgumentParser) -> None:
         "--segments", type=int, default=None, help="initial layout of this many segments (1)"
     )
     parser.add_argument(
-        "--budget", type=int, default=4, help="entry-bucket budget of an initial layout (4)"
+        "--budget", type=int, default=None, help="entry-bucket budget of an initial layout (4)"
     )
     _version_argument(parser)
 
 
 def _version_argument(parser: argparse.ArgumentParser) -> None:
-    releases = " or ".join(SCALABLE_TOPICS.accepted)
+    releases = ", ".join(SCALABLE_TOPICS.accepted)
     parser.add_argument(
         "--pulsar-version",
         default=SCALABLE_TOPICS.default,
         metavar="RELEASE",
-        help=f"route as this Pulsar release does: {releases} ({SCALABLE_TOPICS.default})",
+        help=f"route as this Pulsar release does: {releases}, or a release number such as"
+        f" 5.0.1 ({SCALABLE_TOPICS.default})",
     )
 
 
 def _pulsar_version(args: argparse.Namespace) -> str:
-    return SCALABLE_TOPICS.check(args.pulsar_version, "--pulsar-version")
+    """The profile of --pulsar-version; a release named by its number that has no profile
+    of its own is routed as the nearest, which a note on stderr says."""
+    profile, note = _flags.pulsar_release(args.pulsar_version, "--pulsar-version", SCALABLE_TOPICS)
+    if note is not None:
+        print(f"keyshared: note: {note}", file=sys.stderr)
+    return profile
+
+
+def _check_layout_args(args: argparse.Namespace) -> None:
+    _flags.check_count("--segments", args.segments, 1, _RING)
+    _flags.check_count("--budget", args.budget, 1, _RING)
+    if args.layout is not None and args.budget is not None:
+        raise InvalidArgument(
+            "--budget is for an initial layout (--segments), not --layout", argument="--budget"
+        )
+
+
+def layout_document(data: Any) -> Any:
+    """The layout of a JSON document: a layout, or ``decide --apply --json``'s
+    ``{decision, layout}``, so that one command's output is the next one's input."""
+    if isinstance(data, dict) and set(data) == {"decision", "layout"}:
+        return data["layout"]
+    return data
+
+
+def read_layout(flag: str, path: str) -> TopicLayout:
+    """The layout of the JSON file (``-``: standard input) ``flag`` names; errors name both."""
+    data = layout_document(_flags.read_json(flag, path))
+    try:
+        return TopicLayout.from_dict(data, "layout")
+    except KeysharedError as e:
+        raise InvalidArgument(f"{flag} {path}: {e}", argument=flag) from None
 
 
 def _load_layout(args: argparse.Namespace) -> TopicLayout:
     if args.layout is not None:
-        return TopicLayout.from_dict(load_json(args.layout), "layout")
-    return TopicLayout.initial(1 if args.segments is None else args.segments, args.budget)
+        return read_layout("--layout", args.layout)
+    budget = 4 if args.budget is None else args.budget
+    return TopicLayout.initial(1 if args.segments is None else args.segments, budget)
 
 
 # --- layout --------------------------------------------------------------------------------
@@ -111,6 +155,12 @@ def _configure_layout(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_layout(args: argparse.Namespace, out: TextIO) -> int:
+    _check_layout_args(args)
+    if args.all and (args.json or args.response):
+        flag = "--json" if args.json else "--response"
+        raise InvalidArgument(
+            f"--all is for the table; {flag} prints every segment already", argument="--all"
+        )
     version = _pulsar_version(args)
     layout = _load_layout(args)
     if args.json:
@@ -161,19 +211,59 @@ def _print_layout(
 
 
 def _configure_route(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("keys", nargs="*", metavar="KEY", help="keys to route (UTF-8)")
-    parser.add_argument("--stdin", action="store_true", help="also read keys, one per line")
+    parser.add_argument(
+        "keys", nargs="*", metavar="KEY", help="keys to route (UTF-8, or --key-encoding)"
+    )
+    _stdin_argument(parser)
+    _key_encoding_argument(parser)
     _layout_arguments(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object per key")
 
 
+def _stdin_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--stdin",
+        action="store_true",
+        help="also read keys, one a line (an empty line is the empty key)",
+    )
+
+
+def _key_encoding_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--key-encoding",
+        choices=_flags.KEY_ENCODINGS,
+        default="utf-8",
+        help="how keys are written: as text, or their bytes in hex or base64 (utf-8)",
+    )
+
+
+def given_keys(
+    args: argparse.Namespace, typed: Sequence[str], others: str
+) -> list[tuple[str, str | bytes]]:
+    """The keys of KEY arguments and --stdin, each as written and as hashed (its bytes under
+    --key-encoding); ``others`` names the ways to give keys but --stdin, for the errors when
+    none is given. Errors name the argument and, for bytes that are not UTF-8, the byte and
+    its offset."""
+    written = [_flags.argv_key(key, "KEY") for key in typed]
+    if args.stdin:
+        written.extend(_flags.stdin_lines(others))
+    elif not written:
+        raise InvalidArgument(f"no keys given: pass {others} or --stdin", argument="KEY")
+    source = "--stdin line" if args.stdin and not typed else "KEY"
+    return [(key, _flags.decode_key(key, args.key_encoding, source)) for key in written]
+
+
 def _route_rows(
-    layout: TopicLayout, keys: Sequence[str], pulsar_version: str
+    layout: TopicLayout,
+    keys: Sequence[str],
+    pulsar_version: str,
+    hashed: Sequence[str | bytes] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per key. On a release without entry buckets (5.0.0-M1) the key has no
-    hashB and its segment's one bucket no canonical hash: both are None."""
+    """One row per key (as written; ``hashed``: the keys' bytes where they differ). On a
+    release without entry buckets (5.0.0-M1) the key has no hashB and its segment's one
+    bucket no canonical hash: both are None."""
     table = layout.routing_table_for(pulsar_version)
-    hashes = key_hashes(list(keys))
+    hashes = key_hashes(list(keys if hashed is None else hashed))
     ids, buckets = table.route_hashes(hashes)
     has_buckets = segment_half(pulsar_version) == "high"
     rows = []
@@ -221,35 +311,16 @@ def _print_routes(rows: list[dict[str, Any]], out: TextIO) -> None:
     )
 
 
-def _stdin_keys(instead: str) -> list[str]:
-    """One key per line of standard input; a byte order mark before the first is the
-    encoding's (as Windows tools write it), not part of the key. ``instead`` names the
-    other ways to give keys, for the error when there is no standard input to read."""
-    stream = sys.stdin
-    if stream is None or stream.closed:
-        raise InvalidArgument(
-            f"--stdin: standard input is closed, where keys were expected one a line;"
-            f" give {instead}",
-            argument="--stdin",
-        )
-    keys = [line.rstrip("\r\n") for line in stream]
-    if keys:
-        keys[0] = keys[0].removeprefix("\ufeff")
-    return keys
-
-
 def _run_route(args: argparse.Namespace, out: TextIO) -> int:
-    keys = list(args.keys)
     if args.stdin and args.layout == "-":
         raise InvalidArgument(
             "--stdin and --layout - cannot both read standard input", argument="--stdin"
         )
-    if args.stdin:
-        keys.extend(_stdin_keys("KEY arguments"))
-    if not keys:
-        raise InvalidArgument("no keys given: pass KEY arguments or --stdin", argument="KEY")
+    _check_layout_args(args)
     version = _pulsar_version(args)
-    rows = _route_rows(_load_layout(args), keys, version)
+    layout = _load_layout(args)
+    keys = given_keys(args, args.keys, "KEY arguments")
+    rows = _route_rows(layout, [k for k, _ in keys], version, [h for _, h in keys])
     if args.json:
         for row in rows:
             out.write(json.dumps(row) + "\n")
@@ -282,9 +353,15 @@ def _configure_decide(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_decide(args: argparse.Namespace, out: TextIO) -> int:
-    snapshot = DecisionSnapshot.from_dict(load_json(args.snapshot))
-    if args.pulsar_version is not None:
-        snapshot = replace(snapshot, pulsar_version=_pulsar_version(args))
+    version = None if args.pulsar_version is None else _pulsar_version(args)
+    try:
+        snapshot = DecisionSnapshot.from_dict(_flags.read_json("SNAPSHOT.json", args.snapshot))
+    except KeysharedError as e:
+        if str(e).startswith("SNAPSHOT.json"):
+            raise
+        raise InvalidArgument(f"SNAPSHOT.json {args.snapshot}: {e}", argument=e.argument) from None
+    if version is not None:
+        snapshot = replace(snapshot, pulsar_version=version)
     decision = snapshot.decide()
     layout = (
         apply_decision(snapshot.layout, decision, snapshot.policy, snapshot.now_ms)
@@ -313,15 +390,24 @@ def _run_decide(args: argparse.Namespace, out: TextIO) -> int:
 def _configure_demo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--segments", type=int, default=4, help="segments of the layout (4)")
     parser.add_argument("--budget", type=int, default=8, help="entry-bucket budget (8)")
-    parser.add_argument("--keys", type=int, default=12, help="how many sample keys (12)")
+    parser.add_argument(
+        "--keys", type=int, default=12, help=f"how many sample keys (12, at most {MAX_DEMO_KEYS:,})"
+    )
     _version_argument(parser)
 
 
 def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
+    _flags.check_count("--segments", args.segments, 1, _RING)
+    _flags.check_count("--budget", args.budget, 1, _RING)
+    if not 1 <= args.keys <= MAX_DEMO_KEYS:
+        # A demo prints a row a key: more is a job for `route --stdin` or Spark.
+        raise InvalidArgument(
+            f"--keys must be in [1, {MAX_DEMO_KEYS:,}], got {args.keys:,}; for more keys,"
+            " pipe them to `keyshared route --stdin`",
+            argument="--keys",
+        )
     version = _pulsar_version(args)
     layout = TopicLayout.initial(args.segments, args.budget)
-    if args.keys < 1:
-        raise InvalidArgument(f"--keys must be at least 1, got {args.keys}", argument="--keys")
     keys = [f"order-{i:04d}" for i in range(args.keys)]
     rows = _route_rows(layout, keys, version)
     buckets = layout.routing_table_for(version).bucket_count
@@ -341,11 +427,14 @@ def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _configure_audit(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("keys", nargs="*", metavar="KEY", help="keys to audit (UTF-8)")
+    parser.add_argument(
+        "keys", nargs="*", metavar="KEY", help="keys to audit (UTF-8, or --key-encoding)"
+    )
     parser.add_argument(
         "--keys", dest="keys_file", metavar="FILE", help="one key a line, or a .csv of key[,count]"
     )
-    parser.add_argument("--stdin", action="store_true", help="also read keys, one per line")
+    _stdin_argument(parser)
+    _key_encoding_argument(parser)
     parser.add_argument(
         "--from",
         dest="source",
@@ -370,31 +459,43 @@ def _configure_audit(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the audit as JSON")
 
 
-def _audit_keys(args: argparse.Namespace) -> Counter[str]:
-    """Every key given with its message count; a key given twice adds up."""
-    if args.stdin and args.to_layout == "-":
-        raise InvalidArgument(
-            "--stdin and --to-layout - cannot both read standard input", argument="--stdin"
-        )
-    sample: Counter[str] = Counter(args.keys)
+def _audit_keys(args: argparse.Namespace) -> Counter[str | bytes]:
+    """Every key given with its message count, as hashed (its bytes under --key-encoding);
+    a key given twice adds up."""
+    sample: Counter[str | bytes] = Counter()
     if args.keys_file is not None:
-        sample.update(load_keys(args.keys_file))
-    if args.stdin:
-        sample.update(_stdin_keys("KEY arguments or --keys FILE"))
-    if not sample:
-        raise InvalidArgument(
-            "no keys given: pass KEY arguments, --keys FILE or --stdin", argument="KEY"
-        )
+        _flags.read_input("--keys", args.keys_file)  # a missing file named by its flag
+        try:
+            counts = load_keys(args.keys_file)
+        except KeysharedError as e:
+            raise InvalidArgument(f"--keys {e}", argument="--keys") from None
+        for key, count in counts.items():
+            sample[_flags.decode_key(key, args.key_encoding, f"--keys {args.keys_file}:")] += count
+        if not sample and not (args.keys or args.stdin):
+            raise InvalidArgument(f"--keys {args.keys_file}: no keys in it", argument="--keys")
+    if args.keys or args.stdin or not sample:
+        others = "KEY arguments or --keys FILE"
+        sample.update(hashed for _, hashed in given_keys(args, args.keys, others))
     return sample
 
 
 def _run_audit(args: argparse.Namespace, out: TextIO) -> int:
-    sample = _audit_keys(args)
+    if args.stdin and args.to_layout == "-":
+        raise InvalidArgument(
+            "--stdin and --to-layout - cannot both read standard input", argument="--stdin"
+        )
+    _flags.check_count("--partitions", args.partitions, 1)
+    _flags.check_count("--to-partitions", args.to_partitions, 1)
+    _flags.check_count("--sample", args.sample, 0)
     target: TopicLayout | int = (
-        args.to_partitions
-        if args.to_layout is None
-        else TopicLayout.from_dict(load_json(args.to_layout), "layout")
+        args.to_partitions if args.to_layout is None else read_layout("--to-layout", args.to_layout)
     )
+    try:
+        MigrationPlan.of(args.source, args.partitions, target)
+    except KeysharedError as e:
+        flags = {**_AUDIT_FLAGS, "target": "--to-layout" if args.to_layout else "--to-partitions"}
+        raise InvalidArgument(_flags.in_words(e, flags), argument=e.argument) from None
+    sample = _audit_keys(args)
     audit = audit_migration(
         list(sample),
         args.source,
@@ -441,6 +542,32 @@ def _print_audit(a: MigrationAudit, out: TextIO) -> None:
         out.write("heaviest at risk: " + " ".join(a.at_risk_sample) + "\n")
 
 
+#: The library's argument names for the audit's flags.
+_AUDIT_FLAGS = {
+    "source": "--from",
+    "num_partitions": "--partitions",
+    "target": "--to-partitions",
+    "sample_size": "--sample",
+}
+
+#: Per command, the flag each library argument stands for: an error the library raises
+#: deeper than the commands' own checks still names what the user typed.
+FLAGS: dict[str, dict[str, str]] = {
+    "layout": {"num_segments": "--segments", "bucket_budget": "--budget"},
+    "route": {"num_segments": "--segments", "bucket_budget": "--budget"},
+    "demo": {"num_segments": "--segments", "bucket_budget": "--budget"},
+    "decide": {"pulsar_version": "--pulsar-version"},
+    "audit": _AUDIT_FLAGS,
+    "simulate": {"scale": "--scale", "seed": "--seed", "path": "SCENARIO"},
+    "explain": {
+        "points": "--points",
+        "pulsar_version": "--pulsar-version",
+        "join": "--join",
+        "leave": "--leave",
+        "path": "--keys",
+    },
+}
+
 COMMANDS: list[Command] = [
     Command("layout", "print a layout", _configure_layout, _run_layout),
     Command("route", "route keys to (segment, bucket)", _configure_route, _run_route),
@@ -482,17 +609,43 @@ COMMANDS: list[Command] = [
 ]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's refusals on one line, as every other error of the command is: the usage
+    it prints first is ``--help``'s to give."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from keyshared import __version__
 
-    parser = argparse.ArgumentParser(
-        prog="keyshared", description="Key_Shared routing and policy for scalable topics."
+    parser = _Parser(
+        prog="keyshared",
+        description="Key_Shared routing and policy for scalable topics.",
+        # --version's lines kept as written.
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"keyshared {__version__}")
+    parser.add_argument("--version", action="version", version=version_text(__version__))
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.configure(sub.add_parser(command.name, help=command.help, description=command.help))
     return parser
+
+
+def version_text(version: str) -> str:
+    """What ``keyshared --version`` says: the package's version, its key hash's version
+    (which never changes within a major version) and the Pulsar releases it reproduces."""
+    from keyshared import HASH_VERSION
+    from keyshared.versions import KNOWN_RELEASES, LOAD_BALANCER
+
+    return (
+        f"keyshared {version}\n"
+        f"key hash: HASH_VERSION {HASH_VERSION} (MurmurHash3_x86_32, seed 0)\n"
+        f"Pulsar profiles: {', '.join(KNOWN_RELEASES)}"
+        f" (scalable topics: {', '.join(SCALABLE_TOPICS.accepted)};"
+        f" load balancer: {', '.join(LOAD_BALANCER.accepted)}); default {SCALABLE_TOPICS.default}"
+    )
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -508,6 +661,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if out is None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeysharedError as e:
+        message = _flags.in_words(e, FLAGS.get(command.name, {}))
+        print(f"keyshared {command.name}: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except (ValueError, TypeError, OSError) as e:
         print(f"keyshared {command.name}: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -516,7 +673,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 __all__ = [
     "COMMANDS",
     "EXIT_BAD_INPUT",
+    "FLAGS",
+    "MAX_DEMO_KEYS",
     "Command",
     "build_parser",
+    "given_keys",
+    "layout_document",
     "main",
+    "read_layout",
+    "version_text",
 ]

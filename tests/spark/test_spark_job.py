@@ -176,10 +176,10 @@ def test_errors_are_read_by_their_condition_not_their_text() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--input", "no/such/file.parquet"], "input not found: no/such/file.parquet"),
-        (["--segments", "0"], "bad layout: num_segments"),
-        (["--bucket-budget", "0"], "bad layout: bucket_budget"),
-        (["--layout", "no/such/layout.json"], "layout file not found"),
+        (["--input", "no/such/file.parquet"], "--input: input not found: no/such/file.parquet"),
+        (["--segments", "0"], "--segments must be in [1, 65,536]"),
+        (["--bucket-budget", "0"], "--bucket-budget must be in [1, 65,536]"),
+        (["--layout", "no/such/layout.json"], "--layout no/such/layout.json: no such file"),
         (["--synthetic-keys", "0"], "--synthetic-keys must be in [1, 9,223,372,036,854,775,807]"),
         (
             ["--synthetic-keys", str(2**63)],
@@ -290,12 +290,12 @@ def test_bad_layout_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     broken = tmp_path / "broken.json"
     broken.write_text("{not json", encoding="utf-8")
     assert main(["--layout", str(broken), "--out", str(tmp_path)]) == 2
-    assert "cannot read layout" in capsys.readouterr().err
+    assert f"--layout {broken}: cannot be read" in capsys.readouterr().err
     gap = TopicLayout.initial(2).to_dict()
     gap["segments"] = gap["segments"][:1]
     (tmp_path / "gap.json").write_text(json.dumps(gap), encoding="utf-8")
     assert main(["--layout", str(tmp_path / "gap.json"), "--out", str(tmp_path)]) == 2
-    assert "bad layout" in capsys.readouterr().err
+    assert f"--layout {tmp_path / 'gap.json'}: layout" in capsys.readouterr().err
 
 
 def test_a_missing_key_column_names_the_columns(

@@ -283,11 +283,11 @@ def test_decide_names_the_file_and_what_is_wrong_with_it(
     path.write_bytes(data)
     assert run("decide", str(path))[0] == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"keyshared decide: error: {path}: ") and message in err
+    assert err.startswith(f"keyshared decide: error: SNAPSHOT.json {path}: ") and message in err
     _stdin_bytes(monkeypatch, data)
     assert run("decide", "-")[0] == 2
     err = capsys.readouterr().err
-    assert err.startswith("keyshared decide: error: <stdin>: ") and message in err
+    assert err.startswith("keyshared decide: error: SNAPSHOT.json -: <stdin>: ") and message in err
 
 
 def test_demo_prints_a_routing_table() -> None:
@@ -411,8 +411,9 @@ def test_layout_and_demo_under_m1_show_one_bucket_per_segment() -> None:
 @pytest.mark.parametrize(
     ("release", "message"),
     [
-        ("5.0", "--pulsar-version must be one of 'master', '5.0.0-M1', got '5.0'"),
+        ("latest", "--pulsar-version 'latest' is not a Pulsar release: give one of master,"),
         ("4.2", "--pulsar-version '4.2': scalable topics need Pulsar 5.0"),
+        ("4.2.4", "--pulsar-version '4.2.4': scalable topics need Pulsar 5.0"),
     ],
 )
 def test_an_unknown_release_names_the_flag(
@@ -420,3 +421,60 @@ def test_an_unknown_release_names_the_flag(
 ) -> None:
     assert run(*argv, "--pulsar-version", release)[0] == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["layout"], ["route", "k"], ["demo"]])
+def test_a_release_named_by_its_number_takes_the_nearest_profile_with_a_note(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(*argv, "--pulsar-version", "5.0.1")[0] == 0
+    assert "note: keyshared has no profile for Pulsar 5.0.1; checking against master" in (
+        capsys.readouterr().err
+    )
+    assert run(*argv, "--pulsar-version", "5.0.0-M1")[0] == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_route_hex_keys_route_their_bytes() -> None:
+    status, text = run("route", "--key-encoding", "hex", "ff00", "--json")
+    assert status == 0
+    row = json.loads(text)
+    assert row["key"] == "ff00" and row["key_hash"] == ks.key_hash(b"\xff\x00")
+    status, text = run("route", "--key-encoding", "base64", "/wA=", "--json")
+    assert json.loads(text)["key_hash"] == ks.key_hash(b"\xff\x00")
+
+
+def test_route_stdin_empty_and_not_utf8(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _stdin_bytes(monkeypatch, b"")
+    assert run("route", "--stdin")[0] == 2
+    assert "--stdin: standard input is empty" in capsys.readouterr().err
+    _stdin_bytes(monkeypatch, b"ok\nab\xffc\n")
+    assert run("route", "--stdin")[0] == 2
+    assert "not UTF-8 (byte 0xff at offset 5)" in capsys.readouterr().err
+    # A blank line is the empty key, whose hash is 0.
+    _stdin_bytes(monkeypatch, b"a\n\nb\n")
+    status, text = run("route", "--stdin", "--json")
+    assert status == 0 and [json.loads(r)["key_hash"] for r in text.splitlines()][1] == 0
+
+
+def test_decide_apply_json_is_a_layout_for_the_next_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snapshot = Path(__file__).parents[2] / "docs" / "examples" / "snapshot.json"
+    status, text = run("decide", str(snapshot), "--apply", "--json")
+    assert status == 0
+    _stdin_bytes(monkeypatch, text.encode())
+    status, shown = run("layout", "--layout", "-", "--json")
+    assert status == 0
+    assert json.loads(shown) == json.loads(text)["layout"]
+
+
+def test_version_says_the_hash_and_the_profiles(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == f"keyshared {ks.__version__}"
+    assert said[1].startswith(f"key hash: HASH_VERSION {ks.HASH_VERSION}")
+    assert "master, 5.0.0-M1, 4.2, 4.0" in said[2]

@@ -88,14 +88,20 @@ def test_unkeyed_keys_are_reported_apart() -> None:
     ("argv", "message"),
     [
         (["--from", "kafka", "--partitions", "2", "--to-partitions", "3"], "no keys given"),
-        (["k", "--from", "nope", "--partitions", "2", "--to-partitions", "3"], "source must be"),
-        (["k", "--from", "kafka", "--partitions", "0", "--to-partitions", "3"], "num_partitions"),
-        (["k", "--from", "kafka", "--partitions", "2", "--to-partitions", "0"], "target must be"),
+        (["k", "--from", "nope", "--partitions", "2", "--to-partitions", "3"], "--from must be"),
+        (
+            ["k", "--from", "kafka", "--partitions", "0", "--to-partitions", "3"],
+            "--partitions must be",
+        ),
+        (
+            ["k", "--from", "kafka", "--partitions", "2", "--to-partitions", "0"],
+            "--to-partitions must be",
+        ),
         (["k", "--from", "kafka", "--partitions", "2", "--to-layout", "nope.json"], "nope.json"),
         (["--stdin", "--from", "kafka", "--partitions", "2", "--to-layout", "-"], "both read"),
         (
             ["k", "--from", "kafka", "--partitions", "2", "--to-partitions", "3", "--sample", "-1"],
-            "sample_size",
+            "--sample must be",
         ),
         (
             ["k", "--from", "kafka", "--partitions", "100000", "--to-partitions", "100000"],
@@ -103,7 +109,7 @@ def test_unkeyed_keys_are_reported_apart() -> None:
         ),
         (
             ["k", "--from", "kafka", "--partitions", "4", "--to-partitions", str(2**31)],
-            "target must be <= 2147483647",
+            "--to-partitions must be <= 2147483647",
         ),
     ],
 )

@@ -411,7 +411,7 @@ def test_bad_paths_and_arguments_exit_2(tmp_path: Path, capsys: Any) -> None:
     assert main(["simulate", str(write(tmp_path, "{}", "s.yaml")), "--no-progress"]) == 2
     assert "must end in .toml or .json" in capsys.readouterr().err
     assert main(["simulate", "--no-progress"]) == 2
-    assert "give a scenario file or --scenario NAME" in capsys.readouterr().err
+    assert "give a SCENARIO file or --scenario NAME" in capsys.readouterr().err
     path = str(write(tmp_path, TOML))
     assert main(["simulate", path, "--scale", "2", "--no-progress"]) == 2
     assert "--scale applies to built-in scenarios only" in capsys.readouterr().err

@@ -9,6 +9,7 @@ import argparse
 import importlib.util
 import json
 import math
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import keyshared.explain.scalable_topic as explain_scalable
+from keyshared import _flags
 from keyshared._checks import check_int
 from keyshared._text import dump as _dump
 from keyshared.connection import ClusterConnection, add_arguments, from_arguments
@@ -127,9 +129,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     scalable.add_argument(
         "--pulsar-version",
-        choices=explain_scalable.RELEASES,
-        default=SCALABLE_TOPICS.default,
-        help="the release of the broker and producers: key routing, assignment (%(default)s)",
+        metavar="RELEASE",
+        help="the release of the broker and producers: key routing, assignment:"
+        f" {', '.join(explain_scalable.RELEASES)}, or a release number such as 5.0.1"
+        f" ({SCALABLE_TOPICS.default})",
     )
     scalable.add_argument(
         "--save", metavar="FILE", help="with --url: also write what the broker said to FILE"
@@ -159,10 +162,27 @@ _CONNECTION_FLAGS = (
 )
 
 
+#: What ``--png`` draws to: matplotlib's formats.
+_PNG_SUFFIXES = ("png", "svg", "pdf", "jpg", "jpeg", "webp", "tif", "tiff", "eps", "ps")
+
+
 def _check_explain_args(args: argparse.Namespace) -> None:
     remote = args.url is not None or args.client_conf is not None
     if remote == (args.stats is not None):
-        raise InvalidArgument("give either STATS.json or --url with --topic", argument=None)
+        raise InvalidArgument("give either STATS.json or --url with --topic", argument="STATS.json")
+    # Said whatever the stats turn out to be: the what-if takes it, and a wrong one is wrong.
+    check_int("--points", args.points, minimum=1)
+    if args.pulsar_version is not None:
+        args.pulsar_version, note = _flags.pulsar_release(
+            args.pulsar_version, "--pulsar-version", SCALABLE_TOPICS
+        )
+        if note is not None:
+            print(f"keyshared: note: {note}", file=sys.stderr)
+    if not remote and args.topic is not None:
+        raise InvalidArgument(
+            "--topic is for --url or --client-conf; a stats file holds one topic",
+            argument="--topic",
+        )
     if remote and not args.topic:
         flag = "--url" if args.url is not None else "--client-conf"
         raise InvalidArgument(f"{flag} needs --topic", argument=flag)
@@ -198,6 +218,15 @@ def _check_explain_args(args: argparse.Namespace) -> None:
         raise InvalidArgument(
             "--png needs matplotlib: install keyshared[simulate]", argument="--png"
         )
+    # The files last: a wrong flag is said whatever the files hold.
+    if not remote and args.stats != "-":
+        _flags.read_input("STATS.json", args.stats)
+    if args.keys is not None:
+        _flags.read_input("--keys", args.keys)
+    for key in args.key:
+        _flags.argv_key(key, "--key")
+    if args.png is not None:
+        _flags.check_output_file("--png", args.png, _PNG_SUFFIXES)
     args.cluster = _cluster(args) if remote else None
 
 
@@ -260,6 +289,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     scalable, stats = _is_scalable(args)
     if scalable:
         return _run_explain_scalable(args, stats, out)
+    for flag, given in (("--consumer", args.consumer), ("--pulsar-version", args.pulsar_version)):
+        if given:
+            raise InvalidArgument(
+                f"{flag} is for scalable topics, not a Key_Shared subscription's stats",
+                argument=flag,
+            )
+    if args.save is not None:
+        raise InvalidArgument("--save is for scalable topics read with --url", argument="--save")
     sample = load_keys(args.keys) if args.keys else None
     topics = _explain_topics(args)
     answers: dict[str | None, Explanation] = {}
@@ -267,7 +304,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         answer = _explain_once(args, topic, sample, stats)
         answers[topic] = answer
         if args.png is not None:
-            _draw(args, answer, _png_path(args.png, topic, len(topics)))
+            drawn = _png_path(args.png, topic, len(topics))
+            _draw(args, answer, drawn)
+            # Beside the answers, or on stderr where stdout is JSON.
+            print(f"wrote {drawn}", file=sys.stderr if args.json else out)
         if not args.json:
             if len(topics) > 1:
                 out.write(f"{'' if i == 0 else chr(10)}== {topic} ==\n")
@@ -304,7 +344,7 @@ def _run_explain_scalable(args: argparse.Namespace, stats: Any, out: TextIO) -> 
         args.subscription,
         consumers=args.consumer,
         keys=args.key,
-        pulsar_version=args.pulsar_version,
+        pulsar_version=args.pulsar_version or SCALABLE_TOPICS.default,
     )
     if args.json:
         _dump(answer.to_dict(), out)

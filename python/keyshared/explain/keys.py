@@ -55,6 +55,13 @@ def load_keys(path: str | Path) -> dict[str, int]:
     for line, row in enumerate(csv.reader(lines), start=1):
         if not row:
             continue
+        if len(row) > 2:
+            # A key holding a comma is quoted ("a,b",3): a third column is a mistake.
+            raise InvalidArgument(
+                f"{path}:{line}: {len(row)} columns, where a row is key[,count]"
+                " (quote a key that holds a comma)",
+                argument="path",
+            )
         count = row[1].strip() if len(row) > 1 else "1"
         if not _COUNT.fullmatch(count):
             if line == 1:

@@ -256,9 +256,7 @@ def _read_consumer(path: str, data: Mapping[str, Any], index: int, label: str) -
         index=index,
         name=data["consumerName"],
         label=label,
-        ranges=_read_ranges(
-            f"{path}.keyHashRangeArrays", _required(data, path, "keyHashRangeArrays")
-        ),
+        ranges=_read_ranges(f"{path}.keyHashRangeArrays", _ranges_of(data, path)),
         draining_hashes=tuple(
             _read_draining(f"{path}.drainingHashes[{i}]", d)
             for i, d in enumerate(_list(f"{path}.drainingHashes", draining))
@@ -319,6 +317,19 @@ def _owner_table(consumers: Sequence[ConsumerStats], path: str) -> npt.NDArray[n
 
 def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
+
+
+def _ranges_of(data: Mapping[str, Any], path: str) -> Any:
+    """A consumer's ``keyHashRangeArrays``: Pulsar 3.x's stats lack them, which says so."""
+    if data.get("keyHashRangeArrays") is None:
+        missing = _join(path, "keyHashRangeArrays")
+        raise InvalidArgument(
+            f"{missing} is missing: Pulsar 4.0 or later reports each consumer's hash ranges"
+            " (3.x's stats lack them); keyshared explain needs stats from 4.0+",
+            kind="missing_field",
+            argument=missing,
+        )
+    return data["keyHashRangeArrays"]
 
 
 def _required(data: object, path: str, name: str) -> Any:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from keyshared import _flags
 from keyshared.errors import InvalidArgument
 from keyshared.simulate.builtin import BUILTIN, builtin_scenario
 from keyshared.simulate.engine import simulate
@@ -85,8 +86,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def _scenario(args: argparse.Namespace) -> Scenario:
     if (args.path is None) == (args.scenario is None):
         raise InvalidArgument(
-            "give a scenario file or --scenario NAME (one of them)", argument=None
+            "give a SCENARIO file or --scenario NAME (one of them)", argument=None
         )
+    _flags.check_positive("--scale", args.scale)
     if args.scenario is None:
         if args.scale is not None:
             raise InvalidArgument("--scale applies to built-in scenarios only", argument="--scale")
@@ -95,9 +97,11 @@ def _scenario(args: argparse.Namespace) -> Scenario:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    scenario = _scenario(args)
     if args.seed is not None and args.seed < 0:
         raise InvalidArgument(f"--seed must not be negative, got {args.seed}", argument="--seed")
+    scenario = _scenario(args)
+    # A folder that cannot be written fails now, not after a run of minutes.
+    _flags.check_output_dir("--out", args.out)
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         # Said before the run rather than after it.
         raise InvalidArgument(
