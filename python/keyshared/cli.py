@@ -534,6 +534,9 @@ def _print_audit(a: MigrationAudit, out: TextIO) -> None:
             f" {_amount(a.unkeyed_traffic)} message(s)\n"
         )
     share = a.at_risk_traffic / a.total_traffic if a.total_traffic else 0.0
+    if not a.at_risk_keys:
+        out.write(f"order at risk: none (the rule: {a.risk_description})\n")
+        return
     out.write(
         f"order at risk: {a.at_risk_keys} key(s), {_amount(a.at_risk_traffic)} message(s)"
         f" ({share:.1%}); {a.risk_description}\n"

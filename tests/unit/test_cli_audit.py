@@ -150,3 +150,16 @@ def test_the_readme_layout_fixture_is_a_migrated_layout() -> None:
     assert layout == create_migrated_metadata(
         "persistent://shop/eu/orders", 12, hashing_scheme=HashingScheme.JavaStringHash
     )
+
+
+def test_no_key_at_risk_names_no_risk(capsys: pytest.CaptureFixture[str]) -> None:
+    layout = str(FIXTURES / "migrated-12.json")
+    argv = ["audit", "a", "b", "--from", "pulsar:JavaStringHash", "--partitions", "12"]
+    out = io.StringIO()
+    assert cli.main([*argv, "--to-layout", layout, "--json"], out) == 0
+    data = json.loads(out.getvalue())
+    assert data["at_risk_keys"] == 0 and data["risk"] is None
+    assert data["risk_rule"] == "legacy routing scheme differs from the source's"
+    out = io.StringIO()
+    assert cli.main([*argv, "--to-layout", layout], out) == 0
+    assert "order at risk: none (the rule: " in out.getvalue()
