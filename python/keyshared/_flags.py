@@ -123,8 +123,9 @@ def check_output_dir(flag: str, path: str) -> None:
 
 
 def check_output_file(flag: str, path: str, suffixes: tuple[str, ...] | None = None) -> None:
-    """That the file ``path`` can be written: its folder there and writable, and its suffix
-    one of ``suffixes`` (None: any); an error naming ``flag`` otherwise."""
+    """That the file ``path`` can be written: its folder there and writable, or one the
+    writer can make, and its suffix one of ``suffixes`` (None: any); an error naming ``flag``
+    otherwise."""
     target = Path(path)
     if suffixes is not None and target.suffix.lower().lstrip(".") not in suffixes:
         raise InvalidArgument(
@@ -134,10 +135,7 @@ def check_output_file(flag: str, path: str, suffixes: tuple[str, ...] | None = N
         )
     if target.is_dir():
         raise InvalidArgument(f"{flag} {path}: a folder, where a file was expected", argument=flag)
-    parent = target.parent
-    if not parent.is_dir():
-        raise InvalidArgument(f"{flag} {path}: no folder {parent}", argument=flag)
-    _probe(flag, path, parent)
+    check_output_dir(flag, str(target.parent))
 
 
 def _probe(flag: str, path: str, folder: Path) -> None:

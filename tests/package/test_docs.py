@@ -5,13 +5,20 @@ name in its API reference.
 - ``python`` blocks run in a fresh namespace from the repository root (their ``assert`` lines
   are the checks);
 - ``toml`` blocks are simulator scenarios and must read as one;
-- ``sh`` blocks run command by command in a scratch folder that holds what their prose names
-  (``snapshot.json``, ``my-scenario.toml``, the recorded ``tests/fixtures``): ``keyshared``
-  commands and ``scripts/pulsar.sh`` run and must succeed, a ``pytest`` command is collected
-  only (running it would run this suite inside itself), and the scripts that are whole jobs
-  (``scripts/test.sh`` is this suite, ``scripts/run.sh`` the Spark job, ``scripts/bench.sh``
-  the benchmarks, ``scripts/wheels.sh`` the wheels, which the suite's last step builds) must
-  exist and be executable.
+- ``sh`` blocks run command by command (``a | b`` as a pipe) in an empty folder outside the
+  clone, holding only copies of the files the commands name (``docs/examples/...``), with the
+  installed ``keyshared``: ``keyshared`` commands and ``scripts/pulsar.sh`` run and must
+  succeed, a ``pytest`` command is collected only (running it would run this suite inside
+  itself), and the scripts that are whole jobs (``scripts/test.sh`` is this suite,
+  ``scripts/run.sh`` the Spark job, ``scripts/bench.sh`` the benchmarks, ``scripts/wheels.sh``
+  the wheels, which the suite's last step builds) must exist and be executable. Every file a
+  command reads exists in the repository;
+- an indented block starting ``$ keyshared ...`` quotes that command's first lines of output
+  (``(...)`` standing for what the page leaves out), and must match them;
+- figures cannot drift: every speed ratio a page states (``14x``) is one that
+  docs/benchmarks.md, the page of the last whole ``scripts/bench.sh`` run, states, and
+  README's Speed table holds only its numbers; docs/pulsar.md's total of cases is the sum of
+  its rows.
 
 The blocks of the Spark guide need a Spark session or a cluster: tests/spark/test_spark_jvm.py
 runs its Python and SQL blocks on one, tests/spark/test_spark_cluster.py its cluster recipe.
@@ -20,7 +27,6 @@ runs its Python and SQL blocks on one, tests/spark/test_spark_cluster.py its clu
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import re
 import shlex
@@ -34,7 +40,6 @@ from types import ModuleType
 
 import pytest
 
-import keyshared as ks
 from keyshared.simulate import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,19 +117,49 @@ def commands() -> list[object]:
     return out
 
 
+#: Flags whose value is a file or folder a command writes, not one it reads.
+WRITES = {"--png", "--out", "--report", "--save"}
+
+#: A word that names a file by its path from the repository root.
+RELATIVE_FILE = re.compile(r"^[\w.-]+(/[\w.-]+)*\.(json|toml|txt|csv|parquet)$")
+
+
+def files_read(command: list[str]) -> list[str]:
+    """The files ``command`` reads, by their paths from the repository root."""
+    return [
+        word
+        for before, word in zip(["", *command], command, strict=False)
+        if before not in WRITES and RELATIVE_FILE.match(word)
+    ]
+
+
+def test_every_file_a_command_reads_is_in_the_repository() -> None:
+    missing = [
+        f"{block}: {name}"
+        for block in blocks_in("sh")
+        for line in block.code.splitlines()
+        for name in files_read(shlex.split(line, comments=True))
+        if not (ROOT / name).is_file()
+    ]
+    assert not missing
+
+
+def test_the_example_scenario_is_the_page_s() -> None:
+    (scenario,) = blocks_in("toml")
+    written = (DOCS / "examples" / "my-scenario.toml").read_text(encoding="utf-8")
+    assert written == scenario.code + "\n"
+
+
 @pytest.fixture
 def scratch(tmp_path: Path) -> Path:
-    """A folder holding what the sh blocks' prose names, the recorded fixtures included."""
-    (tmp_path / "tests").symlink_to(ROOT / "tests")
-    snapshot = {
-        "layout": ks.TopicLayout.initial(2).to_dict(),
-        "load_by_segment": {"0": {"msg_rate_in": 20_000.0, "modified_at_ms": 0}},
-        "stream_consumer_count_by_sub": {"orders": 1},
-        "now_ms": 60_000,
-    }
-    (tmp_path / "snapshot.json").write_text(json.dumps(snapshot), encoding="utf-8")
-    (scenario,) = blocks_in("toml")
-    (tmp_path / "my-scenario.toml").write_text(scenario.code, encoding="utf-8")
+    """An empty folder outside the clone, with copies of the files the commands read."""
+    assert not tmp_path.is_relative_to(ROOT)
+    for block in blocks_in("sh"):
+        for line in block.code.splitlines():
+            for name in files_read(shlex.split(line, comments=True)):
+                if (ROOT / name).is_file():
+                    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(ROOT / name, tmp_path / name)
     return tmp_path
 
 
@@ -162,7 +197,104 @@ def test_sh_command_runs(command: list[str], scratch: Path, request: pytest.Fixt
     else:
         assert program == "keyshared", f"no rule to run {program!r} from the docs"
         status = 1 if FAILS_ON_PURPOSE in command else 0
-        assert run([executable("keyshared"), *command[1:]], scratch, status).stdout
+        assert pipeline(command, scratch, status)
+
+
+def pipeline(command: list[str], cwd: Path, status: int = 0) -> str:
+    """What ``command`` prints, each ``keyshared`` of a ``a | b`` pipe fed the one before."""
+    given: str | None = None
+    while command:
+        end = command.index("|") if "|" in command else len(command)
+        part, command = command[:end], command[end + 1 :]
+        assert part[0] == "keyshared", f"no rule to run {part[0]!r} from the docs"
+        done = subprocess.run(
+            [executable("keyshared"), *part[1:]],
+            cwd=cwd,
+            input=given,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+        assert done.returncode == (status if not command else 0), f"{part}: {done.stderr[-2000:]}"
+        given = done.stdout
+    return given or ""
+
+
+def quoted_outputs() -> list[object]:
+    """Each indented ``$ keyshared ...`` block of a page: the command and the lines quoted."""
+    found: list[object] = []
+    for page in PAGES:
+        lines = page.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, 1):
+            if line.startswith("    $ keyshared "):
+                quoted = []
+                for after in lines[number:]:
+                    if not after.startswith("    "):
+                        break
+                    quoted.append(after[4:])
+                name = f"{page.relative_to(ROOT)}:{number}"
+                found.append(pytest.param(shlex.split(line[6:]), quoted, id=name))
+    return found
+
+
+@pytest.mark.parametrize(("command", "quoted"), quoted_outputs())
+def test_quoted_output_is_the_command_s(
+    command: list[str], quoted: list[str], scratch: Path
+) -> None:
+    shown = pipeline(command, scratch).splitlines()
+    assert len(shown) >= len(quoted)
+    for said, printed in zip(quoted, shown, strict=False):
+        pattern = ".*".join(map(re.escape, said.split("(...)")))
+        assert re.fullmatch(pattern, printed), f"quoted {said!r}, printed {printed!r}"
+
+
+BENCHMARKS = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
+
+#: A ratio (``14x``, ``2.7x``) or a range of them (``5.9-9.5x``); not ``4.x``.
+RATIO = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?x\b")
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.name != "benchmarks.md"], ids=str)
+def test_every_ratio_a_page_states_is_the_benchmark_run_s(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    stated = {n for m in RATIO.finditer(text) for n in m.groups() if n}
+    assert not [n for n in stated if f"{n}x" not in BENCHMARKS]
+
+
+def test_the_readme_speed_table_is_the_benchmark_run_s() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Speed") : readme.index("## Versions")]
+    rows = [r for r in section.splitlines() if r.startswith("| ") and "---" not in r][1:]
+    assert rows
+    numbers = {
+        n
+        for row in rows
+        for cell in row.strip("|").split("|")[2:]
+        for n in re.findall(r"\d+(?:\.\d+)?", cell)
+    }
+    missing = [n for n in numbers if not re.search(rf"(?<![\d.]){re.escape(n)}(?!\d)", BENCHMARKS)]
+    assert not missing, f"README's Speed states {missing}, which docs/benchmarks.md does not"
+
+
+def amount(text: str) -> float:
+    """``2.8M`` or ``114k`` as a number."""
+    return float(text[:-1]) * {"k": 1e3, "M": 1e6}[text[-1]]
+
+
+def test_the_oracle_s_total_is_the_sum_of_its_rows() -> None:
+    page = (DOCS / "pulsar.md").read_text(encoding="utf-8")
+    start = page.index("| area | 4.2.4 | 4.0.7 | 5.0.0-M1 | differences |")
+    table = page[start : page.index("\n\n", start)].splitlines()[2:]
+    rows = sum(
+        amount(cell.strip())
+        for row in table
+        for cell in row.strip("|").split("|")[1:4]
+        if cell.strip()
+    )
+    others = page[page.index("The other systems' jars") :]
+    others, total = others.split(" cases in all", 1)[0].rsplit("\n", 1)
+    peers = sum(amount(n) for n in re.findall(r"\b(\d+(?:\.\d+)?[kM])\b", others))
+    assert f"{(rows + peers) / 1e6:.1f}M" == total
 
 
 def run(command: list[str], cwd: Path, status: int = 0) -> subprocess.CompletedProcess[str]:

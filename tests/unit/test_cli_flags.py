@@ -161,7 +161,7 @@ CASES: list[tuple[list[str], str]] = [
     ),
     (["explain", "{in}/stats.json", "--subscription", "sub", "--png", "{in}/x.txt"], "--png"),
     (
-        ["explain", "{in}/stats.json", "--subscription", "sub", "--png", "{in}/no/such/x.png"],
+        ["explain", "{in}/stats.json", "--subscription", "sub", "--png", "/proc/no/x.png"],
         "--png",
     ),
     (["explain", "{in}/stats.json", "--subscription", "sub", "--topic", "t"], "--topic"),
