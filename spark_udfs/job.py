@@ -68,7 +68,7 @@ from spark_udfs.sources import (
 #: Exit status for input the job cannot use (argparse uses the same for bad arguments).
 EXIT_BAD_INPUT = 2
 #: The most buckets a segment can have: bucket 0 spans at least MIN_FIRST_SPLIT hashes, each
-#: other bucket at least one (SPEC 2).
+#: other bucket at least one.
 MAX_BUCKETS = RING_SIZE - MIN_FIRST_SPLIT + 1
 MAX_FLOAT = sys.float_info.max
 #: The most keys ``--top`` and ``--audit-sample`` name: Spark's ``max_by(..., k)`` bound.

@@ -214,7 +214,7 @@ def bucket_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
 
 def sticky_key_hash_udf(null_key: NullKey = None) -> UserDefinedFunctionLike:
     """``ks_sticky_key_hash(key)``: ``(key_hash & 0x7FFFFFFF) % 65535 + 1``, the classic
-    Key_Shared hash of Pulsar's default selector (SPEC 1), an int in ``[1, 65535]``."""
+    Key_Shared hash of Pulsar's default selector, an int in ``[1, 65535]``."""
     return _hash_udf("ks_sticky_key_hash", _sticky_key_hash, IntegerType(), null_key)
 
 

@@ -33,6 +33,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +90,27 @@ def blocks_in(language: str) -> list[Block]:
 
 
 def test_every_block_is_checked() -> None:
-    assert {b.language for b in BLOCKS} == {"python", "toml", "sh"}
+    assert {b.language for b in BLOCKS} == {"python", "toml", "sh", "rust"}
+
+
+#: Rust that cargo compiles: the kernels' examples (between their ``// [docs]`` lines) and
+#: the crate README's blocks (doctests).
+KERNELS = ROOT / "rust" / "kernels"
+
+
+def compiled_rust() -> list[str]:
+    quoted = []
+    for example in sorted((KERNELS / "examples").glob("*.rs")):
+        parts = example.read_text(encoding="utf-8").split("    // [docs]\n")
+        quoted += [textwrap.dedent(part) for part in parts[1::2]]
+    readme = (KERNELS / "README.md").read_text(encoding="utf-8")
+    quoted += [part.split("```", 1)[0] for part in readme.split("```rust\n")[1:]]
+    return quoted
+
+
+@pytest.mark.parametrize("block", blocks_in("rust"), ids=str)
+def test_rust_block_is_compiled_code(block: Block) -> None:
+    assert block.code + "\n" in compiled_rust(), "quote an example's [docs] part or the README"
 
 
 @pytest.mark.parametrize("block", blocks_in("python"), ids=str)
@@ -251,7 +272,7 @@ def test_quoted_output_is_the_command_s(
 BENCHMARKS = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
 
 #: A ratio (``14x``, ``2.7x``) or a range of them (``5.9-9.5x``); not ``4.x``.
-RATIO = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?x\b")
+RATIO = re.compile(r"(?<![\w.:])(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?x\b")
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if p.name != "benchmarks.md"], ids=str)

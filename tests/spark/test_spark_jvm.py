@@ -388,25 +388,16 @@ def guide_blocks(lang: str) -> list[str]:
     return [part.split("```", 1)[0] for part in text.split(fence)[1:]]
 
 
-def test_the_spark_guide_python_block_runs(spark: SparkSession, tmp_path: Path) -> None:
-    import pyarrow.parquet as pq
-
+def test_the_spark_guide_python_block_runs(spark: SparkSession) -> None:
     (block,) = guide_blocks("python")
-    # The block reads "messages.parquet" relative to Spark's working directory: point the
-    # session's file system there for this test.
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    fs = jvm.org.apache.hadoop.fs.FileSystem.get(spark.sparkContext._jsc.hadoopConfiguration())
-    cwd = fs.getWorkingDirectory()
-    fs.setWorkingDirectory(jvm.org.apache.hadoop.fs.Path(str(tmp_path)))
     keys = [f"order-{i % 37}" for i in range(500)]
-    pq.write_table(pa.table({"key": keys}), tmp_path / "messages.parquet")
-    scope: dict[str, object] = {"spark": spark}
+    # The block starts from nothing: its session is the one running (getOrCreate).
+    scope: dict[str, object] = {}
     try:
         exec(compile(block, "docs/guides/spark.md", "exec"), scope)
     finally:
-        fs.setWorkingDirectory(cwd)
         register(spark, engine="jvm")
+    assert scope["spark"] is spark
     routed = scope["routed"]
     assert isinstance(routed, DataFrame)
     got = sorted((r.key, r.segment_id, r.bucket) for r in routed.collect())

@@ -8,10 +8,10 @@ disconnecting consumers:
   (``DrainingHashesTracker``, ``PendingAcksMap``); a whole read is decided natively.
 - ``EntryBucketDispatcher``: PIP-486's entry-bucket dispatcher over the entry-bucket selector
   (the broker's bucket ownership and hand-off are :mod:`keyshared.scalable.ownership`).
-- Consumer selection rings (SPEC 7): Pulsar's consistent-hashing selector on the key hash range
+- Consumer selection rings: Pulsar's consistent-hashing selector on the key hash range
   ``[1, 65535]`` with the impacted consumers of each change and snapshots of its assignments,
   and Danube's Key-Shared consumer state with glob key filters.
-- The safe cursor and per-(segment, bucket) checkpoints (SPEC 8), and Danube's in-flight window
+- The safe cursor and per-(segment, bucket) checkpoints, and Danube's in-flight window
   with its failure policy: per-key blocking, per-consumer caps, retries, backoff, ack timeouts
   and poison handling driven by ``now_ms``.
 - ``DispatchResult``: what happened to one entry of a read; ``HoldReason``: why an entry was

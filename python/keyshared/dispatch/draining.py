@@ -1,4 +1,4 @@
-"""PIP-379 draining hashes and pending acks (SPEC 6): the draining-hashes tracker and each
+"""PIP-379 draining hashes and pending acks: the draining-hashes tracker and each
 consumer's pending-acks map wired to it (native). The dispatcher that keeps them in step
 with its selector is in ``keyshared.dispatch``."""
 

@@ -1,4 +1,4 @@
-"""Apache Pulsar's load-balancer policies as pure functions (SPEC section 9).
+"""Apache Pulsar's load-balancer policies as pure functions.
 
 Bundle split algorithms over the 32-bit bundle ring (:mod:`.bundles`), a namespace's
 bundles (:mod:`.namespace_bundles`), and the shedding
