@@ -84,4 +84,6 @@ def test_the_command_line_routes_keys() -> None:
     assert "route" in keyshared_cli("--help")
     rows = [json.loads(line) for line in keyshared_cli("route", "hello", "--json").splitlines()]
     assert [(r["key"], r["key_hash"]) for r in rows] == [("hello", HELLO)]
-    assert keyshared_cli("--version").split()[-1] == ks.__version__
+    said = keyshared_cli("--version").splitlines()
+    assert said[0] == f"keyshared {ks.__version__}"
+    assert said[1].startswith(f"key hash: HASH_VERSION {ks.HASH_VERSION}")
