@@ -11,6 +11,7 @@ from keyshared.scalable import (
     batching,
     controller,
     coordinator,
+    coordinator_events,
     layout,
     load_reporter,
     migration,
@@ -23,6 +24,7 @@ from keyshared.scalable.balancing import *
 from keyshared.scalable.batching import *
 from keyshared.scalable.controller import *
 from keyshared.scalable.coordinator import *
+from keyshared.scalable.coordinator_events import *
 from keyshared.scalable.layout import *
 from keyshared.scalable.load_reporter import *
 from keyshared.scalable.migration import *
@@ -36,6 +38,7 @@ __all__ += balancing.__all__
 __all__ += batching.__all__
 __all__ += controller.__all__
 __all__ += coordinator.__all__
+__all__ += coordinator_events.__all__
 __all__ += layout.__all__
 __all__ += load_reporter.__all__
 __all__ += migration.__all__

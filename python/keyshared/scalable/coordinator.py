@@ -24,7 +24,9 @@ does, so that a key is never read from a child while older messages wait in its 
 :class:`SubscriptionCoordinator` keeps the sessions, the drained segments and the layout;
 each event returns a new coordinator (and the assignment, where Pulsar returns one). Times
 are epoch ms; a disconnected session is evicted by :meth:`SubscriptionCoordinator.evict_expired`
-once ``grace_period_ms`` has passed.
+once ``grace_period_ms`` has passed. The controller around it (which creates, drops and
+restores coordinators) and the events it reacts to are
+:class:`~keyshared.scalable.CoordinatorStateMachine`'s.
 """
 
 from __future__ import annotations
@@ -103,7 +105,26 @@ def compute_assignment(
     """Every consumer's assignment (in name order; an idle one has no segments), by the
     rule in this module's description, of ``pulsar_version`` (``"master"``, the default,
     or ``"5.0.0-M1"``). ``topic`` is the scalable topic (domain ``topic``), for the segment
-    topic names. Deterministic: a new controller leader computes the same."""
+    topic names. Deterministic: a new controller leader computes the same.
+
+    It is the broker's assignment when given the coordinator's own state, which is not
+    what a caller sees; :class:`~keyshared.scalable.CoordinatorStateMachine` keeps that
+    state from the broker's events. Given the layout, the live consumers and the drains
+    the broker ever reported, it differs from the coordinator (on M1 as on master):
+
+    - after a restart, or once the last consumer left (not when it was evicted), the
+      coordinator knows no drain until its poller reports one again, and withholds the
+      children of a parent drained before;
+    - a consumer whose connection dropped keeps its segments, read by nobody, until its
+      grace period ends;
+    - a segment whose backlog reached 0 stays undrained for the coordinator until its
+      poller asks (2 s after a split, a merge or a join, then at doubling intervals that an
+      eviction does not reset);
+    - the controller's GC prunes a drained sealed segment past retention (at once by
+      default, at its 60 s tick): the prune is a new layout, and a layout mirrored from the
+      admin's splits and merges still deals the pruned parent (M1), with every segment
+      after it shifted to the next consumer.
+    """
     m1 = SCALABLE_TOPICS.check(pulsar_version) == M1
     if not isinstance(layout, TopicLayout):
         raise ArgumentTypeError(
