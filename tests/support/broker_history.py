@@ -6,7 +6,11 @@ in the broker's ZooKeeper, each with the store's stat: the topic's metadata (its
 auto-scale override), each segment's load record (whose modification time is the sample's
 age for the auto-scale evaluator, as in Pulsar's controller) and each consumer
 registration. :class:`MetadataHistory` answers what those records held at any moment; the
-broker's own log gives its auto-scale decisions (:func:`auto_scale_decisions`).
+broker's own log gives its auto-scale decisions (:func:`auto_scale_decisions`). The two
+together give the events a subscription's coordinator reacted to, in order
+(:func:`coordinator_events`: registrations and layouts from the store, disconnects,
+evictions and drains from the log), for keyshared's ``CoordinatorStateMachine``; each V5
+client's own log gives the assignments it applied (:func:`applied_assignments`).
 """
 
 from __future__ import annotations
@@ -186,6 +190,17 @@ class MetadataHistory:
         split, merge = _clocks(layout_of(md) for md in versions)
         return Inputs(layout, versions[-1]["autoScalePolicy"], samples, consumers, split, merge)
 
+    def registrations(self, subscription: str) -> list[tuple[int, str]]:
+        """The consumer registrations of ``subscription`` the store created, each with its
+        creation time, in order (a registration deleted and created again counts twice)."""
+        return sorted(
+            (at, name)
+            for (sub, name), changes in self._consumers.items()
+            if sub == subscription
+            for at, present in changes
+            if present
+        )
+
     def changed_between(self, start_ms: int, end_ms: int) -> bool:
         """Whether any record took a new value in ``(start_ms, end_ms]``."""
         return any(start_ms < t <= end_ms for t in self.change_times)
@@ -251,6 +266,19 @@ def auto_scale_decisions(
     return out
 
 
+_LINE_TIME = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d{3}) ")
+
+
+def log_line_ms(line: str, near_ms: int) -> int:
+    """The epoch ms of a broker log line (its time of day, placed on the day nearest
+    ``near_ms``, as :func:`auto_scale_decisions` does)."""
+    m = _LINE_TIME.match(line)
+    if m is None:
+        raise ValueError(f"not a broker log line: {line!r}")
+    h, minute, second, ms = (int(g) for g in m.groups())
+    return _epoch_ms(h, minute, second, ms, near_ms)
+
+
 def _epoch_ms(h: int, m: int, s: int, ms: int, near_ms: int) -> int:
     near = datetime.fromtimestamp(near_ms / 1000).astimezone()
     candidates = []
@@ -259,3 +287,98 @@ def _epoch_ms(h: int, m: int, s: int, ms: int, near_ms: int) -> int:
         local = day.replace(hour=h, minute=m, second=s, microsecond=ms * 1000)
         candidates.append(round(local.astimezone(UTC).timestamp() * 1000))
     return min(candidates, key=lambda t: abs(t - near_ms))
+
+
+_COORDINATOR_LINE = re.compile(
+    r"^(\d\d):(\d\d):(\d\d)\.(\d{3}) .* (?:SubscriptionCoordinator|ConsumerSession) - "
+    r"(Sealed segments drained, rebalancing|Consumer evicted after grace period"
+    r"|Consumer disconnected; starting grace period) \{(.*)\}$"
+)
+# A log line's fields: ``key=value``, a value being a list (``drained=[2, 5]``) or text.
+_FIELD = re.compile(r"(\w+)=(\[[^\]]*\]|[^,]*)(?:, |$)")
+#: Events of these kinds logged this close together (ms) are one step: sessions dropped by
+#: one connection are disconnected, and evicted, together, and M1 rebalances once the
+#: store answered, by when every one of them is gone.
+BURST_MS = 100
+
+
+def _fields(text: str) -> dict[str, str]:
+    return {m[1]: m[2] for m in _FIELD.finditer(text)}
+
+
+def coordinator_events(
+    log_lines: Iterable[str],
+    history: MetadataHistory,
+    topic: str,
+    subscription: str,
+    near_ms: int,
+) -> list[tuple[int, list[ks.scalable.CoordinatorEvent]]]:
+    """The events the coordinator of ``topic``'s ``subscription`` reacted to, as steps
+    ``(at_ms, events)`` in the order they happened: each consumer registration the store
+    created, each layout version after the first (split, merge, GC prune), and the
+    coordinator's log lines of a disconnect, an eviction and a drain. A step holds one
+    event, or several disconnects or evictions logged within :data:`BURST_MS` of each
+    other. Log times are placed on the day nearest ``near_ms`` (:func:`auto_scale_decisions`)."""
+    timed: list[tuple[int, int, ks.scalable.CoordinatorEvent]] = []
+    for i, (at, name) in enumerate(history.registrations(subscription)):
+        timed.append((at, len(timed), ks.scalable.ConsumerRegistered(name, i)))
+    for at, metadata in history.versions()[1:]:
+        timed.append((at, len(timed), ks.scalable.LayoutChanged(layout_of(metadata))))
+    for line in log_lines:
+        m = _COORDINATOR_LINE.match(line.rstrip("\n"))
+        if m is None:
+            continue
+        attrs = _fields(m.group(6))
+        if attrs.get("topic") != topic or attrs.get("subscription") != subscription:
+            continue
+        at = _epoch_ms(*(int(g) for g in m.groups()[:4]), near_ms)
+        event: ks.scalable.CoordinatorEvent
+        if m.group(5).startswith("Sealed"):
+            ids = frozenset(int(i) for i in attrs["drained"].strip("[]").split(",") if i.strip())
+            event = ks.scalable.SegmentsDrained(ids)
+        elif m.group(5).startswith("Consumer evicted"):
+            event = ks.scalable.ConsumerEvicted(attrs["consumer"])
+        else:
+            event = ks.scalable.ConsumerDisconnected(attrs["consumerName"], at)
+        timed.append((at, len(timed), event))
+    steps: list[tuple[int, list[ks.scalable.CoordinatorEvent]]] = []
+    for at, _, event in sorted(timed, key=lambda t: (t[0], t[1])):
+        if steps and _joins(steps[-1], at, event):
+            steps[-1][1].append(event)
+        else:
+            steps.append((at, [event]))
+    return steps
+
+
+def _joins(
+    step: tuple[int, list[ks.scalable.CoordinatorEvent]],
+    at: int,
+    event: ks.scalable.CoordinatorEvent,
+) -> bool:
+    kinds = (ks.scalable.ConsumerDisconnected, ks.scalable.ConsumerEvicted)
+    last = step[1][-1]
+    return isinstance(event, kinds) and type(last) is type(event) and at - step[0] <= BURST_MS
+
+
+_APPLIED_LINE = re.compile(
+    r"ScalableStreamConsumer@\d+\] - Stream consumer assignment applied \{(.*)\}$"
+)
+
+
+def applied_assignments(
+    client_log: Iterable[str], topic: str, subscription: str
+) -> list[frozenset[int]]:
+    """The segments a V5 stream consumer of ``topic``'s ``subscription`` applied, each
+    assignment it was given in turn, from its JVM's log (which must hold no other consumer
+    of that subscription): M1's ``ScalableStreamConsumer`` logs the segment ids of every
+    assignment it applies, the first (the subscribe's answer) included."""
+    applied = []
+    for line in client_log:
+        m = _APPLIED_LINE.search(line.rstrip("\n"))
+        if m is None:
+            continue
+        attrs = _fields(m.group(1))
+        if attrs.get("topic") == topic and attrs.get("subscription") == subscription:
+            segments = attrs["segments"].strip("[]")
+            applied.append(frozenset(int(i) for i in segments.split(",") if i.strip()))
+    return applied

@@ -8,8 +8,9 @@ them.
 - ``PulsarBroker.restart`` (tests/support/pulsar_broker.py): ``kill -9`` a standalone broker
   and start it again on its own data.
 - :func:`record_fault`: one line per fault kind in the test command's summary (faults
-  applied, messages checked, lost, duplicates, order violations, predictions mismatched,
-  and any Pulsar behaviour found).
+  applied, messages checked and, where a test counts them, delivered, lost, duplicates,
+  order violations, predictions mismatched, any Pulsar behaviour found, and the events a
+  model of the broker was fed).
 
 A fault that cannot be applied (the process already exited) raises :class:`FaultError`
 naming what and why; every wait has a timeout.
@@ -49,6 +50,9 @@ class FaultTally:
     order_violations: int = 0
     mismatched: int = 0
     findings: list[str] = field(default_factory=list)
+    #: None where no test of the kind counted the messages delivered.
+    delivered: int | None = None
+    event_logs: list[str] = field(default_factory=list)
 
 
 FAULTS: dict[str, FaultTally] = {}
@@ -63,9 +67,17 @@ def record_fault(
     order_violations: int = 0,
     mismatched: int = 0,
     findings: Iterable[str] = (),
+    delivered: int | None = None,
+    events: str | None = None,
 ) -> None:
-    """Adds one test's counts under ``kind`` (say ``"4.2.4 consumer killed"``)."""
+    """Adds one test's counts under ``kind`` (say ``"4.2.4 consumer killed"``):
+    ``delivered``, the distinct messages some consumer received, and ``events``, the event
+    log a model of the broker was fed, where the test has them."""
     tally = FAULTS.setdefault(kind, FaultTally())
+    if delivered is not None:
+        tally.delivered = (tally.delivered or 0) + delivered
+    if events is not None:
+        tally.event_logs.append(events)
     tally.faults += faults
     tally.messages += messages
     tally.lost += lost
@@ -79,11 +91,13 @@ def summary_lines() -> list[str]:
     """The summary's lines, one per fault kind."""
     lines = []
     for kind, t in sorted(FAULTS.items()):
+        delivered = "" if t.delivered is None else f"delivered {t.delivered}, "
         line = (
-            f"{kind}: {t.faults} faults applied, {t.messages} messages checked, lost {t.lost}, "
-            f"duplicates {t.duplicates}, order violations {t.order_violations}, "
+            f"{kind}: {t.faults} faults applied, {t.messages} messages checked, {delivered}"
+            f"lost {t.lost}, duplicates {t.duplicates}, order violations {t.order_violations}, "
             f"predictions mismatched {t.mismatched}"
         )
+        line += "".join(f"; events: {e}" for e in t.event_logs)
         lines.append(line + "".join(f"; finding: {f}" for f in t.findings))
     return lines
 

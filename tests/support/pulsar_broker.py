@@ -36,6 +36,8 @@ Two kinds, each a session fixture of tests/spark/conftest.py:
       v5_client.receive(c, quiet_ms=1000)   # [{key, value, topic, segment_id}], acked
       v5_client.assignment(c)               # (layout epoch, [(id, start, end)])
       v5_client.close(c)
+      v5_client.pause(); v5_client.resume()   # SIGSTOP / SIGCONT of its JVM
+      v5_client.log_lines()                  # the V5 client's log (assignments applied)
       # own_client=True: a connection of its own, whose closing makes it leave the
       # subscription; resubscribe(c) retries segments M1's consumer failed to attach.
 """
@@ -623,6 +625,19 @@ class V5Client:
         self.oracle.call("v5.close", handle=handle)
         if handle in self._own_clients:
             self.oracle.call("v5.close", handle=self._own_clients.pop(handle))
+
+    def pause(self) -> None:
+        """Stops its JVM (SIGSTOP): every client and consumer in it keeps its connections
+        but handles nothing, assignment updates included, until :meth:`resume`."""
+        self.oracle.pause()
+
+    def resume(self) -> None:
+        self.oracle.resume()
+
+    def log_lines(self) -> list[str]:
+        """Its JVM's log so far: the V5 client's own lines (assignments applied, segment
+        subscriptions and their failures)."""
+        return self.oracle.log_lines()
 
     def kill(self) -> None:
         """``kill -9`` of its JVM: every client, producer and consumer it holds dies with

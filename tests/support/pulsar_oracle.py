@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import queue
+import signal
 import subprocess
 import tempfile
 import threading
@@ -159,8 +160,12 @@ class Oracle:
         self._answers.put(None)
 
     def _log_tail(self) -> str:
+        return "".join(self.log_lines()[-20:])
+
+    def log_lines(self) -> list[str]:
+        """The JVM's log so far (its stderr: Pulsar's client logs there), line by line."""
         self._log.seek(0)
-        return "".join(self._log.readlines()[-20:])
+        return self._log.read().splitlines(True)
 
     def call(self, op: str, **args: Any) -> Any:
         """Runs ``op`` with ``args`` in the oracle and returns its result."""
@@ -215,6 +220,15 @@ class Oracle:
         releases the rest; a later call raises OracleUnavailable."""
         self._proc.kill()
         self._proc.wait(timeout=timeout_s)
+
+    def pause(self) -> None:
+        """SIGSTOP: the JVM keeps its connections open and answers nothing (a stalled
+        client, as in a long garbage collection) until :meth:`resume`."""
+        self._proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        self._proc.send_signal(signal.SIGCONT)
 
     def close(self) -> None:
         if self._proc.stdin is not None and not self._proc.stdin.closed:
