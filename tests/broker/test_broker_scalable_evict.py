@@ -217,7 +217,7 @@ def ids(assignment: dict[str, ks.scalable.ConsumerAssignment]) -> Ids:
 
 def describe(before: ks.TopicLayout, events: Sequence[CoordinatorEvent]) -> str:
     """One step of the event log, in words: ``register a0``, ``split 2``, ``merge 1+2``,
-    ``prune 2``, ``disconnect a2``, ``evict a2``, ``drained [2]``."""
+    ``prune 2``, ``disconnect a2``, ``evict a2``, ``drained [2]`` (several in name order)."""
     words = []
     for event in events:
         if isinstance(event, ConsumerRegistered):
@@ -232,7 +232,8 @@ def describe(before: ks.TopicLayout, events: Sequence[CoordinatorEvent]) -> str:
             words.append(_layout_change(before, event.layout))
         else:
             raise AssertionError(f"an event these tests do not make: {event}")
-    return ", ".join(words)
+    # The events of one step came at once: their order within it is the log's, by chance.
+    return ", ".join(sorted(words))
 
 
 def _layout_change(before: ks.TopicLayout, after: ks.TopicLayout) -> str:
