@@ -233,16 +233,54 @@ def route_udf(
     return _key_udf(_route_udf(routing_table(layout, pulsar_version), null_key_bytes(null_key)))
 
 
-def _route_udf(table: RoutingTable, null_key: bytes | None) -> UserDefinedFunctionLike:
+def _route_udf(
+    table: RoutingTable, null_key: bytes | None, follow_conf: bool = False
+) -> UserDefinedFunctionLike:
+    """ks_route's Arrow UDF under ``table``; with ``follow_conf``, under the layout and
+    release the confs hold at each query instead (``table`` while they are as they were)."""
+
     def ks_route(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        routes = _query_conf_table() if follow_conf else table
         for keys in batches:
             nk, nulls = _nulls(keys, null_key)
-            segment_ids, buckets = table.route_keys(keys, null_key=nk, threads=1)
+            segment_ids, buckets = routes.route_keys(keys, null_key=nk, threads=1)
             yield pa.StructArray.from_arrays(
                 [pa.array(segment_ids), pa.array(buckets)], names=list(ROUTE_FIELDS), mask=nulls
             )
 
     return _arrow_iter_udf(ks_route, _struct_type(ROUTE_FIELDS))
+
+
+#: The routing tables of the conf texts a worker has seen: parsed once per text.
+_CONF_TABLES: dict[tuple[str | None, str | None], RoutingTable] = {}
+
+
+def _query_conf_table() -> RoutingTable:
+    """In a Python worker, the routing table of the confs of the query it runs: Spark hands
+    each task the session's confs as local properties. Malformed confs are an error naming
+    the conf, as on the driver."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    texts = (
+        (None, None)
+        if context is None
+        else (context.getLocalProperty(jvm.LAYOUT_CONF), context.getLocalProperty(jvm.VERSION_CONF))
+    )
+    if texts not in _CONF_TABLES:
+        layout, version = (t if t is not None and t.strip() else None for t in texts)
+        release = SCALABLE_TOPICS.default if version is None else version
+        release = SCALABLE_TOPICS.check(release, jvm.VERSION_CONF)
+        if layout is None:
+            _CONF_TABLES[texts] = routing_table(DEFAULT_LAYOUT, release)
+        else:
+            try:
+                _CONF_TABLES[texts] = routing_table_from_json(layout, release)
+            except KeysharedError as e:
+                raise type(e)(
+                    f"{jvm.LAYOUT_CONF}: {e}", kind=e.kind, argument=jvm.LAYOUT_CONF
+                ) from None
+    return _CONF_TABLES[texts]
 
 
 def _route_and_hash_udf(table: RoutingTable, null_key: bytes | None) -> UserDefinedFunctionLike:
@@ -399,15 +437,17 @@ def register(
     for SQL in ``spark``; returns the engine used.
 
     ``ks_route`` routes under ``layout``; without one, under the layout JSON the conf
-    :data:`~spark_udfs.jvm.LAYOUT_CONF` holds now, else one segment over the whole ring with 4
+    :data:`~spark_udfs.jvm.LAYOUT_CONF` holds, else one segment over the whole ring with 4
     buckets. It routes as ``pulsar_version`` (``"master"`` or ``"5.0.0-M1"``); without one, as
-    the layout JSON's own ``pulsar_version``, else the conf :data:`~spark_udfs.jvm.VERSION_CONF`
-    as it is now, else master. Both engines fix the layout and the release here: the Arrow
-    UDFs cannot read the conf of each query, so neither engine does, and they route alike
-    whatever the conf says later (call ``register`` again after changing it). Functions the
-    session extension adds, without ``register``, read the conf at each query. ``engine`` is
-    ``"jvm"`` (native functions; the default when the session can load the keyshared jar;
-    ks_route then also takes a layout JSON as a second argument) or ``"arrow"`` (Arrow UDFs).
+    the layout JSON's own ``pulsar_version``, else the conf :data:`~spark_udfs.jvm.VERSION_CONF`,
+    else master. Given neither ``layout`` nor ``pulsar_version``, both engines follow the
+    confs at each query (a ``SET spark.keyshared.layout=...`` after ``register`` moves them
+    both, and a malformed one fails the query naming the conf); given either, ``register``
+    fixes the layout and the release here, whatever the confs say later. The confs are
+    checked here too, so that a malformed one fails now rather than at the first query.
+    ``engine`` is ``"jvm"`` (native functions; the default when the session can load the
+    keyshared jar; ks_route then also takes a layout JSON as a second argument) or
+    ``"arrow"`` (Arrow UDFs).
     The layout, the release, the confs and ``null_key`` are checked here, by the library.
     """
     table = None if layout is None else routing_table(layout, pulsar_version)
@@ -416,10 +456,12 @@ def register(
     conf = None if table is not None else conf_layout(spark, pulsar_version)
     default = routing_table(DEFAULT_LAYOUT, pulsar_version or conf_version(spark))
     routes = _first(table, conf, default)
+    # Told nothing, the functions follow the confs of each query: the JVM's read them when
+    # the query is built, the Arrow UDF from the task's properties (Spark hands each task
+    # the session's confs), so the two route alike whatever is SET after register.
+    follow = layout is None and pulsar_version is None
     if chosen == "jvm":
-        # The layout is passed even when it is the conf's: a JVM function given none would
-        # follow the conf of each query, which the Arrow UDFs cannot, and the two would part.
-        jvm.register_functions(spark, routes, nk)
+        jvm.register_functions(spark, None if follow else routes, nk)
         return chosen
     has_jar = jvm.jvm_usable(spark)
     if has_jar:
@@ -429,7 +471,7 @@ def register(
         "ks_segment_hash": segment_hash_udf(nk),
         "ks_bucket_hash": bucket_hash_udf(nk),
         "ks_sticky_key_hash": sticky_key_hash_udf(nk),
-        "ks_route": _route_udf(routes, nk),
+        "ks_route": _route_udf(routes, nk, follow_conf=follow),
     }
     for name, udf in functions.items():
         # The Arrow UDF itself takes any type and would fail in the worker on a key that is

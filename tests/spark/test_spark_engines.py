@@ -523,11 +523,12 @@ CONF_KEYS = [
 
 @settings(max_examples=3, deadline=None)
 @given(st.integers(1, 4), st.integers(1, 32), st.booleans())
-def test_register_routes_alike_on_both_engines_whatever_the_conf_says_later(
+def test_register_follows_the_conf_set_later_alike_on_both_engines(
     spark: SparkSession, segments: int, budget: int, set_before: bool
 ) -> None:
-    """Differential over 5,000 keys: the layout is the conf's when register runs, on both
-    engines, and a conf set or changed afterwards moves neither (it moved only the JVM's)."""
+    """Differential over 5,000 keys: register(spark) told no layout routes, on both engines,
+    under the layout the conf holds when each query runs: a SET after register moves both
+    (it moved only the JVM's once, then neither, silently)."""
     conf_layout = TopicLayout.initial(segments, max(budget, segments)).split_segment(0, 10)
     spark.createDataFrame(list(enumerate(CONF_KEYS)), "i int, k string").createOrReplaceTempView(
         "ck"
@@ -545,7 +546,23 @@ def test_register_routes_alike_on_both_engines_whatever_the_conf_says_later(
     finally:
         spark.conf.unset(LAYOUT_CONF)
         register(spark, engine="jvm")
-    layout = conf_layout if set_before else TopicLayout.initial(1)
-    want = list(zip(*[a.tolist() for a in layout.route_keys(CONF_KEYS)], strict=True))
+    later = TopicLayout.initial(3, 12)
+    want = list(zip(*[a.tolist() for a in later.route_keys(CONF_KEYS)], strict=True))
     assert results["jvm"] == want
     assert results["arrow"] == want
+
+
+def test_a_malformed_conf_set_after_register_fails_the_query_naming_it(
+    spark: SparkSession,
+) -> None:
+    bad = {"segments": [{"segment_id": 0, "hash_range": "0000-ffff", "bucket_splits": [1]}]}
+    try:
+        for engine in ("jvm", "arrow"):
+            spark.conf.unset(LAYOUT_CONF)
+            register(spark, engine=engine)
+            spark.conf.set(LAYOUT_CONF, json.dumps(bad))
+            with pytest.raises(Exception, match=f"{LAYOUT_CONF}: .*first split must be at least 2"):
+                spark.sql("SELECT ks_route('k') AS r").collect()
+    finally:
+        spark.conf.unset(LAYOUT_CONF)
+        register(spark, engine="jvm")
