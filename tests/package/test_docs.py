@@ -378,3 +378,16 @@ def test_every_module_of_the_package_has_a_reference_page() -> None:
         if (p / "__init__.py").exists()
     }
     assert packages <= documented
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_is_to_a_file_in_the_repository(page: Path) -> None:
+    """mkdocs checks the site's links; this checks README's too, and links out of docs/."""
+    text = page.read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    missing = [
+        link
+        for link in links
+        if not re.match(r"^[a-z]+:", link) and not (page.parent / link).exists()
+    ]
+    assert not missing
