@@ -17,9 +17,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import keyshared.connection.failures as failures
+import keyshared.connection.oauth2 as oauth2
+import keyshared.connection.tls as tls
 from keyshared._checks import check_bool
 from keyshared._jsonfile import parse_json
-from keyshared.connection import failures, oauth2, tls
 from keyshared.connection.client_conf import read_client_conf
 from keyshared.connection.rest import same_origin, send
 from keyshared.connection.secret import Secret, safe_url
