@@ -117,6 +117,10 @@ OUTPUTS: list[tuple[str, list[str]]] = [
             "--json",
         ],
     ),
+    (
+        "verify.json",
+        ["verify", "--check", str(ROOT / "tests/fixtures/verify/record.json"), "--json"],
+    ),
 ]
 
 
@@ -141,8 +145,8 @@ def test_the_output_is_what_its_schema_says(schema: str, argv: list[str]) -> Non
 
 
 def test_every_json_output_has_a_schema_and_the_reference_names_it() -> None:
-    """Each subcommand with --json (or --response) is validated above, or is verify's (whose
-    record tests/unit/test_verify_report.py checks), and docs/cli.md links each schema."""
+    """Each subcommand with --json (or --response) is validated above, and docs/cli.md links
+    each schema."""
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     with_json = {
@@ -150,7 +154,21 @@ def test_every_json_output_has_a_schema_and_the_reference_names_it() -> None:
         for name, child in sub.choices.items()  # type: ignore[union-attr]
         if any(o in ("--json", "--response") for a in child._actions for o in a.option_strings)
     }
-    assert with_json - {argv[0] for _, argv in OUTPUTS} == {"verify"}
+    assert with_json <= {argv[0] for _, argv in OUTPUTS}
     reference = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     for path in SCHEMAS.glob("*.json"):
         assert f"schemas/{path.name}" in reference, f"docs/cli.md does not link {path.name}"
+
+
+def test_a_failed_verify_is_what_its_schema_says(tmp_path: Path) -> None:
+    """The verdict's violations too: a saved run with one acknowledgement taken out."""
+    record = json.loads((ROOT / "tests/fixtures/verify/record.json").read_text())
+    events = record["scenarios"][0]["events"]
+    events.remove(next(e for e in events if e[0] == "ack"))
+    (tmp_path / "record.json").write_text(json.dumps(record))
+    out = io.StringIO()
+    assert cli.main(["verify", "--check", str(tmp_path / "record.json"), "--json"], out) == 1
+    document = json.loads(out.getvalue())
+    assert document["verdict"]["first"]["rule"] == "lost"
+    errors = sorted(validator("verify.json").iter_errors(document), key=str)
+    assert not errors, f"verify.json: {errors[0].message} at {list(errors[0].absolute_path)}"
