@@ -62,7 +62,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The one version source: Cargo.toml's, which maturin also gives the wheel, in the
     // spelling PEP 440 normalizes it to, as the wheel's metadata holds it (0.2.0-dev0 is
     // 0.2.0.dev0).
-    m.add("__version__", env!("CARGO_PKG_VERSION").replacen("-dev", ".dev", 1))?;
+    m.add(
+        "__version__",
+        env!("CARGO_PKG_VERSION").replacen("-dev", ".dev", 1),
+    )?;
     // Benchmarks refuse a development build: its timings say nothing about the release.
     let profile = if cfg!(debug_assertions) {
         "dev"
