@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
 from itertools import pairwise
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
@@ -156,6 +157,10 @@ class Segment:
             )
         check_scheme("legacy_hashing_scheme", self.legacy_hashing_scheme)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The fields alone: the cached values (_descriptor, _memo) are made again on demand.
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
     @property
     def is_active(self) -> bool:
         return self.state is SegmentState.ACTIVE
@@ -187,7 +192,19 @@ class Segment:
     @property
     def descriptor(self) -> str:
         """``"0000-7fff-1"``: hash range and id, as in the segment's topic name."""
-        return format_descriptor(self.hash_range, self.segment_id)
+        return self._descriptor
+
+    @cached_property
+    def _descriptor(self) -> str:
+        # Made once per segment (its parts never change), for every assignment that names it.
+        return f"{self.hash_range.to_hex()}-{self.segment_id}"
+
+    @cached_property
+    def _memo(self) -> dict[object, Any]:
+        """Values other modules derive from the segment alone, made once per segment (it
+        never changes, and layouts share it until an operation replaces it): by key, e.g. the
+        assignment record of the whole segment under one topic (coordinator.py)."""
+        return {}
 
     def bucket_ranges(self) -> list[HashRange]:
         """The hashB range of each bucket, in bucket order."""
@@ -367,6 +384,12 @@ class TopicLayout:
     @cached_property
     def _active(self) -> tuple[Segment, ...]:
         return self._ranges.to_tuple()
+
+    @cached_property
+    def _in_range_order(self) -> tuple[Segment, ...]:
+        """Every segment, active and sealed, by (hash range, id): the order assignments deal
+        segments in. Sorted once per layout, when first asked for."""
+        return tuple(sorted(self.segments.values(), key=_RANGE_THEN_ID))
 
     @property
     def total_bucket_count(self) -> int:
@@ -720,6 +743,9 @@ def _sealed(seg: Segment, now_ms: int, epoch: int, child_ids: tuple[int, ...]) -
 #: Operations run the whole check (TopicLayout.validate) after their own when set: the tests
 #: set it, so that every layout they make is checked whole.
 _FULL_CHECKS = False
+
+
+_RANGE_THEN_ID = attrgetter("hash_range", "segment_id")
 
 
 def _range_start(seg: Segment) -> int:
