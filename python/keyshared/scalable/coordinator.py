@@ -125,13 +125,20 @@ def compute_assignment(
     if k <= len(segments) or m1:
         # Each segment whole to one consumer, round-robin (M1 has no entry buckets to share).
         for i, seg in enumerate(segments):
-            r, sid = seg.hash_range, seg.segment_id
-            lists[i % k].append(AssignedSegment(sid, r, f"{prefix}{r.to_hex()}-{sid}"))
+            # The record of a whole segment depends on the segment and the topic alone, and
+            # is immutable: made once per segment (a new layout shares all but the segments
+            # its operation made or sealed), then only dealt.
+            memo = seg._memo
+            assigned = memo.get(prefix)
+            if assigned is None:
+                name = prefix + seg._descriptor
+                assigned = memo[prefix] = AssignedSegment(seg.segment_id, seg.hash_range, name)
+            lists[i % k].append(assigned)
     else:
         for seg, owners in zip(segments, _deal(segments, k), strict=True):
-            r, sid = seg.hash_range, seg.segment_id
             shared = tuple(seg.bucket_ranges()) if len(owners) > 1 else ()
-            assigned = AssignedSegment(sid, r, f"{prefix}{r.to_hex()}-{sid}", shared)
+            name = prefix + seg._descriptor
+            assigned = AssignedSegment(seg.segment_id, seg.hash_range, name, shared)
             for owner in owners:
                 lists[owner].append(assigned)
     epoch = layout.epoch
@@ -142,20 +149,31 @@ def compute_assignment(
 
 def _assignable(layout: TopicLayout, drained: frozenset[int] | None, m1: bool) -> list[Segment]:
     """The segments :func:`is_assignable` admits, in (hash range, id) order, in one pass:
-    the active ones come in range order from the layout, and only when sealed ones join
-    them is the list sorted."""
+    over the layout's segments in that order (sorted once per layout) where sealed ones
+    count, else over the active ones (in range order as the layout keeps them) with the
+    few sealed ones that have not drained sorted in."""
     present = layout.segments
-    active = layout.active_segments()
-    sealed = [s for s in present.values() if s.state is SegmentState.SEALED]
-    if drained is not None:
-        if not m1:
-            sealed = [
-                s for s in sealed if s.segment_id not in drained and _ready(s, present, drained)
-            ]
-        active = tuple(s for s in active if _ready(s, present, drained))
-    both = [*active, *sealed]
-    if sealed:
-        both.sort(key=_RANGE_ORDER)
+    if drained is None:
+        return list(layout._in_range_order)
+    if m1:
+        # Every sealed segment, and the active ones whose parents drained.
+        return [
+            s
+            for s in layout._in_range_order
+            if s.state is SegmentState.SEALED or _ready(s, present, drained)
+        ]
+    active = [s for s in layout.active_segments() if _ready(s, present, drained)]
+    waiting = [
+        s
+        for s in present.values()
+        if s.state is SegmentState.SEALED
+        and s.segment_id not in drained
+        and _ready(s, present, drained)
+    ]
+    if not waiting:
+        return active
+    both = [*active, *waiting]
+    both.sort(key=_RANGE_ORDER)
     return both
 
 
