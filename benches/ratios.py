@@ -20,6 +20,11 @@ PAIRED = "paired ratio vs "
 KEYS = "keys"
 #: The extra_info key of the median process CPU time of a round, per key, in nanoseconds.
 CPU_NS = "cpu ns/key"
+#: The extra_info key of how many units of work (operations, segments, ...) one round does,
+#: and of the median process CPU time of a round per unit, in nanoseconds: what Scaling
+#: compares between sizes.
+UNITS = "units"
+CPU_NS_UNIT = "cpu ns/unit"
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,8 @@ class Ceiling:
     lib: str
     ns_per_key: float
 
+
+LAYOUT_OPS = ("split", "merge", "rebucket")
 
 PARTITIONER_GROUPS = (
     "kafka-partition",
@@ -101,6 +108,11 @@ FLOORS = [
     Floor("dispatch-1", "key_hash", 1 / 4.0),
     Floor("ack-1", "key_hash", 1 / 2.0),
     Floor("dispatch-ack-1", "key_hash", 1 / 4.5),
+    # Layouts of 8,192 segments (benches/test_layout_sizes.py): each operation and decision
+    # no slower than Pulsar 5.0.0-M1's Java (M1 has no rebucket), paired rounds of CPU time.
+    *(Floor(f"layout-{op}", "jvm-8192", 1.0, "keyshared-8192") for op in ("split", "merge")),
+    Floor("layout-decide", "jvm-8192", 1.0, "keyshared-8192"),
+    Floor("layout-assign", "jvm-8192", 1.0, "keyshared-8192"),
     # Sixteen threads, where a machine has them, within 1.5x of the memory's own speed (a
     # parallel read of the same bytes that hashes nothing, benches/test_hashing.py).
     Floor("key-hashes-threads", "read-16-threads", 1 / 1.5, "keyshared-16-threads"),
@@ -171,6 +183,69 @@ CEILINGS = [
 ]
 
 
+@dataclass(frozen=True)
+class Scaling:
+    """In `group`, `large`'s time per unit of work must be at most `within` times `small`'s:
+    the cost of a size against a smaller one. A unit is what the benchmark says it counts
+    (extra_info[UNITS] a round: an operation, an active segment, ...); the time per unit is
+    extra_info[CPU_NS_UNIT] (process CPU time) where recorded, else the wall-clock median
+    over the units."""
+
+    group: str
+    small: str
+    large: str
+    within: float
+
+
+#: Layouts by size (benches/test_layout_sizes.py): an operation at 8,192 segments within 3x
+#: its cost at 64 (an operation costs what it changes, not what the layout holds), decide
+#: and compute_assignment per active segment (and consumer) within 2x.
+SCALINGS = [
+    *(Scaling(f"layout-{op}", "keyshared-64", "keyshared-8192", 3.0) for op in LAYOUT_OPS),
+    Scaling("layout-decide", "keyshared-64", "keyshared-8192", 2.0),
+    Scaling("layout-assign", "keyshared-64", "keyshared-8192", 2.0),
+]
+
+
+def per_unit(bench: dict[str, Any]) -> float | None:
+    extra = bench.get("extra_info", {})
+    if CPU_NS_UNIT in extra:
+        return float(extra[CPU_NS_UNIT])
+    if extra.get(UNITS):
+        return float(bench["stats"]["median"] * 1e9 / extra[UNITS])
+    return None
+
+
+def unit_times(results: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """(group, lib) -> nanoseconds per unit of work, where the benchmark counted units."""
+    out = {}
+    for bench in results["benchmarks"]:
+        ns = per_unit(bench)
+        if ns is not None:
+            out[(bench["group"], lib_name(bench))] = ns
+    return out
+
+
+def check_scalings(group: str, units: dict[tuple[str, str], float]) -> list[str]:
+    failed = []
+    for s in (s for s in SCALINGS if s.group == group):
+        small, large = units.get((group, s.small)), units.get((group, s.large))
+        if small is None or large is None:
+            print(f"  scaling {s.large} vs {s.small}: not run")
+            continue
+        ratio = large / small
+        ok = ratio <= s.within
+        print(
+            f"  scaling {s.large} vs {s.small}: {large:,.1f} vs {small:,.1f} ns a unit, "
+            f"{ratio:.2f}x <= {s.within:g}  {'ok' if ok else 'FAIL'}"
+        )
+        if not ok:
+            failed.append(
+                f"{group}: {s.large} {ratio:.2f}x {s.small}'s time a unit, within {s.within:g}"
+            )
+    return failed
+
+
 def lib_name(bench: dict[str, Any]) -> str:
     """The benchmark's name in its group: what it recorded as extra_info["lib"], else its
     ``lib`` parameter, else its whole parameter id or name."""
@@ -231,8 +306,9 @@ def report(
     paired: dict[tuple[str, str, str], float],
     keys: dict[tuple[str, str], int],
     cpu: dict[tuple[str, str], float],
+    units: dict[tuple[str, str], float] | None = None,
 ) -> list[str]:
-    """Prints one table per group; returns the floors and ceilings that failed."""
+    """Prints one table per group; returns the floors, ceilings and scalings that failed."""
     failed = []
     for group, libs in sorted(by_group.items()):
         ours = libs.get(OURS)
@@ -246,6 +322,7 @@ def report(
         failed += check_floors(group, libs, paired)
         failed += check_ceilings(group, libs, keys, cpu)
         failed += check_speedups(group, libs)
+        failed += check_scalings(group, units or {})
     return failed
 
 
@@ -255,12 +332,13 @@ def check_floors(
     failed = []
     for floor in (f for f in FLOORS if f.group == group):
         which = "" if floor.ours == OURS else f" {floor.ours}"
-        if floor.ours not in libs or floor.peer not in libs:
+        key = (group, floor.ours, floor.peer)
+        # A peer timed inside keyshared's benchmark (a paired ratio) need not be a benchmark.
+        if floor.ours not in libs or (floor.peer not in libs and key not in paired):
             print(f"  floor{which} vs {floor.peer}: not run")
             continue
-        key = (group, floor.ours, floor.peer)
         how = "paired rounds" if key in paired else "medians"
-        ratio = paired.get(key, libs[floor.peer] / libs[floor.ours])
+        ratio = paired[key] if key in paired else libs[floor.peer] / libs[floor.ours]
         ok = ratio >= floor.at_least
         verdict = "ok" if ok else "FAIL"
         print(
@@ -312,6 +390,7 @@ def main(path: str) -> int:
         paired_ratios(results),
         key_counts(results),
         cpu_times(results),
+        unit_times(results),
     )
     for line in failed:
         print(f"LIMIT FAILED: {line}", file=sys.stderr)
