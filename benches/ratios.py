@@ -95,7 +95,15 @@ FLOORS = [
     # result out). The margins are the noise of calls of 60 and 120 ns: the one-key batch
     # measured 1.9-2.07x one key_hash call across runs, a NumPy array's making and freeing
     # being most of the difference.
-    Floor("key-hashes-1", "key_hash", 1 / 2.2),
+    # Issue 49 made key_hash itself ~25% faster (its own vectorcall path), which moves the
+    # denominator of this floor and of dispatch's below: key_hashes of one key is unchanged
+    # (~150 ns on a quiet VM), so its floor is 2.2x of the old key_hash time, 2.8x of the
+    # new. The issue's target (1.5x) needs a one-key path in key_hashes: not done yet.
+    Floor("key-hashes-1", "key_hash", 1 / 2.8),
+    # One key_hash call at or below one mmh3.hash call on the same key (the same work: one
+    # argument, its UTF-8 or bytes, the hash, the int), str and bytes.
+    Floor("key-hash-1-str", "mmh3", 1.0),
+    Floor("key-hash-1-bytes", "mmh3", 1.0),
     Floor("key-hashes-8", "mmh3-loop", 1.0),
     Floor("key-hashes-64", "mmh3-loop", 3.0),
     Floor("key-hashes-512", "mmh3-loop", 5.0),
@@ -105,9 +113,11 @@ FLOORS = [
     # calls in the same loop. Before the one-entry path a dispatch and its ack took 1,125-1,158
     # ns, about 8x two key_hash calls; measured since: dispatch 3.1-3.2x, ack 1.35-1.4x, the
     # pair 3.5-3.9x.
-    Floor("dispatch-1", "key_hash", 1 / 4.0),
-    Floor("ack-1", "key_hash", 1 / 2.0),
-    Floor("dispatch-ack-1", "key_hash", 1 / 4.5),
+    # key_hash's own speed-up (issue 49) raised these multiples by about 1.25 with no change
+    # to dispatch or ack: the floors are the old ones in the old key_hash's time.
+    Floor("dispatch-1", "key_hash", 1 / 5.0),
+    Floor("ack-1", "key_hash", 1 / 2.5),
+    Floor("dispatch-ack-1", "key_hash", 1 / 5.6),
     # Layouts of 8,192 segments (benches/test_layout_sizes.py): each operation and decision
     # no slower than Pulsar 5.0.0-M1's Java (M1 has no rebucket), paired rounds of CPU time.
     *(Floor(f"layout-{op}", "jvm-8192", 1.0, "keyshared-8192") for op in ("split", "merge")),
