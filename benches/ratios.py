@@ -20,6 +20,11 @@ PAIRED = "paired ratio vs "
 KEYS = "keys"
 #: The extra_info key of the median process CPU time of a round, per key, in nanoseconds.
 CPU_NS = "cpu ns/key"
+#: The extra_info key of how many units of work (operations, segments, ...) one round does,
+#: and of the median process CPU time of a round per unit, in nanoseconds: what Scaling
+#: compares between sizes.
+UNITS = "units"
+CPU_NS_UNIT = "cpu ns/unit"
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,8 @@ class Ceiling:
     lib: str
     ns_per_key: float
 
+
+LAYOUT_OPS = ("split", "merge", "rebucket")
 
 PARTITIONER_GROUPS = (
     "kafka-partition",
@@ -88,7 +95,15 @@ FLOORS = [
     # result out). The margins are the noise of calls of 60 and 120 ns: the one-key batch
     # measured 1.9-2.07x one key_hash call across runs, a NumPy array's making and freeing
     # being most of the difference.
-    Floor("key-hashes-1", "key_hash", 1 / 2.2),
+    # Issue 49 made key_hash itself ~25% faster (its own vectorcall path), which moves the
+    # denominator of this floor and of dispatch's below: key_hashes of one key is unchanged
+    # (~150 ns on a quiet VM), so its floor is 2.2x of the old key_hash time, 2.8x of the
+    # new. The issue's target (1.5x) needs a one-key path in key_hashes: not done yet.
+    Floor("key-hashes-1", "key_hash", 1 / 2.8),
+    # One key_hash call at or below one mmh3.hash call on the same key (the same work: one
+    # argument, its UTF-8 or bytes, the hash, the int), str and bytes.
+    Floor("key-hash-1-str", "mmh3", 1.0),
+    Floor("key-hash-1-bytes", "mmh3", 1.0),
     Floor("key-hashes-8", "mmh3-loop", 1.0),
     Floor("key-hashes-64", "mmh3-loop", 3.0),
     Floor("key-hashes-512", "mmh3-loop", 5.0),
@@ -98,9 +113,16 @@ FLOORS = [
     # calls in the same loop. Before the one-entry path a dispatch and its ack took 1,125-1,158
     # ns, about 8x two key_hash calls; measured since: dispatch 3.1-3.2x, ack 1.35-1.4x, the
     # pair 3.5-3.9x.
-    Floor("dispatch-1", "key_hash", 1 / 4.0),
-    Floor("ack-1", "key_hash", 1 / 2.0),
-    Floor("dispatch-ack-1", "key_hash", 1 / 4.5),
+    # key_hash's own speed-up (issue 49) raised these multiples by about 1.25 with no change
+    # to dispatch or ack: the floors are the old ones in the old key_hash's time.
+    Floor("dispatch-1", "key_hash", 1 / 5.0),
+    Floor("ack-1", "key_hash", 1 / 2.5),
+    Floor("dispatch-ack-1", "key_hash", 1 / 5.6),
+    # Layouts of 8,192 segments (benches/test_layout_sizes.py): each operation and decision
+    # no slower than Pulsar 5.0.0-M1's Java (M1 has no rebucket), paired rounds of CPU time.
+    *(Floor(f"layout-{op}", "jvm-8192", 1.0, "keyshared-8192") for op in ("split", "merge")),
+    Floor("layout-decide", "jvm-8192", 1.0, "keyshared-8192"),
+    Floor("layout-assign", "jvm-8192", 1.0, "keyshared-8192"),
     # Sixteen threads, where a machine has them, within 1.5x of the memory's own speed (a
     # parallel read of the same bytes that hashes nothing, benches/test_hashing.py).
     Floor("key-hashes-threads", "read-16-threads", 1 / 1.5, "keyshared-16-threads"),
@@ -177,6 +199,69 @@ CEILINGS = [
 ]
 
 
+@dataclass(frozen=True)
+class Scaling:
+    """In `group`, `large`'s time per unit of work must be at most `within` times `small`'s:
+    the cost of a size against a smaller one. A unit is what the benchmark says it counts
+    (extra_info[UNITS] a round: an operation, an active segment, ...); the time per unit is
+    extra_info[CPU_NS_UNIT] (process CPU time) where recorded, else the wall-clock median
+    over the units."""
+
+    group: str
+    small: str
+    large: str
+    within: float
+
+
+#: Layouts by size (benches/test_layout_sizes.py): an operation at 8,192 segments within 3x
+#: its cost at 64 (an operation costs what it changes, not what the layout holds), decide
+#: and compute_assignment per active segment (and consumer) within 2x.
+SCALINGS = [
+    *(Scaling(f"layout-{op}", "keyshared-64", "keyshared-8192", 3.0) for op in LAYOUT_OPS),
+    Scaling("layout-decide", "keyshared-64", "keyshared-8192", 2.0),
+    Scaling("layout-assign", "keyshared-64", "keyshared-8192", 2.0),
+]
+
+
+def per_unit(bench: dict[str, Any]) -> float | None:
+    extra = bench.get("extra_info", {})
+    if CPU_NS_UNIT in extra:
+        return float(extra[CPU_NS_UNIT])
+    if extra.get(UNITS):
+        return float(bench["stats"]["median"] * 1e9 / extra[UNITS])
+    return None
+
+
+def unit_times(results: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """(group, lib) -> nanoseconds per unit of work, where the benchmark counted units."""
+    out = {}
+    for bench in results["benchmarks"]:
+        ns = per_unit(bench)
+        if ns is not None:
+            out[(bench["group"], lib_name(bench))] = ns
+    return out
+
+
+def check_scalings(group: str, units: dict[tuple[str, str], float]) -> list[str]:
+    failed = []
+    for s in (s for s in SCALINGS if s.group == group):
+        small, large = units.get((group, s.small)), units.get((group, s.large))
+        if small is None or large is None:
+            print(f"  scaling {s.large} vs {s.small}: not run")
+            continue
+        ratio = large / small
+        ok = ratio <= s.within
+        print(
+            f"  scaling {s.large} vs {s.small}: {large:,.1f} vs {small:,.1f} ns a unit, "
+            f"{ratio:.2f}x <= {s.within:g}  {'ok' if ok else 'FAIL'}"
+        )
+        if not ok:
+            failed.append(
+                f"{group}: {s.large} {ratio:.2f}x {s.small}'s time a unit, within {s.within:g}"
+            )
+    return failed
+
+
 def lib_name(bench: dict[str, Any]) -> str:
     """The benchmark's name in its group: what it recorded as extra_info["lib"], else its
     ``lib`` parameter, else its whole parameter id or name."""
@@ -237,8 +322,9 @@ def report(
     paired: dict[tuple[str, str, str], float],
     keys: dict[tuple[str, str], int],
     cpu: dict[tuple[str, str], float],
+    units: dict[tuple[str, str], float] | None = None,
 ) -> list[str]:
-    """Prints one table per group; returns the floors and ceilings that failed."""
+    """Prints one table per group; returns the floors, ceilings and scalings that failed."""
     failed = []
     for group, libs in sorted(by_group.items()):
         ours = libs.get(OURS)
@@ -252,6 +338,7 @@ def report(
         failed += check_floors(group, libs, paired)
         failed += check_ceilings(group, libs, keys, cpu)
         failed += check_speedups(group, libs)
+        failed += check_scalings(group, units or {})
     return failed
 
 
@@ -261,12 +348,13 @@ def check_floors(
     failed = []
     for floor in (f for f in FLOORS if f.group == group):
         which = "" if floor.ours == OURS else f" {floor.ours}"
-        if floor.ours not in libs or floor.peer not in libs:
+        key = (group, floor.ours, floor.peer)
+        # A peer timed inside keyshared's benchmark (a paired ratio) need not be a benchmark.
+        if floor.ours not in libs or (floor.peer not in libs and key not in paired):
             print(f"  floor{which} vs {floor.peer}: not run")
             continue
-        key = (group, floor.ours, floor.peer)
         how = "paired rounds" if key in paired else "medians"
-        ratio = paired.get(key, libs[floor.peer] / libs[floor.ours])
+        ratio = paired[key] if key in paired else libs[floor.peer] / libs[floor.ours]
         ok = ratio >= floor.at_least
         verdict = "ok" if ok else "FAIL"
         print(
@@ -318,6 +406,7 @@ def main(path: str) -> int:
         paired_ratios(results),
         key_counts(results),
         cpu_times(results),
+        unit_times(results),
     )
     for line in failed:
         print(f"LIMIT FAILED: {line}", file=sys.stderr)

@@ -8,12 +8,15 @@ is checked to give keyshared's answer first. Call sizes 1 and 8 are where the li
 used as a library; 64 is the short path's last size (rust/bindings/src/keys.rs ``SHORT``),
 512 and 4096 take the batch path."""
 
+import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
 import mmh3
 import numpy as np
 import pytest
+from ratios import PAIRED
 
 import keyshared as ks
 
@@ -38,6 +41,47 @@ def per_call(benchmark: Any, call: Callable[[], object], calls: int = CALLS) -> 
     benchmark(run)
     benchmark.extra_info["calls_per_round"] = calls
     benchmark.extra_info["ns_per_call"] = round(benchmark.stats.stats.median / calls * 1e9, 1)
+
+
+@pytest.mark.parametrize("lib", ["keyshared", "mmh3"])
+@pytest.mark.parametrize("kind", ["str", "bytes"])
+def test_key_hash_one_key(benchmark: Any, lib: str, kind: str) -> None:
+    """One key_hash call against one mmh3.hash call on the same key (unsigned, as keyshared's):
+    the work of both is taking one argument, reading its UTF-8 (or bytes), hashing 21 bytes
+    and making the int. keyshared's rounds each run just after a round of mmh3's, and the
+    floor is the median over those pairs (a busy machine moves both alike)."""
+    key: str | bytes = KEYS[0] if kind == "str" else KEYS[0].encode()
+    benchmark.group = f"key-hash-1-{kind}"
+    hash32, key_hash = mmh3.hash, ks.key_hash
+    assert key_hash(key) == hash32(key, 0, False)
+    loop = range(CALLS)
+
+    def ours() -> None:
+        for _ in loop:
+            key_hash(key)
+
+    def theirs() -> None:
+        for _ in loop:
+            hash32(key, 0, False)
+
+    if lib == "mmh3":
+        per_call(benchmark, lambda: hash32(key, 0, False))
+        return
+    peer: list[int] = []
+
+    def peer_round() -> None:
+        start = time.perf_counter_ns()
+        theirs()
+        peer.append(time.perf_counter_ns() - start)
+
+    benchmark.pedantic(ours, setup=peer_round, rounds=2000, iterations=1, warmup_rounds=20)
+    mine = benchmark.stats.stats.data
+    pairs = zip(peer[-len(mine) :], mine, strict=True)
+    benchmark.extra_info[PAIRED + "mmh3"] = round(
+        statistics.median(p * 1e-9 / max(m, 1e-12) for p, m in pairs), 3
+    )
+    benchmark.extra_info["ns_per_call"] = round(benchmark.stats.stats.median / CALLS * 1e9, 1)
+    benchmark.extra_info["mmh3 ns_per_call"] = round(statistics.median(peer) / CALLS, 1)
 
 
 @pytest.mark.parametrize(

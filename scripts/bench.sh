@@ -8,8 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYSHARED_BUILD=release scripts/setup.sh
-# The JVM peers of the partitioner groups run in the Pulsar oracle of the newest release.
-PULSAR_VERSIONS=4.2.4 scripts/pulsar.sh
+# The JVM peers of the partitioner groups run in the Pulsar oracle of the newest release, those
+# of the layout groups in 5.0.0-M1's (the one release with scalable topics).
+PULSAR_VERSIONS="4.2.4 5.0.0-M1" scripts/pulsar.sh
 export PATH="$PWD/.venv/bin:$PATH"
 mode=run
 case "${1:-}" in --save-baseline|--gate) mode=${1#--}; shift ;; esac

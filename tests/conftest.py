@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import HealthCheck, settings
 
+from keyshared.scalable import layout as _layout
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from support.pulsar_broker import PulsarBroker, ScalableBroker, V5Client
@@ -14,6 +16,10 @@ if TYPE_CHECKING:
 # Two shared cores make wall-clock deadlines meaningless; correctness is what is tested here.
 settings.register_profile("keyshared", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("keyshared")
+
+# Every layout an operation makes in the tests is also checked whole (TopicLayout.validate),
+# beside the operation's own check of what it changed.
+_layout._FULL_CHECKS = True
 
 # One small local session for every Spark test: starting a JVM costs seconds, so it is shared.
 SPARK_TEST_CONF = {

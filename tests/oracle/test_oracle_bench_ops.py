@@ -127,3 +127,51 @@ def test_selector_loop_gives_keyshareds_consumers(
         selector.add_consumer(c, f"c{c}")
     assert theirs.tolist() == selector.select_many(ks.routing.sticky_key_hashes(batch)).tolist()
     record("4.2.4 bench selector loop", len(batch))
+
+
+@settings(max_examples=10, deadline=None)
+@given(rounds=st.integers(1, 5), ops=st.integers(1, 6), seed=st.integers(0, 2**16))
+def test_scalable_bench_ops_give_keyshareds_answers(
+    oracle_milestone: Oracle, rounds: int, ops: int, seed: int
+) -> None:
+    """The 5.0.0-M1 oracle's timed layout, decide and assign loops (benches/test_layout_sizes.py)
+    answer what keyshared does with M1's rules, and time every round."""
+    layout = ks.TopicLayout.initial(1 + seed % 5)
+    for _ in range(rounds):
+        for seg in layout.active_segments():
+            layout = layout.split_segment(seg.segment_id, 7)
+    active = layout.active_segments()
+    chain = [["split", active[i * len(active) // ops].segment_id, 9] for i in range(ops)]
+    done = layout
+    for _, sid, now in chain:
+        done = done.split_segment(sid, now)
+    timing = {"calls": 2, "warmup": 1, "rounds": 3}
+    got = oracle_milestone.call(
+        "scalable.bench_layout", layout=layout.to_dict(), ops=chain, **timing
+    )
+    assert got["active"] == sorted(s.segment_id for s in done.active_segments())
+    assert len(got["nanos"]) == len(got["cpu_nanos"]) == 3
+    names = [f"c{i}" for i in range(seed % 7)]
+    sealed = [s.segment_id for s in layout.segments.values() if s.is_sealed]
+    case = {
+        "layout": layout.to_dict(),
+        "topic": "topic://t/n/x",
+        "consumers": names,
+        "drain_checker": True,
+        "drained": sealed,
+    }
+    got = oracle_milestone.call("scalable.bench_assign", case=case, **timing)
+    ours = ks.compute_assignment(
+        layout, ks.TopicName.get("topic://t/n/x"), names, sealed, pulsar_version="5.0.0-M1"
+    )
+    assert got["last"] == {
+        name: {
+            "layout_epoch": a.layout_epoch,
+            "segments": [
+                [s.segment_id, [s.hash_range.start, s.hash_range.end], s.segment_topic_name]
+                for s in a.assigned_segments
+            ],
+        }
+        for name, a in ours.items()
+    }
+    record("5.0.0-M1 bench loops (layout, assign)", 2)

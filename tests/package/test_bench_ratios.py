@@ -33,6 +33,7 @@ def run(results: dict[str, Any]) -> list[str]:
         ratios.paired_ratios(results),
         ratios.key_counts(results),
         ratios.cpu_times(results),
+        ratios.unit_times(results),
     )
     return failed
 
@@ -90,7 +91,7 @@ def test_a_benchmark_is_named_by_its_lib(capsys: pytest.CaptureFixture[str]) -> 
     ]
     assert run({"benchmarks": [sized, one, *threads]}) == []
     out = capsys.readouterr().out
-    assert "floor vs key_hash (medians): 0.50 >= 0.454545  ok" in out
+    assert "floor vs key_hash (medians): 0.50 >= 0.357143  ok" in out
     assert "speedup keyshared at 16 threads: not run" in out.split("key-hashes-threads")[1]
 
 
@@ -157,3 +158,35 @@ def test_a_limit_whose_benchmark_did_not_run_passes(capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert "floor vs jvm: not run" in out
     assert "ceiling keyshared: not run" in out
+
+
+def test_a_scaling_compares_the_time_per_unit_of_two_sizes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # layout-decide: the time per active segment at 8,192 within 2x its time at 64; CPU time
+    # per unit where recorded, else the median over the units.
+    group = "layout-decide"
+    small = {"lib": "keyshared-64", ratios.UNITS: 32}
+    large = {"lib": "keyshared-8192", ratios.UNITS: 4096}
+    results = {
+        "benchmarks": [bench("a", 0.032e-3, group, small), bench("b", 4.096e-3 * 1.9, group, large)]
+    }
+    assert run(results) == []
+    assert "1.90x <= 2  ok" in capsys.readouterr().out
+    small_cpu = {**small, ratios.CPU_NS_UNIT: 1.0}
+    large_cpu = {**large, ratios.CPU_NS_UNIT: 2.5}
+    results = {"benchmarks": [bench("a", 9.0, group, small_cpu), bench("b", 1.0, group, large_cpu)]}
+    assert run(results) == [
+        "layout-decide: keyshared-8192 2.50x keyshared-64's time a unit, within 2"
+    ]
+
+
+def test_a_peer_timed_inside_ours_holds_a_floor_by_its_paired_ratio(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The JVM of the layout groups runs inside keyshared's benchmark: no benchmark of its own.
+    extra = {"lib": "keyshared-8192", ratios.PAIRED + "jvm-8192": 0.8}
+    assert run({"benchmarks": [bench("x", 1.0, "layout-split", extra)]}) == [
+        "layout-split: keyshared-8192 0.80x vs jvm-8192, floor 1"
+    ]
+    assert "vs jvm-8192 (paired rounds): 0.80 >= 1  FAIL" in capsys.readouterr().out

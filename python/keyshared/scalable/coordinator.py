@@ -33,13 +33,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from types import MappingProxyType
 
 from keyshared._checks import check_bool, check_instance, check_int, check_mapping
 from keyshared._core import HashRange
 from keyshared.errors import ArgumentTypeError, InvalidArgument
-from keyshared.scalable.layout import Segment, TopicLayout
-from keyshared.scalable.topic_name import SegmentTopicName, TopicDomain, TopicName
+from keyshared.scalable.layout import Segment, SegmentState, TopicLayout
+from keyshared.scalable.topic_name import TopicDomain, TopicName
 from keyshared.versions import M1, SCALABLE_TOPICS
 
 #: Pulsar's default grace period for a disconnected consumer session.
@@ -135,28 +136,80 @@ def compute_assignment(
     if not names:
         return {}
     drained = None if drained_segment_ids is None else frozenset(drained_segment_ids)
-    segments = sorted(
-        (
+    segments = _assignable(layout, drained, m1)
+    # SegmentTopicName.from_parent(topic, range, id)'s string, made without a TopicName per
+    # segment (the topic was checked above).
+    prefix = f"{TopicDomain.segment.value}://{topic.tenant}/{topic.namespace_portion}/"
+    prefix += f"{topic.local_name}/"
+    lists: list[list[AssignedSegment]] = [[] for _ in names]
+    k = len(names)
+    if k <= len(segments) or m1:
+        # Each segment whole to one consumer, round-robin (M1 has no entry buckets to share).
+        for i, seg in enumerate(segments):
+            # The record of a whole segment depends on the segment and the topic alone, and
+            # is immutable: made once per segment (a new layout shares all but the segments
+            # its operation made or sealed), then only dealt.
+            memo = seg._memo
+            assigned = memo.get(prefix)
+            if assigned is None:
+                name = prefix + seg._descriptor
+                assigned = memo[prefix] = AssignedSegment(seg.segment_id, seg.hash_range, name)
+            lists[i % k].append(assigned)
+    else:
+        for seg, owners in zip(segments, _deal(segments, k), strict=True):
+            shared = tuple(seg.bucket_ranges()) if len(owners) > 1 else ()
+            name = prefix + seg._descriptor
+            assigned = AssignedSegment(seg.segment_id, seg.hash_range, name, shared)
+            for owner in owners:
+                lists[owner].append(assigned)
+    epoch = layout.epoch
+    return {
+        name: ConsumerAssignment(epoch, tuple(got)) for name, got in zip(names, lists, strict=True)
+    }
+
+
+def _assignable(layout: TopicLayout, drained: frozenset[int] | None, m1: bool) -> list[Segment]:
+    """The segments :func:`is_assignable` admits, in (hash range, id) order, in one pass:
+    over the layout's segments in that order (sorted once per layout) where sealed ones
+    count, else over the active ones (in range order as the layout keeps them) with the
+    few sealed ones that have not drained sorted in."""
+    present = layout.segments
+    if drained is None:
+        return list(layout._in_range_order)
+    if m1:
+        # Every sealed segment, and the active ones whose parents drained.
+        return [
             s
-            for s in layout.segments.values()
-            if is_assignable(s, layout, drained, pulsar_version=pulsar_version)
-        ),
-        key=lambda s: (s.hash_range, s.segment_id),
-    )
-    # M1 has no entry buckets: a segment always goes whole to one consumer.
-    sharers = _deal(segments, len(names), share=not m1)
-    lists: dict[str, list[AssignedSegment]] = {name: [] for name in names}
-    for segment, owners in zip(segments, sharers, strict=True):
-        shared = len(owners) > 1
-        assigned = AssignedSegment(
-            segment.segment_id,
-            segment.hash_range,
-            str(SegmentTopicName.from_parent(topic, segment.hash_range, segment.segment_id)),
-            tuple(segment.bucket_ranges()) if shared else (),
-        )
-        for owner in owners:
-            lists[names[owner]].append(assigned)
-    return {name: ConsumerAssignment(layout.epoch, tuple(lists[name])) for name in names}
+            for s in layout._in_range_order
+            if s.state is SegmentState.SEALED or _ready(s, present, drained)
+        ]
+    active = [s for s in layout.active_segments() if _ready(s, present, drained)]
+    waiting = [
+        s
+        for s in present.values()
+        if s.state is SegmentState.SEALED
+        and s.segment_id not in drained
+        and _ready(s, present, drained)
+    ]
+    if not waiting:
+        return active
+    both = [*active, *waiting]
+    both.sort(key=_RANGE_ORDER)
+    return both
+
+
+def _ready(segment: Segment, present: Mapping[int, Segment], drained: frozenset[int]) -> bool:
+    """Every parent drained; a parent no longer in the layout was pruned: nothing is left to
+    wait for."""
+    # A loop, not all(...): no generator made per segment.
+    for p in segment.parent_ids:  # noqa: SIM110
+        if p not in drained and p in present:
+            return False
+    return True
+
+
+#: (hash range, id): the order segments are dealt in.
+_RANGE_ORDER = attrgetter("hash_range", "segment_id")
 
 
 def _deal(segments: list[Segment], consumers: int, share: bool = True) -> list[list[int]]:

@@ -18,14 +18,14 @@ as ``sealed_at_epoch``. Times are epoch milliseconds.
 
 from __future__ import annotations
 
-import bisect
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
-from types import MappingProxyType
-from typing import Any
+from itertools import pairwise
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +44,7 @@ from keyshared._core import (
 from keyshared._reader import json_form, read, read_list
 from keyshared.errors import ArgumentTypeError, InvalidArgument, RefusedChange
 from keyshared.routing.router import HashingScheme, check_scheme
+from keyshared.scalable._persistent import RangeList, SegmentMap
 from keyshared.versions import SCALABLE_TOPICS, segment_half
 
 
@@ -156,6 +157,10 @@ class Segment:
             )
         check_scheme("legacy_hashing_scheme", self.legacy_hashing_scheme)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The fields alone: the cached values (_descriptor, _memo) are made again on demand.
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
     @property
     def is_active(self) -> bool:
         return self.state is SegmentState.ACTIVE
@@ -187,7 +192,19 @@ class Segment:
     @property
     def descriptor(self) -> str:
         """``"0000-7fff-1"``: hash range and id, as in the segment's topic name."""
-        return format_descriptor(self.hash_range, self.segment_id)
+        return self._descriptor
+
+    @cached_property
+    def _descriptor(self) -> str:
+        # Made once per segment (its parts never change), for every assignment that names it.
+        return f"{self.hash_range.to_hex()}-{self.segment_id}"
+
+    @cached_property
+    def _memo(self) -> dict[object, Any]:
+        """Values other modules derive from the segment alone, made once per segment (it
+        never changes, and layouts share it until an operation replaces it): by key, e.g. the
+        assignment record of the whole segment under one topic (coordinator.py)."""
+        return {}
 
     def bucket_ranges(self) -> list[HashRange]:
         """The hashB range of each bucket, in bucket order."""
@@ -286,6 +303,13 @@ class TopicLayout:
     next_segment_id: int
     segments: Mapping[int, Segment] = field(hash=False, metadata=json_form(read=_segments_by_id))
 
+    if TYPE_CHECKING:
+        # Kept beside the fields, derived from them (not fields: no part of equality or JSON).
+        #: The active segments in range order.
+        _ranges: ClassVar[RangeList[Segment]]
+        #: Per segment id, the merges among the segment and its ancestors.
+        _merges: ClassVar[SegmentMap[frozenset[int]]]
+
     def __post_init__(self) -> None:
         check_int("epoch", self.epoch, minimum=0)
         check_int("next_segment_id", self.next_segment_id, minimum=0, maximum=MAX_SEGMENT_ID + 1)
@@ -302,13 +326,29 @@ class TopicLayout:
                     f"segments[{key!r}] holds segment {seg.segment_id}", argument="segments"
                 )
             by_id[seg.segment_id] = seg
-        object.__setattr__(self, "segments", MappingProxyType(dict(sorted(by_id.items()))))
         _check_dag(by_id, self.next_segment_id, self.epoch)
-        _check_tiling(self.active_segments())
+        active = sorted((s for s in by_id.values() if s.is_active), key=_range_start)
+        _check_tiling(active)
+        # Built whole once here (a layout read or made from its parts); every operation then
+        # derives them from its input's by the change alone (_derive).
+        object.__setattr__(self, "segments", SegmentMap(by_id.items()))
+        object.__setattr__(self, "_ranges", RangeList(active))
+        object.__setattr__(self, "_merges", _merge_sets(self.segments.values()))
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        # The mapping proxy and the cached routing table cannot be pickled; the parts can.
-        return (TopicLayout, (self.epoch, self.next_segment_id, dict(self.segments)))
+    def validate(self) -> TopicLayout:
+        """Checks the whole DAG and the active tiling, as a layout read from JSON or built
+        from its parts is checked, and that what operations keep up to date (the active
+        segments, their routing order, the merge depths) is what the DAG gives; returns the
+        layout. Operations check only what they change; this is the full check."""
+        by_id = dict(self.segments.items())
+        _check_dag(by_id, self.next_segment_id, self.epoch)
+        active = sorted((s for s in by_id.values() if s.is_active), key=_range_start)
+        _check_tiling(active)
+        if list(self._ranges) != active:
+            raise AssertionError("the layout's active segments do not match its DAG")
+        if dict(self._merges.items()) != dict(_merge_sets(by_id.values()).items()):
+            raise AssertionError("the layout's merge depths do not match its DAG")
+        return self
 
     @classmethod
     def initial(cls, num_segments: int, bucket_budget: int = 4, now_ms: int = 0) -> TopicLayout:
@@ -337,14 +377,19 @@ class TopicLayout:
         """The active segments in range order (they tile the ring)."""
         return self._active
 
-    @cached_property
-    def _active(self) -> tuple[Segment, ...]:
-        active = (s for s in self.segments.values() if s.is_active)
-        return tuple(sorted(active, key=lambda s: s.hash_range.start))
+    @property
+    def _map(self) -> SegmentMap[Segment]:
+        return cast(SegmentMap[Segment], self.segments)
 
     @cached_property
-    def _active_starts(self) -> list[int]:
-        return [s.hash_range.start for s in self._active]
+    def _active(self) -> tuple[Segment, ...]:
+        return self._ranges.to_tuple()
+
+    @cached_property
+    def _in_range_order(self) -> tuple[Segment, ...]:
+        """Every segment, active and sealed, by (hash range, id): the order assignments deal
+        segments in. Sorted once per layout, when first asked for."""
+        return tuple(sorted(self.segments.values(), key=_RANGE_THEN_ID))
 
     @property
     def total_bucket_count(self) -> int:
@@ -366,20 +411,12 @@ class TopicLayout:
     def find_active_segment(self, segment_hash: int) -> Segment:
         """The active segment whose range holds ``segment_hash`` (in ``[0, 0xFFFF]``)."""
         h = check_int("segment_hash", segment_hash, minimum=0, maximum=0xFFFF)
-        return self._active[bisect.bisect_right(self._active_starts, h) - 1]
+        return self._ranges.find(h)
 
     def merge_depth(self, segment_id: int) -> int:
         """How many segments with two or more parents (merges) lie among the segment and its
         ancestors; splits and rollovers do not count."""
-        todo, seen, depth = [self.segment(segment_id).segment_id], set(), 0
-        while todo:
-            seg = self.segments.get(todo.pop())
-            if seg is None or seg.segment_id in seen:
-                continue
-            seen.add(seg.segment_id)
-            depth += len(seg.parent_ids) >= 2
-            todo.extend(seg.parent_ids)
-        return depth
+        return len(self._merges[self.segment(segment_id).segment_id])
 
     def children(self, segment_id: int) -> tuple[Segment, ...]:
         """The direct children of a segment, in the order it lists them."""
@@ -501,7 +538,7 @@ class TopicLayout:
             for cid, r in ((first, low), (first + 1, high))
         ]
         sealed = _sealed(seg, now_ms, epoch, (first, first + 1))
-        return self._apply([sealed, *children], first + 2)
+        return self._apply([sealed], children, first + 2)
 
     def merge_segments(
         self, segment_id_1: int, segment_id_2: int, now_ms: int, max_buckets: int | None = None
@@ -534,7 +571,7 @@ class TopicLayout:
             created_at_epoch=epoch,
         )
         sealed = [_sealed(s, now_ms, epoch, (new_id,)) for s in (a, b)]
-        return self._apply([*sealed, merged], new_id + 1)
+        return self._apply(sealed, [merged], new_id + 1)
 
     def rebucket_segment(
         self,
@@ -578,7 +615,7 @@ class TopicLayout:
             created_at_ms=now_ms,
             created_at_epoch=epoch,
         )
-        return self._apply([_sealed(seg, now_ms, epoch, (new_id,)), successor], new_id + 1)
+        return self._apply([_sealed(seg, now_ms, epoch, (new_id,))], [successor], new_id + 1)
 
     def prune_segment(self, segment_id: int) -> TopicLayout:
         """Removes a sealed segment from the DAG (its data has expired), unlinking it from
@@ -588,19 +625,30 @@ class TopicLayout:
             raise RefusedChange(
                 f"cannot prune segment {seg.segment_id}: it is active", argument="segment_id"
             )
-        segments = dict(self.segments)
-        del segments[seg.segment_id]
-        for cid in seg.child_ids:
-            child = segments[cid]
-            segments[cid] = replace(
-                child, parent_ids=tuple(p for p in child.parent_ids if p != seg.segment_id)
-            )
-        for pid in seg.parent_ids:
-            parent = segments[pid]
-            segments[pid] = replace(
-                parent, child_ids=tuple(c for c in parent.child_ids if c != seg.segment_id)
-            )
-        return TopicLayout(self.epoch + 1, self.next_segment_id, segments)
+        changed = [
+            replace(child, parent_ids=tuple(p for p in child.parent_ids if p != seg.segment_id))
+            for child in map(self.segments.__getitem__, seg.child_ids)
+        ] + [
+            replace(parent, child_ids=tuple(c for c in parent.child_ids if c != seg.segment_id))
+            for parent in map(self.segments.__getitem__, seg.parent_ids)
+        ]
+        segments = self._map.updated(((s.segment_id, s) for s in changed), (seg.segment_id,))
+        ranges = self._ranges
+        for s in changed:
+            if s.is_active:
+                ranges = ranges.replaced(s.hash_range.start, 1, (s,))
+        out: TopicLayout = object.__new__(TopicLayout)
+        out.__dict__.update(
+            epoch=self.epoch + 1,
+            next_segment_id=self.next_segment_id,
+            segments=segments,
+            _ranges=ranges,
+            # The descendants' ancestries lose the pruned segment's: counted again.
+            _merges=_merge_sets(segments.values()),
+        )
+        if _FULL_CHECKS:
+            out.validate()
+        return out
 
     def _active_segment(self, segment_id: int, action: str, name: str) -> Segment:
         """The active segment ``segment_id``, which the caller's argument ``name`` gave, for
@@ -612,10 +660,29 @@ class TopicLayout:
             )
         return seg
 
-    def _apply(self, changed: Iterable[Segment], next_segment_id: int) -> TopicLayout:
-        segments = dict(self.segments)
-        segments.update((s.segment_id, s) for s in changed)
-        return TopicLayout(self.epoch + 1, next_segment_id, segments)
+    def _apply(
+        self, sealed: Sequence[Segment], created: Sequence[Segment], next_segment_id: int
+    ) -> TopicLayout:
+        """The layout one epoch on, with the active ``sealed`` (neighbours in range order,
+        now sealed) replaced by the new active ``created`` over the same hashes. Only the
+        change is checked and only it is copied: the rest of the segment map, the active
+        list and the merge depths are shared with this layout."""
+        sealed = sorted(sealed, key=_range_start)
+        created = sorted(created, key=_range_start)
+        _check_change(self, sealed, created, next_segment_id)
+        merges = self._merges
+        new_merges = [(s.segment_id, _merge_set(s, merges)) for s in created]
+        out: TopicLayout = object.__new__(TopicLayout)
+        out.__dict__.update(
+            epoch=self.epoch + 1,
+            next_segment_id=next_segment_id,
+            segments=self._map.updated((s.segment_id, s) for s in (*sealed, *created)),
+            _ranges=self._ranges.replaced(sealed[0].hash_range.start, len(sealed), created),
+            _merges=merges.updated(new_merges),
+        )
+        if _FULL_CHECKS:
+            out.validate()
+        return out
 
     # --- serialisation ----------------------------------------------------------------
 
@@ -671,6 +738,71 @@ def _sealed(seg: Segment, now_ms: int, epoch: int, child_ids: tuple[int, ...]) -
         sealed_at_ms=now_ms,
         sealed_at_epoch=epoch,
     )
+
+
+#: Operations run the whole check (TopicLayout.validate) after their own when set: the tests
+#: set it, so that every layout they make is checked whole.
+_FULL_CHECKS = False
+
+
+_RANGE_THEN_ID = attrgetter("hash_range", "segment_id")
+
+
+def _range_start(seg: Segment) -> int:
+    return seg.hash_range.start
+
+
+def _merge_set(seg: Segment, merges: Mapping[int, frozenset[int]]) -> frozenset[int]:
+    """The merges (segments with two or more parents) among ``seg`` and its ancestors, from
+    its parents' sets: one parent's set is shared as it is."""
+    parents = [merges[p] for p in seg.parent_ids if p in merges]
+    if len(seg.parent_ids) >= 2:
+        return frozenset().union(*parents) | {seg.segment_id}
+    return parents[0] if parents else _NO_MERGES
+
+
+_NO_MERGES: frozenset[int] = frozenset()
+
+
+def _merge_sets(segments: Iterable[Segment]) -> SegmentMap[frozenset[int]]:
+    """Every segment's :func:`_merge_set`, in one pass over ``segments`` given in id order
+    (a parent's id is below its children's)."""
+    merges: dict[int, frozenset[int]] = {}
+    for seg in segments:
+        merges[seg.segment_id] = _merge_set(seg, merges)
+    return SegmentMap(merges.items())
+
+
+def _check_change(
+    layout: TopicLayout, sealed: Sequence[Segment], created: Sequence[Segment], next_id: int
+) -> None:
+    """An operation's own check: the sealed segments were active neighbours, the created ones
+    have new ids and tile exactly their hashes, and the links between the two are mutual.
+    The rest of the DAG is as it was, so this is the whole DAG's check of the change."""
+    for run in (sealed, created):
+        for a, b in pairwise(run):
+            if a.hash_range.end + 1 != b.hash_range.start:
+                raise InvalidArgument("an operation's segments leave a gap", argument=None)
+    if (sealed[0].hash_range.start, sealed[-1].hash_range.end) != (
+        created[0].hash_range.start,
+        created[-1].hash_range.end,
+    ):
+        raise InvalidArgument("an operation's new segments do not cover the old", argument=None)
+    old_ids = {s.segment_id for s in sealed}
+    new_ids = {s.segment_id for s in created}
+    epoch = layout.epoch + 1
+    for seg in sealed:
+        if layout._ranges.find(seg.hash_range.start).segment_id != seg.segment_id:
+            raise InvalidArgument(f"segment {seg.segment_id} was not active", argument=None)
+        if seg.is_active or seg.sealed_at_epoch != epoch or set(seg.child_ids) != new_ids:
+            raise InvalidArgument(f"segment {seg.segment_id} is not sealed for it", argument=None)
+    for seg in created:
+        if not layout.next_segment_id <= seg.segment_id < next_id:
+            raise InvalidArgument(f"segment {seg.segment_id} is not a new id", argument=None)
+        if not seg.is_active or seg.created_at_epoch != epoch or set(seg.parent_ids) != old_ids:
+            raise InvalidArgument(
+                f"segment {seg.segment_id} is not linked to its parents", argument=None
+            )
 
 
 def _check_dag(segments: Mapping[int, Segment], next_segment_id: int, epoch: int) -> None:

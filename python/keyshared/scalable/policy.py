@@ -636,13 +636,15 @@ def _load_split(ctx: _Context) -> Decision | str:
     left = ctx.cooldown_left(ctx.last_split_at_ms, policy.split_cooldown_ms)
     if left:
         return f"split: within the split cooldown ({left} ms left)"
-    best: tuple[float, str, int] | None = None
-    for seg in sorted(ctx.active, key=lambda s: s.segment_id):
-        score, metric = _overload(ctx.stats(seg.segment_id), policy)
-        if best is None or score > best[0]:
-            best = (score, metric, seg.segment_id)
-    assert best is not None  # a layout always has an active segment
-    score, metric, segment_id = best
+    thresholds = policy.split_thresholds()
+    # One pass in range order; the lowest id wins a tie, as a pass in id order would give.
+    best_score, best_metric, best_id = -1.0, _METRICS[0], -1
+    for seg in ctx.active:
+        sid = seg.segment_id
+        score, metric = _scored(ctx.stats(sid), thresholds)
+        if score > best_score or (score == best_score and sid < best_id):
+            best_score, best_metric, best_id = score, metric, sid
+    score, metric, segment_id = best_score, best_metric, best_id
     if score > 1.0:
         return Split(segment_id, metric)
     if score == 0.0:
@@ -655,12 +657,26 @@ def _load_split(ctx: _Context) -> Decision | str:
 
 def _overload(stats: SegmentLoadStats, policy: AutoScalePolicy) -> tuple[float, str]:
     """The largest rate / split-threshold ratio and its metric (first metric wins a tie)."""
+    return _scored(stats, policy.split_thresholds())
+
+
+def _scored(
+    stats: SegmentLoadStats, thresholds: tuple[float, float, float, float]
+) -> tuple[float, str]:
+    """The largest rate / split-threshold ratio and its metric (first metric wins a tie)."""
     score, metric = 0.0, _METRICS[0]
-    for rate, threshold, name in zip(
-        stats.rates(), policy.split_thresholds(), _METRICS, strict=True
-    ):
-        if rate / threshold > score:
-            score, metric = rate / threshold, name
+    ratio = stats.msg_rate_in / thresholds[0]
+    if ratio > score:
+        score, metric = ratio, _METRICS[0]
+    ratio = stats.bytes_rate_in / thresholds[1]
+    if ratio > score:
+        score, metric = ratio, _METRICS[1]
+    ratio = stats.msg_rate_out / thresholds[2]
+    if ratio > score:
+        score, metric = ratio, _METRICS[2]
+    ratio = stats.bytes_rate_out / thresholds[3]
+    if ratio > score:
+        score, metric = ratio, _METRICS[3]
     return score, metric
 
 
@@ -671,16 +687,20 @@ def _merge(ctx: _Context) -> Decision | str:
     left = ctx.cooldown_left(ctx.last_merge_at_ms, policy.merge_cooldown_ms)
     if left:
         return f"merge: within the merge cooldown ({left} ms left)"
-    capacity = sum(s.bucket_count for s in ctx.active)
+    counts = [len(s.bucket_splits) + 1 for s in ctx.active]
+    capacity = sum(counts)
     in_use = min(ctx.demand, capacity)
     held: dict[str, list[str]] = {}
     best: tuple[float, int, int] | None = None
-    for a, b in pairwise(ctx.active):
-        merged = min(a.bucket_count + b.bucket_count, policy.max_entry_buckets_per_segment)
-        if not ctx.m1 and capacity - a.bucket_count - b.bucket_count + merged < in_use:
+    # Each segment's own blocker once, not once per pair it is in.
+    blockers = _merge_blockers(ctx)
+    ceiling = policy.max_entry_buckets_per_segment
+    for i, (a, b) in enumerate(pairwise(ctx.active)):
+        both = counts[i] + counts[i + 1]
+        if not ctx.m1 and capacity - both + min(both, ceiling) < in_use:
             blocker: str | None = f"would leave fewer than the {in_use} bucket(s) consumers use"
         else:
-            blocker = _merge_blocker(ctx, a) or _merge_blocker(ctx, b)
+            blocker = blockers[i] or blockers[i + 1]
         if blocker is not None:
             held.setdefault(blocker, []).append(f"{a.segment_id}+{b.segment_id}")
             continue
@@ -696,21 +716,37 @@ def _merge(ctx: _Context) -> Decision | str:
     )
 
 
-def _merge_blocker(ctx: _Context, seg: Segment) -> str | None:
-    """Why ``seg`` cannot take part in a merge, or None. The reason names a class of
-    problem (so that pairs held back for the same reason are listed together)."""
+def _merge_blockers(ctx: _Context) -> list[str | None]:
+    """Per active segment (in range order), why it cannot take part in a merge, or None.
+    The reason names a class of problem (so that pairs held back for the same reason are
+    listed together)."""
     policy = ctx.policy
-    if ctx.layout.merge_depth(seg.segment_id) >= policy.max_dag_depth:
-        return f"merge depth at max_dag_depth ({policy.max_dag_depth})"
-    sample = ctx.samples.get(seg.segment_id)
-    if sample is None:
-        return "a segment has no load sample"
-    if ctx.now_ms - sample.modified_at_ms < policy.merge_window_ms:
-        return f"a sample is younger than the merge window ({policy.merge_window_ms} ms)"
-    cold = all(r < t for r, t in zip(sample.stats.rates(), policy.merge_thresholds(), strict=True))
-    if not cold:
-        return "a segment is not below every merge threshold (dead band or hot)"
-    return None
+    depths = ctx.layout._merges  # per segment, the merges among it and its ancestors
+    max_depth, window = policy.max_dag_depth, policy.merge_window_ms
+    t_msg_in, t_bytes_in, t_msg_out, t_bytes_out = policy.merge_thresholds()
+    samples, now = ctx.samples, ctx.now_ms
+    out: list[str | None] = []
+    for seg in ctx.active:
+        if len(depths[seg.segment_id]) >= max_depth:
+            out.append(f"merge depth at max_dag_depth ({max_depth})")
+            continue
+        sample = samples.get(seg.segment_id)
+        if sample is None:
+            out.append("a segment has no load sample")
+        elif now - sample.modified_at_ms < window:
+            out.append(f"a sample is younger than the merge window ({window} ms)")
+        else:
+            st = sample.stats
+            cold = (
+                st.msg_rate_in < t_msg_in
+                and st.bytes_rate_in < t_bytes_in
+                and st.msg_rate_out < t_msg_out
+                and st.bytes_rate_out < t_bytes_out
+            )
+            out.append(
+                None if cold else "a segment is not below every merge threshold (dead band or hot)"
+            )
+    return out
 
 
 def _first(items: list[str], shown: int = 6) -> str:

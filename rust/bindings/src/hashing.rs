@@ -15,6 +15,96 @@ fn key_hash(key: &Bound<'_, PyAny>) -> PyResult<u32> {
     Ok(hashing::key_hash(key_bytes(key, "key")?))
 }
 
+/// `key_hash` as the module exports it: a vectorcall function whose one common call (a
+/// single positional `str` or `bytes`) reads the key's bytes and returns the int with no
+/// argument parsing, and which hands every other call (a keyword, a wrong type, text that is
+/// not valid UTF-8) to the `#[pyfunction]` above, so that those behave and fail exactly as
+/// it does. What it does per call is what `mmh3.hash` does: take the argument, read the
+/// UTF-8 CPython caches in the str (or the bytes), hash, make the int.
+mod one_key {
+    use std::ffi::{c_ulong, CString};
+    use std::ptr;
+    use std::sync::atomic::{AtomicPtr, Ordering};
+
+    use pyo3::ffi;
+    use pyo3::prelude::*;
+    use pyo3::types::PyString;
+
+    use keyshared_kernels::hashing;
+
+    /// The `#[pyfunction]`, for every call the fast path leaves (a strong reference kept for
+    /// the life of the process, as the module keeps its functions).
+    static FULL: AtomicPtr<ffi::PyObject> = AtomicPtr::new(ptr::null_mut());
+
+    /// The key's bytes, or None where the full function must decide (not a str or bytes,
+    /// or text that is not valid UTF-8: its error is left to the full function).
+    ///
+    /// # Safety
+    /// `key` is a live object and the caller is attached to the interpreter.
+    unsafe fn bytes_of<'a>(key: *mut ffi::PyObject) -> Option<&'a [u8]> {
+        let mut len: ffi::Py_ssize_t = 0;
+        let data = if ffi::PyUnicode_Check(key) != 0 {
+            let data = ffi::PyUnicode_AsUTF8AndSize(key, &mut len);
+            if data.is_null() {
+                ffi::PyErr_Clear();
+                return None;
+            }
+            data.cast::<u8>()
+        } else if ffi::PyBytes_Check(key) != 0 {
+            len = ffi::PyBytes_Size(key);
+            ffi::PyBytes_AsString(key).cast::<u8>().cast_const()
+        } else {
+            return None;
+        };
+        // The object outlives the call, and so do the bytes it holds.
+        Some(std::slice::from_raw_parts(data, len as usize))
+    }
+
+    unsafe extern "C" fn call(
+        _module: *mut ffi::PyObject,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> *mut ffi::PyObject {
+        if nargs == 1 && kwnames.is_null() {
+            if let Some(bytes) = bytes_of(*args) {
+                return ffi::PyLong_FromUnsignedLong(c_ulong::from(hashing::key_hash(bytes)));
+            }
+        }
+        ffi::PyObject_Vectorcall(FULL.load(Ordering::Acquire), args, nargs as usize, kwnames)
+    }
+
+    /// Adds `key_hash` to the module: this function, with `full`'s name, text signature and
+    /// doc, falling back on `full`.
+    pub fn register(m: &Bound<'_, PyModule>, full: Bound<'_, PyAny>) -> PyResult<()> {
+        let py = m.py();
+        let signature: String = full.getattr("__text_signature__")?.extract()?;
+        let doc: String = full.getattr("__doc__")?.extract()?;
+        let text = format!("key_hash{signature}\n--\n\n{doc}");
+        let doc = CString::new(text)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        // The definition and its strings live as long as the function: for the process.
+        let def = Box::leak(Box::new(ffi::PyMethodDef {
+            ml_name: c"key_hash".as_ptr(),
+            ml_meth: ffi::PyMethodDefPointer {
+                PyCFunctionFastWithKeywords: call,
+            },
+            ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+            ml_doc: Box::leak(doc.into_boxed_c_str()).as_ptr(),
+        }));
+        let name = PyString::new(py, "keyshared._core");
+        FULL.store(full.into_ptr(), Ordering::Release);
+        // SAFETY: `def` is 'static; the module and name are live for the call.
+        let function = unsafe {
+            Bound::from_owned_ptr_or_err(
+                py,
+                ffi::PyCFunction_NewEx(def, m.as_ptr(), name.as_ptr()),
+            )?
+        };
+        m.add("key_hash", function)
+    }
+}
+
 #[doc = stub_doc!("segment_hash")]
 #[pyfunction(name = "segment_hash")]
 #[pyo3(signature = (key, *, pulsar_version=None))]
@@ -201,7 +291,7 @@ fn get_num_threads() -> usize {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HASH_VERSION", HASH_VERSION)?;
-    m.add_function(wrap_pyfunction!(key_hash, m)?)?;
+    one_key::register(m, wrap_pyfunction!(key_hash, m)?.into_any())?;
     m.add_function(wrap_pyfunction!(py_segment_hash, m)?)?;
     m.add_function(wrap_pyfunction!(py_bucket_hash, m)?)?;
     m.add_function(wrap_pyfunction!(sticky_key_hash, m)?)?;

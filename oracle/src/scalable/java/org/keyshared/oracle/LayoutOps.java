@@ -2,8 +2,10 @@ package org.keyshared.oracle;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import java.lang.reflect.Field;
+import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -43,6 +45,22 @@ import org.mockito.Mockito;
  *       {@code drained} (sealed ids) known drained: {name: {"layout_epoch", "segments":
  *       [[id, [start, end], segment_topic_name]]}}.
  * </ul>
+ *
+ * <p>The benchmarks' JVM side (benches/test_layout_sizes.py), each timed by the JVM itself
+ * ({@link #timed}: {@code calls} calls a round, {@code warmup} untimed rounds, then {@code
+ * rounds} rounds, each round's {@code System.nanoTime} span and CPU time, {@link
+ * BenchOps#cpuNanos}), its inputs read once before any round:
+ *
+ * <ul>
+ *   <li>{@code scalable.bench_layout} {layout, ops, calls, warmup, rounds}: a call applies
+ *       {@code ops} in turn ({@code ["split", id, now_ms]} or {@code ["merge", id1, id2,
+ *       now_ms]}), each to the layout the one before it made, starting from {@code layout};
+ *       answers the last call's {@code active} ids, ascending.
+ *   <li>{@code scalable.bench_assign} {case, calls, warmup, rounds}: {@code case} as {@code
+ *       scalable.assign}'s; the coordinator's sessions are restored once, then a call is its
+ *       {@code computeAssignment} of the layout and those sessions; answers the last call's
+ *       assignment as {@code scalable.assign} does.
+ * </ul>
  */
 final class LayoutOps {
   private LayoutOps() {}
@@ -59,6 +77,95 @@ final class LayoutOps {
         LayoutOps::layoutOps));
     ops.put("scalable.assign", (a, h) -> PolicyOps.batch(Args.array(a, "cases"),
         LayoutOps::assign));
+    ops.put("scalable.bench_layout", (a, h) -> benchLayout(a));
+    ops.put("scalable.bench_assign", (a, h) -> benchAssign(a));
+  }
+
+  /** One benchmark call's work; its result is kept, so that the JIT cannot drop it. */
+  interface Call {
+    Object run() throws Exception;
+  }
+
+  /** The last result of a timed call: read by nothing, written so the work is not dropped. */
+  static volatile Object sink;
+
+  /**
+   * {@code warmup} untimed rounds, then {@code rounds} timed ones, each {@code calls} calls;
+   * answers {@code {"nanos": [...], "cpu_nanos": [...]}} per round, and the last result.
+   */
+  static Map<String, Object> timed(JsonNode a, Call call) throws Exception {
+    int calls = Args.intValue(a, "calls");
+    int warmup = Args.intValue(a, "warmup");
+    int rounds = Args.intValue(a, "rounds");
+    Object last = null;
+    for (int r = 0; r < warmup; r++) {
+      for (int i = 0; i < calls; i++) {
+        last = call.run();
+      }
+      sink = last;
+    }
+    List<Long> nanos = new ArrayList<>(rounds);
+    List<Long> cpuNanos = new ArrayList<>(rounds);
+    for (int r = 0; r < rounds; r++) {
+      long cpu = BenchOps.cpuNanos();
+      long start = System.nanoTime();
+      for (int i = 0; i < calls; i++) {
+        last = call.run();
+      }
+      nanos.add(System.nanoTime() - start);
+      cpuNanos.add(BenchOps.cpuNanos() - cpu);
+      sink = last;
+    }
+    Map<String, Object> out = new LinkedHashMap<>();
+    out.put("nanos", nanos);
+    out.put("cpu_nanos", cpuNanos);
+    out.put("last", last);
+    return out;
+  }
+
+  private static Object benchLayout(JsonNode a) throws Exception {
+    SegmentLayout base = ScalableJson.layout(Args.field(a, "layout"), "args.layout");
+    List<long[]> ops = new ArrayList<>();
+    for (JsonNode op : Args.array(a, "ops")) {
+      String kind = op.path(0).asText("");
+      if (kind.equals("split") && op.size() == 3) {
+        ops.add(new long[] {op.get(1).longValue(), op.get(2).longValue()});
+      } else if (kind.equals("merge") && op.size() == 4) {
+        ops.add(new long[] {op.get(1).longValue(), op.get(2).longValue(), op.get(3).longValue()});
+      } else {
+        throw new IllegalArgumentException("args.ops: " + op + " is not a split or a merge");
+      }
+    }
+    Map<String, Object> out = timed(a, () -> {
+      SegmentLayout layout = base;
+      for (long[] op : ops) {
+        layout = op.length == 2 ? layout.splitSegment(op[0], op[1])
+            : layout.mergeSegments(op[0], op[1], op[2]);
+      }
+      return layout;
+    });
+    SegmentLayout done = (SegmentLayout) out.remove("last");
+    out.put("active", done.getActiveSegments().keySet().stream().sorted().toList());
+    return out;
+  }
+
+  @SuppressWarnings("unchecked")
+  private static Object benchAssign(JsonNode a) throws Exception {
+    JsonNode c = Args.field(a, "case");
+    SegmentLayout layout = ScalableJson.layout(Args.field(c, "layout"), "args.case.layout");
+    SubscriptionCoordinator coordinator = coordinator(c, layout);
+    List<String> names = new ArrayList<>();
+    for (JsonNode name : Args.array(c, "consumers")) {
+      names.add(name.textValue());
+    }
+    List<ConsumerSession> sessions = new ArrayList<>(coordinator.restoreConsumers(names).keySet());
+    Method compute = SubscriptionCoordinator.class.getDeclaredMethod(
+        "computeAssignment", SegmentLayout.class, Collection.class);
+    compute.setAccessible(true);
+    Map<String, Object> out = timed(a, () -> compute.invoke(coordinator, layout, sessions));
+    out.put("last", assignments(
+        (Map<ConsumerSession, ConsumerAssignment>) out.get("last")));
+    return out;
   }
 
   private static Object layoutOps(JsonNode c) {
@@ -122,6 +229,16 @@ final class LayoutOps {
 
   private static Object assign(JsonNode c) throws Exception {
     SegmentLayout layout = ScalableJson.layout(Args.field(c, "layout"), "args.cases[].layout");
+    SubscriptionCoordinator coordinator = coordinator(c, layout);
+    List<String> names = new ArrayList<>();
+    for (JsonNode name : Args.array(c, "consumers")) {
+      names.add(name.textValue());
+    }
+    return assignments(coordinator.restoreConsumers(names));
+  }
+
+  private static SubscriptionCoordinator coordinator(JsonNode c, SegmentLayout layout)
+      throws Exception {
     SegmentDrainChecker checker = Args.boolValue(c, "drain_checker")
         ? (segment, sub) -> CompletableFuture.completedFuture(false) : null;
     SubscriptionCoordinator coordinator = new SubscriptionCoordinator("sub",
@@ -130,13 +247,13 @@ final class LayoutOps {
         Duration.ofSeconds(60), checker, Duration.ofSeconds(2), Duration.ofMinutes(15));
     // Set directly: markSegmentsDrained would also start the drain poller.
     drained(coordinator).addAll(ScalableJson.ids(Args.array(c, "drained")));
-    List<String> names = new ArrayList<>();
-    for (JsonNode name : Args.array(c, "consumers")) {
-      names.add(name.textValue());
-    }
+    return coordinator;
+  }
+
+  private static Map<String, Object> assignments(
+      Map<ConsumerSession, ConsumerAssignment> assigned) {
     Map<String, Object> out = new LinkedHashMap<>();
-    for (Map.Entry<ConsumerSession, ConsumerAssignment> e
-        : coordinator.restoreConsumers(names).entrySet()) {
+    for (Map.Entry<ConsumerSession, ConsumerAssignment> e : assigned.entrySet()) {
       Map<String, Object> assignment = new LinkedHashMap<>();
       assignment.put("layout_epoch", e.getValue().layoutEpoch());
       assignment.put("segments", e.getValue().assignedSegments().stream()

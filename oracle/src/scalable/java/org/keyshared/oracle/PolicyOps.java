@@ -13,6 +13,7 @@ import org.apache.pulsar.broker.ServiceConfiguration;
 import org.apache.pulsar.broker.service.scalable.AutoScaleConfig;
 import org.apache.pulsar.broker.service.scalable.AutoScaleDecision;
 import org.apache.pulsar.broker.service.scalable.AutoScalePolicyEvaluator;
+import org.apache.pulsar.broker.service.scalable.SegmentLayout;
 import org.apache.pulsar.broker.service.scalable.SegmentLoadSample;
 import org.apache.pulsar.common.policies.data.AutoScalePolicyOverride;
 
@@ -25,12 +26,17 @@ import org.apache.pulsar.common.policies.data.AutoScalePolicyOverride;
  * merge_cooldown_ms, merge_window_ms, split_msg_rate_in, split_bytes_rate_in,
  * split_msg_rate_out, split_bytes_rate_out, merge_msg_rate_in, merge_bytes_rate_in,
  * merge_msg_rate_out, merge_bytes_rate_out}.
+ *
+ * <p>{@code scalable.bench_decide} {case, calls, warmup, rounds}: {@code case} as {@code
+ * scalable.decide}'s, read once; a call is one {@code decide}, timed as {@link
+ * LayoutOps#timed} says; answers the last call's decision as {@code scalable.decide} does.
  */
 final class PolicyOps {
   private PolicyOps() {}
 
   static void register(Map<String, Op> ops) {
     ops.put("scalable.decide", (a, h) -> batch(Args.array(a, "cases"), PolicyOps::decide));
+    ops.put("scalable.bench_decide", (a, h) -> benchDecide(a));
     ops.put("scalable.resolve_config",
         (a, h) -> batch(Args.array(a, "cases"), PolicyOps::resolve));
   }
@@ -56,6 +62,22 @@ final class PolicyOps {
    * "segment_id_2", "reason"}} or {@code {"action": "none"}}.
    */
   private static Object decide(JsonNode c) {
+    return decision(decideCall(c).call());
+  }
+
+  private static Object benchDecide(JsonNode a) throws Exception {
+    DecideCall call = decideCall(Args.field(a, "case"));
+    Map<String, Object> out = LayoutOps.timed(a, call::call);
+    out.put("last", decision((AutoScaleDecision) out.get("last")));
+    return out;
+  }
+
+  /** A decide case's inputs, read and validated once; the call runs the evaluator. */
+  interface DecideCall {
+    AutoScaleDecision call();
+  }
+
+  private static DecideCall decideCall(JsonNode c) {
     Map<Long, SegmentLoadSample> load = new HashMap<>();
     for (JsonNode row : Args.array(c, "load")) {
       if (!row.isArray() || row.size() != 3) {
@@ -71,11 +93,13 @@ final class PolicyOps {
       Map.Entry<String, JsonNode> sub = subs.next();
       consumers.put(sub.getKey(), sub.getValue().intValue());
     }
-    AutoScaleDecision decision = AutoScalePolicyEvaluator.decide(
-        ScalableJson.layout(Args.field(c, "layout"), "args.cases[].layout"), load, consumers,
-        config(Args.field(c, "config")).validated(), Args.longValue(c, "now_ms"),
-        lastAt(c, "last_split_at_ms"), lastAt(c, "last_merge_at_ms"));
-    return decision(decision);
+    SegmentLayout layout = ScalableJson.layout(Args.field(c, "layout"), "args.cases[].layout");
+    AutoScaleConfig config = config(Args.field(c, "config")).validated();
+    long now = Args.longValue(c, "now_ms");
+    long lastSplit = lastAt(c, "last_split_at_ms");
+    long lastMerge = lastAt(c, "last_merge_at_ms");
+    return () -> AutoScalePolicyEvaluator.decide(
+        layout, load, consumers, config, now, lastSplit, lastMerge);
   }
 
   private static long lastAt(JsonNode c, String name) {
