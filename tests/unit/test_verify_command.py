@@ -52,6 +52,7 @@ def verify(*args: str) -> tuple[int, str, str]:
         ("--points", "0"),
         ("--pulsar-version", "3.0"),
         ("--scenario", "everything"),
+        ("--topic", "topic://public/default/scalable"),
     ],
 )
 def test_a_bad_flag_is_named_before_anything_runs(flag: str, value: str) -> None:

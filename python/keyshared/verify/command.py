@@ -132,7 +132,7 @@ def _options(args: argparse.Namespace) -> VerifyOptions:
         rate=_rate(args.rate),
         seed=check_int("--seed", args.seed),
     )
-    return VerifyOptions(
+    options = VerifyOptions(
         scenarios=names,
         namespace=args.namespace,
         topic=args.topic,
@@ -146,6 +146,8 @@ def _options(args: argparse.Namespace) -> VerifyOptions:
         allow_out_of_order=args.allow_out_of_order,
         points=check_int("--points", args.points, minimum=1),
     )
+    options.topic_name()  # refuses a topic verify cannot run on, before any connection
+    return options
 
 
 def _rate(value: float) -> float:

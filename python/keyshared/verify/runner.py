@@ -104,12 +104,6 @@ class Run:
     def open(self) -> None:
         """Makes the topic (or checks the user's may be used) and the producer's client."""
         name = self.topic
-        if name.domain is not TopicDomain.persistent:
-            raise InvalidArgument(
-                f"--topic {name} is not a persistent:// topic: verify covers persistent topics"
-                " (scalable topic:// ones need Pulsar 5's Java client)",
-                argument="--topic",
-            )
         exists = self._exists()
         if exists and not self.existing_topic:
             raise RunFailed(
@@ -500,9 +494,16 @@ class VerifyOptions:
     points: int = 100
 
     def topic_name(self) -> str:
-        """The topic the run uses."""
+        """The topic the run uses; InvalidArgument for one that is not persistent."""
         if self.topic is not None:
-            return str(TopicName.get(self.topic))
+            name = TopicName.get(self.topic)
+            if name.domain is not TopicDomain.persistent:
+                raise InvalidArgument(
+                    f"--topic {name} is not a persistent:// topic: verify covers persistent"
+                    " topics (scalable topic:// ones need Pulsar 5's Java client)",
+                    argument="--topic",
+                )
+            return str(name)
         return f"persistent://{self.namespace}/keyshared-verify-{uuid.uuid4().hex[:10]}"
 
     def total_messages(self) -> int:
