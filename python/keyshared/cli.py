@@ -568,6 +568,7 @@ FLAGS: dict[str, dict[str, str]] = {
         "join": "--join",
         "leave": "--leave",
         "path": "--keys",
+        "key_encoding": "--key-encoding",
     },
 }
 

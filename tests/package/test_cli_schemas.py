@@ -104,6 +104,34 @@ OUTPUTS: list[tuple[str, list[str]]] = [
         ],
     ),
     (
+        "explain.json",
+        [
+            "explain",
+            ex("held.json"),
+            "--subscription",
+            "sub",
+            "--key-encoding",
+            "hex",
+            "--key",
+            "ff0080",
+            "--json",
+        ],
+    ),
+    (
+        "explain-scalable.json",
+        [
+            "explain",
+            ex("split-merge.json"),
+            "--subscription",
+            "sub",
+            "--key-encoding",
+            "base64",
+            "--key",
+            "/wCA",
+            "--json",
+        ],
+    ),
+    (
         "explain-scalable.json",
         [
             "explain",

@@ -193,6 +193,27 @@ CASES: list[tuple[list[str], str]] = [
     (["explain", "{in}/stats.json", "--subscription", "sub", "--leave", "nobody"], "--leave"),
     (["explain", "{in}/stats.json", "--subscription", "sub", "--key", "\udcff"], "--key"),
     (["explain", "{in}/stats.json", "--subscription", "sub", "--keys", "{in}/extra.csv"], "--keys"),
+    (
+        [
+            "explain",
+            "{in}/stats.json",
+            "--subscription",
+            "sub",
+            "--key-encoding",
+            "hex",
+            "--key",
+            "zz",
+        ],
+        "--key-encoding",
+    ),
+    (
+        ["explain", "{in}/stats.json", "--subscription", "sub", "--key-encoding", "utf-16"],
+        "--key-encoding",
+    ),
+    (
+        ["explain", "{in}/stats.json", "--subscription", "sub", "--key-encoding", "base64"],
+        "--key-encoding",
+    ),
     # verify: its flags' checks are tests/unit/test_verify_command.py's; here, that they
     # speak as the others do
     (["verify", "--service-url", "pulsar://127.0.0.1:{port}", "--keys", "0"], "--keys"),

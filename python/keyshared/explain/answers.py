@@ -22,7 +22,7 @@ import numpy.typing as npt
 from keyshared._checks import check_int
 from keyshared._core import ConsistentHashingStickyKeyConsumerSelector
 from keyshared.errors import InvalidArgument
-from keyshared.explain.keys import check_keys, check_sample
+from keyshared.explain.keys import check_keys, check_sample, hashed_key, hashed_keys
 from keyshared.explain.stats import (
     HASH_COUNT,
     HASH_MAX,
@@ -142,15 +142,18 @@ def shares(
     sub: KeySharedSubscription,
     sample: Mapping[str, int] | None = None,
     owners: npt.NDArray[np.int32] | None = None,
+    *,
+    key_encoding: str = "utf-8",
 ) -> tuple[ConsumerShare, ...]:
     """Each consumer's ranges and share of the hash space, and with a ``sample`` (key ->
-    messages) of its messages, under ``owners`` (the broker's by default)."""
-    sample = check_sample(sample)
+    messages, keys written in ``key_encoding``) of its messages, under ``owners`` (the
+    broker's by default)."""
+    sample = check_sample(sample, key_encoding)
     table = sub.owners if owners is None else owners
     counts = np.bincount(
         table[HASH_MIN:][table[HASH_MIN:] != NO_OWNER], minlength=len(sub.consumers)
     )
-    traffic = _traffic(table, sample, len(sub.consumers)) if sample else None
+    traffic = _traffic(table, sample, len(sub.consumers), key_encoding) if sample else None
     total = sum(sample.values()) if sample else 0
     return tuple(
         ConsumerShare(
@@ -168,10 +171,10 @@ def shares(
 
 
 def _traffic(
-    owners: npt.NDArray[np.int32], sample: Mapping[str, int], n: int
+    owners: npt.NDArray[np.int32], sample: Mapping[str, int], n: int, key_encoding: str
 ) -> npt.NDArray[np.int64]:
     """Messages per consumer index; those of hashes without a consumer are left out."""
-    who = owners[sticky_key_hashes(list(sample)).astype(np.int64)]
+    who = owners[sticky_key_hashes(hashed_keys(sample, key_encoding)).astype(np.int64)]
     weights = np.fromiter(sample.values(), dtype=np.int64, count=len(sample))
     owned = who != NO_OWNER
     return np.bincount(who[owned], weights=weights[owned], minlength=n).astype(np.int64)
@@ -184,9 +187,16 @@ def _ranges_of(owners: npt.NDArray[np.int32], index: int) -> tuple[tuple[int, in
     return tuple((int(s), int(e) - 1) for s, e in zip(edges[::2], edges[1::2], strict=True))
 
 
-def key_answers(sub: KeySharedSubscription, keys: Iterable[str]) -> tuple[KeyAnswer, ...]:
-    """The sticky hash, owner and holder of each key (``""``: see ``KeyAnswer.keyless``)."""
-    return tuple(_answer(sub, key, sticky_key_hash(key), key == "") for key in check_keys(keys))
+def key_answers(
+    sub: KeySharedSubscription, keys: Iterable[str], *, key_encoding: str = "utf-8"
+) -> tuple[KeyAnswer, ...]:
+    """The sticky hash, owner and holder of each key, written in ``key_encoding`` (``""``:
+    see ``KeyAnswer.keyless``); each answer names its key as written."""
+    asked = check_keys(keys, key_encoding)
+    return tuple(
+        _answer(sub, key, sticky_key_hash(hashed_key(key, key_encoding)), key == "")
+        for key in asked
+    )
 
 
 def place_message(
@@ -223,11 +233,15 @@ def _answer(sub: KeySharedSubscription, key: str, hash_: int, keyless: bool) -> 
     )
 
 
-def held_hashes(sub: KeySharedSubscription, sample: Iterable[str] = ()) -> tuple[HeldHash, ...]:
-    """The draining hashes, by hash: who holds each, who waits for it, and its sample keys."""
+def held_hashes(
+    sub: KeySharedSubscription, sample: Iterable[str] = (), *, key_encoding: str = "utf-8"
+) -> tuple[HeldHash, ...]:
+    """The draining hashes, by hash: who holds each, who waits for it, and its sample keys
+    (written in ``key_encoding``, and named as written)."""
+    keys = list(sample)
     by_hash: dict[int, list[str]] = {}
-    for key in sample:
-        by_hash.setdefault(sticky_key_hash(key), []).append(key)
+    for key, hashed in zip(keys, hashed_keys(keys, key_encoding), strict=True):
+        by_hash.setdefault(sticky_key_hash(hashed), []).append(key)
     out = []
     for c in sub.consumers:
         for d in c.draining_hashes:
@@ -298,12 +312,14 @@ def what_if(
     leave: str | None = None,
     points: int = DEFAULT_POINTS,
     sample: Mapping[str, int] | None = None,
+    key_encoding: str = "utf-8",
 ) -> WhatIf:
     """What moves if a consumer named ``join`` joins, or the consumer ``leave`` (a label)
-    leaves: hash ranges, sample keys and traffic share, on the rebuilt ring."""
+    leaves: hash ranges, sample keys (written in ``key_encoding``) and traffic share, on
+    the rebuilt ring."""
     if (join is None) == (leave is None):
         raise InvalidArgument("give exactly one of join and leave", argument=None)
-    sample = check_sample(sample)
+    sample = check_sample(sample, key_encoding)
     selector = rebuilt_ring(sub, points)
     before = _ring_owners(selector)
     if join is not None:
@@ -319,10 +335,11 @@ def what_if(
     after = _ring_owners(selector)
     labels = [c.label for c in after_sub.consumers]
     moved = before != after
+    keys = list(sample or {})
     moved_keys = tuple(
         MovedKey(k, h, _label(labels, before[h]), _label(labels, after[h]))
-        for k in (sample or {})
-        if moved[h := sticky_key_hash(k)]
+        for k, hashed in zip(keys, hashed_keys(keys, key_encoding), strict=True)
+        if moved[h := sticky_key_hash(hashed)]
     )
     total = sum(sample.values()) if sample else 0
     return WhatIf(
@@ -338,7 +355,9 @@ def what_if(
             (sum(sample[m.key] for m in moved_keys) / total if total else 0.0) if sample else None
         ),
         shares_after=tuple(
-            s for s in shares(after_sub, sample, after) if leave is None or s.consumer != name
+            s
+            for s in shares(after_sub, sample, after, key_encoding=key_encoding)
+            if leave is None or s.consumer != name
         ),
     )
 

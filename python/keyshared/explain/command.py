@@ -80,6 +80,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a key to place (repeatable); '' explains keyless messages",
     )
     parser.add_argument(
+        "--key-encoding",
+        choices=_flags.KEY_ENCODINGS,
+        default="utf-8",
+        help="how --key and the --keys sample's keys are written: as text, or their bytes in"
+        " hex or base64 (utf-8)",
+    )
+    parser.add_argument(
         "--keyless",
         nargs=2,
         action="append",
@@ -224,7 +231,11 @@ def _check_explain_args(args: argparse.Namespace) -> None:
     if args.keys is not None:
         _flags.read_input("--keys", args.keys)
     for key in args.key:
-        _flags.argv_key(key, "--key")
+        _flags.decode_key(_flags.argv_key(key, "--key"), args.key_encoding, "--key")
+    if args.key_encoding != "utf-8" and not (args.key or args.keys):
+        raise InvalidArgument(
+            "--key-encoding is for the keys of --key or --keys: give one", argument="--key-encoding"
+        )
     if args.png is not None:
         _flags.check_output_file("--png", args.png, _PNG_SUFFIXES)
     args.cluster = _cluster(args) if remote else None
@@ -297,7 +308,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             )
     if args.save is not None:
         raise InvalidArgument("--save is for scalable topics read with --url", argument="--save")
-    sample = load_keys(args.keys) if args.keys else None
+    sample = _sample(args)
     topics = _explain_topics(args)
     answers: dict[str | None, Explanation] = {}
     for i, topic in enumerate(topics):
@@ -320,6 +331,16 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.watch is not None:
         return _watch(args, topics, answers, sample, out)
     return 0
+
+
+def _sample(args: argparse.Namespace) -> dict[str, int] | None:
+    """The --keys sample, its keys as written, each checked under --key-encoding."""
+    if not args.keys:
+        return None
+    sample = load_keys(args.keys)
+    for key in sample:
+        _flags.decode_key(key, args.key_encoding, f"--keys {args.keys}:")
+    return sample
 
 
 def _run_explain_scalable(args: argparse.Namespace, stats: Any, out: TextIO) -> int:
@@ -345,6 +366,7 @@ def _run_explain_scalable(args: argparse.Namespace, stats: Any, out: TextIO) -> 
         consumers=args.consumer,
         keys=args.key,
         pulsar_version=args.pulsar_version or SCALABLE_TOPICS.default,
+        key_encoding=args.key_encoding,
     )
     if args.json:
         _dump(answer.to_dict(), out)
@@ -369,6 +391,7 @@ def _explain_once(
         leave=args.leave,
         points=args.points,
         max_unacked_messages=_unacked_limit(args, topic),
+        key_encoding=args.key_encoding,
     )
     placed = tuple(
         place_message(sub, producer_name=producer, sequence_id=_sequence_id(seq))

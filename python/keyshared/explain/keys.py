@@ -3,6 +3,8 @@ mapping, and lists of keys, checked before anything is computed from them."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import csv
 import re
 from collections.abc import Iterable
@@ -76,9 +78,46 @@ def load_keys(path: str | Path) -> dict[str, int]:
     return sample
 
 
-def check_sample(sample: object) -> dict[str, int] | None:
-    """A key sample (key -> messages) checked: str keys, int counts >= 0, at most
-    ``MAX_COUNT`` in all; errors name ``sample[key]``."""
+#: How keys are written (``key_encoding``): as text (hashed as its UTF-8 bytes), or a
+#: binary key's bytes in hex or base64. A key is shown as written, as ``keyshared route`` does.
+KEY_ENCODINGS = ("utf-8", "hex", "base64")
+
+
+def check_key_encoding(key_encoding: object) -> str:
+    """``key_encoding``, one of ``KEY_ENCODINGS``."""
+    if key_encoding not in KEY_ENCODINGS:
+        raise InvalidArgument(
+            f"key_encoding must be one of {', '.join(KEY_ENCODINGS)}, got {key_encoding!r}",
+            argument="key_encoding",
+        )
+    return str(key_encoding)
+
+
+def hashed_key(key: str, key_encoding: str = "utf-8", name: str = "key") -> str | bytes:
+    """What ``key``, written in ``key_encoding``, is hashed as: the text itself for
+    ``utf-8``, else the bytes its hex or base64 form stands for; an error naming ``name``
+    when it is not that encoding."""
+    if check_key_encoding(key_encoding) == "utf-8":
+        return key
+    try:
+        if key_encoding == "hex":
+            return bytes.fromhex(key)
+        return base64.b64decode(key, validate=True)
+    except (ValueError, binascii.Error):
+        raise InvalidArgument(
+            f"{name} {key[:40]!r} is not {key_encoding} (key_encoding {key_encoding!r})",
+            argument=name,
+        ) from None
+
+
+def hashed_keys(keys: Iterable[str], key_encoding: str = "utf-8") -> list[str | bytes]:
+    """:func:`hashed_key` of each of ``keys`` (checked ones: an error names the key)."""
+    return [hashed_key(k, key_encoding) for k in keys]
+
+
+def check_sample(sample: object, key_encoding: str = "utf-8") -> dict[str, int] | None:
+    """A key sample (key -> messages) checked: str keys (written in ``key_encoding``), int
+    counts >= 0, at most ``MAX_COUNT`` in all; errors name ``sample[key]``."""
     if sample is None:
         return None
     checked = {
@@ -88,11 +127,15 @@ def check_sample(sample: object) -> dict[str, int] | None:
         for k, v in check_mapping("sample", sample).items()
     }
     check_int("sample: the total count", sum(checked.values()), maximum=MAX_COUNT)
+    if check_key_encoding(key_encoding) != "utf-8":
+        for k in checked:
+            hashed_key(k, key_encoding, "sample key")
     return checked
 
 
-def check_keys(keys: object) -> tuple[str, ...]:
-    """``keys``, a sequence of str (a lone str is refused: it is not seven keys)."""
+def check_keys(keys: object, key_encoding: str = "utf-8") -> tuple[str, ...]:
+    """``keys``, a sequence of str (a lone str is refused: it is not seven keys), each
+    written in ``key_encoding``."""
     if isinstance(keys, str | bytes):
         raise ArgumentTypeError(
             f"keys must be a sequence of str, got one {type(keys).__name__}", argument="keys"
@@ -101,7 +144,11 @@ def check_keys(keys: object) -> tuple[str, ...]:
         raise ArgumentTypeError(
             f"keys must be a sequence of str, got {type(keys).__name__}", argument="keys"
         )
-    return tuple(check_str(f"keys[{i}]", k) for i, k in enumerate(keys))
+    checked = tuple(check_str(f"keys[{i}]", k) for i, k in enumerate(keys))
+    if check_key_encoding(key_encoding) != "utf-8":
+        for i, k in enumerate(checked):
+            hashed_key(k, key_encoding, f"keys[{i}]")
+    return checked
 
 
 def check_str(name: str, value: object) -> str:
@@ -111,11 +158,15 @@ def check_str(name: str, value: object) -> str:
 
 
 __all__ = [
+    "KEY_ENCODINGS",
     "MAX_COUNT",
+    "check_key_encoding",
     "check_keys",
     "check_sample",
     "check_str",
     "decode_utf8",
+    "hashed_key",
+    "hashed_keys",
     "load_keys",
     "split_lines",
 ]

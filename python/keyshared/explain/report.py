@@ -50,7 +50,7 @@ def print_scalable(e: explain_scalable.ScalableExplanation, out: TextIO) -> None
     if e.keys:
         out.write(f"\nkeys (routed as {e.pulsar_version} producers do)\n")
         _table(
-            ("key", "routing hash", "segment", "read by", "waits for"),
+            (_key_header("key", e.key_encoding), "routing hash", "segment", "read by", "waits for"),
             [
                 (
                     shown(k.key),
@@ -63,6 +63,11 @@ def print_scalable(e: explain_scalable.ScalableExplanation, out: TextIO) -> None
             ],
             out,
         )
+
+
+def _key_header(header: str, key_encoding: str) -> str:
+    """A column of keys as written: ``key (hex)`` where they are a binary key's bytes."""
+    return header if key_encoding == "utf-8" else f"{header} ({key_encoding})"
 
 
 def _ids(ids: Sequence[int]) -> str:
@@ -88,7 +93,7 @@ def print_explanation(e: Explanation, all_ranges: bool, out: TextIO) -> None:
             )
     if e.keys:
         _print_keys(e, out)
-    _print_held(e.held, out)
+    _print_held(e.held, e.key_encoding, out)
     if e.stuck:
         out.write("\nconsumers taking no messages\n")
         for c in e.stuck:
@@ -157,7 +162,7 @@ def _print_consumers(e: Explanation, out: TextIO) -> None:
 def _print_keys(e: Explanation, out: TextIO) -> None:
     out.write("\nkeys\n")
     _table(
-        ("key", "hash", "owner", "held by"),
+        (_key_header("key", e.key_encoding), "hash", "owner", "held by"),
         [
             (
                 shown(k.key),
@@ -179,7 +184,7 @@ def _print_keys(e: Explanation, out: TextIO) -> None:
         )
 
 
-def _print_held(held: Sequence[HeldHash], out: TextIO) -> None:
+def _print_held(held: Sequence[HeldHash], key_encoding: str, out: TextIO) -> None:
     if not held:
         out.write("\nno draining hashes: nothing is held\n")
         return
@@ -188,7 +193,14 @@ def _print_held(held: Sequence[HeldHash], out: TextIO) -> None:
         " the unacked ones\n"
     )
     _table(
-        ("hash", "held by", "waiting consumer", "unacked", "blocked attempts", "sample keys"),
+        (
+            "hash",
+            "held by",
+            "waiting consumer",
+            "unacked",
+            "blocked attempts",
+            _key_header("sample keys", key_encoding),
+        ),
         [
             (
                 h.hash,

@@ -32,7 +32,7 @@ from keyshared._checks import check_int, check_mapping
 from keyshared._core import HashRange
 from keyshared.connection import DEFAULT_TIMEOUT_S, ClusterConnection, HttpStatusError
 from keyshared.errors import ArgumentTypeError, InvalidArgument
-from keyshared.explain.keys import check_keys
+from keyshared.explain.keys import check_key_encoding, check_keys, hashed_key
 from keyshared.explain.stats import shown
 from keyshared.routing.hashing import key_hash
 from keyshared.routing.router import SegmentRouter
@@ -239,7 +239,9 @@ class ScalableKeyAnswer:
 
 @dataclass(frozen=True)
 class ScalableExplanation:
-    """Every answer about one subscription of a scalable topic; ``to_dict`` is its JSON."""
+    """Every answer about one subscription of a scalable topic; ``to_dict`` is its JSON.
+    Keys are named as written, in ``key_encoding`` (``utf-8``, or a binary key's bytes in
+    hex or base64)."""
 
     topic: str
     subscription: str
@@ -251,6 +253,7 @@ class ScalableExplanation:
     segments: tuple[SegmentAnswer, ...]
     still_draining: tuple[int, ...]
     keys: tuple[ScalableKeyAnswer, ...]
+    key_encoding: str = "utf-8"
 
     def to_dict(self) -> dict[str, Any]:
         return json.loads(json.dumps(self, default=_plain))  # type: ignore[no-any-return]
@@ -277,18 +280,22 @@ def explain_scalable(
     consumers: Iterable[str] = (),
     keys: Sequence[str] = (),
     pulsar_version: str = MASTER,
+    key_encoding: str = "utf-8",
 ) -> ScalableExplanation:
     """The DAG, what still drains and what waits for it, where each of ``keys`` goes, and
     with the ``consumers``' names, who reads what, as a ``pulsar_version`` broker and its
     producers have it (routing, and the assignment of
     :func:`keyshared.scalable.coordinator.compute_assignment`). The subscription must be in the
-    stats; a STREAM subscription is assumed (the drain order applies)."""
+    stats; a STREAM subscription is assumed (the drain order applies). ``keys`` are written
+    in ``key_encoding`` (``utf-8``, or a binary key's bytes in ``hex`` or ``base64``) and
+    named as written."""
     if subscription not in snapshot.consumer_counts:
         known = ", ".join(repr(s) for s in snapshot.consumer_counts) or "none"
         raise InvalidArgument(
             f"stats.subscriptions has no {subscription!r} (it has {known})", argument="stats"
         )
-    asked = check_keys(keys)
+    encoding = check_key_encoding(key_encoding)
+    asked = check_keys(keys, encoding)
     release = SCALABLE_TOPICS.check(pulsar_version)
     names = tuple(sorted(set(check_keys(list(consumers)))))
     layout = snapshot.layout
@@ -307,7 +314,7 @@ def explain_scalable(
     )
     by_id = {s.segment_id: s for s in segments}
     still = tuple(s.segment_id for s in segments if s.drained is False)
-    answers = tuple(_key_answer(layout, k, release, by_id) for k in asked)
+    answers = tuple(_key_answer(layout, k, hashed_key(k, encoding), release, by_id) for k in asked)
     return ScalableExplanation(
         topic=snapshot.topic,
         subscription=subscription,
@@ -319,6 +326,7 @@ def explain_scalable(
         segments=segments,
         still_draining=still,
         keys=answers,
+        key_encoding=encoding,
     )
 
 
@@ -358,15 +366,20 @@ def _segment_answer(
 
 
 def _key_answer(
-    layout: TopicLayout, key: str, release: str, by_id: Mapping[int, SegmentAnswer]
+    layout: TopicLayout,
+    key: str,
+    hashed: str | bytes,
+    release: str,
+    by_id: Mapping[int, SegmentAnswer],
 ) -> ScalableKeyAnswer:
+    """Where ``key`` (as written; ``hashed``: what it is hashed as) goes."""
     router = SegmentRouter(release)
-    h = router.hash(key)
+    h = router.hash(hashed)
     # The router itself: it also routes a layout of legacy segments alone (PIP-475).
-    seg = layout.segment(router.route(key, layout.active_segments()))
+    seg = layout.segment(router.route(hashed, layout.active_segments()))
     return ScalableKeyAnswer(
         key=key,
-        key_hash=key_hash(key),
+        key_hash=key_hash(hashed),
         routing_hash=h,
         segment_id=seg.segment_id,
         consumers=by_id[seg.segment_id].consumers,

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from keyshared.explain.answers import HeldHash
+from keyshared.explain.keys import hashed_keys
 from keyshared.explain.stats import HASH_MAX, ConsumerStats, KeySharedSubscription, shown
 from keyshared.routing.hashing import sticky_key_hashes
 
@@ -166,11 +167,14 @@ def verdict(
     held: Sequence[HeldHash],
     sample: Mapping[str, int] | None = None,
     max_unacked_messages: int | None = None,
+    *,
+    key_encoding: str = "utf-8",
 ) -> Verdict:
-    """Who waits on whom and why (see :class:`Verdict`)."""
+    """Who waits on whom and why (see :class:`Verdict`); ``sample``'s keys are written in
+    ``key_encoding``."""
     health = consumer_health(sub, held, max_unacked_messages)
     by_label = {h.consumer: h for h in health}
-    per_hash = _messages_per_hash(sample) if sample else None
+    per_hash = _messages_per_hash(sample, key_encoding) if sample else None
     waits = []
     pairs = sorted({(h.owner or "", h.held_by) for h in held})
     for owner, holder in pairs:
@@ -202,9 +206,9 @@ def verdict(
     )
 
 
-def _messages_per_hash(sample: Mapping[str, int]) -> npt.NDArray[np.float64]:
+def _messages_per_hash(sample: Mapping[str, int], key_encoding: str) -> npt.NDArray[np.float64]:
     """The sample's messages per sticky key hash (exact: counts add up to at most 2**53)."""
-    hashes = sticky_key_hashes(list(sample)).astype(np.int64)
+    hashes = sticky_key_hashes(hashed_keys(sample, key_encoding)).astype(np.int64)
     counts = np.fromiter(sample.values(), dtype=np.float64, count=len(sample))
     return np.bincount(hashes, weights=counts, minlength=HASH_MAX + 1).astype(np.float64)
 
