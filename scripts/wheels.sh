@@ -72,8 +72,10 @@ for version in "${pythons[@]}"; do
   env_dir="$work/py$version"
   "$(interpreter "$version")" -m venv "$env_dir"
   run() { PATH="$env_dir/bin:$bare_path" "$@"; }
-  # PySpark too: every supported version runs every smoke test, Spark's included.
-  run python -m pip install -q "$wheel" pytest numpy pyarrow pyspark
+  # PySpark too: every supported version runs every smoke test, Spark's included. The
+  # simulate extra (matplotlib) as the docs tell users to install it: tests/smoke runs the
+  # docs' commands, and some draw (explain --png, simulate's plots).
+  run python -m pip install -q "$wheel[simulate]" pytest numpy pyarrow pyspark
   log "smoke tests on CPython $version"
   # From tests/smoke, so that keyshared and spark_udfs come from the wheel, not the checkout.
   (cd tests/smoke && run python -m pytest -q)
