@@ -12,7 +12,8 @@ name in its API reference.
   itself), and the scripts that are whole jobs (``scripts/test.sh`` is this suite,
   ``scripts/run.sh`` the Spark job, ``scripts/bench.sh`` the benchmarks, ``scripts/wheels.sh``
   the wheels, which the suite's last step builds) must exist and be executable. Every file a
-  command reads exists in the repository;
+  command reads exists in the repository. tests/smoke/test_docs_commands.py runs the
+  ``keyshared`` commands that need no broker again with each wheel (scripts/wheels.sh);
 - an indented block starting ``$ keyshared ...`` quotes that command's first lines of output
   (``(...)`` standing for what the page leaves out), and must match them;
 - figures cannot drift: every speed ratio a page states (``14x``) is one that
