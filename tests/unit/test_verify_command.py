@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from keyshared.cli import main
+from keyshared.connection import ClusterConnection, Secret
+from keyshared.verify.consumer import ConsumerSettings
+from keyshared.verify.processes import ConsumerFailed, ConsumerProcess
 from keyshared.versions import KNOWN_RELEASES, M1, MASTER, nearest_release
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "verify" / "record.json"
@@ -124,3 +127,20 @@ def test_the_release_checked_against(reported: str, profile: str, noted: bool) -
     assert (note is not None) == noted
     if note is not None:
         assert reported in note and profile in note
+
+
+def test_a_consumer_that_cannot_subscribe_fails_in_one_line_without_its_secrets() -> None:
+    token = "secret-token-" + "x" * 40
+    port = closed_port()
+    connection = ClusterConnection(
+        service_url=f"pulsar://127.0.0.1:{port}",
+        admin_url=f"http://127.0.0.1:{port}",
+        token=Secret(token),
+        timeout_s=2,
+    )
+    settings = ConsumerSettings(topic="persistent://public/default/t", subscription="s", name="c")
+    with pytest.raises(ConsumerFailed) as failed:
+        ConsumerProcess("c0", settings, connection, lambda _: None)
+    message = str(failed.value)
+    assert "c0" in message and "\n" not in message
+    assert token not in message

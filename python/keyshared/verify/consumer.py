@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -172,7 +173,10 @@ def main() -> None:
     setup = json.loads(sys.stdin.readline())
     settings = ConsumerSettings(**setup["consumer"])
     connection = ClusterConnection.from_child(setup["connection"])
-    report = _Reporter(sys.stdout)
+    # The report keeps standard output to itself: the client's native code may write its
+    # own lines to file descriptor 1, which from here on goes to standard error.
+    report = _Reporter(os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8"))
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     consumer = _Consumer(settings, connection)
     report.say({"ready": now_ms()})
     done = threading.Event()

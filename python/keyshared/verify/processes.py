@@ -17,6 +17,7 @@ from dataclasses import asdict
 from typing import IO, Any
 
 from keyshared.connection import ClusterConnection
+from keyshared.connection.failures import scrub
 from keyshared.verify.consumer import ConsumerSettings, now_ms
 from keyshared.verify.record import Event, Kind
 
@@ -50,6 +51,7 @@ class ConsumerProcess:
         self.received: list[int] = []
         self.acked = 0
         self._sink = sink
+        self._connection = connection
         self._answers: list[dict[str, Any]] = []
         self._changed = threading.Condition()
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
@@ -75,7 +77,10 @@ class ConsumerProcess:
     def _read(self) -> None:
         assert self._proc.stdout is not None
         for line in self._proc.stdout:
-            item = json.loads(line)
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # not the consumer's report: nothing to record
             if "d" in item:
                 index, _, _, _, redelivery, ms = item["d"]
                 self.received.append(index)
@@ -114,10 +119,11 @@ class ConsumerProcess:
                 self._changed.wait(min(left, 0.5))
 
     def errors(self) -> str:
-        """The last lines of its error output, or a note that it wrote none."""
+        """The last lines of its error output (any secret of the connection scrubbed: the
+        process held them), or a note that it wrote none."""
         self._stderr.seek(0)
         lines = self._stderr.read().decode("utf-8", "replace").strip().splitlines()
-        return " | ".join(lines[-3:]) if lines else "(no error output)"
+        return scrub(self._connection, " | ".join(lines[-3:])) if lines else "(no error output)"
 
     def command(self, line: str, answer: str) -> dict[str, Any]:
         """Sends a command and waits for the answer holding ``answer``."""
