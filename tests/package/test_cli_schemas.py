@@ -147,7 +147,7 @@ OUTPUTS: list[tuple[str, list[str]]] = [
     ),
     (
         "verify.json",
-        ["verify", "--check", str(ROOT / "tests/fixtures/verify/record.json"), "--json"],
+        ["verify", "--check", str(ROOT / "docs/examples/verify-record.json"), "--json"],
     ),
 ]
 
@@ -190,7 +190,7 @@ def test_every_json_output_has_a_schema_and_the_reference_names_it() -> None:
 
 def test_a_failed_verify_is_what_its_schema_says(tmp_path: Path) -> None:
     """The verdict's violations too: a saved run with one acknowledgement taken out."""
-    record = json.loads((ROOT / "tests/fixtures/verify/record.json").read_text())
+    record = json.loads((ROOT / "docs/examples/verify-record.json").read_text())
     events = record["scenarios"][0]["events"]
     events.remove(next(e for e in events if e[0] == "ack"))
     (tmp_path / "record.json").write_text(json.dumps(record))

@@ -17,7 +17,7 @@ from keyshared.verify.consumer import ConsumerSettings
 from keyshared.verify.processes import ConsumerFailed, ConsumerProcess
 from keyshared.versions import KNOWN_RELEASES, M1, MASTER, nearest_release
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "verify" / "record.json"
+FIXTURE = Path(__file__).parents[2] / "docs" / "examples" / "verify-record.json"
 
 
 def closed_port() -> int:
