@@ -84,6 +84,24 @@ class Log:
 
 # --- mutations of a valid run --------------------------------------------------------------
 
+
+def out_of_order_join(name: str = "join", allow_out_of_order: bool = True) -> RunRecord:
+    """A join on which the broker hands the new consumer a key the old one still holds, as
+    it does for consumers subscribed with allowOutOfOrderDelivery=true (the record says
+    whether they were: ``allow_out_of_order``)."""
+    log = Log(name, allow_out_of_order=allow_out_of_order)
+    log.join("c1")
+    moved = owned_keys(["c1", "c2"], "c2", 1)[0]
+    first = log.publish(moved)
+    log.deliver("c1", *first)
+    log.join("c2")
+    second = log.publish(moved)
+    log.deliver("c2", *second)
+    log.ack("c1", *first)
+    log.ack("c2", *second)
+    return log.record()
+
+
 #: A mutation: the scenario's events changed in place; False when the run has nothing it
 #: can change (a run with one consumer has no two deliveries to swap).
 Mutation = Callable[[ScenarioRecord, random.Random], bool]

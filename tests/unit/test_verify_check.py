@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.verify_runs import MUTATIONS, Log, owned_keys
+from support.verify_runs import MUTATIONS, Log, out_of_order_join, owned_keys
 
 from keyshared.errors import InvalidArgument
 from keyshared.verify.checker import KEPT_PER_RULE, OUT_OF_ORDER_CAUSE, RULES, Verdict, check
@@ -292,17 +292,7 @@ def test_stats_that_differ_from_the_model_break_stats() -> None:
 def test_out_of_order_delivery_on_a_join_names_the_option() -> None:
     """With allowOutOfOrderDelivery=true the broker gives the new consumer a key whose
     earlier message the old one still holds: exclusive and model, and the cause named."""
-    log = Log(allow_out_of_order=True)
-    log.join("c1")
-    moved = owned_keys(["c1", "c2"], "c2", 1)[0]
-    first = log.publish(moved)
-    log.deliver("c1", *first)
-    log.join("c2")
-    second = log.publish(moved)
-    log.deliver("c2", *second)
-    log.ack("c1", *first)
-    log.ack("c2", *second)
-    verdict = check(log.record())
+    verdict = check(out_of_order_join("hand"))
     assert rules(verdict) == {"exclusive", "model"}
     assert verdict.cause == OUT_OF_ORDER_CAUSE and "allowOutOfOrderDelivery=true" in verdict.cause
     [model] = [v for v in verdict.scenarios[0].violations if v.rule == "model"]
@@ -310,8 +300,7 @@ def test_out_of_order_delivery_on_a_join_names_the_option() -> None:
     assert verdict.scenarios[0].held == 1
     # The model's later replay to c2 is that early delivery, not a second violation.
     assert verdict.scenarios[0].counts["model"] == 1
-    log.allow_out_of_order = False
-    assert check(log.record()).cause is None
+    assert check(out_of_order_join("hand", allow_out_of_order=False)).cause is None
 
 
 def test_a_scenario_keeps_the_first_violations_of_a_rule_and_counts_all() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.verify_runs import Log, drop_ack, owned_keys
+from support.verify_runs import Log, drop_ack, out_of_order_join
 
 from keyshared import cli
 from keyshared.errors import InvalidArgument
@@ -31,21 +31,6 @@ from keyshared.verify.synthetic import START_MS, SyntheticWorkload, synthetic_ru
 BUSY = SyntheticWorkload(
     messages=1500, keys=30, consumers=2, joins=3, leaves=3, stalls=2, nack_probability=0.05
 )
-
-
-def out_of_order_record() -> RunRecord:
-    """A join on which the broker hands the new consumer a key the old one still holds."""
-    log = Log("join", allow_out_of_order=True)
-    log.join("c1")
-    moved = owned_keys(["c1", "c2"], "c2", 1)[0]
-    first = log.publish(moved)
-    log.deliver("c1", *first)
-    log.join("c2")
-    second = log.publish(moved)
-    log.deliver("c2", *second)
-    log.ack("c1", *first)
-    log.ack("c2", *second)
-    return log.record()
 
 
 def failed_busy_run() -> RunRecord:
@@ -81,7 +66,7 @@ def test_a_passing_run_reads_pass_then_its_table() -> None:
 
 
 def test_a_failing_run_reads_fail_and_its_first_violation_first() -> None:
-    record = out_of_order_record()
+    record = out_of_order_join()
     verdict = check(record)
     text = format_verdict(record, verdict)
     lines = text.splitlines()
