@@ -7,7 +7,8 @@ scripts/setup.sh
 scripts/pulsar.sh
 export PATH="$PWD/.venv/bin:$PATH" PYO3_PYTHON="$PWD/.venv/bin/python"
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step's heading says how long the run has taken so far, for CI's time limit.
+step() { printf '\n== %s (at %d s)\n' "$*" "$SECONDS"; }
 
 step "cargo fmt";    cargo fmt --check
 step "cargo clippy"; cargo clippy --all-targets -q -- -D warnings
@@ -61,3 +62,4 @@ for target in routing draining; do
 done
 # The release wheel on every supported CPython, installed where there is no Rust toolchain.
 step "wheels";       scripts/wheels.sh
+step "done"

@@ -53,10 +53,10 @@ trap 'rm -rf "$work"' EXIT
 rm -rf dist
 for version in "${pythons[@]}"; do
   log "building the CPython $version wheel ($manylinux)"
-  # A target folder per version: pyo3 is built for one interpreter, and zig's linker and C
-  # compiler differ from the development build's and tests/package's, so any shared folder
-  # would be rebuilt on every switch.
-  CARGO_TARGET_DIR="target/wheels-cp${version/./}" maturin build --release --quiet --zig \
+  # One target folder for every version, apart from the development build's (zig's linker
+  # and C compiler differ): what does not depend on the interpreter (Arrow, rayon, mimalloc)
+  # is built once, and only pyo3 and the crates above it again for each version.
+  CARGO_TARGET_DIR=target/wheels maturin build --release --quiet --zig \
     --compatibility "$manylinux" --interpreter "$(interpreter "$version")" --out dist
 done
 if ! maturin sdist --out dist >"$work/sdist.log" 2>&1; then
