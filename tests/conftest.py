@@ -1,7 +1,8 @@
 """Shared test settings."""
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -70,10 +71,22 @@ def oracle_milestone() -> Iterator["Oracle"]:
 
 @pytest.fixture(scope="session")
 def pulsar_broker() -> Iterator["PulsarBroker"]:
-    """A Pulsar standalone broker, newest release, on 127.0.0.1 (tests/support/pulsar_broker.py)."""
-    from support.pulsar_broker import PulsarBroker
+    """A Pulsar standalone broker, newest release, on 127.0.0.1 (tests/support/pulsar_broker.py),
+    with a 2 s keep-alive (``KEEP_ALIVE``), so that a consumer stopped past it is dropped
+    within seconds."""
+    from support.pulsar_broker import KEEP_ALIVE, PulsarBroker
 
-    with PulsarBroker() as running:
+    with PulsarBroker(settings=KEEP_ALIVE) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def lts_broker() -> Iterator["PulsarBroker"]:
+    """The same on Pulsar 4.0.7."""
+    from support.pulsar_broker import KEEP_ALIVE, PulsarBroker
+    from support.pulsar_oracle import LTS
+
+    with PulsarBroker(LTS, settings=KEEP_ALIVE) as running:
         yield running
 
 
@@ -140,11 +153,18 @@ PULSAR_FIXTURES = {
     "oracle_milestone",
     "pulsar_release",
     "pulsar_broker",
+    "lts_broker",
     "m1_broker",
     "v5_client",
 }
 
 
+BROKER_FIXTURES = {"pulsar_broker", "lts_broker", "m1_broker", "v5_client", "secured_broker"}
+TESTS = Path(__file__).parent
+
+
+# tryfirst: before pytest-xdist reads the xdist_group marks this adds.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
@@ -152,6 +172,47 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
         if PULSAR_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.pulsar)
+        item.add_marker(pytest.mark.xdist_group(worker_group(item, fixtures)))
+
+
+def worker_group(item: pytest.Item, fixtures: Any) -> str:
+    """The tests one pytest-xdist worker runs together (scripts/test.sh runs two workers with
+    ``--dist loadgroup``): every test that starts a broker, so that each broker starts once
+    (test_docs asks for one by name); every Spark test, for one Spark session; else a file's
+    tests, so that its module fixtures are made once."""
+    path = item.path.relative_to(TESTS)
+    if path.parts[0] == "broker" or BROKER_FIXTURES.intersection(fixtures):
+        return "brokers"
+    if path == Path("package", "test_docs.py"):
+        return "brokers"
+    if path.parts[0] == "spark" or "spark" in fixtures:
+        return "spark"
+    return path.as_posix()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A pytest-xdist worker hands its comparison and fault counts to the controller, which
+    prints the summary."""
+    from support.faults import FAULTS
+    from support.pulsar_oracle import COMPARISONS
+
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["comparisons"] = dict(COMPARISONS)
+        output["faults"] = {kind: vars(tally) for kind, tally in FAULTS.items()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    from support.faults import merge_faults
+    from support.pulsar_oracle import COMPARISONS
+
+    output = getattr(node, "workeroutput", {})
+    for area, (cases, differences) in output.get("comparisons", {}).items():
+        COMPARISONS[area][0] += cases
+        COMPARISONS[area][1] += differences
+    for kind, tally in output.get("faults", {}).items():
+        merge_faults(kind, tally)
 
 
 @pytest.hookimpl(hookwrapper=True)

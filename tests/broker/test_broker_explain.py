@@ -21,7 +21,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -386,13 +386,6 @@ CHECKS = {
 @pytest.mark.parametrize("check", list(CHECKS))
 def test_explanations_match_the_broker(scene: Scene, check: str) -> None:
     assert not _compare(check, CHECKS[check](scene))
-
-
-@pytest.fixture(scope="module")
-def lts_broker() -> Iterator[PulsarBroker]:
-    """A Pulsar 4.0.7 standalone broker of this module's own."""
-    with PulsarBroker(LTS) as broker:
-        yield broker
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 import pulsar
 import pytest
 from support.faults import ConsumerProcess, record_fault
-from support.pulsar_broker import BrokerUnavailable, PulsarBroker
+from support.pulsar_broker import KEEP_ALIVE, KEEP_ALIVE_S, BrokerUnavailable, PulsarBroker
 from support.pulsar_oracle import LTS, NEWEST
 
 from keyshared import StickyKeyDispatcher
@@ -53,8 +53,6 @@ from keyshared.routing import sticky_key_hash
 
 SUB = "sub"
 KEY_SHARED = pulsar.ConsumerType.KeyShared
-KEEP_ALIVE_S = 2
-SETTINGS = {"keepAliveIntervalSeconds": str(KEEP_ALIVE_S)}
 MESSAGES = 300
 MORE = 100
 KEYS = 60
@@ -82,7 +80,7 @@ class Consumer(Protocol):
 @pytest.fixture(scope="module", params=[NEWEST, LTS])
 def broker(request: pytest.FixtureRequest) -> Iterator[PulsarBroker]:
     """A standalone broker of each release in turn, with a short keep-alive."""
-    with PulsarBroker(request.param, settings=SETTINGS) as running:
+    with PulsarBroker(request.param, settings=KEEP_ALIVE) as running:
         yield running
 
 

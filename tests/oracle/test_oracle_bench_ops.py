@@ -141,7 +141,9 @@ def test_scalable_bench_ops_give_keyshareds_answers(
         for seg in layout.active_segments():
             layout = layout.split_segment(seg.segment_id, 7)
     active = layout.active_segments()
-    chain = [["split", active[i * len(active) // ops].segment_id, 9] for i in range(ops)]
+    # Distinct segments, spread over the ring: a split seals the segment it splits.
+    picks = sorted({i * len(active) // ops for i in range(ops)})
+    chain = [["split", active[i].segment_id, 9] for i in picks]
     done = layout
     for _, sid, now in chain:
         done = done.split_segment(sid, now)

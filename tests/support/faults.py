@@ -73,18 +73,24 @@ def record_fault(
     """Adds one test's counts under ``kind`` (say ``"4.2.4 consumer killed"``):
     ``delivered``, the distinct messages some consumer received, and ``events``, the event
     log a model of the broker was fed, where the test has them."""
+    counts = dict(faults=faults, messages=messages, lost=lost, duplicates=duplicates)
+    counts.update(order_violations=order_violations, mismatched=mismatched)
+    logs = [] if events is None else [events]
+    merge_faults(
+        kind, {**counts, "findings": list(findings), "delivered": delivered, "event_logs": logs}
+    )
+
+
+def merge_faults(kind: str, worker: dict[str, Any]) -> None:
+    """Adds ``worker``, a tally's fields as a dict (one test's, or a pytest-xdist worker's
+    sums), to ``kind``'s."""
     tally = FAULTS.setdefault(kind, FaultTally())
-    if delivered is not None:
-        tally.delivered = (tally.delivered or 0) + delivered
-    if events is not None:
-        tally.event_logs.append(events)
-    tally.faults += faults
-    tally.messages += messages
-    tally.lost += lost
-    tally.duplicates += duplicates
-    tally.order_violations += order_violations
-    tally.mismatched += mismatched
-    tally.findings += [f for f in findings if f not in tally.findings]
+    if worker["delivered"] is not None:
+        tally.delivered = (tally.delivered or 0) + worker["delivered"]
+    tally.event_logs += worker["event_logs"]
+    for name in ("faults", "messages", "lost", "duplicates", "order_violations", "mismatched"):
+        setattr(tally, name, getattr(tally, name) + worker[name])
+    tally.findings += [f for f in worker["findings"] if f not in tally.findings]
 
 
 def summary_lines() -> list[str]:

@@ -7,9 +7,10 @@ temporary folder. Every wait has a timeout: a broker that does not come up raise
 :class:`BrokerUnavailable` with the tail of its log, and closing it kills its whole process
 group, so no JVM outlives the tests.
 
-Two kinds, each a session fixture of tests/spark/conftest.py:
+The session fixtures of tests/conftest.py:
 
-- ``pulsar_broker``: :class:`PulsarBroker` on 4.2.4 (Key_Shared, partitioned topics).
+- ``pulsar_broker`` and ``lts_broker``: :class:`PulsarBroker` on 4.2.4 and 4.0.7 (Key_Shared,
+  partitioned topics), with a 2 s keep-alive (:data:`KEEP_ALIVE`).
 - ``m1_broker``: :class:`ScalableBroker` on 5.0.0-M1 with scalable topics (PIP-483) and
   auto split/merge acting within seconds (:data:`SCALABLE_CONF`). Topics in
   :data:`AUTO_NAMESPACE` (``public/default``) scale by themselves; topics in
@@ -103,6 +104,11 @@ STANDALONE_CONF = {
     "dbStorage_readAheadCacheMaxSizeMb": "16",
     "dbStorage_rocksDB_blockCacheSize": str(16 * 1024 * 1024),
 }
+
+#: The keep-alive of the suite's shared brokers and of the fault and verify tests' (in s, as
+#: the broker setting): a consumer stopped past it is dropped within seconds.
+KEEP_ALIVE_S = 2
+KEEP_ALIVE = {"keepAliveIntervalSeconds": str(KEEP_ALIVE_S)}
 
 # Pulsar 5's scalable topics (PIP-483), with auto split/merge deciding every second on load
 # figures refreshed every second, so that a test sees it act within seconds; the split and

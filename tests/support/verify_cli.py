@@ -6,10 +6,8 @@ import contextlib
 import io
 
 from keyshared.cli import main
-from support.pulsar_broker import PulsarBroker
+from support.pulsar_broker import KEEP_ALIVE_S, PulsarBroker
 
-#: The keep-alive the verify tests' brokers run with, in s.
-KEEP_ALIVE_S = 2
 #: Small enough for the three releases to run every scenario in a few minutes.
 WORKLOAD = ["--messages", "240", "--keys", "40", "--consumers", "3", "--duration", "90"]
 
