@@ -28,9 +28,9 @@ step "mypy";         mypy python/keyshared spark_udfs
 step "stubtest";     python -m mypy.stubtest keyshared._core
 # -m "" runs every test; plain `pytest` leaves out the Spark and slow ones. Two workers: much
 # of the suite waits on brokers and JVMs, and the other worker's tests fill that time
-# (tests/conftest.py keeps the broker tests on one worker, and the Spark tests on one).
+# (tests/conftest.py makes the scopes: the broker tests on one worker, the Spark tests on one).
 step "pytest"
-python -m pytest -q -m "" -n 2 --dist loadgroup --durations=20 "$@"
+python -m pytest -q -m "" -n 2 --dist loadscope --durations=20 "$@"
 # A short coverage-guided run of each fuzz target (scripts/fuzz.sh runs them for long).
 fuzz_log=$(mktemp)
 for target in keys state; do

@@ -1,7 +1,6 @@
 """Shared test settings."""
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -159,12 +158,6 @@ PULSAR_FIXTURES = {
 }
 
 
-BROKER_FIXTURES = {"pulsar_broker", "lts_broker", "m1_broker", "v5_client", "secured_broker"}
-TESTS = Path(__file__).parent
-
-
-# tryfirst: before pytest-xdist reads the xdist_group marks this adds.
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
@@ -172,22 +165,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
         if PULSAR_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.pulsar)
-        item.add_marker(pytest.mark.xdist_group(worker_group(item, fixtures)))
 
 
-def worker_group(item: pytest.Item, fixtures: Any) -> str:
-    """The tests one pytest-xdist worker runs together (scripts/test.sh runs two workers with
-    ``--dist loadgroup``): every test that starts a broker, so that each broker starts once
-    (test_docs asks for one by name); every Spark test, for one Spark session; else a file's
-    tests, so that its module fixtures are made once."""
-    path = item.path.relative_to(TESTS)
-    if path.parts[0] == "broker" or BROKER_FIXTURES.intersection(fixtures):
+def worker_group(nodeid: str) -> str:
+    """The tests one pytest-xdist worker runs together (scripts/test.sh runs two): every test
+    that starts a broker (tests/broker, and test_docs, which asks for one by name), so that
+    each broker starts once; every Spark test, for one Spark session; else a file's tests, so
+    that its module fixtures are made once."""
+    path = nodeid.split("::")[0]
+    if path.startswith("tests/broker/") or path == "tests/package/test_docs.py":
         return "brokers"
-    if path == Path("package", "test_docs.py"):
-        return "brokers"
-    if path.parts[0] == "spark" or "spark" in fixtures:
+    if path.startswith("tests/spark/"):
         return "spark"
-    return path.as_posix()
+    return path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's scope scheduling, each scope a :func:`worker_group`."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkerGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return ByWorkerGroup(config, log)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
