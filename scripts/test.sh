@@ -29,8 +29,10 @@ step "stubtest";     python -m mypy.stubtest keyshared._core
 # -m "" runs every test; plain `pytest` leaves out the Spark and slow ones. Two workers: much
 # of the suite waits on brokers and JVMs, and the other worker's tests fill that time
 # (tests/conftest.py makes the scopes: the broker tests on one worker, the Spark tests on one).
+# In collection order, not largest first: the release-wheel test then builds while the broker
+# tests wait, rather than alone at the end.
 step "pytest"
-python -m pytest -q -m "" -n 2 --dist loadscope --durations=20 "$@"
+python -m pytest -q -m "" -n 2 --dist loadscope --no-loadscope-reorder --durations=20 "$@"
 # A short coverage-guided run of each fuzz target (scripts/fuzz.sh runs them for long).
 fuzz_log=$(mktemp)
 for target in keys state; do
