@@ -207,12 +207,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     from support.faults import merge_faults
-    from support.pulsar_oracle import COMPARISONS
+    from support.pulsar_oracle import record
 
     output = getattr(node, "workeroutput", {})
     for area, (cases, differences) in output.get("comparisons", {}).items():
-        COMPARISONS[area][0] += cases
-        COMPARISONS[area][1] += differences
+        record(area, cases, differences)
     for kind, tally in output.get("faults", {}).items():
         merge_faults(kind, tally)
 
