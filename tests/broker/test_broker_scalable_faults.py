@@ -76,6 +76,13 @@ from support.pulsar_oracle import MILESTONE, OracleError, record
 from test_broker_scalable import Mirror, new_topic
 
 import keyshared as ks
+from keyshared.scalable import (
+    BrokerRestarted,
+    ConsumerDisconnected,
+    ConsumerRegistered,
+    LayoutChanged,
+    SegmentsDrained,
+)
 
 SUB = "sub"
 AREA = f"{MILESTONE} broker"
@@ -401,6 +408,11 @@ class Stream:
         record(f"{AREA} assignment", self.checks)
 
 
+def modelled(coordinator: ks.scalable.CoordinatorStateMachine) -> dict[str, list[int]]:
+    """The segments keyshared's coordinator gives each connected consumer, sorted."""
+    return {n: sorted(a.segment_ids) for n, a in coordinator.connected_assignment().items()}
+
+
 def segment_ids(assignment: Assignment, name: str) -> set[int]:
     return {s for s, _, _ in assignment[name][1]}
 
@@ -659,14 +671,25 @@ def test_broker_restarted_mid_stream_just_after_a_split(
     keyshared's with nothing drained (c0 [0], c1 [1]), the backlog stays, and every message
     sent to the children, and only those, stays undelivered. Recreating c0 (same name)
     reads the backlog again, the parent drains and the children are dealt (c0 [2, 3], c1
-    [0, 1], keyshared's again). In the end nothing is lost, no key is reordered, every
+    [0, 1], keyshared's again). keyshared's ``CoordinatorStateMachine``, fed the same
+    events (the registrations, the split, the restart with both registrations restored, each
+    client subscribing again by itself, c0's close and return, the drain report), gives the
+    broker's assignment at both points. In the end nothing is lost, no key is reordered, every
     key's messages from the parent come before its messages from the children, and every
     duplicate is a message delivered before the restart (its acknowledgement lost with the
     broker) or one whose send the restart interrupted."""
     stream = Stream(broker, producer, "restart", 2)
+    coordinator = ks.scalable.CoordinatorStateMachine(
+        SUB,
+        ks.TopicName.get(stream.topic),
+        stream.mirror.layout,
+        grace_period_ms=GRACE_S * 1000,
+        pulsar_version=MILESTONE,
+    )
     try:
         stream.join("c0", survivors)
         stream.join("c1", survivors)
+        coordinator.replay([ConsumerRegistered("c0", 0), ConsumerRegistered("c1", 1)])
         before = stream.settle()
         assert {n: sorted(segment_ids(before, n)) for n in before} == {"c0": [0], "c1": [1]}
         stream.send(2 * KEYS)
@@ -686,15 +709,26 @@ def test_broker_restarted_mid_stream_just_after_a_split(
             sender.pause()
             wait_for(lambda: stream.backlog(0) == 0, "segment 0 read to its end")
             stream.mirror.split(0)
+            coordinator.apply(LayoutChanged(stream.mirror.layout))
             sender.resume()
             sender.wait_rounds(sender.rounds + 1)
             mark = len(broker.log_lines())
             drained_before_kill = stream.drained()
             killed = time.monotonic()
+            killed_ms = int(time.time() * 1000)
             broker.restart(hard=True)
             back = time.monotonic()
             stream.log_from = mark
             stream.mirror.check()
+            # The restarted controller restores both registrations as sessions; each V5
+            # client subscribes again by itself, under its name.
+            coordinator.replay(
+                [
+                    BrokerRestarted(stream.mirror.layout, frozenset(stream.consumers), killed_ms),
+                    ConsumerRegistered("c0", 2),
+                    ConsumerRegistered("c1", 3),
+                ]
+            )
             left = stream.backlog(0)
             sender.wait_rounds(sender.rounds + 4)
         finally:
@@ -711,6 +745,7 @@ def test_broker_restarted_mid_stream_just_after_a_split(
             stream.receive()
             stuck = stream.settle()
             assert {n: sorted(segment_ids(stuck, n)) for n in stuck} == {"c0": [0], "c1": [1]}
+            assert modelled(coordinator) == {"c0": [0], "c1": [1]}
             assert stream.drained() == set() and stream.backlog(0) == left
             assert set(stream.sent) - {d.value for d in stream.deliveries} == children
             findings.append(
@@ -722,6 +757,9 @@ def test_broker_restarted_mid_stream_just_after_a_split(
             v5, handle = stream.consumers["c0"]
             v5.close(handle)
             stream.join("c0", survivors)
+            coordinator.replay(
+                [ConsumerDisconnected("c0", int(time.time() * 1000)), ConsumerRegistered("c0", 4)]
+            )
             wait_for(lambda: bool(stream.receive()), "the recreated c0 reading segment 0")
             again = [d for d in stream.deliveries[since:] if d.segment_id == 0]
             assert len(again) == left and {d.value for d in again} <= delivered_before
@@ -729,6 +767,9 @@ def test_broker_restarted_mid_stream_just_after_a_split(
         final = stream.settle()
         assert stream.drained() == {0}
         assert {n: sorted(segment_ids(final, n)) for n in final} == {"c0": [2, 3], "c1": [0, 1]}
+        coordinator.apply(SegmentsDrained(frozenset(stream.drained())))
+        assert modelled(coordinator) == {"c0": [2, 3], "c1": [0, 1]}
+        record(f"{AREA} coordinator events", len(coordinator.events))
         outcome = stream.outcome()
         order = outcome.violations + stream.parent_before_children(0, (2, 3))
         assert not outcome.lost
