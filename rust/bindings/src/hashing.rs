@@ -1,11 +1,14 @@
 use numpy::{Element, PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+use pyo3::{ffi, IntoPyObjectExt};
 
 use super::buckets::PyHashRange;
 use super::keys::{hash_short, key_batch, null_key_arg};
 use crate::conversions::{
     arg, arg_or, instance, key_bytes, numpy, opt_arg, DefaultThreads, ScalableRelease, Threads,
 };
+use crate::fastcall;
 use keyshared_kernels::hashing::{self, bucket_hash, segment_hash, sticky_hash_in, HASH_VERSION};
 use keyshared_kernels::parallel::{default_threads, set_default_threads};
 
@@ -15,94 +18,56 @@ fn key_hash(key: &Bound<'_, PyAny>) -> PyResult<u32> {
     Ok(hashing::key_hash(key_bytes(key, "key")?))
 }
 
-/// `key_hash` as the module exports it: a vectorcall function whose one common call (a
-/// single positional `str` or `bytes`) reads the key's bytes and returns the int with no
-/// argument parsing, and which hands every other call (a keyword, a wrong type, text that is
-/// not valid UTF-8) to the `#[pyfunction]` above, so that those behave and fail exactly as
-/// it does. What it does per call is what `mmh3.hash` does: take the argument, read the
-/// UTF-8 CPython caches in the str (or the bytes), hash, make the int.
-mod one_key {
-    use std::ffi::{c_ulong, CString};
-    use std::ptr;
-    use std::sync::atomic::{AtomicPtr, Ordering};
+/// `key_hash`'s one common call (a single positional `str` or `bytes`): read the key's bytes,
+/// hash, make the int, with no argument parsing; every other call (a keyword, a wrong type,
+/// text that is not valid UTF-8) goes to the `#[pyfunction]` above, which behaves and fails
+/// as before. Per call it does what `mmh3.hash` does: take the argument, read the UTF-8
+/// CPython caches in the str (or the bytes), hash, make the int.
+unsafe extern "C" fn key_hash_fast(
+    full: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    fastcall::function_call(full, args, nargs, kwnames, |py, args| match args {
+        [key] => fast_key_bytes(key).map(|b| hashing::key_hash(b).into_bound_py_any(py)),
+        _ => None,
+    })
+}
 
-    use pyo3::ffi;
-    use pyo3::prelude::*;
-    use pyo3::types::PyString;
-
-    use keyshared_kernels::hashing;
-
-    /// The `#[pyfunction]`, for every call the fast path leaves (a strong reference kept for
-    /// the life of the process, as the module keeps its functions).
-    static FULL: AtomicPtr<ffi::PyObject> = AtomicPtr::new(ptr::null_mut());
-
-    /// The key's bytes, or None where the full function must decide (not a str or bytes,
-    /// or text that is not valid UTF-8: its error is left to the full function).
-    ///
-    /// # Safety
-    /// `key` is a live object and the caller is attached to the interpreter.
-    unsafe fn bytes_of<'a>(key: *mut ffi::PyObject) -> Option<&'a [u8]> {
+/// A str's UTF-8 or a bytes' contents, or None where the full conversion must decide (any
+/// other type, or text that is not valid UTF-8: its error is left to it).
+fn fast_key_bytes<'a>(key: &'a Bound<'_, PyAny>) -> Option<&'a [u8]> {
+    if let Ok(s) = key.cast::<PyString>() {
         let mut len: ffi::Py_ssize_t = 0;
-        let data = if ffi::PyUnicode_Check(key) != 0 {
-            let data = ffi::PyUnicode_AsUTF8AndSize(key, &mut len);
+        // SAFETY: `s` is a live str; the UTF-8 it caches lives as long as it does.
+        unsafe {
+            let data = ffi::PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut len);
             if data.is_null() {
                 ffi::PyErr_Clear();
                 return None;
             }
-            data.cast::<u8>()
-        } else if ffi::PyBytes_Check(key) != 0 {
-            len = ffi::PyBytes_Size(key);
-            ffi::PyBytes_AsString(key).cast::<u8>().cast_const()
-        } else {
-            return None;
-        };
-        // The object outlives the call, and so do the bytes it holds.
-        Some(std::slice::from_raw_parts(data, len as usize))
-    }
-
-    unsafe extern "C" fn call(
-        _module: *mut ffi::PyObject,
-        args: *const *mut ffi::PyObject,
-        nargs: ffi::Py_ssize_t,
-        kwnames: *mut ffi::PyObject,
-    ) -> *mut ffi::PyObject {
-        if nargs == 1 && kwnames.is_null() {
-            if let Some(bytes) = bytes_of(*args) {
-                return ffi::PyLong_FromUnsignedLong(c_ulong::from(hashing::key_hash(bytes)));
-            }
+            return Some(std::slice::from_raw_parts(data.cast::<u8>(), len as usize));
         }
-        ffi::PyObject_Vectorcall(FULL.load(Ordering::Acquire), args, nargs as usize, kwnames)
     }
+    key.cast::<PyBytes>().ok().map(|b| b.as_bytes())
+}
 
-    /// Adds `key_hash` to the module: this function, with `full`'s name, text signature and
-    /// doc, falling back on `full`.
-    pub fn register(m: &Bound<'_, PyModule>, full: Bound<'_, PyAny>) -> PyResult<()> {
-        let py = m.py();
-        let signature: String = full.getattr("__text_signature__")?.extract()?;
-        let doc: String = full.getattr("__doc__")?.extract()?;
-        let text = format!("key_hash{signature}\n--\n\n{doc}");
-        let doc = CString::new(text)
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-        // The definition and its strings live as long as the function: for the process.
-        let def = Box::leak(Box::new(ffi::PyMethodDef {
-            ml_name: c"key_hash".as_ptr(),
-            ml_meth: ffi::PyMethodDefPointer {
-                PyCFunctionFastWithKeywords: call,
-            },
-            ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-            ml_doc: Box::leak(doc.into_boxed_c_str()).as_ptr(),
-        }));
-        let name = PyString::new(py, "keyshared._core");
-        FULL.store(full.into_ptr(), Ordering::Release);
-        // SAFETY: `def` is 'static; the module and name are live for the call.
-        let function = unsafe {
-            Bound::from_owned_ptr_or_err(
-                py,
-                ffi::PyCFunction_NewEx(def, m.as_ptr(), name.as_ptr()),
-            )?
-        };
-        m.add("key_hash", function)
-    }
+/// `key_hashes`' common call for a short batch: a single positional list or tuple of at
+/// most `keys::SHORT` keys, hashed in place into a new array; every other call goes to the
+/// `#[pyfunction]`, which does the same for it after reading its keywords.
+unsafe extern "C" fn key_hashes_fast(
+    full: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    fastcall::function_call(full, args, nargs, kwnames, |py, args| match args {
+        [keys] => hash_short(keys, None, |hashes| array_of(py, hashes, |h| h))
+            .map(|out| out.map(Bound::into_any))
+            .transpose(),
+        _ => None,
+    })
 }
 
 #[doc = stub_doc!("segment_hash")]
@@ -291,14 +256,16 @@ fn get_num_threads() -> usize {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HASH_VERSION", HASH_VERSION)?;
-    one_key::register(m, wrap_pyfunction!(key_hash, m)?.into_any())?;
+    let full = wrap_pyfunction!(key_hash, m)?.into_any();
+    fastcall::function(m, "key_hash", full, key_hash_fast)?;
     m.add_function(wrap_pyfunction!(py_segment_hash, m)?)?;
     m.add_function(wrap_pyfunction!(py_bucket_hash, m)?)?;
     m.add_function(wrap_pyfunction!(sticky_key_hash, m)?)?;
     m.add_function(wrap_pyfunction!(make_sticky_key_hash, m)?)?;
     m.add_function(wrap_pyfunction!(sticky_key_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(make_sticky_key_hashes, m)?)?;
-    m.add_function(wrap_pyfunction!(key_hashes, m)?)?;
+    let full = wrap_pyfunction!(key_hashes, m)?.into_any();
+    fastcall::function(m, "key_hashes", full, key_hashes_fast)?;
     m.add_function(wrap_pyfunction!(split_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;

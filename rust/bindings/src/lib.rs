@@ -41,6 +41,7 @@ mod dispatch;
 mod draining;
 mod entry_bucket;
 mod errors;
+mod fastcall;
 mod handoff;
 mod hashing;
 mod impacted;

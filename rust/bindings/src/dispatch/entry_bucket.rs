@@ -3,7 +3,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::core::{dispatcher_methods, Core};
+use super::core::{dispatcher_methods, install_shared_fast_paths, Core};
 use crate::arrays::{BatchSizes, I64s, RingHashes};
 use crate::buckets::BucketBoundaries;
 use crate::conversions::{arg, opt_arg, position, route, same_lengths, BatchSize, Splits};
@@ -198,3 +198,8 @@ dispatcher_methods!(PyEntryBucketDispatcher, "EntryBucketDispatcher", {
         format!("EntryBucketDispatcher(buckets={buckets}, consumers={consumers})")
     }
 });
+
+/// Puts the `fastcall` entry points in front of `select` and `ack`.
+pub(super) fn install_fast_paths(py: Python<'_>) -> PyResult<()> {
+    install_shared_fast_paths!(PyEntryBucketDispatcher, py)
+}

@@ -14,5 +14,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_class::<result::PyDispatchResult>()?;
     m.add_class::<entry_bucket::PyEntryBucketDispatcher>()?;
-    m.add_class::<sticky::PyStickyKeyDispatcher>()
+    m.add_class::<sticky::PyStickyKeyDispatcher>()?;
+    entry_bucket::install_fast_paths(m.py())?;
+    sticky::install_fast_paths(m.py())
 }

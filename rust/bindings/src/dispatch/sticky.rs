@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PySequence, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::core::{dispatcher_methods, Core};
+use super::core::{dispatcher_methods, install_shared_fast_paths, Core};
 use super::result::PyDispatchResult;
 use crate::conversions::{
     arg, opt_arg, type_name, BatchSize, ConsumerId, FromArg, Int, QueuedId, Size, StickyKeyHash,
@@ -26,6 +26,23 @@ type Sticky =
 #[pyclass(name = "StickyKeyDispatcher", module = "keyshared._core", frozen)]
 pub struct PyStickyKeyDispatcher {
     core: Sticky,
+}
+
+/// Puts the `fastcall` entry points in front of `dispatch` (its three positional
+/// arguments), `select` and `ack`.
+pub(super) fn install_fast_paths(py: Python<'_>) -> PyResult<()> {
+    use pyo3::IntoPyObjectExt;
+    install_shared_fast_paths!(PyStickyKeyDispatcher, py)?;
+    crate::fastcall::fast_method!(Dispatch: PyStickyKeyDispatcher, "dispatch", |this, py, args| {
+        match args {
+            [ledger, entry, hash] => Some(
+                this.dispatch(py, ledger, entry, hash, None)
+                    .and_then(|r| r.into_bound_py_any(py)),
+            ),
+            _ => None,
+        }
+    });
+    crate::fastcall::install::<Dispatch>(py)
 }
 
 impl PyStickyKeyDispatcher {

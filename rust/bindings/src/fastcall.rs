@@ -1,0 +1,197 @@
+//! Vectorcall entry points for the calls a broker or a client makes one at a time in a loop
+//! (`key_hash`, `key_hashes` of a few keys, `select`, `dispatch`, `ack`), where pyo3's
+//! argument parsing, not the work, was most of a call's time.
+//!
+//! Each entry point takes its common shape (positional arguments only, as many as the fast
+//! path expects) and converts them with the same conversions as the pyo3 function or method
+//! it stands in front of, so that it answers and fails exactly as that one does; any other
+//! call (keywords, an optional argument) is handed to the pyo3 one. A panic in a fast path
+//! hands the call to the pyo3 one too, which turns it into a Python exception.
+
+use std::ffi::{c_char, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::{ptr, slice};
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use pyo3::{ffi, PyClass};
+
+/// A call's arguments as the fast path sees them: borrowed, positional.
+pub type Args<'a, 'py> = &'a [Bound<'py, PyAny>];
+
+/// What a fast path answers: None leaves the call to the pyo3 function.
+pub type Answer<'py> = Option<PyResult<Bound<'py, PyAny>>>;
+
+/// A method's fast path on the frozen class `Class`.
+pub trait FastMethod {
+    type Class: PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync;
+    const NAME: &'static str;
+    /// Where the pyo3 method it stands in front of is kept (for the life of the process).
+    fn full() -> &'static AtomicPtr<ffi::PyObject>;
+    fn call<'py>(this: &Self::Class, py: Python<'py>, args: Args<'_, 'py>) -> Answer<'py>;
+}
+
+/// The positional arguments of a vectorcall as borrowed objects.
+///
+/// # Safety
+/// `args` holds `nargs` live objects (or is null with `nargs` 0).
+unsafe fn positional<'a, 'py>(
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+) -> &'a [Bound<'py, PyAny>] {
+    if nargs == 0 {
+        return &[];
+    }
+    // SAFETY: a `Bound<PyAny>` is a pointer to the object (repr(transparent) over it).
+    slice::from_raw_parts(args.cast::<Bound<'py, PyAny>>(), nargs as usize)
+}
+
+/// The answer as a vectorcall returns it, or None to hand the call on.
+fn returned(py: Python<'_>, answer: std::thread::Result<Answer<'_>>) -> Option<*mut ffi::PyObject> {
+    match answer {
+        Ok(Some(Ok(out))) => Some(out.into_ptr()),
+        Ok(Some(Err(err))) => {
+            err.restore(py);
+            Some(ptr::null_mut())
+        }
+        Ok(None) | Err(_) => None,
+    }
+}
+
+unsafe extern "C" fn method<M: FastMethod>(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    let py = Python::assume_attached();
+    if kwnames.is_null() {
+        // The method descriptor checked that `slf` is an instance of the class.
+        let this = positional(&slf, 1)[0].cast_unchecked::<M::Class>();
+        let argv = positional(args, nargs);
+        let answer = catch_unwind(AssertUnwindSafe(|| M::call(this.get(), py, argv)));
+        if let Some(out) = returned(py, answer) {
+            return out;
+        }
+    }
+    let kw = if kwnames.is_null() {
+        0
+    } else {
+        ffi::PyTuple_Size(kwnames)
+    };
+    let mut all = Vec::with_capacity((1 + nargs + kw) as usize);
+    all.push(slf);
+    all.extend_from_slice(slice::from_raw_parts(args, (nargs + kw) as usize));
+    let full = M::full().load(Ordering::Acquire);
+    ffi::PyObject_Vectorcall(full, all.as_ptr(), (nargs + 1) as usize, kwnames)
+}
+
+/// The definition of a vectorcall function or method named `name` with `full`'s text
+/// signature and doc (leaked: a definition lives as long as what it defines).
+fn definition(
+    name: &str,
+    full: &Bound<'_, PyAny>,
+    meth: ffi::PyCFunctionFastWithKeywords,
+) -> PyResult<*mut ffi::PyMethodDef> {
+    let signature: String = full.getattr("__text_signature__")?.extract()?;
+    let doc: String = full.getattr("__doc__")?.extract()?;
+    let text = format!("{name}{signature}\n--\n\n{doc}");
+    let leak = |s: String| -> PyResult<*const c_char> {
+        let c = CString::new(s).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(Box::leak(c.into_boxed_c_str()).as_ptr())
+    };
+    Ok(Box::leak(Box::new(ffi::PyMethodDef {
+        ml_name: leak(name.to_owned())?,
+        ml_meth: ffi::PyMethodDefPointer {
+            PyCFunctionFastWithKeywords: meth,
+        },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: leak(text)?,
+    })))
+}
+
+/// Puts `M`'s fast path in front of the class's pyo3 method of that name.
+pub fn install<M: FastMethod>(py: Python<'_>) -> PyResult<()> {
+    let class = py.get_type::<M::Class>();
+    let full = class.getattr(M::NAME)?;
+    let def = definition(M::NAME, &full, method::<M>)?;
+    // SAFETY: `def` is 'static and the class is live.
+    let descr = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyDescr_NewMethod(class.as_ptr().cast::<ffi::PyTypeObject>(), def),
+        )?
+    };
+    M::full().store(full.into_ptr(), Ordering::Release);
+    class.setattr(M::NAME, descr)
+}
+
+/// A module function's fast path: `call` answers the common call, `full` (the pyo3
+/// function, which the new function holds as its `self`) every other.
+pub fn function(
+    m: &Bound<'_, PyModule>,
+    name: &str,
+    full: Bound<'_, PyAny>,
+    meth: ffi::PyCFunctionFastWithKeywords,
+) -> PyResult<()> {
+    let py = m.py();
+    let def = definition(name, &full, meth)?;
+    let module = PyString::new(py, "keyshared._core");
+    // SAFETY: `def` is 'static; `full` and the module name are live for the call, and the
+    // function keeps its own reference to `full`.
+    let function = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyCFunction_NewEx(def, full.as_ptr(), module.as_ptr()),
+        )?
+    };
+    m.add(name, function)
+}
+
+/// The body of a module function's fast entry point: `fast` on the positional arguments,
+/// else `full` (its `self`) on the whole call.
+///
+/// # Safety
+/// As a vectorcall: the arguments are live, and `full` is callable.
+pub unsafe fn function_call(
+    full: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+    fast: impl for<'a, 'py> FnOnce(Python<'py>, Args<'a, 'py>) -> Answer<'py>,
+) -> *mut ffi::PyObject {
+    let py = Python::assume_attached();
+    if kwnames.is_null() {
+        let answer = catch_unwind(AssertUnwindSafe(|| fast(py, positional(args, nargs))));
+        if let Some(out) = returned(py, answer) {
+            return out;
+        }
+    }
+    ffi::PyObject_Vectorcall(full, args, nargs as usize, kwnames)
+}
+
+/// A [`FastMethod`] named `$name` for `$class`'s method `$method`, answering by `$body`.
+macro_rules! fast_method {
+    ($name:ident: $class:ty, $method:literal, |$this:ident, $py:ident, $args:ident| $body:expr) => {
+        struct $name;
+        impl $crate::fastcall::FastMethod for $name {
+            type Class = $class;
+            const NAME: &'static str = $method;
+            fn full() -> &'static std::sync::atomic::AtomicPtr<pyo3::ffi::PyObject> {
+                static FULL: std::sync::atomic::AtomicPtr<pyo3::ffi::PyObject> =
+                    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+                &FULL
+            }
+            fn call<'py>(
+                $this: &$class,
+                $py: pyo3::Python<'py>,
+                $args: $crate::fastcall::Args<'_, 'py>,
+            ) -> $crate::fastcall::Answer<'py> {
+                $body
+            }
+        }
+    };
+}
+pub(crate) use fast_method;
