@@ -266,6 +266,15 @@ class RoutingTable:
     @property
     def pulsar_version(self) -> str:
         """The release whose rule the table routes by."""
+    def replaced(
+        self, start: int, count: int, segments: Iterable[tuple[int, HashRange, _Splits]]
+    ) -> RoutingTable:
+        """This table with the ``count`` neighbouring segments from the one whose range
+        starts at hash ``start`` replaced by ``segments``, under the same rule: the table of a
+        split, merge or rebucket, made from the routes this one holds (the work of the
+        change, not of every segment read again from Python). Checked as a whole table is: a
+        replacement that does not tile the hashes it replaces (a gap, an overlap, a start
+        that begins no segment) or repeats an id raises ValueError."""
     def __len__(self) -> int: ...
     def __getnewargs__(self) -> tuple[list[tuple[int, HashRange, list[int]]], str]: ...
     def __eq__(self, other: object, /) -> bool: ...

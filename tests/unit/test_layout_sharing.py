@@ -9,9 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keyshared import TopicLayout
+from keyshared import RoutingTable, TopicLayout
 from keyshared.scalable import layout as layout_module
 from keyshared.scalable._persistent import CHUNK, RangeList, SegmentMap
+
+VERSIONS = ("master", "5.0.0-M1")
 
 
 def snapshot(layout: TopicLayout) -> tuple[object, ...]:
@@ -32,7 +34,16 @@ def assert_same_as_rebuilt(layout: TopicLayout, rng: random.Random) -> None:
         assert layout.find_active_segment(h) == whole.find_active_segment(h)
     for sid in rng.sample(sorted(layout.segments), min(40, len(layout.segments))):
         assert layout.merge_depth(sid) == whole.merge_depth(sid)
+    assert_routes_as_built_whole(layout)
     layout.validate()
+
+
+def assert_routes_as_built_whole(layout: TopicLayout) -> None:
+    """Each release's routing table (made from the table of the layout the operation came
+    from, where it had one) is the one built from every active segment."""
+    for version in VERSIONS:
+        routes = [(s.segment_id, s.hash_range, s.bucket_splits) for s in layout.active_segments()]
+        assert layout.routing_table_for(version) == RoutingTable(routes, version)
 
 
 @settings(max_examples=15)
@@ -42,6 +53,9 @@ def test_operations_on_large_layouts_match_a_whole_rebuild(seed: int, start: int
     layout = TopicLayout.initial(start, bucket_budget=4 * start)
     for step in range(40):
         before, kept = layout, snapshot(layout)
+        if rng.random() < 0.5:
+            # A table built before the operation: the next layout's comes from it.
+            layout.routing_table_for(rng.choice(VERSIONS))
         active = layout.active_segments()
         kind = rng.choice(["split", "merge", "rebucket", "prune"])
         if kind == "split":
@@ -63,6 +77,8 @@ def test_operations_on_large_layouts_match_a_whole_rebuild(seed: int, start: int
             layout = layout.prune_segment(rng.choice(sealed))
         assert snapshot(before) == kept, "an operation changed the layout it came from"
         assert layout.epoch == before.epoch + 1
+        if rng.random() < 0.3:
+            assert_routes_as_built_whole(layout)
         if step % 8 == 7:
             assert_same_as_rebuilt(layout, rng)
     assert_same_as_rebuilt(layout, rng)
@@ -134,3 +150,16 @@ def test_range_list_replaces_runs_across_chunks() -> None:
         grown = grown.replaced(new.hash_range.start, 1, [new, new])
     assert len(grown) == len(replaced) + 3 * CHUNK
     assert max(len(c) for c in grown._chunks) < 2 * CHUNK
+
+
+def test_a_replaced_table_refuses_replacements_that_do_not_tile() -> None:
+    table = TopicLayout.initial(2).routing_table
+    (left, right) = TopicLayout.initial(2).active_segments()
+    half = right.hash_range.split()[0]
+    with pytest.raises(ValueError, match=r"tile|gap|overlap"):
+        table.replaced(right.hash_range.start, 1, [(9, half, ())])
+    with pytest.raises(ValueError):
+        table.replaced(right.hash_range.start, 1, [(left.segment_id, right.hash_range, ())])
+    same = table.replaced(right.hash_range.start, 1, [(7, right.hash_range, (10,))])
+    assert same.route_hash(0xFFFF_FFFF) == (7, 1)
+    assert same.pulsar_version == table.pulsar_version

@@ -19,7 +19,7 @@ as ``sealed_at_epoch``. Times are epoch milliseconds.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
@@ -335,6 +335,10 @@ class TopicLayout:
         object.__setattr__(self, "_ranges", RangeList(active))
         object.__setattr__(self, "_merges", _merge_sets(self.segments.values()))
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Routing tables are made again on demand, and are most of a pickle when kept.
+        return {k: v for k, v in self.__dict__.items() if k not in _ROUTING_CACHES}
+
     def validate(self) -> TopicLayout:
         """Checks the whole DAG and the active tiling, as a layout read from JSON or built
         from its parts is checked, and that what operations keep up to date (the active
@@ -473,8 +477,15 @@ class TopicLayout:
         version = SCALABLE_TOPICS.check(pulsar_version)
         table = self._routing_tables.get(version)
         if table is None:
-            routes = ((s.segment_id, s.hash_range, s.bucket_splits) for s in self._active)
-            table = self._routing_tables.setdefault(version, RoutingTable(routes, version))
+            # The table of the layout this one was made from, if it had one, with the
+            # operation's change made (_apply); else every active segment read.
+            change: _RoutingChange | None = self.__dict__.get("_routing_change")
+            if change is not None and (base := change[0].get(version)) is not None:
+                _, start, count, created = change
+                table = base.replaced(start, count, _routes(created))
+            else:
+                table = RoutingTable(_routes(self._active), version)
+            table = self._routing_tables.setdefault(version, table)
         return table
 
     @cached_property
@@ -645,6 +656,9 @@ class TopicLayout:
             _ranges=ranges,
             # The descendants' ancestries lose the pruned segment's: counted again.
             _merges=_merge_sets(segments.values()),
+            # The active segments route as before (ids, ranges and buckets unchanged): the
+            # tables are the same ones, built or yet to be built for either layout.
+            _routing_tables=self._routing_tables,
         )
         if _FULL_CHECKS:
             out.validate()
@@ -680,6 +694,14 @@ class TopicLayout:
             _ranges=self._ranges.replaced(sealed[0].hash_range.start, len(sealed), created),
             _merges=merges.updated(new_merges),
         )
+        if self.__dict__.get("_routing_tables"):
+            # Kept for routing_table_for: the new tables are these with the change made.
+            out.__dict__["_routing_change"] = (
+                self._routing_tables,
+                sealed[0].hash_range.start,
+                len(sealed),
+                created,
+            )
         if _FULL_CHECKS:
             out.validate()
         return out
@@ -746,6 +768,19 @@ _FULL_CHECKS = False
 
 
 _RANGE_THEN_ID = attrgetter("hash_range", "segment_id")
+
+
+#: The tables of the layout an operation came from, and its change: the hash the replaced
+#: run of active segments starts at, how many it held, the segments that replace them.
+_RoutingChange = tuple[dict[str, RoutingTable], int, int, Sequence[Segment]]
+
+#: What a layout keeps of its routing tables (``routing_table_for``): not pickled.
+_ROUTING_CACHES = frozenset({"_routing_tables", "_routing_change"})
+
+
+def _routes(segments: Iterable[Segment]) -> Iterator[tuple[int, HashRange, tuple[int, ...]]]:
+    """Each segment as a routing table takes it."""
+    return ((s.segment_id, s.hash_range, s.bucket_splits) for s in segments)
 
 
 def _range_start(seg: Segment) -> int:

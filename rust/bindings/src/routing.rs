@@ -7,7 +7,9 @@ use crate::errors::Raise;
 use super::hashing::{hash_arrays, hash_keys};
 use crate::arrays::U32s;
 use crate::buckets::{PyHashRange, SegmentRoutes};
-use crate::conversions::{arg, arg_or, key_bytes, numpy, KeyHash, ScalableRelease, Threads};
+use crate::conversions::{
+    arg, arg_or, key_bytes, numpy, KeyHash, RingHash, ScalableRelease, Size, Threads,
+};
 use keyshared_kernels::hashing::key_hash;
 use keyshared_kernels::routing::{hash_halves, RoutingTable as Table};
 
@@ -32,6 +34,22 @@ impl PyRoutingTable {
         Ok(Self {
             table: Table::new(routes, release.half).py()?,
             pulsar_version: release.name,
+        })
+    }
+
+    #[doc = stub_doc!("RoutingTable.replaced")]
+    fn replaced(
+        &self,
+        start: &Bound<'_, PyAny>,
+        count: &Bound<'_, PyAny>,
+        segments: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let RingHash(start) = arg(start, "start")?;
+        let Size(count) = arg(count, "count")?;
+        let SegmentRoutes(routes) = arg(segments, "segments")?;
+        Ok(Self {
+            table: self.table.replaced(start, count, routes).py()?,
+            pulsar_version: self.pulsar_version.clone(),
         })
     }
 

@@ -74,6 +74,26 @@ impl RoutingTable {
         })
     }
 
+    /// This table with the `count` neighbouring segments from the one whose range starts at
+    /// `start` replaced by `routes`: a split, merge or rebucket of the layout it routes, made
+    /// from the routes it already holds rather than from every segment again. Checked as
+    /// [`RoutingTable::new`] checks a whole table: replacements that do not tile the hashes
+    /// they replace are a `Tiling` error.
+    pub fn replaced(
+        &self,
+        start: u16,
+        count: usize,
+        routes: Vec<SegmentRoute>,
+    ) -> KernelResult<Self> {
+        let at = self.segments.partition_point(|s| s.range.start() < start);
+        let end = at.saturating_add(count).min(self.segments.len());
+        let mut segments = Vec::with_capacity(self.segments.len() - (end - at) + routes.len());
+        segments.extend_from_slice(&self.segments[..at]);
+        segments.extend(routes);
+        segments.extend_from_slice(&self.segments[end..]);
+        Self::new(segments, self.half)
+    }
+
     /// The segments in range order.
     pub fn segments(&self) -> &[SegmentRoute] {
         &self.segments
@@ -222,6 +242,61 @@ mod tests {
             range: HashRange::new(start, end).unwrap(),
             splits: splits.to_vec(),
         }
+    }
+
+    #[test]
+    fn a_replaced_run_routes_as_a_table_made_whole() {
+        let whole = |segs: Vec<SegmentRoute>| RoutingTable::new(segs, SegmentHalf::High).unwrap();
+        let table = whole(vec![
+            seg(0, 0, 0x7FFF, &[0x100]),
+            seg(1, 0x8000, 0xFFFF, &[]),
+        ]);
+        let split = table
+            .replaced(
+                0x8000,
+                1,
+                vec![seg(3, 0xC000, 0xFFFF, &[]), seg(2, 0x8000, 0xBFFF, &[])],
+            )
+            .unwrap();
+        let want = whole(vec![
+            seg(0, 0, 0x7FFF, &[0x100]),
+            seg(2, 0x8000, 0xBFFF, &[]),
+            seg(3, 0xC000, 0xFFFF, &[]),
+        ]);
+        assert!(split == want);
+        for h in [
+            0u32,
+            0x7FFF_FFFF,
+            0x8000_0000,
+            0xBFFF_FFFF,
+            0xC000_0000,
+            u32::MAX,
+        ] {
+            assert_eq!(split.route(h), want.route(h));
+        }
+        let merged = split
+            .replaced(0, 2, vec![seg(4, 0, 0xBFFF, &[0x10])])
+            .unwrap();
+        assert!(
+            merged
+                == whole(vec![
+                    seg(4, 0, 0xBFFF, &[0x10]),
+                    seg(3, 0xC000, 0xFFFF, &[])
+                ])
+        );
+        // Replacements that leave a gap, or overlap a neighbour, are refused.
+        assert!(table
+            .replaced(0x8000, 1, vec![seg(5, 0x8000, 0xBFFF, &[])])
+            .is_err());
+        assert!(table
+            .replaced(0x8000, 1, vec![seg(5, 0x7000, 0xFFFF, &[])])
+            .is_err());
+        assert!(table
+            .replaced(0x9000, 1, vec![seg(5, 0x9000, 0xFFFF, &[])])
+            .is_err());
+        assert!(table
+            .replaced(0x8000, 1, vec![seg(0, 0x8000, 0xFFFF, &[])])
+            .is_err());
     }
 
     #[test]
