@@ -195,3 +195,20 @@ macro_rules! fast_method {
     };
 }
 pub(crate) use fast_method;
+
+/// A module function's vectorcall entry point `$name`: `$body` answers its positional call
+/// (`$args`), else the full function (its `self`) takes the call; see [`function`].
+macro_rules! fast_function {
+    ($(#[$doc:meta])* $name:ident, |$py:ident, $args:ident| $body:expr) => {
+        $(#[$doc])*
+        unsafe extern "C" fn $name(
+            full: *mut pyo3::ffi::PyObject,
+            args: *const *mut pyo3::ffi::PyObject,
+            nargs: pyo3::ffi::Py_ssize_t,
+            kwnames: *mut pyo3::ffi::PyObject,
+        ) -> *mut pyo3::ffi::PyObject {
+            $crate::fastcall::function_call(full, args, nargs, kwnames, |$py, $args| $body)
+        }
+    };
+}
+pub(crate) use fast_function;

@@ -1,14 +1,13 @@
 use numpy::{Element, PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
-use pyo3::{ffi, IntoPyObjectExt};
+use pyo3::IntoPyObjectExt;
 
 use super::buckets::PyHashRange;
-use super::keys::{hash_short, key_batch, null_key_arg};
+use super::keys::{exact_key, hash_short, key_batch, null_key_arg};
 use crate::conversions::{
     arg, arg_or, instance, key_bytes, numpy, opt_arg, DefaultThreads, ScalableRelease, Threads,
 };
-use crate::fastcall;
+use crate::fastcall::{self, fast_function};
 use keyshared_kernels::hashing::{self, bucket_hash, segment_hash, sticky_hash_in, HASH_VERSION};
 use keyshared_kernels::parallel::{default_threads, set_default_threads};
 
@@ -18,57 +17,34 @@ fn key_hash(key: &Bound<'_, PyAny>) -> PyResult<u32> {
     Ok(hashing::key_hash(key_bytes(key, "key")?))
 }
 
-/// `key_hash`'s one common call (a single positional `str` or `bytes`): read the key's bytes,
-/// hash, make the int, with no argument parsing; every other call (a keyword, a wrong type,
-/// text that is not valid UTF-8) goes to the `#[pyfunction]` above, which behaves and fails
-/// as before. Per call it does what `mmh3.hash` does: take the argument, read the UTF-8
-/// CPython caches in the str (or the bytes), hash, make the int.
-unsafe extern "C" fn key_hash_fast(
-    full: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    fastcall::function_call(full, args, nargs, kwnames, |py, args| match args {
-        [key] => fast_key_bytes(key).map(|b| hashing::key_hash(b).into_bound_py_any(py)),
+fast_function!(
+    /// `key_hash`'s one common call (a single positional exact `str` or `bytes`): read the
+    /// key's bytes, hash, make the int, with no argument parsing; every other call (a
+    /// keyword, another type, text that is not valid UTF-8) goes to the `#[pyfunction]`
+    /// above, which behaves and fails as before. Per call it does what `mmh3.hash` does:
+    /// take the argument, read the UTF-8 CPython caches in the str (or the bytes), hash,
+    /// make the int.
+    key_hash_fast,
+    |py, args| match args {
+        // SAFETY: the argument is live for the call, and the GIL is held.
+        [key] => unsafe { exact_key(key.as_ptr()) }
+            .map(|bytes| hashing::key_hash(bytes).into_bound_py_any(py)),
         _ => None,
-    })
-}
-
-/// A str's UTF-8 or a bytes' contents, or None where the full conversion must decide (any
-/// other type, or text that is not valid UTF-8: its error is left to it).
-fn fast_key_bytes<'a>(key: &'a Bound<'_, PyAny>) -> Option<&'a [u8]> {
-    if let Ok(s) = key.cast::<PyString>() {
-        let mut len: ffi::Py_ssize_t = 0;
-        // SAFETY: `s` is a live str; the UTF-8 it caches lives as long as it does.
-        unsafe {
-            let data = ffi::PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut len);
-            if data.is_null() {
-                ffi::PyErr_Clear();
-                return None;
-            }
-            return Some(std::slice::from_raw_parts(data.cast::<u8>(), len as usize));
-        }
     }
-    key.cast::<PyBytes>().ok().map(|b| b.as_bytes())
-}
+);
 
-/// `key_hashes`' common call for a short batch: a single positional list or tuple of at
-/// most `keys::SHORT` keys, hashed in place into a new array; every other call goes to the
-/// `#[pyfunction]`, which does the same for it after reading its keywords.
-unsafe extern "C" fn key_hashes_fast(
-    full: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    fastcall::function_call(full, args, nargs, kwnames, |py, args| match args {
+fast_function!(
+    /// `key_hashes`' common call for a short batch: a single positional list or tuple of at
+    /// most `keys::SHORT` keys, hashed in place into a new array; every other call goes to
+    /// the `#[pyfunction]`, which does the same for it after reading its keywords.
+    key_hashes_fast,
+    |py, args| match args {
         [keys] => hash_short(keys, None, |hashes| array_of(py, hashes, |h| h))
             .map(|out| out.map(Bound::into_any))
             .transpose(),
         _ => None,
-    })
-}
+    }
+);
 
 #[doc = stub_doc!("segment_hash")]
 #[pyfunction(name = "segment_hash")]

@@ -730,7 +730,7 @@ unsafe fn plain_key<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
 /// encode, with the error cleared so that the checked path can report it).
 ///
 /// SAFETY: `obj` is live for `'a` and the GIL is held.
-unsafe fn exact_key<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
+pub unsafe fn exact_key<'a>(obj: *mut ffi::PyObject) -> Option<&'a [u8]> {
     if let Some(key) = plain_key(obj) {
         return Some(key);
     }
