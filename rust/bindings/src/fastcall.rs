@@ -81,9 +81,12 @@ unsafe extern "C" fn method<M: FastMethod>(
     } else {
         ffi::PyTuple_Size(kwnames)
     };
-    let mut all = Vec::with_capacity((1 + nargs + kw) as usize);
+    let given = (nargs + kw) as usize;
+    let mut all = Vec::with_capacity(1 + given);
     all.push(slf);
-    all.extend_from_slice(slice::from_raw_parts(args, (nargs + kw) as usize));
+    if given > 0 {
+        all.extend_from_slice(slice::from_raw_parts(args, given));
+    }
     let full = M::full().load(Ordering::Acquire);
     ffi::PyObject_Vectorcall(full, all.as_ptr(), (nargs + 1) as usize, kwnames)
 }
