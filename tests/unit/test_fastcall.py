@@ -107,6 +107,13 @@ def test_every_shape_the_full_methods_take_still_works() -> None:
     assert entry_buckets.select(h) == entry_buckets.select(sticky_key_hash=h) == 4
 
 
+def test_calls_without_arguments_fail_as_the_full_functions_do() -> None:
+    d = dispatcher()
+    for call in (d.select, d.dispatch, d.ack, ks.key_hash, ks.key_hashes):
+        with pytest.raises(TypeError, match="missing"):
+            call()  # type: ignore[operator]
+
+
 def test_a_method_refuses_another_class_instance() -> None:
     with pytest.raises(TypeError):
         ks.StickyKeyDispatcher.select(object(), 1)  # type: ignore[arg-type]
