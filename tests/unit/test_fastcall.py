@@ -6,6 +6,7 @@ made both ways (positional, then by keyword) and the outcomes compared."""
 from __future__ import annotations
 
 import inspect
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -112,6 +113,12 @@ def test_calls_without_arguments_fail_as_the_full_functions_do() -> None:
     for call in (d.select, d.dispatch, d.ack, ks.key_hash, ks.key_hashes):
         with pytest.raises(TypeError, match="missing"):
             call()  # type: ignore[operator]
+
+
+def test_the_entry_points_pickle_as_themselves() -> None:
+    """A Spark UDF or a process pool pickles the functions it calls by their names."""
+    for function in (ks.key_hash, ks.key_hashes, ks.StickyKeyDispatcher.dispatch):
+        assert pickle.loads(pickle.dumps(function)) is function
 
 
 def test_a_method_refuses_another_class_instance() -> None:

@@ -131,30 +131,29 @@ pub fn install<M: FastMethod>(py: Python<'_>) -> PyResult<()> {
     class.setattr(M::NAME, descr)
 }
 
-/// A module function's fast path: `call` answers the common call, `full` (the pyo3
-/// function, which the new function holds as its `self`) every other.
+/// A module function's fast path: `meth` answers the common call, `full` (the pyo3 function,
+/// kept in `slot` for the life of the process) every other. The new function's `self` is the
+/// module, as a pyo3 function's is, so that it pickles by its qualified name.
 pub fn function(
     m: &Bound<'_, PyModule>,
     name: &str,
     full: Bound<'_, PyAny>,
     meth: ffi::PyCFunctionFastWithKeywords,
+    slot: &'static AtomicPtr<ffi::PyObject>,
 ) -> PyResult<()> {
     let py = m.py();
     let def = definition(name, &full, meth)?;
     let module = PyString::new(py, "keyshared._core");
-    // SAFETY: `def` is 'static; `full` and the module name are live for the call, and the
-    // function keeps its own reference to `full`.
+    slot.store(full.into_ptr(), Ordering::Release);
+    // SAFETY: `def` is 'static; the module and its name are live for the call.
     let function = unsafe {
-        Bound::from_owned_ptr_or_err(
-            py,
-            ffi::PyCFunction_NewEx(def, full.as_ptr(), module.as_ptr()),
-        )?
+        Bound::from_owned_ptr_or_err(py, ffi::PyCFunction_NewEx(def, m.as_ptr(), module.as_ptr()))?
     };
     m.add(name, function)
 }
 
 /// The body of a module function's fast entry point: `fast` on the positional arguments,
-/// else `full` (its `self`) on the whole call.
+/// else `full` on the whole call.
 ///
 /// # Safety
 /// As a vectorcall: the arguments are live, and `full` is callable.
@@ -199,18 +198,28 @@ macro_rules! fast_method {
 }
 pub(crate) use fast_method;
 
-/// A module function's vectorcall entry point `$name`: `$body` answers its positional call
-/// (`$args`), else the full function (its `self`) takes the call; see [`function`].
+/// A module function's vectorcall entry point, `$name::call`: `$body` answers its positional
+/// call (`$args`), else the full function, kept in `$name::FULL`, takes the call; see
+/// [`function`]. The body sees the items of the module the macro is used in.
 macro_rules! fast_function {
     ($(#[$doc:meta])* $name:ident, |$py:ident, $args:ident| $body:expr) => {
         $(#[$doc])*
-        unsafe extern "C" fn $name(
-            full: *mut pyo3::ffi::PyObject,
-            args: *const *mut pyo3::ffi::PyObject,
-            nargs: pyo3::ffi::Py_ssize_t,
-            kwnames: *mut pyo3::ffi::PyObject,
-        ) -> *mut pyo3::ffi::PyObject {
-            $crate::fastcall::function_call(full, args, nargs, kwnames, |$py, $args| $body)
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            pub static FULL: std::sync::atomic::AtomicPtr<pyo3::ffi::PyObject> =
+                std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+            pub unsafe extern "C" fn call(
+                _module: *mut pyo3::ffi::PyObject,
+                args: *const *mut pyo3::ffi::PyObject,
+                nargs: pyo3::ffi::Py_ssize_t,
+                kwnames: *mut pyo3::ffi::PyObject,
+            ) -> *mut pyo3::ffi::PyObject {
+                let full = FULL.load(std::sync::atomic::Ordering::Acquire);
+                $crate::fastcall::function_call(full, args, nargs, kwnames, |$py, $args| $body)
+            }
         }
     };
 }

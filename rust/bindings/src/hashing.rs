@@ -233,7 +233,13 @@ fn get_num_threads() -> usize {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HASH_VERSION", HASH_VERSION)?;
     let full = wrap_pyfunction!(key_hash, m)?.into_any();
-    fastcall::function(m, "key_hash", full, key_hash_fast)?;
+    fastcall::function(
+        m,
+        "key_hash",
+        full,
+        key_hash_fast::call,
+        &key_hash_fast::FULL,
+    )?;
     m.add_function(wrap_pyfunction!(py_segment_hash, m)?)?;
     m.add_function(wrap_pyfunction!(py_bucket_hash, m)?)?;
     m.add_function(wrap_pyfunction!(sticky_key_hash, m)?)?;
@@ -241,7 +247,13 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sticky_key_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(make_sticky_key_hashes, m)?)?;
     let full = wrap_pyfunction!(key_hashes, m)?.into_any();
-    fastcall::function(m, "key_hashes", full, key_hashes_fast)?;
+    fastcall::function(
+        m,
+        "key_hashes",
+        full,
+        key_hashes_fast::call,
+        &key_hashes_fast::FULL,
+    )?;
     m.add_function(wrap_pyfunction!(split_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
