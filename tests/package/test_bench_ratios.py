@@ -80,7 +80,7 @@ def test_a_floor_names_which_keyshared_variant_it_holds(capsys: pytest.CaptureFi
 def test_a_benchmark_is_named_by_its_lib(capsys: pytest.CaptureFixture[str]) -> None:
     # By extra_info["lib"], else its lib parameter beside others (the call-size groups); a
     # speedup without its limit's runs is not run.
-    sized = bench("x", 2e-7, "key-hashes-1")
+    sized = bench("x", 1.4e-7, "key-hashes-1")
     sized["params"] = {"lib": "keyshared", "size": 1}
     one = bench("key_hash", 1e-7, "key-hashes-1")
     # pytest-benchmark writes "params": null for a test without parameters.
