@@ -174,9 +174,11 @@ pub unsafe fn function_call(
     ffi::PyObject_Vectorcall(full, args, nargs as usize, kwnames)
 }
 
-/// A [`FastMethod`] named `$name` for `$class`'s method `$method`, answering by `$body`.
+/// A [`FastMethod`] named `$name` for `$class`'s method `$method`: a call with exactly the
+/// positional arguments `[$arg, ...]` answers `$body` (a `PyResult` of something Python takes),
+/// any other goes to the pyo3 method.
 macro_rules! fast_method {
-    ($name:ident: $class:ty, $method:literal, |$this:ident, $py:ident, $args:ident| $body:expr) => {
+    ($name:ident: $class:ty, $method:literal, |$this:ident, $py:ident, [$($arg:ident),*]| $body:expr) => {
         struct $name;
         impl $crate::fastcall::FastMethod for $name {
             type Class = $class;
@@ -189,9 +191,13 @@ macro_rules! fast_method {
             fn call<'py>(
                 $this: &$class,
                 $py: pyo3::Python<'py>,
-                $args: $crate::fastcall::Args<'_, 'py>,
+                args: $crate::fastcall::Args<'_, 'py>,
             ) -> $crate::fastcall::Answer<'py> {
-                $body
+                use pyo3::IntoPyObjectExt;
+                match args {
+                    [$($arg),*] => Some($body.and_then(|out| out.into_bound_py_any($py))),
+                    _ => None,
+                }
             }
         }
     };

@@ -295,14 +295,10 @@ impl PyKeySharedConsumerState {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    use pyo3::IntoPyObjectExt;
     m.add_class::<PyConsistentHashingSelector>()?;
-    crate::fastcall::fast_method!(Select: PyConsistentHashingSelector, "select", |this, py, args| {
-        match args {
-            [hash] => Some(this.select(py, hash).and_then(|c| c.into_bound_py_any(py))),
-            _ => None,
-        }
-    });
+    crate::fastcall::fast_method!(Select: PyConsistentHashingSelector, "select", |this, py, [
+        hash
+    ]| this.select(py, hash));
     crate::fastcall::install::<Select>(m.py())?;
     m.add_class::<PyKeySharedConsumerState>()?;
     Ok(())

@@ -133,17 +133,10 @@ pub(super) use dispatcher_methods;
 /// `dispatcher_methods!` wrote into `$class`: the one-entry calls of a broker's loop.
 macro_rules! install_shared_fast_paths {
     ($class:ty, $py:expr) => {{
-        use pyo3::IntoPyObjectExt;
-        $crate::fastcall::fast_method!(Select: $class, "select", |this, py, args| match args {
-            [hash] => Some(this.select(py, hash).and_then(|c| c.into_bound_py_any(py))),
-            _ => None,
-        });
-        $crate::fastcall::fast_method!(Ack: $class, "ack", |this, py, args| match args {
-            [consumer, ledger, entry] => Some(
-                this.ack(py, consumer, ledger, entry)
-                    .and_then(|acked| acked.into_bound_py_any(py)),
-            ),
-            _ => None,
+        $crate::fastcall::fast_method!(Select: $class, "select", |this, py, [hash]| this
+            .select(py, hash));
+        $crate::fastcall::fast_method!(Ack: $class, "ack", |this, py, [consumer, ledger, entry]| {
+            this.ack(py, consumer, ledger, entry)
         });
         $crate::fastcall::install::<Select>($py)?;
         $crate::fastcall::install::<Ack>($py)

@@ -31,17 +31,10 @@ pub struct PyStickyKeyDispatcher {
 /// Puts the `fastcall` entry points in front of `dispatch` (its three positional
 /// arguments), `select` and `ack`.
 pub(super) fn install_fast_paths(py: Python<'_>) -> PyResult<()> {
-    use pyo3::IntoPyObjectExt;
     install_shared_fast_paths!(PyStickyKeyDispatcher, py)?;
-    crate::fastcall::fast_method!(Dispatch: PyStickyKeyDispatcher, "dispatch", |this, py, args| {
-        match args {
-            [ledger, entry, hash] => Some(
-                this.dispatch(py, ledger, entry, hash, None)
-                    .and_then(|r| r.into_bound_py_any(py)),
-            ),
-            _ => None,
-        }
-    });
+    crate::fastcall::fast_method!(Dispatch: PyStickyKeyDispatcher, "dispatch", |this, py, [
+        ledger, entry, hash
+    ]| this.dispatch(py, ledger, entry, hash, None));
     crate::fastcall::install::<Dispatch>(py)
 }
 
