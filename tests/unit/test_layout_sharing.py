@@ -163,3 +163,17 @@ def test_a_replaced_table_refuses_replacements_that_do_not_tile() -> None:
     same = table.replaced(right.hash_range.start, 1, [(7, right.hash_range, (10,))])
     assert same.route_hash(0xFFFF_FFFF) == (7, 1)
     assert same.pulsar_version == table.pulsar_version
+
+
+def test_replaced_names_a_wrong_argument() -> None:
+    table = TopicLayout.initial(2).routing_table
+    with pytest.raises(TypeError, match="start"):
+        table.replaced("0", 1, [])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="start"):
+        table.replaced(0x10000, 1, [])
+    with pytest.raises(ValueError, match="count"):
+        table.replaced(0, -1, [])
+    with pytest.raises(TypeError, match="segments"):
+        table.replaced(0, 1, 5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        table.replaced(0, 2, [])
