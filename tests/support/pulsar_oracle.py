@@ -187,7 +187,7 @@ class Oracle:
 
     def _exchange(self, line: str, what: str) -> dict[str, Any]:
         if self._proc.poll() is not None:
-            raise OracleUnavailable(f"the oracle has exited:\n{self._log_tail()}")
+            raise OracleUnavailable(f"the oracle died before {what}:\n{self._log_tail()}")
         assert self._proc.stdin is not None
         try:
             self._proc.stdin.write(line + "\n")
