@@ -4,7 +4,10 @@
 //! per-read copy of each consumer's permits), consumer permits and the look-ahead limit.
 //! Pure and clock-free: the caller passes the selected consumers and permits.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 
 use strum::IntoStaticStr;
 
@@ -29,7 +32,7 @@ pub fn check_position(position: Position, what: &'static str) -> KernelResult<Po
 pub struct MessageRedeliveryController {
     allow_out_of_order_delivery: bool,
     messages: BTreeMap<Position, u16>,
-    hashes_ref_count: HashMap<u16, u32>,
+    hashes_ref_count: FxHashMap<u16, u32>,
 }
 
 impl MessageRedeliveryController {
@@ -227,7 +230,7 @@ impl MessageRedeliveryController {
         replay: bool,
         permits_of: impl Fn(u64) -> i64,
         mut tracker: Option<&mut DrainingHashes>,
-    ) -> KernelResult<Vec<Decision>> {
+    ) -> KernelResult<SmallVec<[Decision; 1]>> {
         if entries.len() != consumers.len() {
             return Err(InvalidInput::LengthMismatch {
                 names: &["entries", "consumers"],
@@ -244,7 +247,7 @@ impl MessageRedeliveryController {
             }
         }
         let mut read = ReadFilter::default();
-        let mut out = Vec::with_capacity(entries.len());
+        let mut out = SmallVec::with_capacity(entries.len());
         for (&(position, hash), &consumer) in entries.iter().zip(consumers) {
             let awaiting = !replay && self.contains_sticky_key_hash(hash);
             let decision = read.decide(hash, consumer, &permits_of, |c| {
@@ -337,8 +340,34 @@ fn draining_elsewhere(
 /// order) and each consumer's permits, taken once per read and spent one per entry.
 #[derive(Debug, Default)]
 pub struct ReadFilter {
-    blocked: HashSet<u16>,
-    permits: HashMap<u64, i64>,
+    blocked: FxHashSet<u16>,
+    permits: ReadPermits,
+}
+
+/// Each consumer's permits left in one read. Most reads go to a few consumers, found by a
+/// scan with nothing allocated (a one-entry read's map was a tenth of its time); the
+/// consumers past the first few go to a hash map.
+#[derive(Debug, Default)]
+struct ReadPermits {
+    few: SmallVec<[(u64, i64); ReadPermits::FEW]>,
+    many: FxHashMap<u64, i64>,
+}
+
+impl ReadPermits {
+    const FEW: usize = 8;
+
+    /// The consumer's permits, `taken(consumer)` the first time it is asked for.
+    fn entry(&mut self, consumer: u64, taken: impl FnOnce(u64) -> i64) -> &mut i64 {
+        match self.few.iter().position(|&(c, _)| c == consumer) {
+            Some(at) => &mut self.few[at].1,
+            None if self.few.len() < Self::FEW => {
+                let at = self.few.len();
+                self.few.push((consumer, taken(consumer)));
+                &mut self.few[at].1
+            }
+            None => self.many.entry(consumer).or_insert_with(|| taken(consumer)),
+        }
+    }
 }
 
 impl ReadFilter {
@@ -357,7 +386,7 @@ impl ReadFilter {
         let decision = match consumer {
             None => Decision::NoConsumer,
             Some(c) => {
-                let permits = self.permits.entry(c).or_insert_with(|| permits_of(c));
+                let permits = self.permits.entry(c, &permits_of);
                 if *permits <= 0 {
                     Decision::NoPermits(c)
                 } else {
@@ -589,8 +618,8 @@ mod tests {
             .filter_read(&entries, &consumers, false, permits, None)
             .unwrap();
         assert_eq!(
-            d,
-            vec![
+            d.as_slice(),
+            [
                 Decision::NoPermits(1),
                 Decision::Deliver(2),
                 Decision::BlockedInRead,
@@ -602,12 +631,12 @@ mod tests {
         let d = c
             .filter_read(&[((1, 5), 7)], &[Some(2)], false, |_| 10, None)
             .unwrap();
-        assert_eq!(d, vec![Decision::AwaitingRedelivery(2)]);
+        assert_eq!(d.as_slice(), [Decision::AwaitingRedelivery(2)]);
         // The replay read delivers and dequeues.
         let d = c
             .filter_read(&[((1, 1), 7)], &[Some(2)], true, |_| 10, None)
             .unwrap();
-        assert_eq!(d, vec![Decision::Deliver(2)]);
+        assert_eq!(d.as_slice(), [Decision::Deliver(2)]);
         assert_eq!(c.get_hash((1, 1)), None);
     }
 
@@ -620,6 +649,24 @@ mod tests {
             .unwrap();
         assert_eq!(d[2], Decision::NoPermits(4));
         assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn permits_are_kept_per_consumer_past_the_first_few() {
+        // Twice as many consumers as are scanned before the map: each has one permit, so
+        // each one's first entry goes and its second waits.
+        let consumers: Vec<Option<u64>> = (0..2 * ReadPermits::FEW as u64)
+            .flat_map(|c| [Some(c), Some(c)])
+            .collect();
+        let entries: Vec<(Position, u16)> = (0..consumers.len())
+            .map(|i| ((1, i as i64), i as u16 + 1))
+            .collect();
+        let d = controller(false)
+            .filter_read(&entries, &consumers, false, |_| 1, None)
+            .unwrap();
+        for (pair, c) in d.chunks(2).zip(0..) {
+            assert_eq!(pair, [Decision::Deliver(c), Decision::NoPermits(c)]);
+        }
     }
 
     #[test]
@@ -649,8 +696,8 @@ mod tests {
             .filter_read(&[((1, 1), 7)], &[Some(2)], false, |_| 1, Some(&mut t))
             .unwrap();
         assert_eq!(
-            d,
-            vec![Decision::Draining {
+            d.as_slice(),
+            [Decision::Draining {
                 consumer: 2,
                 draining: 1
             }]

@@ -434,8 +434,13 @@ where
         Ok(removed)
     }
 
-    /// Delivers notices to the unblocking handler, with nothing locked.
+    /// Delivers notices to the unblocking handler, with nothing locked. Most calls have
+    /// none, and then the handler is not looked up.
     pub fn notify(&self, py: Python<'_>, notices: impl IntoIterator<Item = i32>) {
+        let mut notices = notices.into_iter().peekable();
+        if notices.peek().is_none() {
+            return;
+        }
         let handler = self.tracker.get().handler(py);
         for n in notices {
             notify(py, handler.as_ref(), Some(n));

@@ -45,24 +45,47 @@ impl PyStickyKeyDispatcher {
         entries: Vec<ReadEntry>,
         replay: bool,
     ) -> PyResult<Vec<PyDispatchResult>> {
-        // One entry's work is shorter than releasing the GIL, and needs only the map of the
-        // consumer it goes to.
-        let results = match entries.as_slice() {
-            [one] => self.core.run_picked(
-                py,
-                |s| (s.select(one.sticky_key_hash), ()),
-                |d, parts, ()| d.dispatch_read(parts, &entries, replay),
-            ),
-            _ => self
-                .core
-                .run(py, |d, parts| d.dispatch_read(parts, &entries, replay)),
-        };
-        let results = results.py_in("entries")?;
+        if let [one] = entries.as_slice() {
+            return Ok(vec![self.read_one(py, one, replay)?]);
+        }
+        let results = self
+            .core
+            .run(py, |d, parts| d.dispatch_read(parts, &entries, replay))
+            .py_in("entries")?;
         Ok(entries
             .iter()
             .zip(results)
             .map(|(e, r)| PyDispatchResult::of(e, r))
             .collect())
+    }
+
+    /// A read of one entry. Its work is shorter than releasing the GIL, and needs only the
+    /// map of the consumer it goes to, whom the selector is asked once, for the lock and for
+    /// the read.
+    fn read_one(
+        &self,
+        py: Python<'_>,
+        entry: &ReadEntry,
+        replay: bool,
+    ) -> PyResult<PyDispatchResult> {
+        let results = self
+            .core
+            .run_picked(
+                py,
+                |s| {
+                    let consumer = s.select(entry.sticky_key_hash);
+                    (consumer, consumer)
+                },
+                |d, parts, consumer| {
+                    d.dispatch_selected(parts, std::slice::from_ref(entry), &[consumer], replay)
+                },
+            )
+            .py_in("entries")?;
+        let result = results
+            .into_iter()
+            .next()
+            .ok_or_else(|| PyRuntimeError::new_err("the read returned no result"))?;
+        Ok(PyDispatchResult::of(entry, result))
     }
 }
 
@@ -163,10 +186,7 @@ dispatcher_methods!(PyStickyKeyDispatcher, "StickyKeyDispatcher", {
             sticky_key_hash: arg::<StickyKeyHash>(sticky_key_hash, "sticky_key_hash")?.0,
             batch_size: opt_arg::<BatchSize>(batch_size, "batch_size")?.map_or(1, |b| b.0),
         };
-        let mut results = self.read(py, vec![entry], false)?;
-        results
-            .pop()
-            .ok_or_else(|| PyRuntimeError::new_err("the read returned no result"))
+        self.read_one(py, &entry, false)
     }
 
     // Every entry is converted before the read, which runs without the GIL.

@@ -15,6 +15,8 @@ pub mod sticky;
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 
+use smallvec::SmallVec;
+
 use super::draining::DrainingHashes;
 use super::entry_bucket::EntryBucketSelector;
 use super::error::{Duplicate, InvalidInput, KernelResult, NotFound, StateError, StateResult};
@@ -273,14 +275,14 @@ pub fn check_positions<'a>(
 /// position goes into a map (those before it first), which names the first index of a
 /// repeated one.
 struct Seen {
-    ascending: Vec<Position>,
+    ascending: SmallVec<[Position; 1]>,
     map: Option<HashMap<Position, usize>>,
 }
 
 impl Seen {
     fn with_capacity(len: usize) -> Self {
         Self {
-            ascending: Vec::with_capacity(len),
+            ascending: SmallVec::with_capacity(len),
             map: None,
         }
     }

@@ -10,9 +10,10 @@
 //! settings); the selector, pending acks, tracker and redelivery queue come in as
 //! [`Parts`], as the caller holds them.
 
-use std::collections::HashMap;
 use std::ops::DerefMut;
 
+use rustc_hash::FxHashMap;
+use smallvec::{smallvec, SmallVec};
 use strum::{IntoStaticStr, VariantArray};
 
 use super::{check_positions, disconnect, not_connected, Dispatcher, Parts, Removed, Selector};
@@ -169,7 +170,7 @@ pub struct StickyKeyDispatcher {
     /// [`UNLIMITED_PERMITS`] under its unacked limit.
     flow_control: bool,
     look_ahead: LookAheadConfig,
-    consumers: HashMap<u64, Capacity>,
+    consumers: FxHashMap<u64, Capacity>,
 }
 
 impl StickyKeyDispatcher {
@@ -179,7 +180,7 @@ impl StickyKeyDispatcher {
         Self {
             flow_control,
             look_ahead,
-            consumers: HashMap::new(),
+            consumers: FxHashMap::default(),
         }
     }
 
@@ -271,16 +272,39 @@ impl StickyKeyDispatcher {
         parts: Queued<'_, S, A>,
         entries: &[ReadEntry],
         replay: bool,
-    ) -> KernelResult<Vec<Dispatched>> {
-        for (i, e) in entries.iter().enumerate() {
-            check_entry(e).map_err(|err| err.at(i))?;
-        }
-        // Each entry's consumer, and each consumer's map, looked up once for the checks and
-        // the sending alike.
-        let consumers: Vec<Option<u64>> = entries
+    ) -> KernelResult<SmallVec<[Dispatched; 1]>> {
+        let consumers: SmallVec<[Option<u64>; 1]> = entries
             .iter()
             .map(|e| parts.selector.select(e.sticky_key_hash))
             .collect();
+        self.dispatch_selected(parts, entries, &consumers, replay)
+    }
+
+    /// [`Self::dispatch_read`] of entries whose consumers the caller has looked up:
+    /// `consumers[i]` is what `parts.selector` selects for `entries[i]` now. A caller that
+    /// locks only the maps of the consumers a read goes to has looked them up already; a
+    /// one-entry read then searches the selector once.
+    pub fn dispatch_selected<S: Selector, A: DerefMut<Target = PendingAcks>>(
+        &mut self,
+        parts: Queued<'_, S, A>,
+        entries: &[ReadEntry],
+        consumers: &[Option<u64>],
+        replay: bool,
+    ) -> KernelResult<SmallVec<[Dispatched; 1]>> {
+        if entries.len() != consumers.len() {
+            return Err(InvalidInput::LengthMismatch {
+                names: &["entries", "consumers"],
+                lengths: vec![entries.len(), consumers.len()],
+            });
+        }
+        debug_assert!(entries
+            .iter()
+            .zip(consumers)
+            .all(|(e, &c)| parts.selector.select(e.sticky_key_hash) == c));
+        for (i, e) in entries.iter().enumerate() {
+            check_entry(e).map_err(|err| err.at(i))?;
+        }
+        // Each consumer's map looked up once for the checks and the sending alike.
         let index = consumer_index(parts.acks);
         {
             let acks: &[A] = parts.acks;
@@ -288,12 +312,12 @@ impl StickyKeyDispatcher {
             check_positions(
                 entries
                     .iter()
-                    .zip(&consumers)
+                    .zip(consumers)
                     .map(|(e, &c)| (e.position, e.sticky_key_hash, pending_on(c))),
             )?;
         }
         if self.consumers.is_empty() {
-            return Ok(vec![
+            return Ok(smallvec![
                 Dispatched::not_taken(HoldReason::NoConsumer);
                 entries.len()
             ]);
@@ -312,7 +336,7 @@ impl StickyKeyDispatcher {
                 .min(self.normal_read_size(self.consumers.len(), redelivery))
         };
         let (read, rest) = entries.split_at(taken);
-        let positions: Vec<(Position, u16)> = read
+        let positions: SmallVec<[(Position, u16); 1]> = read
             .iter()
             .map(|e| (e.position, e.sticky_key_hash))
             .collect();
@@ -323,7 +347,7 @@ impl StickyKeyDispatcher {
             let consumers = &consumers[..taken];
             redelivery.filter_read(&positions, consumers, replay, permits_of, Some(tracker))?
         };
-        let mut out = Vec::with_capacity(entries.len());
+        let mut out = SmallVec::with_capacity(entries.len());
         for (entry, decision) in read.iter().zip(decisions) {
             out.push(match decision {
                 Decision::Deliver(c) => {
@@ -456,7 +480,7 @@ fn check_entry(e: &ReadEntry) -> KernelResult<()> {
 /// Each connected consumer's place in `acks`, by id: a sorted list rather than a hash map,
 /// since a read makes one and consumers are few (a dispatch of one entry made two maps, a
 /// third of its time).
-struct ConsumerIndex(Vec<(u64, usize)>);
+struct ConsumerIndex(SmallVec<[(u64, usize); 1]>);
 
 impl ConsumerIndex {
     fn get(&self, consumer: &u64) -> Option<&usize> {
@@ -466,7 +490,7 @@ impl ConsumerIndex {
 }
 
 fn consumer_index<A: DerefMut<Target = PendingAcks>>(acks: &[A]) -> ConsumerIndex {
-    let mut index: Vec<(u64, usize)> = acks
+    let mut index: SmallVec<[(u64, usize); 1]> = acks
         .iter()
         .enumerate()
         .map(|(i, a)| (a.consumer_id(), i))
@@ -575,6 +599,7 @@ mod tests {
                 .collect();
             self.with(|d, parts| d.dispatch_read(parts, &entries, replay))
                 .unwrap()
+                .into_vec()
         }
 
         fn replay_now(&mut self, max: usize) -> Vec<Position> {
@@ -603,6 +628,30 @@ mod tests {
 
     fn shown(results: &[Dispatched]) -> Vec<(Option<u64>, Option<HoldReason>)> {
         results.iter().map(|r| (r.consumer, r.held)).collect()
+    }
+
+    #[test]
+    fn a_read_with_its_consumers_looked_up_goes_as_one_without() {
+        let mut o = ring(true);
+        o.add(1, "a");
+        o.add(2, "b");
+        o.with(|d, _| d.flow(1, 10).and(d.flow(2, 10))).unwrap();
+        let entry = |entry_id, sticky_key_hash| ReadEntry {
+            position: (1, entry_id),
+            sticky_key_hash,
+            batch_size: 1,
+        };
+        let first = [entry(1, 7), entry(2, 40_000)];
+        let consumers: Vec<Option<u64>> = first
+            .iter()
+            .map(|e| o.selector.select(e.sticky_key_hash))
+            .collect();
+        let selected = o.with(|d, parts| d.dispatch_selected(parts, &first, &consumers, false));
+        let read = o.read(&[(3, 7), (4, 40_000)], false);
+        assert_eq!(shown(&selected.unwrap()), shown(&read));
+        let err = o.with(|d, parts| d.dispatch_selected(parts, &[entry(5, 7)], &[], false));
+        assert!(err.unwrap_err().to_string().contains("entries"));
+        assert_eq!(o.acks.iter().map(|a| a.len()).sum::<usize>(), 4);
     }
 
     #[test]
