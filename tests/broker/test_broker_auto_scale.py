@@ -62,6 +62,11 @@ INTERVAL_MS = 1_000
 SLACK_MS = 2_500
 #: How far before its log line the broker may have read its inputs.
 READ_AHEAD_MS = 100
+#: How far behind the store the broker's view of a load record may be: the controller reads
+#: load records through its metadata cache (ScalableTopicController.collectLoadSamples),
+#: which takes a new version when the store's notification reaches it, up to about one
+#: report interval later on a loaded machine.
+CACHE_LAG_MS = INTERVAL_MS
 
 NAMING = "M1 names a merged pair in hash-map order"
 
@@ -269,12 +274,16 @@ def run(m1_broker: ScalableBroker, oracle_milestone: Oracle) -> Iterator[dict[st
 
 
 def check(broker: BrokerDecision, history: MetadataHistory) -> str | None:
-    """None when keyshared decides as the broker did on the inputs in force then (or, if
-    a record changed just before the log line, on the inputs a moment earlier); else the
-    name of the Pulsar behaviour that explains the difference. Fails on any other."""
-    moments = [broker.at_ms]
-    if history.changed_between(broker.at_ms - READ_AHEAD_MS, broker.at_ms):
-        moments.append(broker.at_ms - READ_AHEAD_MS)
+    """None when keyshared decides as the broker did on the inputs in force then, or on
+    those in force a moment earlier, before a record changed that the broker may not have
+    read yet (READ_AHEAD_MS, CACHE_LAG_MS); else the name of the Pulsar behaviour that
+    explains the difference. Fails on any other."""
+    recent = [
+        t - 1
+        for t in history.change_times
+        if broker.at_ms - READ_AHEAD_MS - CACHE_LAG_MS < t <= broker.at_ms
+    ]
+    moments = [broker.at_ms, *sorted(recent, reverse=True)]
     ours = []
     for t in moments:
         inputs = history.at(t)
