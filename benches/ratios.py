@@ -98,7 +98,7 @@ FLOORS = [
     # measures 1.9x one key_hash call on a quiet machine, not the 1.5x: beyond
     # key_hash's work it makes a NumPy array (its object, shape and data, the data through
     # NumPy's memory handler, looked up per array), most of the 60 ns between the two. The
-    # 1.17x once written here came from a busy machine, where both calls slowed alike.
+    # 1.17x once written here was probably measured on a busy machine, which slows both alike.
     Floor("key-hashes-1", "key_hash", 1 / 2.2),
     # One key_hash call at or below one mmh3.hash call on the same key (the same work: one
     # argument, its UTF-8 or bytes, the hash, the int), str and bytes.
