@@ -229,7 +229,7 @@ impl MessageRedeliveryController {
         consumers: &[Option<u64>],
         replay: bool,
         permits_of: impl Fn(u64) -> i64,
-        mut tracker: Option<&mut DrainingHashes>,
+        tracker: Option<&mut DrainingHashes>,
     ) -> KernelResult<SmallVec<[Decision; 1]>> {
         if entries.len() != consumers.len() {
             return Err(InvalidInput::LengthMismatch {
@@ -246,6 +246,19 @@ impl MessageRedeliveryController {
                 .at(i));
             }
         }
+        self.filter_checked(entries, consumers, replay, permits_of, tracker)
+    }
+
+    /// [`Self::filter_read`] of a read already checked: one consumer per entry, each
+    /// position valid and no hash 0 (the sticky-key dispatcher checks its entries first).
+    pub(crate) fn filter_checked(
+        &mut self,
+        entries: &[(Position, u16)],
+        consumers: &[Option<u64>],
+        replay: bool,
+        permits_of: impl Fn(u64) -> i64,
+        mut tracker: Option<&mut DrainingHashes>,
+    ) -> KernelResult<SmallVec<[Decision; 1]>> {
         let mut read = ReadFilter::default();
         let mut out = SmallVec::with_capacity(entries.len());
         for (&(position, hash), &consumer) in entries.iter().zip(consumers) {

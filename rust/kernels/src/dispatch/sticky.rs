@@ -345,7 +345,7 @@ impl StickyKeyDispatcher {
             let acks: &[A] = acks;
             let permits_of = |c| self.permits_of(c, acks);
             let consumers = &consumers[..taken];
-            redelivery.filter_read(&positions, consumers, replay, permits_of, Some(tracker))?
+            redelivery.filter_checked(&positions, consumers, replay, permits_of, Some(tracker))?
         };
         let mut out = SmallVec::with_capacity(entries.len());
         for (entry, decision) in read.iter().zip(decisions) {
