@@ -45,6 +45,7 @@ wait has a timeout.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -307,6 +308,36 @@ def matches(applied: list[frozenset[int]], held: list[tuple[frozenset[int], bool
     return i == len(applied)
 
 
+def matches_merged(
+    applied: list[frozenset[int]], held: dict[str, list[tuple[frozenset[int], bool]]]
+) -> bool:
+    """Whether the assignments applied in one JVM by several consumers (their log lines
+    interleave and say not whose) are an interleaving of each consumer's model assignments
+    in order, each applied any number of times (every rebalance sends every consumer its
+    assignment), the optional ones applied or not."""
+    names = sorted(held)
+
+    def rest_optional(name: str, at: int) -> bool:
+        return all(optional for _, optional in held[name][at + 1 :])
+
+    @functools.cache
+    def fits(i: int, at: tuple[int, ...]) -> bool:
+        if i == len(applied):
+            return all(rest_optional(n, a) for n, a in zip(names, at, strict=True))
+        for k, name in enumerate(names):
+            seq, a = held[name], at[k]
+            if a >= 0 and seq[a][0] == applied[i] and fits(i + 1, at):
+                return True
+            for q in range(a + 1, len(seq)):
+                if seq[q][0] == applied[i] and fits(i + 1, (*at[:k], q, *at[k + 1 :])):
+                    return True
+                if not seq[q][1]:
+                    break
+        return False
+
+    return fits(0, (-1,) * len(names))
+
+
 def check_replay(run: Run, replay: Replay, names: Sequence[str]) -> int:
     """Each consumer of ``names`` (each alone in its JVM) applied exactly the model's
     assignments after each step (repeats aside), and the live ones hold the model's
@@ -423,6 +454,88 @@ def test_evicted_after_the_drain(
     finally:
         run.close()
     finish(run, replay, "stream consumer evicted after the drain", outcome, order, compared)
+
+
+@pytest.mark.parametrize("killed", ["before its children", "subscribing its children"])
+def test_evicted_after_the_drain_with_the_survivors_on_one_client(
+    broker: ScalableBroker, producer: V5Client, jvms: list[V5Client], killed: str
+) -> None:
+    """Issue 48's run as the report gives it: the survivors a0 and a1 on one client in one
+    JVM, a2 in another, a producer sending; segment 2, a2's, is split, a2 reads it to its
+    end and is killed either at once, before the drain deals it the children (the report),
+    or while it subscribes its children after the drain dealt them (its subscription of 4
+    in flight). Then drain, the GC's prune and the eviction, as in the report: the JVM's
+    applied assignments are those the model gives a0 and a1 after each event, interleaved;
+    the survivors end on the report's {a0: [0, 4, 3], a1: [1, 5]}, read as M1 leaves it (no
+    segment subscribed again); every segment's subscription stands, and every message of
+    child 4 comes: the report's 20 undelivered messages of segment 4 do not recur here."""
+    run = Run(broker, producer, f"one-client-{killed.split()[0]}", 4)
+    try:
+        with V5Client(broker) as victim:
+            run.join("a0", jvms[0])
+            run.join("a1", jvms[0])
+            run.join("a2", victim)
+            run.stream.send(4 * KEYS)
+            run.stream.drain()
+            tick = run.gc_tick()
+            run.start_sending()
+            # The drain comes 2 s after the split and the GC's tick within a2's grace period.
+            run.read_for(tick - GRACE_S + 1 - time.monotonic())
+            run.stream.mirror.split(2)
+            run.read_until(lambda: run.stream.backlog(2) == 0, "segment 2 read", names=["a2"])
+            if killed == "subscribing its children":
+                wait_for_log(
+                    victim,
+                    lambda line: "Subscribing" in line and "a2-seg-4" in line,
+                    "a2 subscribing 4",
+                )
+            run.stream.kill("a2")
+            run.read_until(lambda: "evict a2" in Replay(run).words, "a2 evicted", 40)
+            run.read_as_m1_leaves_it(2)
+            run.stop_sending()
+            run.read_as_m1_leaves_it(3)
+            replay = Replay(run)
+            applied = applied_assignments(jvms[0].log_lines(), run.topic, SUB)
+            held = {n: replay.held[n] for n in ("a0", "a1")}
+            assert matches_merged(applied, held), f"{applied} != {held}; events {replay.log}"
+            compared = len(applied)
+            subscriptions = {n: v5.segments(h) for n, (v5, h) in run.stream.consumers.items()}
+        split_at = replay.words.index("split 2")
+        drain_then_kill = ["split 2", "drained [2]", "disconnect a2", "prune 2", "evict a2"]
+        kill_then_drain = ["split 2", "disconnect a2", "drained [2]", "prune 2", "evict a2"]
+        path = replay.path(split_at)
+        if killed == "before its children":
+            assert path == kill_then_drain, replay.log
+        else:
+            assert path in (drain_then_kill, kill_then_drain), replay.log
+        assert replay.assignment_after("drained [2]") == {"a0": [0, 2], "a1": [1, 5], "a2": [4, 3]}
+        assert replay.assignment_after("evict a2") == {"a0": [0, 4, 3], "a1": [1, 5]}
+        for name, model in replay.machine.connected_assignment().items():
+            v5, handle = run.stream.consumers[name]
+            epoch, segments = v5.assignment(handle)
+            assert (epoch, [i for i, _, _ in segments]) == (
+                model.layout_epoch,
+                list(model.segment_ids),
+            )
+            assert sorted(subscriptions[name]) == sorted(model.segment_ids), subscriptions
+            assert all(state.startswith("connected") for state in subscriptions[name].values())
+            compared += 1
+        outcome = run.stream.outcome()
+        order = outcome.violations + run.stream.parent_before_children(2, (4, 5))
+        in_4 = [v for v, segment in run.stream.sent.items() if segment == 4]
+        assert in_4, "nothing was sent to child 4"
+        assert not outcome.lost
+        assert order == []
+    finally:
+        run.close()
+    finish(
+        run,
+        replay,
+        f"stream consumer killed {killed}, survivors on one client",
+        outcome,
+        order,
+        compared,
+    )
 
 
 def test_evicted_before_the_drain(

@@ -620,6 +620,12 @@ class V5Client:
         failed: list[int] = self.oracle.call("v5.resubscribe", handle=consumer)
         return failed
 
+    def segments(self, consumer: int) -> dict[int, str]:
+        """The consumer's per-segment subscriptions by segment id: ``pending``, ``failed:
+        <cause>`` (M1 keeps it and never retries), or ``connected N`` / ``disconnected N``
+        with the messages its segment consumer received."""
+        return {int(i): state for i, state in self.oracle.call("v5.segments", handle=consumer)}
+
     def assignment(self, consumer: int) -> tuple[int, list[tuple[int, int, int]]]:
         """The layout epoch and the segments ``(id, start, end)`` the controller last
         assigned the consumer, in its order."""

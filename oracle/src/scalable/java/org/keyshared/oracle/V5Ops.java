@@ -40,6 +40,9 @@ import org.apache.pulsar.client.impl.v5.V5Access;
  *       controller last assigned the stream consumer.
  *   <li>{@code v5.resubscribe} {handle}: subscribes the stream consumer again to the
  *       assigned segments whose subscription failed (M1 leaves them unread); their ids.
+ *   <li>{@code v5.segments} {handle}: [[id, state]], the stream consumer's per-segment
+ *       subscriptions: {@code pending}, {@code failed: <cause>}, or {@code connected n} /
+ *       {@code disconnected n} with the messages its v4 consumer received.
  *   <li>{@code v5.close} {handle}: closes a client, producer or consumer.
  * </ul>
  */
@@ -69,6 +72,8 @@ final class V5Ops {
     ops.put("v5.assignment", (a, h) -> V5Access.assignment(
         h.get(Args.handle(a), StreamConsumer.class)));
     ops.put("v5.resubscribe", (a, h) -> V5Access.resubscribeFailed(
+        h.get(Args.handle(a), StreamConsumer.class)));
+    ops.put("v5.segments", (a, h) -> V5Access.segments(
         h.get(Args.handle(a), StreamConsumer.class)));
     ops.put("v5.close", (a, h) -> {
       int handle = Args.handle(a);

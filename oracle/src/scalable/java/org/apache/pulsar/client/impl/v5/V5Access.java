@@ -87,6 +87,41 @@ public final class V5Access {
     return failed;
   }
 
+  /**
+   * What a stream consumer holds per segment, in its map of per-segment subscriptions:
+   * {@code [id, state]} each, the state {@code pending} (subscribing), {@code failed: <cause>}
+   * (kept, never retried), or the v4 consumer's {@code connected} / {@code disconnected}
+   * with how many messages it received ({@code connected 12}).
+   */
+  public static List<List<Object>> segments(StreamConsumer<?> consumer) throws Exception {
+    if (!(consumer instanceof ScalableStreamConsumer<?> stream)) {
+      throw new IllegalArgumentException(
+          "not a scalable stream consumer: " + consumer.getClass().getName());
+    }
+    Map<?, ?> segments = (Map<?, ?>) field(ScalableStreamConsumer.class, "segmentConsumers")
+        .get(stream);
+    List<List<Object>> out = new ArrayList<>();
+    for (var entry : new java.util.TreeMap<>(segments).entrySet()) {
+      var future = (java.util.concurrent.CompletableFuture<?>) entry.getValue();
+      String state;
+      if (!future.isDone()) {
+        state = "pending";
+      } else if (future.isCompletedExceptionally()) {
+        Throwable cause = future.handle((c, ex) -> ex).join();
+        while (cause instanceof java.util.concurrent.CompletionException && cause.getCause() != null) {
+          cause = cause.getCause();
+        }
+        state = "failed: " + cause.getClass().getSimpleName();
+      } else {
+        var v4 = (org.apache.pulsar.client.api.Consumer<?>) future.join();
+        state = (v4.isConnected() ? "connected " : "disconnected ")
+            + v4.getStats().getTotalMsgsReceived();
+      }
+      out.add(List.of(entry.getKey(), state));
+    }
+    return out;
+  }
+
   private static Field field(Class<?> type, String name) throws NoSuchFieldException {
     Field f = type.getDeclaredField(name);
     f.setAccessible(true);
