@@ -4,8 +4,10 @@ drained, and keyshared's ``CoordinatorStateMachine`` fed the events the broker r
 
 Every live consumer runs in a JVM of its own (:class:`V5Client`), so that the JVM's log
 holds every assignment that consumer applied, in order (M1's ``ScalableStreamConsumer``
-logs the segment ids of each). The events are read back from the broker itself
-(``coordinator_events`` of tests/support/broker_history.py): each consumer registration
+logs the segment ids of each), except where two survivors share one client as in the
+issue's report: their JVM's log then interleaves their assignments. The events are read
+back from the broker itself (``coordinator_events`` of tests/support/broker_history.py):
+each consumer registration
 and each layout version (the admin's splits and merges, and the GC's prunes) from its
 ZooKeeper, each disconnect, eviction and drain from its log. Each test checks that:
 
