@@ -622,8 +622,7 @@ class V5Client:
 
     def segments(self, consumer: int) -> dict[int, str]:
         """The consumer's per-segment subscriptions by segment id: ``pending``, ``failed:
-        <cause>`` (M1 keeps it and never retries), or ``connected N`` / ``disconnected N``
-        with the messages its segment consumer received."""
+        <cause>`` (M1 keeps it and never retries), ``connected`` or ``disconnected``."""
         return {int(i): state for i, state in self.oracle.call("v5.segments", handle=consumer)}
 
     def assignment(self, consumer: int) -> tuple[int, list[tuple[int, int, int]]]:

@@ -41,8 +41,8 @@ import org.apache.pulsar.client.impl.v5.V5Access;
  *   <li>{@code v5.resubscribe} {handle}: subscribes the stream consumer again to the
  *       assigned segments whose subscription failed (M1 leaves them unread); their ids.
  *   <li>{@code v5.segments} {handle}: [[id, state]], the stream consumer's per-segment
- *       subscriptions: {@code pending}, {@code failed: <cause>}, or {@code connected n} /
- *       {@code disconnected n} with the messages its v4 consumer received.
+ *       subscriptions: {@code pending}, {@code failed: <cause>}, {@code connected} or
+ *       {@code disconnected}.
  *   <li>{@code v5.close} {handle}: closes a client, producer or consumer.
  * </ul>
  */

@@ -5,6 +5,9 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import org.apache.pulsar.client.api.v5.MessageId;
 import org.apache.pulsar.client.api.v5.StreamConsumer;
 import org.apache.pulsar.common.scalable.HashRange;
@@ -41,12 +44,7 @@ public final class V5Access {
    * epoch it was computed on) and {@code segments} ([id, start, end] each, in its order).
    */
   public static Map<String, Object> assignment(StreamConsumer<?> consumer) throws Exception {
-    if (!(consumer instanceof ScalableStreamConsumer<?>)) {
-      throw new IllegalArgumentException(
-          "not a scalable stream consumer: " + consumer.getClass().getName());
-    }
-    ScalableConsumerClient session =
-        (ScalableConsumerClient) field(ScalableStreamConsumer.class, "session").get(consumer);
+    ScalableConsumerClient session = session(stream(consumer));
     List<List<Long>> segments = new ArrayList<>();
     for (SegmentRouter.ActiveSegment s : session.currentAssignment()) {
       segments.add(List.of(s.segmentId(), (long) s.hashRange().start(),
@@ -65,24 +63,19 @@ public final class V5Access {
    * assignment, so it would never read that segment.
    */
   public static List<Long> resubscribeFailed(StreamConsumer<?> consumer) throws Exception {
-    if (!(consumer instanceof ScalableStreamConsumer<?> stream)) {
-      throw new IllegalArgumentException(
-          "not a scalable stream consumer: " + consumer.getClass().getName());
-    }
-    Map<?, ?> segments = (Map<?, ?>) field(ScalableStreamConsumer.class, "segmentConsumers")
-        .get(stream);
+    ScalableStreamConsumer<?> stream = stream(consumer);
+    Map<?, ?> segments = segmentConsumers(stream);
     List<Long> failed = new ArrayList<>();
     for (var entry : segments.entrySet()) {
-      if (((java.util.concurrent.CompletableFuture<?>) entry.getValue())
+      if (((CompletableFuture<?>) entry.getValue())
           .isCompletedExceptionally()) {
         failed.add((Long) entry.getKey());
       }
     }
     if (!failed.isEmpty()) {
       failed.forEach(segments::remove);
-      ScalableConsumerClient session =
-          (ScalableConsumerClient) field(ScalableStreamConsumer.class, "session").get(stream);
-      stream.onAssignmentChange(session.currentAssignment(), session.currentAssignment());
+      List<SegmentRouter.ActiveSegment> assigned = session(stream).currentAssignment();
+      stream.onAssignmentChange(assigned, assigned);
     }
     return failed;
   }
@@ -90,36 +83,45 @@ public final class V5Access {
   /**
    * What a stream consumer holds per segment, in its map of per-segment subscriptions:
    * {@code [id, state]} each, the state {@code pending} (subscribing), {@code failed: <cause>}
-   * (kept, never retried), or the v4 consumer's {@code connected} / {@code disconnected}
-   * with how many messages it received ({@code connected 12}).
+   * (kept, never retried), or the v4 consumer's {@code connected} / {@code disconnected}.
    */
   public static List<List<Object>> segments(StreamConsumer<?> consumer) throws Exception {
-    if (!(consumer instanceof ScalableStreamConsumer<?> stream)) {
-      throw new IllegalArgumentException(
-          "not a scalable stream consumer: " + consumer.getClass().getName());
-    }
-    Map<?, ?> segments = (Map<?, ?>) field(ScalableStreamConsumer.class, "segmentConsumers")
-        .get(stream);
     List<List<Object>> out = new ArrayList<>();
-    for (var entry : new java.util.TreeMap<>(segments).entrySet()) {
-      var future = (java.util.concurrent.CompletableFuture<?>) entry.getValue();
+    for (var entry : new TreeMap<>(segmentConsumers(stream(consumer))).entrySet()) {
+      CompletableFuture<?> future = (CompletableFuture<?>) entry.getValue();
       String state;
       if (!future.isDone()) {
         state = "pending";
       } else if (future.isCompletedExceptionally()) {
         Throwable cause = future.handle((c, ex) -> ex).join();
-        while (cause instanceof java.util.concurrent.CompletionException && cause.getCause() != null) {
+        while (cause instanceof CompletionException && cause.getCause() != null) {
           cause = cause.getCause();
         }
         state = "failed: " + cause.getClass().getSimpleName();
       } else {
-        var v4 = (org.apache.pulsar.client.api.Consumer<?>) future.join();
-        state = (v4.isConnected() ? "connected " : "disconnected ")
-            + v4.getStats().getTotalMsgsReceived();
+        boolean connected = ((org.apache.pulsar.client.api.Consumer<?>) future.join()).isConnected();
+        state = connected ? "connected" : "disconnected";
       }
       out.add(List.of(entry.getKey(), state));
     }
     return out;
+  }
+
+  private static ScalableStreamConsumer<?> stream(StreamConsumer<?> consumer) {
+    if (!(consumer instanceof ScalableStreamConsumer<?> stream)) {
+      throw new IllegalArgumentException(
+          "not a scalable stream consumer: " + consumer.getClass().getName());
+    }
+    return stream;
+  }
+
+  private static ScalableConsumerClient session(ScalableStreamConsumer<?> stream)
+      throws Exception {
+    return (ScalableConsumerClient) field(ScalableStreamConsumer.class, "session").get(stream);
+  }
+
+  private static Map<?, ?> segmentConsumers(ScalableStreamConsumer<?> stream) throws Exception {
+    return (Map<?, ?>) field(ScalableStreamConsumer.class, "segmentConsumers").get(stream);
   }
 
   private static Field field(Class<?> type, String name) throws NoSuchFieldException {
