@@ -143,9 +143,18 @@ class Run:
         self.began_ms = int(time.time() * 1000)
         self.sender: Repeat | None = None
 
-    def join(self, name: str, v5: V5Client) -> None:
+    def join(self, name: str, v5: V5Client, own_client: bool = False) -> None:
         self.jvms[name] = v5
-        self.stream.join(name, v5, own_client=False)
+        self.stream.join(name, v5, own_client)
+
+    def begin(self, consumers: dict[str, V5Client], own_client: Sequence[str] = ()) -> None:
+        """Joins the consumers (in order; those named in ``own_client`` each on a client of
+        its own), has them read a first round of every key, and starts the sender."""
+        for name, v5 in consumers.items():
+            self.join(name, v5, name in own_client)
+        self.stream.send(4 * KEYS)
+        self.stream.drain()
+        self.start_sending()
 
     def start_sending(self) -> None:
         def chunk() -> None:
@@ -415,13 +424,8 @@ def test_evicted_after_the_drain(
     run = Run(broker, producer, "drain-first", 4)
     try:
         with V5Client(broker) as victim:
-            run.join("a0", jvms[0])
-            run.join("a1", jvms[1])
-            run.join("a2", victim)
-            run.stream.send(4 * KEYS)
-            run.stream.drain()
+            run.begin({"a0": jvms[0], "a1": jvms[1], "a2": victim})
             tick = run.gc_tick()
-            run.start_sending()
             # The split comes so that the drain is reported (2 s after it) and the GC ticks
             # while a2's session is in its grace period.
             run.read_for(tick - GRACE_S - 2 - time.monotonic())
@@ -474,13 +478,8 @@ def test_evicted_after_the_drain_with_the_survivors_on_one_client(
     run = Run(broker, producer, f"one-client-{killed.split()[0]}", 4)
     try:
         with V5Client(broker) as victim:
-            run.join("a0", jvms[0])
-            run.join("a1", jvms[0])
-            run.join("a2", victim)
-            run.stream.send(4 * KEYS)
-            run.stream.drain()
+            run.begin({"a0": jvms[0], "a1": jvms[0], "a2": victim})
             tick = run.gc_tick()
-            run.start_sending()
             # The drain comes 2 s after the split and the GC's tick within a2's grace period.
             run.read_for(tick - GRACE_S + 1 - time.monotonic())
             run.stream.mirror.split(2)
@@ -552,12 +551,7 @@ def test_evicted_before_the_drain(
     run = Run(broker, producer, "evict-first", 4)
     try:
         with V5Client(broker) as victim:
-            run.join("a0", jvms[0])
-            run.join("a1", jvms[1])
-            run.join("a2", victim)
-            run.stream.send(4 * KEYS)
-            run.stream.drain()
-            run.start_sending()
+            run.begin({"a0": jvms[0], "a1": jvms[1], "a2": victim})
             run.read_for(2, ["a0", "a1"])
             assert run.stream.backlog(2) > 0
             run.stream.mirror.split(2)
@@ -597,12 +591,7 @@ def test_evicted_during_a_merge(
     run = Run(broker, producer, "merge", 4)
     try:
         with V5Client(broker) as victim:
-            run.join("b0", jvms[0])
-            run.join("b1", jvms[1])
-            run.join("b2", victim)
-            run.stream.send(4 * KEYS)
-            run.stream.drain()
-            run.start_sending()
+            run.begin({"b0": jvms[0], "b1": jvms[1], "b2": victim})
             run.read_for(2, ["b0", "b1"])
             assert run.stream.backlog(2) > 0
             run.stream.mirror.merge(1, 2)
@@ -649,14 +638,7 @@ def test_two_consumers_evicted_at_once(
     run = Run(broker, producer, "two", 4)
     try:
         with V5Client(broker) as victims:
-            run.join("c0", jvms[0])
-            run.join("c1", jvms[1])
-            run.join("c2", victims)
-            run.jvms["c3"] = victims
-            run.stream.join("c3", victims, own_client=True)
-            run.stream.send(4 * KEYS)
-            run.stream.drain()
-            run.start_sending()
+            run.begin({"c0": jvms[0], "c1": jvms[1], "c2": victims, "c3": victims}, ["c3"])
             run.read_for(2, ["c0", "c1", "c2"])
             assert run.stream.backlog(3) > 0
             run.stream.mirror.split(3)
@@ -703,12 +685,7 @@ def test_a_handover_to_a_paused_owner_leaves_the_segment_unread(
     findings = []
     try:
         with V5Client(broker) as victim:
-            run.join("a0", jvms[0])
-            run.join("a1", jvms[1])
-            run.join("a2", victim)
-            run.stream.send(4 * KEYS)
-            run.stream.drain()
-            run.start_sending()
+            run.begin({"a0": jvms[0], "a1": jvms[1], "a2": victim})
             run.stream.mirror.split(2)
             run.read_until(lambda: "drained [2]" in Replay(run).words, "segment 2 drained")
             run.read_for(1)
