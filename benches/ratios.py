@@ -100,6 +100,9 @@ FLOORS = [
     # NumPy's memory handler, looked up per array), most of the 60 ns between the two. The
     # 1.17x once written here was probably measured on a busy machine, which slows both alike.
     Floor("key-hashes-1", "key_hash", 1 / 2.2),
+    # The same array made by hand, np.array([key_hash(k)], dtype=np.uint32): NumPy's own
+    # making of a one-element array from Python costs more than all of key_hashes([k]).
+    Floor("key-hashes-1", "key_hash-array", 1.0),
     # One key_hash call at or below one mmh3.hash call on the same key (the same work: one
     # argument, its UTF-8 or bytes, the hash, the int), str and bytes.
     Floor("key-hash-1-str", "mmh3", 1.0),

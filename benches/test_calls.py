@@ -86,8 +86,10 @@ def test_key_hash_one_key(benchmark: Any, lib: str, kind: str) -> None:
 
 @pytest.mark.parametrize(
     ("lib", "size"),
-    # One key_hash call is the floor of the one-key group.
-    [(lib, size) for size in SIZES for lib in ("keyshared", "mmh3-loop")] + [("key_hash", 1)],
+    # One key_hash call is the floor of the one-key group; the same one-element array made
+    # with NumPy from that call is what a user would write instead.
+    [(lib, size) for size in SIZES for lib in ("keyshared", "mmh3-loop")]
+    + [("key_hash", 1), ("key_hash-array", 1)],
 )
 def test_key_hashes_by_call_size(benchmark: Any, lib: str, size: int) -> None:
     benchmark.group = f"key-hashes-{size}"
@@ -97,6 +99,7 @@ def test_key_hashes_by_call_size(benchmark: Any, lib: str, size: int) -> None:
         "keyshared": lambda: ks.key_hashes(keys),
         "mmh3-loop": lambda: mmh3_loop(keys),
         "key_hash": lambda: ks.key_hash(key),
+        "key_hash-array": lambda: np.array([ks.key_hash(key)], dtype=np.uint32),
     }[lib]
     want = ks.key_hashes(keys)
     got = call()
