@@ -34,7 +34,7 @@ import org.apache.pulsar.client.api.v5.schema.Schema;
  *   <li>{@code drive.stop} {handle}: stops a load; {@code {sent, failed, causes}}, the
  *       failed sends counted by cause: {@code segment gone} where M1's producer gave up on a
  *       sealed segment (its ten retries, about 4 s, ran out before the new layout reached
- *       it), else the innermost exception's class name.
+ *       it), else the innermost exception's class name and message.
  *   <li>{@code drive.consumer} {client (a {@code v5.client} handle), topic, subscription,
  *       name, timeout_ms}: a handle on a STREAM consumer (earliest position) that receives
  *       and acknowledges on its own thread. The broker learns that a consumer left only when
@@ -228,7 +228,7 @@ final class DriveOps {
     /**
      * {@code segment gone} for a failure M1's {@code ScalableTopicProducer.isSegmentGoneError}
      * retries (the segment sealed, or its producer closed with it), else the innermost cause's
-     * class name.
+     * class name and message.
      */
     private static String cause(Throwable e) {
       Throwable inner = e;
@@ -242,7 +242,9 @@ final class DriveOps {
         }
         inner = c;
       }
-      return inner.getClass().getSimpleName();
+      String message = String.valueOf(inner.getMessage());
+      return inner.getClass().getSimpleName() + ": "
+          + message.substring(0, Math.min(message.length(), 160));
     }
   }
 
