@@ -174,12 +174,14 @@ class Driver:
         return handle
 
     def stop(self, load: int) -> None:
-        """Stops a load. Its sends may fail only where M1's producer gave up on a sealed
-        segment: it retries such a send ten times over about 4 s, and on a loaded machine
-        the new layout can reach it later than that (a failure the sender sees; the broker's
-        load records, which the comparison reads, are unaffected)."""
+        """Stops a load. Its sends may fail only in M1's producer's two known ways, each a
+        failure the sender sees while the broker's load records, which the comparison reads,
+        are unaffected: it gave up on a sealed segment (it retries ten times over about 4 s,
+        and on a loaded machine the new layout can reach it later), or it routed a send on
+        the old layout and found the segment gone from the new one before making its
+        producer (docs/pulsar.md: not retried)."""
         answer = self.oracle.call("drive.stop", handle=load)
-        assert set(answer["causes"]) <= {"segment gone"}, answer
+        assert set(answer["causes"]) <= {"segment gone", "routed on the old layout"}, answer
 
     def close(self) -> None:
         self.consumers_leave()

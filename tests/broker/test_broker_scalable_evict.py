@@ -39,7 +39,13 @@ What M1 does here, as these tests found it:
   takes the segment away from it. keyshared's model (and the broker) assign it to the new
   owner all along. The other tests re-subscribe such a segment (``V5Client.resubscribe``)
   as the project's harness does; test_a_handover_to_a_paused_owner_leaves_the_segment_unread
-  reproduces it every time.
+  reproduces it every time;
+- issue 48's undelivered messages of child 4 (:data:`DEAD_READER_FINDING`) are those the
+  killed consumer read and acknowledged after the drain dealt it the child and before it
+  died: the survivor that takes the child reads on from the dead consumer's
+  acknowledgements, so the messages were delivered, to the consumer whose record of them
+  died with it. test_evicted_after_the_drain_with_the_survivors_on_one_client[reading its
+  children] reproduces it every time.
 
 The topics live in public/manual, where the broker never splits or merges by itself. Every
 wait has a timeout.
@@ -64,7 +70,16 @@ from support.broker_history import (
 from support.faults import record_fault
 from support.pulsar_broker import ScalableBroker, V5Client, scalable_path
 from support.pulsar_oracle import MILESTONE, record
-from test_broker_scalable_faults import KEYS, QUIET_MS, SUB, Delivery, Outcome, Repeat, Stream
+from test_broker_scalable_faults import (
+    KEYS,
+    QUIET_MS,
+    SUB,
+    Delivery,
+    Outcome,
+    Repeat,
+    Stream,
+    key_of,
+)
 
 import keyshared as ks
 from keyshared.scalable import (
@@ -95,6 +110,13 @@ HANDOVER_FINDING = (
     "ScalableStreamConsumer keeps the failed subscription and never retries it, so the "
     "segment's messages stay undelivered although it is assigned to a live consumer, until "
     "a later rebalance moves it"
+)
+DEAD_READER_FINDING = (
+    "a consumer killed after the drain dealt it a child segment has read and acknowledged the "
+    "child's first messages: the broker counts them consumed and the survivor that takes the "
+    "child after the eviction reads on from there, so a record of what the dead consumer read "
+    "that died with it shows them delivered to no one (issue 48's undelivered messages of "
+    "child 4); M1 loses nothing"
 )
 LEADER_LOG = re.compile(
     r"ScalableTopicController - Leader election for scalable topic "
@@ -406,6 +428,19 @@ def segments_of(assignment: Ids) -> list[int]:
     return sorted(s for segments in assignment.values() for s in segments)
 
 
+def whole_and_in_order(run: Run, *sealed: tuple[int, tuple[int, ...]]) -> tuple[Outcome, list[str]]:
+    """The run's outcome and its order violations, each sealed parent's (``(parent,
+    children)``) included; asserts that nothing was lost and that no key's message from a
+    child came before one from its parent."""
+    outcome = run.stream.outcome()
+    order = outcome.violations
+    for parent, children in sealed:
+        order += run.stream.parent_before_children(parent, children)
+    assert not outcome.lost
+    assert order == []
+    return outcome, order
+
+
 # --- the issue's scenario, in both orders ---------------------------------------------------
 
 
@@ -453,29 +488,34 @@ def test_evicted_after_the_drain(
             pulsar_version=MILESTONE,
         )
         assert ids(unpruned) == {"a0": [0, 4, 5], "a1": [1, 2, 3]}
-        outcome = run.stream.outcome()
-        order = outcome.violations + run.stream.parent_before_children(2, (4, 5))
-        assert not outcome.lost
-        assert order == []
+        outcome, order = whole_and_in_order(run, (2, (4, 5)))
     finally:
         run.close()
     finish(run, replay, "stream consumer evicted after the drain", outcome, order, compared)
 
 
-@pytest.mark.parametrize("killed", ["before its children", "subscribing its children"])
+@pytest.mark.parametrize(
+    "killed", ["before its children", "subscribing its children", "reading its children"]
+)
 def test_evicted_after_the_drain_with_the_survivors_on_one_client(
     broker: ScalableBroker, producer: V5Client, jvms: list[V5Client], killed: str
 ) -> None:
     """Issue 48's run as the report gives it: the survivors a0 and a1 on one client in one
     JVM, a2 in another, a producer sending; segment 2, a2's, is split, a2 reads it to its
-    end and is killed either at once, before the drain deals it the children (the report),
-    or while it subscribes its children after the drain dealt them (its subscription of 4
-    in flight). Then drain, the GC's prune and the eviction, as in the report: the JVM's
-    applied assignments are those the model gives a0 and a1 after each event, interleaved;
-    the survivors end on the report's {a0: [0, 4, 3], a1: [1, 5]}, read as M1 leaves it (no
-    segment subscribed again); every segment's subscription stands, and every message of
-    child 4 comes: the report's 20 undelivered messages of segment 4 do not recur here."""
+    end and is killed: at once, before the drain deals it the children (the report's
+    timing); while it subscribes its children after the drain dealt them (its subscription
+    of 4 in flight); or once it has read and acknowledged the first messages of child 4.
+    Then drain, the GC's prune and the eviction, as in the report: the JVM's applied
+    assignments are those the model gives a0 and a1 after each event, interleaved; the
+    survivors end on the report's {a0: [0, 4, 3], a1: [1, 5]}, read as M1 leaves it (no
+    segment subscribed again); every segment's subscription stands and nothing is lost.
+
+    The last case reproduces the report's undelivered messages of child 4 (see
+    :data:`DEAD_READER_FINDING`): the survivors never get the messages of 4 that a2
+    acknowledged before it died, a prefix of the segment, so a record of a2's reads that
+    died with its JVM leaves them delivered to no one."""
     run = Run(broker, producer, f"one-client-{killed.split()[0]}", 4)
+    findings: list[str] = []
     try:
         with V5Client(broker) as victim:
             run.begin({"a0": jvms[0], "a1": jvms[0], "a2": victim})
@@ -484,12 +524,16 @@ def test_evicted_after_the_drain_with_the_survivors_on_one_client(
             run.read_for(tick - GRACE_S + 1 - time.monotonic())
             run.stream.mirror.split(2)
             run.read_until(lambda: run.stream.backlog(2) == 0, "segment 2 read", names=["a2"])
-            if killed == "subscribing its children":
+            if killed != "before its children":
                 wait_for_log(
                     victim,
                     lambda line: "Subscribing" in line and "a2-seg-4" in line,
                     "a2 subscribing 4",
                 )
+            if killed == "reading its children":
+                run.read_until(lambda: bool(read_by(run, "a2", 4)), "4 read by a2", names=["a2"])
+                # Its acknowledgements reach the broker (the client groups them for 100 ms).
+                run.read_for(1, ["a2"])
             run.stream.kill("a2")
             run.read_until(lambda: "evict a2" in Replay(run).words, "a2 evicted", 40)
             run.read_as_m1_leaves_it(2)
@@ -507,6 +551,8 @@ def test_evicted_after_the_drain_with_the_survivors_on_one_client(
         path = replay.path(split_at)
         if killed == "before its children":
             assert path == kill_then_drain, replay.log
+        elif killed == "reading its children":
+            assert path == drain_then_kill, replay.log
         else:
             assert path in (drain_then_kill, kill_then_drain), replay.log
         assert replay.assignment_after("drained [2]") == {"a0": [0, 2], "a1": [1, 5], "a2": [4, 3]}
@@ -521,12 +567,22 @@ def test_evicted_after_the_drain_with_the_survivors_on_one_client(
             assert sorted(subscriptions[name]) == sorted(model.segment_ids), subscriptions
             assert set(subscriptions[name].values()) == {"connected"}, subscriptions
             compared += 1
-        outcome = run.stream.outcome()
-        order = outcome.violations + run.stream.parent_before_children(2, (4, 5))
         in_4 = [v for v, segment in run.stream.sent.items() if segment == 4]
         assert in_4, "nothing was sent to child 4"
-        assert not outcome.lost
-        assert order == []
+        outcome, order = whole_and_in_order(run, (2, (4, 5)))
+        survivors_read = read_by(run, "a0", 4) | read_by(run, "a1", 4)
+        unread = [v for v in in_4 if v not in survivors_read]
+        if killed == "reading its children":
+            # The survivors read 4 from where a2's acknowledgements left it.
+            assert unread and unread == in_4[: len(unread)], unread
+            assert set(unread) <= read_by(run, "a2", 4), unread
+            keys = ", ".join(sorted({key_of(v) for v in unread}))
+            findings.append(
+                f"{DEAD_READER_FINDING}: {len(unread)} messages of child 4 (keys {keys}) "
+                "acknowledged by a2 before its kill, never delivered to the survivors"
+            )
+        else:
+            assert unread == [], unread
     finally:
         run.close()
     finish(
@@ -536,7 +592,15 @@ def test_evicted_after_the_drain_with_the_survivors_on_one_client(
         outcome,
         order,
         compared,
+        findings,
     )
+
+
+def read_by(run: Run, name: str, segment: int) -> set[int]:
+    """The values ``name`` got from ``segment``."""
+    return {
+        d.value for d in run.stream.deliveries if d.consumer == name and d.segment_id == segment
+    }
 
 
 def test_evicted_before_the_drain(
@@ -569,10 +633,7 @@ def test_evicted_before_the_drain(
         assert replay.assignment_after("split 2") == {"a0": [0, 3], "a1": [1], "a2": [2]}
         assert replay.assignment_after("evict a2") == {"a0": [0, 2], "a1": [1, 3]}
         assert replay.assignment_after("drained [2]") == {"a0": [0, 4, 5], "a1": [1, 2, 3]}
-        outcome = run.stream.outcome()
-        order = outcome.violations + run.stream.parent_before_children(2, (4, 5))
-        assert not outcome.lost
-        assert order == []
+        outcome, order = whole_and_in_order(run, (2, (4, 5)))
     finally:
         run.close()
     finish(run, replay, "stream consumer evicted before the drain", outcome, order, compared)
@@ -615,12 +676,7 @@ def test_evicted_during_a_merge(
         assert replay.assignment_after("drained [1]") == held
         assert replay.assignment_after("evict b2") == {"b0": [0, 2], "b1": [1, 3]}
         assert replay.assignment_after("drained [2]") == {"b0": [0, 4, 3], "b1": [1, 2]}
-        outcome = run.stream.outcome()
-        order = outcome.violations
-        order += run.stream.parent_before_children(1, (4,))
-        order += run.stream.parent_before_children(2, (4,))
-        assert not outcome.lost
-        assert order == []
+        outcome, order = whole_and_in_order(run, (1, (4,)), (2, (4,)))
     finally:
         run.close()
     finish(run, replay, "stream consumer evicted during a merge", outcome, order, compared)
@@ -657,10 +713,7 @@ def test_two_consumers_evicted_at_once(
         ), replay.log
         assert replay.assignment_after("evict c2, evict c3") == {"c0": [0, 2], "c1": [1, 3]}
         assert replay.assignment_after("drained [3]") == {"c0": [0, 2, 3], "c1": [1, 4, 5]}
-        outcome = run.stream.outcome()
-        order = outcome.violations + run.stream.parent_before_children(3, (4, 5))
-        assert not outcome.lost
-        assert order == []
+        outcome, order = whole_and_in_order(run, (3, (4, 5)))
     finally:
         run.close()
     finish(run, replay, "two stream consumers evicted at once", outcome, order, compared)
@@ -750,10 +803,7 @@ def test_a_handover_to_a_paused_owner_leaves_the_segment_unread(
                 "(reproducer: test_a_handover_to_a_paused_owner_leaves_the_segment_unread)"
             )
             run.stream.drain()
-        outcome = run.stream.outcome()
-        order = outcome.violations + run.stream.parent_before_children(2, (4, 5))
-        assert not outcome.lost
-        assert order == []
+        outcome, order = whole_and_in_order(run, (2, (4, 5)))
     finally:
         run.close()
     finish(

@@ -12,6 +12,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.regex.Pattern;
 import org.apache.pulsar.client.api.PulsarClientException;
 import org.apache.pulsar.client.api.v5.Message;
 import org.apache.pulsar.client.api.v5.Producer;
@@ -34,7 +35,11 @@ import org.apache.pulsar.client.api.v5.schema.Schema;
  *   <li>{@code drive.stop} {handle}: stops a load; {@code {sent, failed, causes}}, the
  *       failed sends counted by cause: {@code segment gone} where M1's producer gave up on a
  *       sealed segment (its ten retries, about 4 s, ran out before the new layout reached
- *       it), else the innermost exception's class name and message.
+ *       it); {@code routed on the old layout} where a send routed to a segment that the new
+ *       layout, applied before its producer was made, no longer holds (M1 fails it at once:
+ *       {@code ScalableTopicProducer.getOrCreateSegmentProducerAsync} says "Segment N not
+ *       found in active segments", which {@code isSegmentGoneError} does not retry); else
+ *       the innermost exception's class name and message.
  *   <li>{@code drive.consumer} {client (a {@code v5.client} handle), topic, subscription,
  *       name, timeout_ms}: a handle on a STREAM consumer (earliest position) that receives
  *       and acknowledges on its own thread. The broker learns that a consumer left only when
@@ -165,6 +170,8 @@ final class DriveOps {
 
   /** A producer sending at a steady rate on its own thread. */
   static final class Load {
+    private static final Pattern STALE_ROUTE =
+        Pattern.compile("Segment \\d+ not found in active segments");
     private final Producer<String> producer;
     private final Thread thread;
     private final AtomicLong sent = new AtomicLong();
@@ -227,8 +234,9 @@ final class DriveOps {
 
     /**
      * {@code segment gone} for a failure M1's {@code ScalableTopicProducer.isSegmentGoneError}
-     * retries (the segment sealed, or its producer closed with it), else the innermost cause's
-     * class name and message.
+     * retries (the segment sealed, or its producer closed with it), {@code routed on the old
+     * layout} for its race between routing and the layout's update, else the innermost
+     * cause's class name and message.
      */
     private static String cause(Throwable e) {
       Throwable inner = e;
@@ -239,6 +247,9 @@ final class DriveOps {
             || message.contains("TopicTerminated") || message.contains("already terminated")
             || message.contains("AlreadyClosed")) {
           return "segment gone";
+        }
+        if (STALE_ROUTE.matcher(message).matches()) {
+          return "routed on the old layout";
         }
         inner = c;
       }
