@@ -85,10 +85,9 @@ FLOORS = [
     # Over a Python list the bound is reading the list's objects (1M of them, 80 MB of str):
     # within 1.67x of a loop that only reads each key's bytes through the list (read-objects,
     # benches/limits.c; each of its rounds, like keyshared's, just after a JVM pass), and
-    # never slower than the JVM. Measured: 1.2-1.4x the read on the hosts of earlier runs, but
-    # 1.8-2.0x on a 2-vCPU AMD EPYC with AVX-512 (2026-12-03), where this floor is missed: the
-    # packing alone is about 1.4x the read there, and neither a longer prefetch (both loops
-    # gain alike), smaller pieces nor hashing in the read loop (scalar murmur3) closed it.
+    # never slower than the JVM. Measured: 1.2-1.4x the read on the hosts of earlier runs;
+    # 1.7-2.0x on an AVX-512 EPYC, where this floor is missed (docs/benchmarks.md says what
+    # was tried).
     *(Floor(group, "read-objects", 0.6) for group in PARTITIONER_GROUPS),
     *(Floor(group, "jvm", 1.0) for group in PARTITIONER_GROUPS),
     Floor("ring-select-batch", "jvm", 2.0),
