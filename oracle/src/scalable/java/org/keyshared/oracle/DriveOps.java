@@ -12,6 +12,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.pulsar.client.api.PulsarClientException;
 import org.apache.pulsar.client.api.v5.Message;
@@ -38,8 +39,13 @@ import org.apache.pulsar.client.api.v5.schema.Schema;
  *       it); {@code routed on the old layout} where a send routed to a segment that the new
  *       layout, applied before its producer was made, no longer holds (M1 fails it at once:
  *       {@code ScalableTopicProducer.getOrCreateSegmentProducerAsync} says "Segment N not
- *       found in active segments", which {@code isSegmentGoneError} does not retry); else
- *       the innermost exception's class name and message.
+ *       found in active segments", which {@code isSegmentGoneError} does not retry);
+ *       {@code segment fenced} where the broker refused the segment's producer with {@code
+ *       TopicFencedException} ("Topic is temporarily unavailable", a {@code
+ *       ServiceNotReadyException} to the client) until the producer's creation deadline, the
+ *       client's operation timeout, ran out (not retried by {@code isSegmentGoneError}
+ *       either); else the innermost exception's class name and message, without the request
+ *       id and addresses the client puts in a broker's error, so that one cause counts once.
  *   <li>{@code drive.consumer} {client (a {@code v5.client} handle), topic, subscription,
  *       name, timeout_ms}: a handle on a STREAM consumer (earliest position) that receives
  *       and acknowledges on its own thread. The broker learns that a consumer left only when
@@ -172,6 +178,8 @@ final class DriveOps {
   static final class Load {
     private static final Pattern STALE_ROUTE =
         Pattern.compile("Segment \\d+ not found in active segments");
+    /** The client's wrapping of a broker's error: {"errorMsg":"...","reqId":N, ...}. */
+    private static final Pattern BROKER_ERROR = Pattern.compile("\\{\"errorMsg\":\"(.*?)\",\"reqId\".*");
     private final Producer<String> producer;
     private final Thread thread;
     private final AtomicLong sent = new AtomicLong();
@@ -235,8 +243,9 @@ final class DriveOps {
     /**
      * {@code segment gone} for a failure M1's {@code ScalableTopicProducer.isSegmentGoneError}
      * retries (the segment sealed, or its producer closed with it), {@code routed on the old
-     * layout} for its race between routing and the layout's update, else the innermost
-     * cause's class name and message.
+     * layout} for its race between routing and the layout's update, {@code segment fenced}
+     * for a segment the broker kept fenced past the producer's creation deadline, else the
+     * innermost cause's class name and the broker's message.
      */
     private static String cause(Throwable e) {
       Throwable inner = e;
@@ -251,9 +260,16 @@ final class DriveOps {
         if (STALE_ROUTE.matcher(message).matches()) {
           return "routed on the old layout";
         }
+        if (message.contains("TopicFencedException")) {
+          return "segment fenced";
+        }
         inner = c;
       }
       String message = String.valueOf(inner.getMessage());
+      Matcher broker = BROKER_ERROR.matcher(message);
+      if (broker.matches()) {
+        message = broker.group(1);
+      }
       return inner.getClass().getSimpleName() + ": "
           + message.substring(0, Math.min(message.length(), 160));
     }
