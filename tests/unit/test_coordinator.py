@@ -3,6 +3,7 @@ behaviour ported from Pulsar is in test_pulsar_subscription_coordinator.py)."""
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 
 import pytest
@@ -91,6 +92,40 @@ def test_m1_leaves_surplus_consumers_idle() -> None:
     assert all(not s.bucket_ranges for a in m1.values() for s in a.assigned_segments)
     master = ks.compute_assignment(layout, TOPIC, ["a", "b", "c"])
     assert master["c"].segment_ids == (0,)
+
+
+@pytest.mark.parametrize("version", ["master", "5.0.0-M1"])
+def test_an_assignment_computed_again_names_each_topic_and_layout_as_a_fresh_one(
+    version: str,
+) -> None:
+    """A layout keeps the segment records it dealt, per topic: assignments computed again on
+    it, under another topic, on its unpickled copy and on the layouts operations make from
+    it are those of a layout read afresh from its JSON."""
+    layout = ks.TopicLayout.initial(4, 2).split_segment(0, 5).merge_segments(2, 3, 9)
+    other = ks.TopicName.get("topic://shop/us/orders")
+    names = ["c0", "c1", "c2"]
+
+    def fresh(of: ks.TopicLayout, topic: ks.TopicName) -> dict[str, ks.ConsumerAssignment]:
+        copy = ks.TopicLayout.from_dict(of.to_dict())
+        return ks.compute_assignment(copy, topic, names, {0}, pulsar_version=version)
+
+    def again(of: ks.TopicLayout, topic: ks.TopicName) -> dict[str, ks.ConsumerAssignment]:
+        return ks.compute_assignment(of, topic, names, {0}, pulsar_version=version)
+
+    assert again(layout, TOPIC) == fresh(layout, TOPIC)
+    assert again(layout, TOPIC) == fresh(layout, TOPIC)
+    assert again(layout, other) == fresh(layout, other)
+    names_in = {
+        s.segment_topic_name for a in again(layout, other).values() for s in a.assigned_segments
+    }
+    assert names_in and all(n.startswith("segment://shop/us/orders/") for n in names_in)
+    unpickled = pickle.loads(pickle.dumps(layout))
+    assert "_memo" not in unpickled.__dict__
+    assert again(unpickled, TOPIC) == fresh(layout, TOPIC)
+    split = layout.split_segment(4, 7)
+    assert again(split, TOPIC) == fresh(split, TOPIC)
+    pruned = split.prune_segment(0)
+    assert again(pruned, TOPIC) == fresh(pruned, TOPIC)
 
 
 def test_the_coordinator_carries_its_profile() -> None:

@@ -56,6 +56,11 @@ class SegmentState(StrEnum):
     SEALED = "SEALED"
 
 
+# The members as module names: looked up on the enum class, a member takes ten times as long
+# (a loop over a layout's segments asks for one per segment).
+_ACTIVE, _SEALED = SegmentState.ACTIVE, SegmentState.SEALED
+
+
 def format_descriptor(hash_range: HashRange, segment_id: int) -> str:
     """Pulsar's segment descriptor, ``"{start:04x}-{end:04x}-{segment_id}"``, e.g.
     ``"0000-7fff-1"``: the last part of a ``segment://`` topic name."""
@@ -144,7 +149,7 @@ class Segment:
         )
         check_int("created_at_ms", self.created_at_ms, minimum=0)
         created_epoch = check_int("created_at_epoch", self.created_at_epoch, minimum=0)
-        if self.state is SegmentState.ACTIVE:
+        if self.state is _ACTIVE:
             check_int("sealed_at_ms", self.sealed_at_ms, minimum=-1, maximum=-1)
             check_int("sealed_at_epoch", self.sealed_at_epoch, minimum=-1, maximum=-1)
         else:
@@ -163,11 +168,11 @@ class Segment:
 
     @property
     def is_active(self) -> bool:
-        return self.state is SegmentState.ACTIVE
+        return self.state is _ACTIVE
 
     @property
     def is_sealed(self) -> bool:
-        return self.state is SegmentState.SEALED
+        return self.state is _SEALED
 
     @property
     def is_root(self) -> bool:
@@ -337,7 +342,7 @@ class TopicLayout:
 
     def __getstate__(self) -> dict[str, Any]:
         # Routing tables are made again on demand, and are most of a pickle when kept.
-        return {k: v for k, v in self.__dict__.items() if k not in _ROUTING_CACHES}
+        return {k: v for k, v in self.__dict__.items() if k not in _CACHES}
 
     def validate(self) -> TopicLayout:
         """Checks the whole DAG and the active tiling, as a layout read from JSON or built
@@ -388,6 +393,13 @@ class TopicLayout:
     @cached_property
     def _active(self) -> tuple[Segment, ...]:
         return self._ranges.to_tuple()
+
+    @cached_property
+    def _memo(self) -> dict[object, Any]:
+        """Values other modules derive from the layout alone, made once per layout (it never
+        changes): by key, e.g. the assignment records of its segments under one topic
+        (coordinator.py). Not pickled, and not handed to the layouts an operation makes."""
+        return {}
 
     @cached_property
     def _in_range_order(self) -> tuple[Segment, ...]:
@@ -775,7 +787,7 @@ _RANGE_THEN_ID = attrgetter("hash_range", "segment_id")
 _RoutingChange = tuple[dict[str, RoutingTable], int, int, Sequence[Segment]]
 
 #: What a layout keeps of its routing tables (``routing_table_for``): not pickled.
-_ROUTING_CACHES = frozenset({"_routing_tables", "_routing_change"})
+_CACHES = frozenset({"_routing_tables", "_routing_change", "_memo"})
 
 
 def _routes(segments: Iterable[Segment]) -> Iterator[tuple[int, HashRange, tuple[int, ...]]]:
