@@ -43,7 +43,6 @@ def loop(call: Callable[[], object], calls: int = CALLS) -> Callable[[], None]:
 
 def per_call(benchmark: Any, call: Callable[[], object], calls: int = CALLS) -> None:
     """Times `calls` calls of `call` a round; records the time of one."""
-
     benchmark(loop(call, calls))
     benchmark.extra_info["calls_per_round"] = calls
     benchmark.extra_info["ns_per_call"] = round(benchmark.stats.stats.median / calls * 1e9, 1)
@@ -55,9 +54,8 @@ def paired(
     peer: Callable[[], None],
     peer_name: str,
     setup: Callable[[], None] = lambda: None,
-    calls: int = CALLS,
 ) -> None:
-    """Times rounds of `ours` (`calls` calls each), each just after an untimed `setup` and a
+    """Times rounds of `ours` (CALLS calls each), each just after an untimed `setup` and a
     round of `peer` timed here; records the median over those pairs of the peer's time over
     ours, which the floor reads (a busy machine slows the two rounds of a pair alike, where
     two tests' medians are taken minutes apart), and each one's time per call."""
@@ -75,9 +73,9 @@ def paired(
     benchmark.extra_info[PAIRED + peer_name] = round(
         statistics.median(p * 1e-9 / max(m, 1e-12) for p, m in pairs), 3
     )
-    benchmark.extra_info["calls_per_round"] = calls
-    benchmark.extra_info["ns_per_call"] = round(benchmark.stats.stats.median / calls * 1e9, 1)
-    benchmark.extra_info[f"{peer_name} ns_per_call"] = round(statistics.median(theirs) / calls, 1)
+    benchmark.extra_info["calls_per_round"] = CALLS
+    benchmark.extra_info["ns_per_call"] = round(benchmark.stats.stats.median / CALLS * 1e9, 1)
+    benchmark.extra_info[f"{peer_name} ns_per_call"] = round(statistics.median(theirs) / CALLS, 1)
 
 
 @pytest.mark.parametrize("lib", ["keyshared", "mmh3"])

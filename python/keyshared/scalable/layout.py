@@ -341,7 +341,7 @@ class TopicLayout:
         object.__setattr__(self, "_merges", _merge_sets(self.segments.values()))
 
     def __getstate__(self) -> dict[str, Any]:
-        # Routing tables are made again on demand, and are most of a pickle when kept.
+        # Caches are made again on demand; routing tables are most of a pickle when kept.
         return {k: v for k, v in self.__dict__.items() if k not in _CACHES}
 
     def validate(self) -> TopicLayout:
@@ -786,7 +786,8 @@ _RANGE_THEN_ID = attrgetter("hash_range", "segment_id")
 #: run of active segments starts at, how many it held, the segments that replace them.
 _RoutingChange = tuple[dict[str, RoutingTable], int, int, Sequence[Segment]]
 
-#: What a layout keeps of its routing tables (``routing_table_for``): not pickled.
+#: What a layout makes on demand and keeps (its routing tables, ``routing_table_for``, and
+#: what other modules derive from it): not pickled.
 _CACHES = frozenset({"_routing_tables", "_routing_change", "_memo"})
 
 
