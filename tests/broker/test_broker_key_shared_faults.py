@@ -316,10 +316,37 @@ class Run:
             if wanted <= got:
                 break
             if time.monotonic() > deadline:
-                missing = sorted(wanted - got, key=int)
-                raise AssertionError(f"{len(missing)} messages not delivered: {missing[:20]}")
+                missing = sorted(wanted - got, key=int)[:20]
+                raise AssertionError(
+                    f"{len(wanted - got)} messages not delivered: {missing}; "
+                    f"{self.whereabouts(missing, mark)}"
+                )
             time.sleep(POLL_S)
         return self.quiet(mark)
+
+    def whereabouts(self, values: Iterable[str], mark: Mapping[str, int]) -> str:
+        """Each value's key and the consumers that reported it before ``mark``, and the
+        subscription as the broker has it now: what a wait that timed out leaves to read."""
+        before = {
+            label: {i["value"] for i in c.received[: mark.get(label, 0)]}
+            for label, c in self.consumers.items()
+        }
+        where = {
+            v: (self.sent[v][0], [label for label, got in before.items() if v in got])
+            for v in values
+        }
+        try:
+            sub = self.stats()
+        except Exception as e:  # the broker may be what failed
+            return f"before: {where}; no stats from the broker ({e!r})"
+        consumers = [
+            (c.get("consumerName"), c.get("unackedMessages"), c.get("blockedConsumerOnUnackedMsgs"))
+            for c in sub.get("consumers", [])
+        ]
+        return (
+            f"before: {where}; the broker now: backlog {sub.get('msgBacklog')}, "
+            f"consumers (name, unacked, blocked) {consumers}"
+        )
 
     def quiet(self, mark: Mapping[str, int]) -> dict[str, list[Item]]:
         """What came since ``mark``, once no consumer reported anything for QUIET_S."""
