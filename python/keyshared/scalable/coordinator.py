@@ -39,7 +39,7 @@ from types import MappingProxyType
 from keyshared._checks import check_bool, check_instance, check_int, check_mapping
 from keyshared._core import HashRange
 from keyshared.errors import ArgumentTypeError, InvalidArgument
-from keyshared.scalable.layout import Segment, SegmentState, TopicLayout
+from keyshared.scalable.layout import _SEALED, Segment, TopicLayout
 from keyshared.scalable.topic_name import TopicDomain, TopicName
 from keyshared.versions import M1, SCALABLE_TOPICS
 
@@ -200,8 +200,7 @@ def _assignable(layout: TopicLayout, drained: frozenset[int] | None, m1: bool) -
     present = layout.segments
     if drained is None:
         return list(layout._in_range_order)
-    # Locals: an enum member looked up on its class once a segment took half the time.
-    sealed, ready = SegmentState.SEALED, _ready
+    sealed, ready = _SEALED, _ready
     if m1:
         # Every sealed segment, and the active ones whose parents drained.
         return [
