@@ -4,6 +4,7 @@ use pyo3::IntoPyObjectExt;
 
 use super::buckets::PyHashRange;
 use super::keys::{exact_key, hash_short, key_batch, null_key_arg};
+use super::spare;
 use crate::conversions::{
     arg, arg_or, instance, key_bytes, numpy, opt_arg, DefaultThreads, ScalableRelease, Threads,
 };
@@ -109,7 +110,7 @@ where
 }
 
 /// `f` of every key's hash as a NumPy array; see [`hash_keys`].
-pub(super) fn hash_array<'py, A: Element + Copy + Send + Sync>(
+pub(super) fn hash_array<'py, A: Element + Copy + Send + Sync + 'static>(
     keys: &Bound<'py, PyAny>,
     null_key: Option<&Bound<'_, PyAny>>,
     threads: Option<&Bound<'_, PyAny>>,
@@ -135,8 +136,8 @@ pub(super) fn hash_arrays<'py, A, B>(
     f: impl Fn(u32) -> (A, B) + Sync,
 ) -> PyResult<(Bound<'py, PyArray1<A>>, Bound<'py, PyArray1<B>>)>
 where
-    A: Element + Copy + Send + Sync,
-    B: Element + Copy + Send + Sync,
+    A: Element + Copy + Send + Sync + 'static,
+    B: Element + Copy + Send + Sync + 'static,
 {
     let py = keys.py();
     let short = |hashes: &[u32]| {
@@ -147,17 +148,17 @@ where
     hash_keys(keys, null_key, threads, &f, short, long)
 }
 
-/// `f` of each hash, written straight into a new NumPy array.
+/// `f` of each hash, written straight into a short NumPy array ([`spare::array`]).
 #[inline]
-fn array_of<'py, T: Element + Copy>(
+fn array_of<'py, T: Element + Copy + 'static>(
     py: Python<'py>,
     hashes: &[u32],
     f: impl Fn(u32) -> T,
 ) -> Bound<'py, PyArray1<T>> {
-    // SAFETY: the new array holds `hashes.len()` elements, each written before it is handed
-    // out; nothing else has a reference to it yet.
+    // SAFETY: the array holds `hashes.len()` elements, each written before it is handed
+    // out; nothing outside this module has a reference to it.
     unsafe {
-        let array = PyArray1::<T>::new(py, hashes.len(), false);
+        let array = spare::array::<T>(py, hashes.len());
         let data = array.data();
         for (i, &h) in hashes.iter().enumerate() {
             data.add(i).write(f(h));

@@ -52,6 +52,7 @@ mod redelivery;
 mod rings;
 mod routing;
 mod routing_key;
+mod spare;
 mod state;
 mod window;
 
