@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.keys import Text, list_items
 
@@ -293,11 +293,12 @@ def test_list_items_of_every_kind_hash_as_their_bytes(keys: list[str | bytes | N
 def test_a_bad_item_after_a_run_of_keys_is_named_by_its_index(
     at: int, bad: object, error: type[Exception], message: str
 ) -> None:
-    # Past the first pieces too: a list is read a piece at a time.
+    # Past the first pieces too: a list is read a piece at a time, on one thread or several.
     keys = [f"key-{i:019d}" for i in range(at)] + [bad] + ["é", b"x"]
     for batch in (keys, tuple(keys)):
-        with pytest.raises(error, match=message.format(at=at)):
-            ks.key_hashes(batch)
+        for threads in (1, 2):
+            with pytest.raises(error, match=message.format(at=at)):
+                ks.key_hashes(batch, threads=threads)
 
 
 def test_lists_of_many_pieces_map_as_arrow() -> None:
@@ -321,6 +322,45 @@ def test_lists_of_many_pieces_map_as_arrow() -> None:
         np.testing.assert_array_equal(
             ks.partitions(batch, 7, Partitioner.KAFKA), ks.partitions(arrow, 7, Partitioner.KAFKA)
         )
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    spots=st.lists(st.tuples(st.integers(0, PIECE * 3), list_items), max_size=8),
+    threads=st.sampled_from([2, 3, 8]),
+)
+def test_lists_read_on_threads_answer_as_their_bytes(
+    spots: list[tuple[int, str | bytes | None]], threads: int
+) -> None:
+    # Several threads read a long list's plain keys at once; any other item (text that is
+    # not ASCII, a subclass, a None) sends its piece back to the thread that holds the GIL.
+    keys: list[str | bytes | None] = [f"k{i}-{i * 7919 % 10007}" for i in range(PIECE * 3 + 1)]
+    for i, item in spots:
+        keys[i] = item
+    null_key = b"\x00null"
+    as_bytes = [
+        null_key if k is None else k.encode() if isinstance(k, str) else bytes(k) for k in keys
+    ]
+    want = expected(as_bytes)
+    for batch in (keys, tuple(keys)):
+        np.testing.assert_array_equal(
+            ks.key_hashes(batch, null_key=null_key, threads=threads), want
+        )
+        if all(k is not None for k in keys):
+            np.testing.assert_array_equal(ks.key_hashes(batch, threads=threads), want)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_a_list_read_on_threads_names_its_first_bad_item(threads: int) -> None:
+    # Bad items in pieces that different threads read: the first in the list is named.
+    keys: list[object] = [f"key-{i}" for i in range(PIECE * 8)]
+    keys[PIECE * 6 + 1] = 7
+    keys[PIECE * 3 + 2] = None
+    keys[PIECE * 5] = "\udc80"
+    with pytest.raises(ValueError, match=rf"keys\[{PIECE * 3 + 2}\] is None"):
+        ks.key_hashes(keys, threads=threads)
+    with pytest.raises(ValueError, match=rf"keys\[{PIECE * 5}\] is not valid text"):
+        ks.key_hashes(keys, null_key="n", threads=threads)
 
 
 def test_a_list_changed_while_it_is_read_is_refused_or_read_whole() -> None:

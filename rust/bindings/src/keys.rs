@@ -25,11 +25,12 @@ use pyo3::{ffi, intern};
 use pyo3_arrow::{PyArray, PyChunkedArray};
 
 use crate::conversions::{int_at, is_int, key_bytes, key_bytes_at, type_name};
-use keyshared_kernels::error::InvalidInput;
+use keyshared_kernels::error::{InvalidInput, KernelResult};
 use keyshared_kernels::hashing;
 use keyshared_kernels::keys::{
     IntBatch, IntChunk, IntColumn, IntValues, KeyBatch, KeyChunk, KeyColumn, PackedKeys,
 };
+use keyshared_kernels::parallel::map_ranges;
 
 /// What a batch call takes: byte keys only (the key hashes), or also int keys with nulls
 /// kept (the partitioners); the two keep their own words for what they refuse.
@@ -92,13 +93,15 @@ impl<'py> ByteKeys<'py> {
             Self::Objects(objects) => objects,
         };
         let len = objects.sequence.len()?;
+        if threads > 1 && len > PIECE {
+            return objects.map_on_threads(py, len, threads, f);
+        }
         let map_piece = |start: usize| -> PyResult<R> {
             let piece = objects.batch(start..len.min(start + PIECE), len)?;
             Ok(py.detach(|| f(&piece, 1)))
         };
-        let mut out = map_piece(0)?;
-        out.reserve(len.saturating_sub(PIECE));
-        for start in (PIECE..len).step_by(PIECE) {
+        let mut out = R::with_room(len);
+        for start in (0..len).step_by(PIECE) {
             out.append(map_piece(start)?);
         }
         Ok(out)
@@ -159,69 +162,140 @@ pub fn hash_short<R>(
     Ok(Some(then(unsafe { hashes[..n].assume_init_ref() })))
 }
 
+/// Pieces each thread packs and maps between two releases of the GIL: other Python threads
+/// wait for the GIL no longer than it takes to read a few pieces.
+const PIECES_PER_THREAD: usize = 16;
+
+/// A list's or tuple's items, read on the pool's threads while the calling thread holds the
+/// GIL and runs no Python code, so that no item can change or be freed meanwhile.
+struct Items<'a>(&'a [*mut ffi::PyObject]);
+
+impl Items<'_> {
+    fn get(&self, range: Range<usize>) -> &[*mut ffi::PyObject] {
+        &self.0[range]
+    }
+}
+
+// SAFETY: the threads only read the items' objects (`plain_key`), never their reference
+// counts, and only while the thread that lent them holds the GIL and waits (see `Items`).
+unsafe impl Sync for Items<'_> {}
+
 impl Objects<'_> {
-    /// Keys `range` as a batch, null keys standing in where given.
-    fn batch(&self, range: Range<usize>, len: usize) -> PyResult<KeyBatch> {
-        let batch = KeyBatch::nullable(vec![KeyChunk::Packed(self.pack(range, len)?)]);
-        match &self.null_key {
-            // Nulls were refused by index when there is no stand-in.
-            None => Ok(batch),
-            Some(k) => batch.with_null_key(Some(k.clone())).py(),
+    /// `f` over every key as `ByteKeys::map` does, each piece packed and mapped on the pool's
+    /// threads: packing, not mapping, is most of a list's time, and only the objects' reading
+    /// needs the GIL held (by this thread, which waits for the pieces, letting go of the GIL
+    /// between rounds of them). A piece with a key that is not a plain str or bytes (or a
+    /// None read as null) is packed and mapped here instead, with the checks and messages of
+    /// `pack_objects`.
+    fn map_on_threads<R: Append + Send>(
+        &self,
+        py: Python<'_>,
+        len: usize,
+        threads: usize,
+        f: impl Fn(&KeyBatch, usize) -> R + Sync,
+    ) -> PyResult<R> {
+        let round = PIECE * PIECES_PER_THREAD * threads;
+        let mut out = R::with_room(len);
+        for first in (0..len).step_by(round) {
+            let keys = first..len.min(first + round);
+            // SAFETY: nothing here runs Python code until the pieces are read (see `Items`).
+            let read = unsafe {
+                self.with_len(len, |items| {
+                    let items = Items(&items[keys.clone()]);
+                    let (nulls, null_key) = (self.nulls, &self.null_key);
+                    map_ranges(keys.len(), PIECE, threads, |piece| {
+                        let packed = pack_plain(items.get(piece), nulls)?;
+                        Some(f(&nullable(packed, null_key).ok()?, 1))
+                    })
+                })
+            }?;
+            for (start, mapped) in keys.clone().step_by(PIECE).zip(read) {
+                out.append(match mapped {
+                    Some(mapped) => mapped,
+                    None => f(&self.batch(start..len.min(start + PIECE), len)?, 1),
+                });
+            }
+            py.detach(|| ());
         }
+        Ok(out)
     }
 
-    /// Packs keys `range` of a list or tuple that held `len` items when its mapping began
-    /// (the GIL is released between pieces, so another thread may have changed a list).
-    fn pack(&self, range: Range<usize>, len: usize) -> PyResult<PackedKeys> {
+    /// Keys `range` as a batch, null keys standing in where given.
+    fn batch(&self, range: Range<usize>, len: usize) -> PyResult<KeyBatch> {
+        nullable(self.pack(range, len)?, &self.null_key).py()
+    }
+
+    /// `f` of the items of a list or tuple that held `len` items when its mapping began (the
+    /// GIL is released between pieces, so another thread may have changed a list).
+    ///
+    /// # Safety
+    /// As for `with_items`.
+    unsafe fn with_len<R>(
+        &self,
+        len: usize,
+        f: impl FnOnce(&[*mut ffi::PyObject]) -> R,
+    ) -> PyResult<R> {
         let sequence = &self.sequence;
-        // SAFETY: pack_objects runs no Python code (see there), and reads the slice in place.
-        let packed = unsafe {
-            with_items(sequence, |items| match items.len() == len {
-                true => pack_objects(
-                    sequence.py(),
-                    &items[range.clone()],
-                    range.start,
-                    self.nulls,
+        let read = with_items(sequence, |items| match items.len() == len {
+            true => Ok(f(items)),
+            false => Err(errors::invalid_at(
+                At::arg("keys"),
+                format!(
+                    "keys changed size while they were read, from {len} to {} items",
+                    items.len()
                 ),
-                false => Err(errors::invalid_at(
-                    At::arg("keys"),
-                    format!(
-                        "keys changed size while they were read, from {len} to {} items",
-                        items.len()
-                    ),
-                )),
-            })
-        };
-        packed.unwrap_or_else(|| Err(not_a_sequence(sequence)))
+            )),
+        });
+        read.unwrap_or_else(|| Err(not_a_sequence(sequence)))
+    }
+
+    /// Packs keys `range` of a list or tuple that held `len` items when its mapping began.
+    fn pack(&self, range: Range<usize>, len: usize) -> PyResult<PackedKeys> {
+        let py = self.sequence.py();
+        // SAFETY: pack_objects runs no Python code (see there), and reads the slice in place.
+        unsafe {
+            self.with_len(len, |items| {
+                pack_objects(py, &items[range.clone()], range.start, self.nulls)
+            })?
+        }
+    }
+}
+
+/// Packed keys as a batch, `null_key` standing in for null keys where given (they were
+/// refused by index where it is not, by `pack_objects`).
+fn nullable(packed: PackedKeys, null_key: &Option<Vec<u8>>) -> KernelResult<KeyBatch> {
+    let batch = KeyBatch::nullable(vec![KeyChunk::Packed(packed)]);
+    match null_key {
+        None => Ok(batch),
+        Some(k) => batch.with_null_key(Some(k.clone())),
     }
 }
 
 /// Outputs of a batch call that pieces of a batch append to.
 pub trait Append {
+    /// No outputs yet, with room for those of `keys` keys, made once rather than as they come.
+    fn with_room(keys: usize) -> Self;
     fn append(&mut self, more: Self);
-    /// Room for the outputs of `keys` more keys, made once rather than as they come.
-    fn reserve(&mut self, keys: usize);
 }
 
 impl<T> Append for Vec<T> {
-    fn append(&mut self, mut more: Self) {
-        Vec::append(self, &mut more);
+    fn with_room(keys: usize) -> Self {
+        Vec::with_capacity(keys)
     }
 
-    fn reserve(&mut self, keys: usize) {
-        Vec::reserve(self, keys);
+    fn append(&mut self, mut more: Self) {
+        Vec::append(self, &mut more);
     }
 }
 
 impl<A: Append, B: Append> Append for (A, B) {
+    fn with_room(keys: usize) -> Self {
+        (A::with_room(keys), B::with_room(keys))
+    }
+
     fn append(&mut self, more: Self) {
         self.0.append(more.0);
         self.1.append(more.1);
-    }
-
-    fn reserve(&mut self, keys: usize) {
-        self.0.reserve(keys);
-        self.1.reserve(keys);
     }
 }
 
@@ -642,6 +716,32 @@ unsafe fn pack_objects(
     first: usize,
     nulls: bool,
 ) -> PyResult<PackedKeys> {
+    pack_with(items, |i, item| object_key(py, item, first + i, nulls))
+}
+
+/// `pack_objects` of plain keys only (and None, read as a null where `nulls`): None at the
+/// first other item, left to `pack_objects`. It calls nothing in libpython and touches no
+/// reference count, so it may run on any thread while the one that holds the GIL waits.
+///
+/// SAFETY (for callers): the items are live and unchanged while it runs (see `Items`).
+unsafe fn pack_plain(items: &[*mut ffi::PyObject], nulls: bool) -> Option<PackedKeys> {
+    let none = ffi::Py_None();
+    pack_with(items, |_, item| match nulls && item == none {
+        true => Ok(None),
+        false => Err(()),
+    })
+    .ok()
+}
+
+/// Packs `items`: the plain keys in place, any other item as `other(index, item)` says (its
+/// bytes, or None for a null).
+///
+/// SAFETY (for callers): as for `pack_objects`.
+#[inline(always)]
+unsafe fn pack_with<'a, E>(
+    items: &[*mut ffi::PyObject],
+    mut other: impl FnMut(usize, *mut ffi::PyObject) -> Result<Option<&'a [u8]>, E>,
+) -> Result<PackedKeys, E> {
     let mut packed = PackedKeys::with_capacity(items.len(), items.len() * 32);
     let mut i = 0;
     while i < items.len() {
@@ -655,7 +755,7 @@ unsafe fn pack_objects(
         let Some(&item) = items.get(i) else {
             break;
         };
-        match object_key(py, item, first + i, nulls)? {
+        match other(i, item)? {
             Some(bytes) => packed.push(bytes),
             None => packed.push_null(),
         }

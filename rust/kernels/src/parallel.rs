@@ -12,6 +12,7 @@
 //! Python workers are forked from a daemon that may have imported the library).
 
 use std::mem::MaybeUninit;
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread;
@@ -83,6 +84,23 @@ fn pool(threads: usize) -> Option<Arc<ThreadPool>> {
         pool: Arc::clone(&pool),
     });
     Some(pool)
+}
+
+/// `f` of each range of `piece` items (the last may be shorter) that together cover `0..n`,
+/// in order, on up to `threads` threads of the pool. For work whose pieces are each worth
+/// waking a thread for; the caller sizes them.
+pub fn map_ranges<R, F>(n: usize, piece: usize, threads: usize, f: F) -> Vec<R>
+where
+    R: Send,
+    F: Fn(Range<usize>) -> R + Sync,
+{
+    let piece = piece.max(1);
+    let ranges = (0..n).step_by(piece).map(|s| s..n.min(s + piece));
+    let pool = (threads > 1 && n > piece).then(|| pool(threads)).flatten();
+    match pool {
+        Some(pool) => pool.install(|| ranges.collect::<Vec<_>>().into_par_iter().map(&f).collect()),
+        None => ranges.map(f).collect(),
+    }
 }
 
 /// `f(i)` for every `i` in `0..n`, unzipped into two outputs, on up to `threads` threads.
@@ -187,6 +205,20 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_cover_every_index_once_in_order_with_any_thread_count() {
+        for (n, piece) in [(0, 4), (1, 4), (4, 4), (17, 4), (3, 0), (100_000, 1_000)] {
+            for threads in [1, 2, 3, 8] {
+                let ranges = map_ranges(n, piece, threads, |r| r);
+                let covered: Vec<usize> = ranges.iter().flat_map(Clone::clone).collect();
+                assert_eq!(covered, (0..n).collect::<Vec<_>>());
+                assert!(ranges
+                    .iter()
+                    .all(|r| !r.is_empty() && r.len() <= piece.max(1)));
+            }
+        }
+    }
 
     #[test]
     fn every_index_is_mapped_once_with_any_thread_count() {
