@@ -9,12 +9,12 @@ used as a library; 64 is the short path's last size (rust/bindings/src/keys.rs `
 512 and 4096 take the batch path."""
 
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import mmh3
 import numpy as np
+import pairing
 import pytest
 from ratios import PAIRED
 
@@ -59,20 +59,10 @@ def paired(
     round of `peer` timed here; records the median over those pairs of the peer's time over
     ours, which the floor reads (a busy machine slows the two rounds of a pair alike, where
     two tests' medians are taken minutes apart), and each one's time per call."""
-    theirs: list[int] = []
-
-    def before() -> None:
-        setup()
-        start = time.perf_counter_ns()
-        peer()
-        theirs.append(time.perf_counter_ns() - start)
-
-    benchmark.pedantic(ours, setup=before, rounds=1000, iterations=1, warmup_rounds=20)
-    mine = benchmark.stats.stats.data
-    pairs = zip(theirs[-len(mine) :], mine, strict=True)
-    benchmark.extra_info[PAIRED + peer_name] = round(
-        statistics.median(p * 1e-9 / max(m, 1e-12) for p, m in pairs), 3
+    ratio, theirs = pairing.paired(
+        benchmark, ours, peer, rounds=1000, warmup_rounds=20, setup=setup
     )
+    benchmark.extra_info[PAIRED + peer_name] = round(ratio, 3)
     benchmark.extra_info["calls_per_round"] = CALLS
     benchmark.extra_info["ns_per_call"] = round(benchmark.stats.stats.median / CALLS * 1e9, 1)
     benchmark.extra_info[f"{peer_name} ns_per_call"] = round(statistics.median(theirs) / CALLS, 1)
