@@ -143,10 +143,10 @@ def key_hashes(
     """``key_hash`` of every key. A null key is a ValueError naming its index unless
     ``null_key`` gives the bytes to hash instead. Releases the GIL; ``threads`` (>= 1)
     overrides the process default for this call. A list or tuple is read 4,096 keys at a
-    time and each piece hashed while it is in cache: on one thread with the GIL released
-    for the hashing; on several, the threads read and hash pieces at once while the calling
-    thread holds the GIL (reading Python objects needs it), letting go of it after every 16
-    pieces a thread. A list whose size another thread changes meanwhile is a ValueError."""
+    time and each piece hashed while it is in cache, on up to ``threads`` threads at once
+    while the calling thread holds the GIL (reading Python objects needs it), letting go of
+    it after every 16 pieces a thread. A list whose size another thread changes meanwhile is
+    a ValueError."""
 
 def split_hashes(
     keys: _KeyBatch, *, null_key: str | bytes | None = None, threads: int | None = None

@@ -155,6 +155,15 @@ def test_numpy_bytes_and_arrow_binary(keys: list[bytes]) -> None:
         np.testing.assert_array_equal(ks.key_hashes(batch), want, err_msg=repr(type(batch)))
 
 
+def test_view_arrays_hash_as_one_key_at_a_time() -> None:
+    # A view holds a key of up to 12 bytes inline and a longer one in a buffer; both are
+    # read where they lie, from a sliced array too.
+    keys = ["v" * (i % 100) + str(i) for i in range(3000)]
+    for array in (pa.array(keys, pa.string_view()), pa.array(keys, pa.binary_view())):
+        np.testing.assert_array_equal(ks.key_hashes(array), expected(list(keys)))
+        np.testing.assert_array_equal(ks.key_hashes(array.slice(7)), expected(keys[7:]))
+
+
 @given(key_lists)
 def test_split_hashes_are_the_halves(keys: list[str | bytes]) -> None:
     seg, bucket = ks.split_hashes(keys)
@@ -327,7 +336,7 @@ def test_lists_of_many_pieces_map_as_arrow() -> None:
 @settings(max_examples=30, deadline=None)
 @given(
     spots=st.lists(st.tuples(st.integers(0, PIECE * 3), list_items), max_size=8),
-    threads=st.sampled_from([2, 3, 8]),
+    threads=st.sampled_from([1, 2, 3, 8]),
 )
 def test_lists_read_on_threads_answer_as_their_bytes(
     spots: list[tuple[int, str | bytes | None]], threads: int

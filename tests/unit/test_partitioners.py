@@ -21,7 +21,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from fnvhash import fnv1a_32 as fnvhash_fnv1a_32
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import DefaultPartitioner
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
@@ -790,6 +790,38 @@ def test_list_items_of_every_kind_partition_as_their_bytes(
     want = partitions(pa.array(as_bytes, pa.binary()), 12, partitioner)
     for batch in (keys, tuple(keys)):
         np.testing.assert_array_equal(partitions(batch, 12, partitioner), want)
+
+
+#: Keys of a list read and mapped at once (rust/bindings/src/keys.rs).
+PIECE = 1 << 12
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    spots=st.lists(st.tuples(st.integers(0, PIECE * 3), list_items), max_size=6),
+    partitioner=st.sampled_from(_FIXED),
+    threads=st.sampled_from([1, 2]),
+)
+def test_long_lists_partition_as_their_bytes(
+    spots: list[tuple[int, str | bytes | None]], partitioner: Partitioner, threads: int
+) -> None:
+    # Lists of several pieces, str and bytes of up to 100 bytes mixed, mapped on one thread
+    # or two straight into the output; a piece with any other item (text that is not ASCII,
+    # a subclass, a None) is mapped on the calling thread into its place in the output.
+    keys: list[str | bytes | None] = [
+        f"k{i}-" + "x" * (i * 7 % 97) if i % 5 else f"b{i}".encode() for i in range(PIECE * 3 + 1)
+    ]
+    for i, item in spots:
+        keys[i] = item
+    as_bytes = [k.encode() if isinstance(k, str) else None if k is None else bytes(k) for k in keys]
+    want = partitions(pa.array(as_bytes, pa.binary()), 12, partitioner)
+    before = _core.get_num_threads()
+    _core.set_num_threads(threads)
+    try:
+        for batch in (keys, tuple(keys)):
+            np.testing.assert_array_equal(partitions(batch, 12, partitioner), want)
+    finally:
+        _core.set_num_threads(before)
 
 
 @pytest.mark.parametrize(

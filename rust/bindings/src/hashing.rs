@@ -10,6 +10,7 @@ use crate::conversions::{
 };
 use crate::fastcall::{self, fast_function};
 use keyshared_kernels::hashing::{self, bucket_hash, segment_hash, sticky_hash_in, HASH_VERSION};
+use keyshared_kernels::keys::Hashed;
 use keyshared_kernels::parallel::{default_threads, set_default_threads};
 
 #[doc = stub_doc!("key_hash")]
@@ -103,9 +104,8 @@ where
         return Ok(out);
     }
     let threads = threads.map_or_else(default_threads, |t| t.0);
-    let (a, b) = key_batch(keys, null_key)?.map(keys.py(), threads, |batch, threads| {
-        batch.map_hashes(threads, &f)
-    })?;
+    let null = f(hashing::key_hash(null_key.as_deref().unwrap_or_default()));
+    let (a, b) = key_batch(keys, null_key)?.map(keys.py(), threads, &Hashed(&f), null)?;
     Ok(long(a, b))
 }
 

@@ -28,9 +28,9 @@ use crate::conversions::{int_at, is_int, key_bytes, key_bytes_at, type_name};
 use keyshared_kernels::error::{InvalidInput, KernelResult};
 use keyshared_kernels::hashing;
 use keyshared_kernels::keys::{
-    IntBatch, IntChunk, IntColumn, IntValues, KeyBatch, KeyChunk, KeyColumn, PackedKeys,
+    IntBatch, IntChunk, IntColumn, IntValues, KeyBatch, KeyChunk, KeyColumn, KeyMap, PackedKeys,
 };
-use keyshared_kernels::parallel::map_ranges;
+use keyshared_kernels::parallel::{fill_pieces, output};
 
 /// What a batch call takes: byte keys only (the key hashes), or also int keys with nulls
 /// kept (the partitioners); the two keep their own words for what they refuse.
@@ -77,34 +77,24 @@ pub struct Objects<'py> {
 /// in the nearest one (a few percent faster a key than pieces eight times as large).
 const PIECE: usize = 1 << 12;
 
+/// Two outputs a key, as a batch kernel ([`KeyMap`]) writes them.
+type Mapped<M> = (Vec<<M as KeyMap>::A>, Vec<<M as KeyMap>::B>);
+
 impl<'py> ByteKeys<'py> {
-    /// `f(batch, threads)` over every key, the outputs in key order, with the GIL released
-    /// for `f`. A batch read whole is mapped once, on `threads`; a list or tuple is packed a
-    /// piece at a time (with the GIL held, which reading its objects needs) and each piece
-    /// mapped on one thread.
-    pub fn map<R: Append + Send>(
+    /// `m` over every key, the outputs in key order, `null` for a null key. A batch read
+    /// whole is mapped once, on `threads` with the GIL released; a list or tuple a piece at
+    /// a time (see `Objects::map`).
+    pub fn map<M: KeyMap>(
         self,
         py: Python<'py>,
         threads: usize,
-        f: impl Fn(&KeyBatch, usize) -> R + Sync,
-    ) -> PyResult<R> {
-        let objects = match self {
-            Self::Batch(batch) => return Ok(py.detach(|| f(&batch, threads))),
-            Self::Objects(objects) => objects,
-        };
-        let len = objects.sequence.len()?;
-        if threads > 1 && len > PIECE {
-            return objects.map_on_threads(py, len, threads, f);
+        m: &M,
+        null: (M::A, M::B),
+    ) -> PyResult<Mapped<M>> {
+        match self {
+            Self::Batch(batch) => Ok(py.detach(|| batch.map(threads, m, null))),
+            Self::Objects(objects) => objects.map(threads, m, null),
         }
-        let map_piece = |start: usize| -> PyResult<R> {
-            let piece = objects.batch(start..len.min(start + PIECE), len)?;
-            Ok(py.detach(|| f(&piece, 1)))
-        };
-        let mut out = R::with_room(len);
-        for start in (0..len).step_by(PIECE) {
-            out.append(map_piece(start)?);
-        }
-        Ok(out)
     }
 
     /// Every key in one batch, for calls that read the keys one by one.
@@ -162,8 +152,8 @@ pub fn hash_short<R>(
     Ok(Some(then(unsafe { hashes[..n].assume_init_ref() })))
 }
 
-/// Pieces each thread packs and maps between two releases of the GIL: other Python threads
-/// wait for the GIL no longer than it takes to read a few pieces.
+/// Pieces each thread maps between two releases of the GIL: other Python threads wait for
+/// the GIL no longer than it takes to map a few pieces.
 const PIECES_PER_THREAD: usize = 16;
 
 /// A list's or tuple's items, read on the pool's threads while the calling thread holds the
@@ -181,43 +171,43 @@ impl Items<'_> {
 unsafe impl Sync for Items<'_> {}
 
 impl Objects<'_> {
-    /// `f` over every key as `ByteKeys::map` does, each piece packed and mapped on the pool's
-    /// threads: packing, not mapping, is most of a list's time, and only the objects' reading
-    /// needs the GIL held (by this thread, which waits for the pieces, letting go of the GIL
-    /// between rounds of them). A piece with a key that is not a plain str or bytes (or a
-    /// None read as null) is packed and mapped here instead, with the checks and messages of
-    /// `pack_objects`.
-    fn map_on_threads<R: Append + Send>(
-        &self,
-        py: Python<'_>,
-        len: usize,
-        threads: usize,
-        f: impl Fn(&KeyBatch, usize) -> R + Sync,
-    ) -> PyResult<R> {
+    /// `m` over every key as `ByteKeys::map` does, a piece at a time on up to `threads`
+    /// threads of the pool, each piece's keys still in cache when they are mapped. Only the
+    /// objects' reading needs the GIL held: by this thread, which waits for the pieces and
+    /// lets go of the GIL between rounds of them. A piece with a key that is not a plain str
+    /// or bytes (or a None read as null) is packed and mapped here instead, with the checks
+    /// and messages of `pack_objects`.
+    fn map<M: KeyMap>(&self, threads: usize, m: &M, null: (M::A, M::B)) -> PyResult<Mapped<M>> {
+        let py = self.sequence.py();
+        let len = self.sequence.len()?;
         let round = PIECE * PIECES_PER_THREAD * threads;
-        let mut out = R::with_room(len);
+        let (mut a, mut b) = (output::<M::A>(len), output::<M::B>(len));
         for first in (0..len).step_by(round) {
             let keys = first..len.min(first + round);
+            let a = &mut a.spare_capacity_mut()[keys.clone()];
+            let b = &mut b.spare_capacity_mut()[keys.clone()];
             // SAFETY: nothing here runs Python code until the pieces are read (see `Items`).
-            let read = unsafe {
+            let left = unsafe {
                 self.with_len(len, |items| {
                     let items = Items(&items[keys.clone()]);
                     let (nulls, null_key) = (self.nulls, &self.null_key);
-                    map_ranges(keys.len(), PIECE, threads, |piece| {
-                        let packed = pack_plain(items.get(piece), nulls)?;
-                        Some(f(&nullable(packed, null_key).ok()?, 1))
+                    fill_pieces(&mut *a, &mut *b, PIECE, threads, |piece, a, b| {
+                        map_plain(items.get(piece), nulls, null_key, (m, null), a, b)
                     })
                 })
             }?;
-            for (start, mapped) in keys.clone().step_by(PIECE).zip(read) {
-                out.append(match mapped {
-                    Some(mapped) => mapped,
-                    None => f(&self.batch(start..len.min(start + PIECE), len)?, 1),
-                });
+            for piece in left {
+                let batch = self.batch(first + piece.start..first + piece.end, len)?;
+                batch.map_into(m, null, &mut a[piece.clone()], &mut b[piece]);
             }
             py.detach(|| ());
         }
-        Ok(out)
+        // SAFETY: each round's pieces were written by `map_plain` or, where it wrote none, here.
+        unsafe {
+            a.set_len(len);
+            b.set_len(len);
+        }
+        Ok((a, b))
     }
 
     /// Keys `range` as a batch, null keys standing in where given.
@@ -268,34 +258,6 @@ fn nullable(packed: PackedKeys, null_key: &Option<Vec<u8>>) -> KernelResult<KeyB
     match null_key {
         None => Ok(batch),
         Some(k) => batch.with_null_key(Some(k.clone())),
-    }
-}
-
-/// Outputs of a batch call that pieces of a batch append to.
-pub trait Append {
-    /// No outputs yet, with room for those of `keys` keys, made once rather than as they come.
-    fn with_room(keys: usize) -> Self;
-    fn append(&mut self, more: Self);
-}
-
-impl<T> Append for Vec<T> {
-    fn with_room(keys: usize) -> Self {
-        Vec::with_capacity(keys)
-    }
-
-    fn append(&mut self, mut more: Self) {
-        Vec::append(self, &mut more);
-    }
-}
-
-impl<A: Append, B: Append> Append for (A, B) {
-    fn with_room(keys: usize) -> Self {
-        (A::with_room(keys), B::with_room(keys))
-    }
-
-    fn append(&mut self, more: Self) {
-        self.0.append(more.0);
-        self.1.append(more.1);
     }
 }
 
@@ -731,6 +693,25 @@ unsafe fn pack_plain(items: &[*mut ffi::PyObject], nulls: bool) -> Option<Packed
         false => Err(()),
     })
     .ok()
+}
+
+/// `m` of plain keys (and None, read as a null where `nulls`; `null_key` stands in for it
+/// where given) into `a` and `b`; false, having written nothing, at the first other item.
+///
+/// SAFETY (for callers): as for `pack_plain`.
+unsafe fn map_plain<M: KeyMap>(
+    items: &[*mut ffi::PyObject],
+    nulls: bool,
+    null_key: &Option<Vec<u8>>,
+    (m, null): (&M, (M::A, M::B)),
+    a: &mut [MaybeUninit<M::A>],
+    b: &mut [MaybeUninit<M::B>],
+) -> bool {
+    let Some(Ok(batch)) = pack_plain(items, nulls).map(|p| nullable(p, null_key)) else {
+        return false;
+    };
+    batch.map_into(m, null, a, b);
+    true
 }
 
 /// Packs `items`: the plain keys in place, any other item as `other(index, item)` says (its

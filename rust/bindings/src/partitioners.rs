@@ -163,9 +163,8 @@ fn partition_keys<'py>(
             if let Some(t) = key_type.filter(|t| t.is_int()) {
                 return Err(type_error("str/bytes", t));
             }
-            batch.map(keys.py(), default_threads(), |batch, threads| {
-                p.partitions(batch, n, threads)
-            })?
+            let m = p.key_map(n);
+            batch.map(keys.py(), default_threads(), &m, (m.null, ()))?.0
         }
         Keys::Ints(ints) => {
             let int_partitioner = int_partitioner(p)?;

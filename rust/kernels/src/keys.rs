@@ -565,7 +565,8 @@ pub fn map_hashed<K: Keys, A, B>(
     });
 }
 
-struct Hashed<F>(F);
+/// The batch kernel of `f(key_hash(key))` for every key.
+pub struct Hashed<F>(pub F);
 
 impl<A: Copy + Send + Sync, B: Copy + Send + Sync, F: Fn(u32) -> (A, B) + Sync> KeyMap
     for Hashed<F>
@@ -679,6 +680,25 @@ impl KeyBatch {
     {
         let null = f(key_hash(self.null_key.as_deref().unwrap_or_default()));
         self.map(threads, &Hashed(f), null)
+    }
+
+    /// `m` of every key into `a` and `b` (as long as the batch), `null` for a null key, on
+    /// the calling thread.
+    pub fn map_into<M: KeyMap>(
+        &self,
+        m: &M,
+        null: (M::A, M::B),
+        a: &mut [MaybeUninit<M::A>],
+        b: &mut [MaybeUninit<M::B>],
+    ) {
+        assert!(
+            a.len() == self.len() && b.len() == self.len(),
+            "outputs of {} and {} for {} keys",
+            a.len(),
+            b.len(),
+            self.len()
+        );
+        self.map_range(0, a, b, m, null);
     }
 
     /// Maps keys `start..start + a.len()` of the whole batch, across chunk boundaries.

@@ -86,20 +86,39 @@ fn pool(threads: usize) -> Option<Arc<ThreadPool>> {
     Some(pool)
 }
 
-/// `f` of each range of `piece` items (the last may be shorter) that together cover `0..n`,
-/// in order, on up to `threads` threads of the pool. For work whose pieces are each worth
+/// `f(range, a, b)` over ranges of `piece` items (the last may be shorter) that together
+/// cover two equally long outputs, on up to `threads` threads of the pool, `a` and `b` being
+/// the outputs' slots for the range; the ranges where `f` answered false (it wrote no
+/// answer there, for the caller to write), in order. For work whose pieces are each worth
 /// waking a thread for; the caller sizes them.
-pub fn map_ranges<R, F>(n: usize, piece: usize, threads: usize, f: F) -> Vec<R>
+pub fn fill_pieces<A, B, F>(
+    a: &mut [MaybeUninit<A>],
+    b: &mut [MaybeUninit<B>],
+    piece: usize,
+    threads: usize,
+    f: F,
+) -> Vec<Range<usize>>
 where
-    R: Send,
-    F: Fn(Range<usize>) -> R + Sync,
+    A: Send,
+    B: Send,
+    F: Fn(Range<usize>, &mut [MaybeUninit<A>], &mut [MaybeUninit<B>]) -> bool + Sync,
 {
-    let piece = piece.max(1);
-    let ranges = (0..n).step_by(piece).map(|s| s..n.min(s + piece));
-    let pool = (threads > 1 && n > piece).then(|| pool(threads)).flatten();
-    match pool {
-        Some(pool) => pool.install(|| ranges.collect::<Vec<_>>().into_par_iter().map(&f).collect()),
-        None => ranges.map(f).collect(),
+    assert_eq!(a.len(), b.len(), "outputs of unequal lengths");
+    let (n, piece) = (a.len(), piece.max(1));
+    type Slots<'a, T> = &'a mut [MaybeUninit<T>];
+    let run = |(i, (a, b)): (usize, (Slots<A>, Slots<B>))| {
+        let range = i * piece..i * piece + a.len();
+        (!f(range.clone(), a, b)).then_some(range)
+    };
+    match (threads > 1 && n > piece).then(|| pool(threads)).flatten() {
+        Some(pool) => pool.install(|| {
+            let pieces = a.par_chunks_mut(piece).zip(b.par_chunks_mut(piece));
+            pieces.enumerate().filter_map(run).collect()
+        }),
+        None => {
+            let pieces = a.chunks_mut(piece).zip(b.chunks_mut(piece));
+            pieces.enumerate().filter_map(run).collect()
+        }
     }
 }
 
@@ -152,7 +171,7 @@ where
 /// Room for `n` items. A large output is advised onto huge pages, as NumPy advises its own
 /// large arrays: its first touch then faults in one 2 MiB page where it would fault in 512
 /// small ones, and on many threads those faults, not the hashing, were most of a call's time.
-fn output<T>(n: usize) -> Vec<T> {
+pub fn output<T>(n: usize) -> Vec<T> {
     let out: Vec<T> = Vec::with_capacity(n);
     #[cfg(target_os = "linux")]
     advise_huge_pages(out.as_ptr().cast(), n * size_of::<T>());
@@ -207,15 +226,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ranges_cover_every_index_once_in_order_with_any_thread_count() {
+    fn pieces_cover_every_slot_once_in_order_with_any_thread_count() {
         for (n, piece) in [(0, 4), (1, 4), (4, 4), (17, 4), (3, 0), (100_000, 1_000)] {
             for threads in [1, 2, 3, 8] {
-                let ranges = map_ranges(n, piece, threads, |r| r);
-                let covered: Vec<usize> = ranges.iter().flat_map(Clone::clone).collect();
-                assert_eq!(covered, (0..n).collect::<Vec<_>>());
-                assert!(ranges
-                    .iter()
-                    .all(|r| !r.is_empty() && r.len() <= piece.max(1)));
+                let (mut a, mut b) = (output::<usize>(n), output::<u8>(n));
+                // Every third piece is left to the caller.
+                let left = fill_pieces(
+                    &mut a.spare_capacity_mut()[..n],
+                    &mut b.spare_capacity_mut()[..n],
+                    piece,
+                    threads,
+                    |range, a, b| {
+                        assert!(!range.is_empty() && range.len() <= piece.max(1));
+                        if range.start / piece.max(1) % 3 == 2 {
+                            return false;
+                        }
+                        for ((i, a), b) in range.zip(a).zip(b) {
+                            a.write(i);
+                            b.write(i as u8);
+                        }
+                        true
+                    },
+                );
+                for range in &left {
+                    for i in range.clone() {
+                        a.spare_capacity_mut()[i].write(i);
+                        b.spare_capacity_mut()[i].write(i as u8);
+                    }
+                }
+                let step = piece.max(1);
+                let want: Vec<_> = (0..n).step_by(step).filter(|s| s / step % 3 == 2).collect();
+                assert_eq!(left.iter().map(|r| r.start).collect::<Vec<_>>(), want);
+                // SAFETY: the pieces and the caller wrote every slot.
+                unsafe {
+                    a.set_len(n);
+                    b.set_len(n);
+                }
+                assert_eq!(a, (0..n).collect::<Vec<_>>());
+                assert!(b.iter().enumerate().all(|(i, &x)| x == i as u8));
             }
         }
     }

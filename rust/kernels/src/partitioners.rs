@@ -244,19 +244,26 @@ impl Partitioner {
     /// The partition of every key of a batch, `-1` where the system picks no fixed
     /// partition (a null key, mostly: see `partition`), on up to `threads` threads.
     pub fn partitions(self, keys: &KeyBatch, n: NumPartitions, threads: usize) -> Vec<i64> {
-        let null = self.partition(None, n).map_or(-1, i64::from);
-        let m = BytePartitions {
+        let m = self.key_map(n);
+        keys.map(threads, &m, (m.null, ())).0
+    }
+
+    /// The batch kernel of `partition` into `n` partitions, for keys in any layout.
+    pub fn key_map(self, n: NumPartitions) -> BytePartitions {
+        BytePartitions {
             p: self,
             d: Divisor::new(n),
-        };
-        keys.map(threads, &m, (null, ())).0
+            null: self.partition(None, n).map_or(-1, i64::from),
+        }
     }
 }
 
 /// A partitioner's batch kernel: the partitioner is matched once a run, not once a key.
-struct BytePartitions {
+pub struct BytePartitions {
     p: Partitioner,
     d: Divisor,
+    /// The output for a null key: its partition, or -1 where the system picks none.
+    pub null: i64,
 }
 
 impl KeyMap for BytePartitions {
