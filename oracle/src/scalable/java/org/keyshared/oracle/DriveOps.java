@@ -230,8 +230,11 @@ final class DriveOps {
     Map<String, Object> stop() throws Exception {
       running = false;
       thread.join(10_000);
+      // A send queued behind a segment's producer that the broker keeps fenced ends only when
+      // the client's creation deadline (V5Ops.TIMEOUT_MS) and then its send timeout (30 s)
+      // run out: waiting past both, every send is counted, sent or failed with its cause.
       try {
-        producer.async().flush().get(10, TimeUnit.SECONDS);
+        producer.async().flush().get(V5Ops.TIMEOUT_MS + 35_000, TimeUnit.MILLISECONDS);
       } finally {
         producer.close();
       }
