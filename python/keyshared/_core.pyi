@@ -1617,7 +1617,8 @@ def partition_keys(
     """``partition_key`` of every key (a sequence of str/bytes/None or of ints and None, an
     Arrow string/binary/integer array, or a NumPy integer array in any byte order; int8 to
     int32, uint8 and uint16 are Spark ints, int64 and uint32 longs), -1 for no fixed
-    partition. Releases the GIL."""
+    partition. Releases the GIL; a list or tuple is read a piece at a time as ``key_hashes``
+    reads one."""
 
 def murmur2(data: str | bytes) -> int:
     """Kafka's ``Utils.murmur2`` (seed 0x9747b28c) of the bytes (a str as UTF-8), as Java's
