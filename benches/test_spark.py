@@ -16,13 +16,12 @@ keys), against Spark alone generating the same messages and grouping them by key
 (spark-groupby).
 """
 
-import statistics
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import mmh3
 import numpy as np
+import pairing
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -217,19 +216,9 @@ def paired_rounds(
     """Times `ours`, each round just after a run of `other`, so that both are timed in the
     same stretches of a noisy machine's time; keyshared's benchmark records the median over
     rounds of the other's time over its own (the floor's paired ratio vs `peer`)."""
-    other_times: list[float] = []
-
-    def interleave() -> None:
-        start = time.perf_counter()
-        other()
-        other_times.append(time.perf_counter() - start)
-
-    benchmark.pedantic(ours, setup=interleave, rounds=rounds, iterations=1, warmup_rounds=warmup)
+    ratio, _ = pairing.paired(benchmark, ours, other, rounds=rounds, warmup_rounds=warmup)
     if lib == "keyshared":
-        pairs = zip(other_times[-rounds:], benchmark.stats.stats.data, strict=True)
-        benchmark.extra_info[PAIRED + peer] = statistics.median(
-            theirs / mine for theirs, mine in pairs
-        )
+        benchmark.extra_info[PAIRED + peer] = ratio
 
 
 def job_step(spark: SparkSession) -> tuple[int, int]:
