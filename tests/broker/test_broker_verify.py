@@ -17,7 +17,7 @@ import pytest
 from support.faults import record_fault
 from support.pulsar_broker import KEEP_ALIVE, PulsarBroker
 from support.pulsar_oracle import LTS, MILESTONE, NEWEST
-from support.verify_cli import topics, verify
+from support.verify_cli import topics, verify, why
 
 
 @pytest.fixture(scope="module", params=[NEWEST, LTS, MILESTONE])
@@ -48,7 +48,7 @@ def tally(kind: str, answer: dict[str, Any]) -> None:
 def test_every_scenario_passes(broker: PulsarBroker) -> None:
     before = set(topics(broker))
     status, out, err = verify(broker, "--scenario", "all", "--json")
-    assert status == 0, err + out
+    assert status == 0, why(out, err)
     answer = json.loads(out)
     tally(broker.version, answer)
     verdict = answer["verdict"]
@@ -71,7 +71,7 @@ def test_every_scenario_passes(broker: PulsarBroker) -> None:
 
 def test_an_out_of_order_consumer_is_caught(broker: PulsarBroker) -> None:
     status, out, err = verify(broker, "--scenario", "join", "--allow-out-of-order")
-    assert status == 1, err + out
+    assert status == 1, why(out, err)
     first = out.splitlines()[0]
     assert first.startswith("FAIL"), out
     assert "allowOutOfOrderDelivery" in out

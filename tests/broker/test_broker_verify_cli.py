@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 from support.pulsar_broker import PulsarBroker
-from support.verify_cli import topics, verify
+from support.verify_cli import topics, verify, why
 
 
 def test_a_partitioned_topic(pulsar_broker: PulsarBroker) -> None:
@@ -20,7 +20,7 @@ def test_a_partitioned_topic(pulsar_broker: PulsarBroker) -> None:
     status, out, err = verify(
         pulsar_broker, "--partitions", str(partitions), "--scenario", "leave", "--json"
     )
-    assert status == 0, err + out
+    assert status == 0, why(out, err)
     answer = json.loads(out)
     assert answer["record"]["partitions"] == partitions
     used = {m[2] for s in answer["record"]["scenarios"] for m in s["messages"]}
@@ -37,10 +37,16 @@ def test_an_existing_topic_is_refused_unless_allowed(pulsar_broker: PulsarBroker
     status, out, err = verify(
         pulsar_broker, "--topic", topic, "--existing-topic", "--scenario", "nack"
     )
-    assert status == 0, err + out
+    assert status == 0, why(out, err)
     # Its own subscription is gone, the user's is untouched, and so is the topic.
     stats = pulsar_broker.admin(f"persistent/public/default/{local}/stats")
     assert list(stats["subscriptions"]) == ["theirs"]
+
+
+def interruptible() -> None:
+    """Ctrl-C's default in the child: a command started in the background by a shell without
+    job control inherits SIGINT ignored, and Python then installs no KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_ctrl_c_closes_everything_and_removes_the_topic(pulsar_broker: PulsarBroker) -> None:
@@ -55,7 +61,13 @@ def test_ctrl_c_closes_everything_and_removes_the_topic(pulsar_broker: PulsarBro
     ]
     command += ["--admin-url", pulsar_broker.web_url, "--scenario", "steady", "--rate", "50"]
     command += ["--messages", "2000"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=interruptible,
+    )
     assert proc.stderr is not None
     for line in proc.stderr:
         if "sent" in line:
@@ -74,7 +86,7 @@ def test_a_report(pulsar_broker: PulsarBroker, tmp_path: Path) -> None:
     status, out, err = verify(
         pulsar_broker, "--scenario", "join", "--allow-out-of-order", "--report", str(tmp_path)
     )
-    assert status == 1, err + out
+    assert status == 1, why(out, err)
     written = {p.name for p in tmp_path.iterdir()}
     assert {"record.json", "verdict.json", "report.md", "timeline.png"} <= written
     assert "allowOutOfOrderDelivery" in (tmp_path / "report.md").read_text()

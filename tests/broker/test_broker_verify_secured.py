@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from support.secure_broker import NOBODY, VERIFIER, SecuredBroker
+from support.verify_cli import why
 
 from keyshared.cli import main
 
@@ -73,7 +74,7 @@ def test_verified_with_a_token_and_the_ca(secured_broker: SecuredBroker, tmp_pat
         "--report",
         str(report),
     )
-    assert status == 0, err + out
+    assert status == 0, why(out, err)
     verdict = json.loads(out)["verdict"]
     (join,) = verdict["scenarios"]
     assert join["lost"] == 0 and join["predicted"] == join["matched"] >= join["sent"]
@@ -83,7 +84,7 @@ def test_verified_with_a_token_and_the_ca(secured_broker: SecuredBroker, tmp_pat
 
 def test_verified_from_client_conf(secured_broker: SecuredBroker, client_conf: Path) -> None:
     status, out, err = verify("--client-conf", str(client_conf), "--scenario", "leave")
-    assert status == 0, err + out
+    assert status == 0, why(out, err)
     assert out.startswith("PASS")
     no_secret_in(secured_broker, out, err)
 
@@ -101,7 +102,7 @@ def test_verified_with_mutual_tls(secured_broker: SecuredBroker) -> None:
         "--scenario",
         "steady",
     )
-    assert status == 0, err + out
+    assert status == 0, why(out, err)
 
 
 @pytest.mark.parametrize(
@@ -138,7 +139,7 @@ def test_a_wrong_setting_gives_one_line(
         ],
     }[wrong]
     status, out, err = verify(*args, "--scenario", "steady")
-    assert status == 2, err + out
+    assert status == 2, why(out, err)
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
     assert said in lines[0] and "Traceback" not in err

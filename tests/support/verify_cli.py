@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 
 from keyshared.cli import main
 from support.pulsar_broker import KEEP_ALIVE_S, PulsarBroker
@@ -25,3 +26,14 @@ def verify(broker: PulsarBroker, *args: str) -> tuple[int, str, str]:
 def topics(broker: PulsarBroker) -> list[str]:
     names: list[str] = broker.admin("persistent/public/default")
     return names
+
+
+def why(out: str, err: str) -> str:
+    """What a failed run said, for an assertion's message: with ``--json``, the verdict and
+    notes without the record, whose events would push the verdict out of a log's tail."""
+    try:
+        answer = json.loads(out)
+    except ValueError:
+        return err + out
+    brief = {"verdict": answer["verdict"], "notes": answer["notes"]}
+    return err + json.dumps(brief, indent=1)
