@@ -14,6 +14,7 @@ use super::error::{InvalidInput, KernelResult, StateResult, Tiling};
 use super::hashing::key_hash;
 use super::impacted::{impacted_consumers, merge_ranges, ImpactedConsumers};
 use super::pending_acks::{keeps_hash, PendingAck, PendingAcks};
+use super::sorted_hashes::SortedHashes;
 
 /// Pulsar's `validateBucketBoundaries`: ranges `(start, end)` that are ascending, contiguous,
 /// start at 0, tile the 16-bit ring, and leave bucket 0 at least `[0, 1]` wide.
@@ -79,12 +80,8 @@ pub struct BucketRoute {
 /// hands out is a bucket's canonical hash.
 pub struct EntryBucketSelector {
     ranges: Vec<HashRange>,
-    starts: Vec<u16>,
-    /// For each slice of 256 hashes (`hash >> 8`), and one past the last, the bucket
-    /// holding the slice's first hash (the last bucket for the one past): a hash's bucket
-    /// lies between its slice's and the next one's, so a lookup searches only that span,
-    /// one bucket for buckets as wide as a slice or wider.
-    slices: Vec<u32>,
+    /// Each bucket's start; the first is 0.
+    starts: SortedHashes,
     members: Vec<Member>,
     /// Bucket index -> owning consumer id; empty while no consumer is connected.
     owners: Vec<u64>,
@@ -94,17 +91,10 @@ impl EntryBucketSelector {
     /// A selector over the buckets of validated split points.
     pub fn new(splits: &[u16]) -> Self {
         let ranges = bucket_ranges(splits);
-        let starts: Vec<u16> = ranges.iter().map(|r| r.start()).collect();
-        let slices = (0..=RING_SIZE >> 8)
-            .map(|slice| {
-                let first = slice << 8;
-                (starts.partition_point(|&s| u32::from(s) <= first) - 1) as u32
-            })
-            .collect();
+        let starts = SortedHashes::new(ranges.iter().map(|r| r.start()).collect());
         Self {
             ranges,
             starts,
-            slices,
             members: Vec::new(),
             owners: Vec::new(),
         }
@@ -134,9 +124,8 @@ impl EntryBucketSelector {
     /// The bucket holding a 16-bit hash.
     #[inline]
     pub fn bucket_index_of_hash(&self, hash: u16) -> usize {
-        let slice = usize::from(hash >> 8);
-        let (first, last) = (self.slices[slice] as usize, self.slices[slice + 1] as usize);
-        first + self.starts[first + 1..=last].partition_point(|&s| s <= hash)
+        // Bucket 0 starts at 0, so at least one start lies at or below any hash.
+        self.starts.count_at_most(hash) - 1
     }
 
     /// The bucket's start hash, 1 for bucket 0 (0 means "not set").

@@ -27,6 +27,7 @@ pub mod redelivery;
 pub mod ring;
 pub mod routing;
 pub mod routing_key;
+pub mod sorted_hashes;
 pub mod system_hashes;
 #[cfg(test)]
 mod test_rng;

@@ -16,6 +16,7 @@ use super::buckets::HashRange;
 use super::error::{InvalidInput, KernelResult};
 use super::hashing::{key_hash, sticky_hash_in};
 use super::impacted::{impacted_consumers, merge_ranges, ImpactedConsumers};
+use super::sorted_hashes::SortedHashes;
 
 /// The most points a consumer may have: one per hash of the 16-bit ring.
 pub const MAX_POINTS: u32 = 1 << 16;
@@ -97,8 +98,10 @@ pub struct ConsistentHashingSelector {
     key_hash_range: HashRange,
     ring: BTreeMap<u16, HashRingPointEntry>,
     name_index: ConsumerNameIndexTracker,
-    /// `(point, selected consumer)`, ascending: the ring as `select` reads it.
-    selected: Vec<(u16, u64)>,
+    /// The points, ascending, and each one's selected consumer: the ring as `select`
+    /// reads it.
+    points: SortedHashes,
+    owners: Vec<u64>,
     /// The ring as sorted ranges tiling the key hash range (Pulsar's assignments snapshot).
     assignments: Vec<(HashRange, u64)>,
 }
@@ -135,7 +138,8 @@ impl ConsistentHashingSelector {
             key_hash_range: HashRange::new(i64::from(FIRST_HASH), range_max_value)?,
             ring: BTreeMap::new(),
             name_index: ConsumerNameIndexTracker::default(),
-            selected: Vec::new(),
+            points: SortedHashes::new(Vec::new()),
+            owners: Vec::new(),
             assignments: Vec::new(),
         })
     }
@@ -242,8 +246,8 @@ impl ConsistentHashingSelector {
 
     /// The consumer serving `hash`: the owner of the first point at or above it, wrapping.
     pub fn select(&self, hash: u16) -> Option<u64> {
-        let at = self.selected.partition_point(|p| p.0 < hash);
-        self.selected.get(at).or(self.selected.first()).map(|p| p.1)
+        let at = self.points.count_below(hash);
+        self.owners.get(at).or(self.owners.first()).copied()
     }
 
     /// `select` of every hash; None when the ring is empty and there are hashes. Large
@@ -252,7 +256,7 @@ impl ConsistentHashingSelector {
         if hashes.is_empty() {
             return Some(Vec::new());
         }
-        let &(_, first) = self.selected.first()?;
+        let &first = self.owners.first()?;
         if hashes.len() < TABLE_WORTH_IT {
             return hashes.iter().map(|&h| self.select(h)).collect();
         }
@@ -286,8 +290,9 @@ impl ConsistentHashingSelector {
 
     /// Recomputes what `select` reads and the assignments, and resolves the impact.
     fn refresh(&mut self) -> Option<ImpactedConsumers> {
-        self.selected = self.ring.iter().map(|(&p, e)| (p, e.selected)).collect();
-        let after = assignments(&self.selected, self.key_hash_range);
+        self.points = SortedHashes::new(self.ring.keys().copied().collect());
+        self.owners = self.ring.values().map(|e| e.selected).collect();
+        let after = assignments(&self.points, &self.owners, self.key_hash_range);
         let before = std::mem::replace(&mut self.assignments, after);
         self.returns_impacted
             .then(|| impacted_consumers(&before, &self.assignments))
@@ -315,20 +320,20 @@ pub fn ranges_by_consumer(assignments: &[(HashRange, u64)]) -> Vec<(u64, Vec<Has
 
 /// The ring as ranges tiling `key_range`, a point's range ending at the point, runs of one
 /// consumer's points joined, and the wrap-around range given to the first point's consumer.
-fn assignments(points: &[(u16, u64)], key_range: HashRange) -> Vec<(HashRange, u64)> {
+fn assignments(points: &[u16], owners: &[u64], key_range: HashRange) -> Vec<(HashRange, u64)> {
     let mut out: Vec<(HashRange, u64)> = Vec::new();
-    let Some(&(_, first)) = points.first() else {
+    let Some(&first) = owners.first() else {
         return out;
     };
     let mut start = key_range.start();
-    for &(point, consumer) in points {
+    for (&point, &consumer) in points.iter().zip(owners) {
         match out.last_mut() {
             Some((range, owner)) if *owner == consumer => *range = span(range.start(), point),
             _ => out.push((span(start, point), consumer)),
         }
         start = point.saturating_add(1);
     }
-    let last = points[points.len() - 1].0;
+    let last = points[points.len() - 1];
     if last < key_range.end() {
         match out.last_mut() {
             Some((range, owner)) if *owner == first => {
@@ -411,7 +416,7 @@ mod tests {
             }
         }
         assert_eq!(covered, 65_535);
-        assert_eq!(o[0], Some(s.selected[0].1));
+        assert_eq!(o[0], Some(s.owners[0]));
     }
 
     #[test]
@@ -498,7 +503,7 @@ mod tests {
         assert_eq!(s.select(point), Some(2));
         s.remove_consumer(2);
         s.remove_consumer(1);
-        assert!(s.ring.is_empty() && s.selected.is_empty());
+        assert!(s.ring.is_empty() && s.owners.is_empty() && s.points.is_empty());
     }
 
     #[test]
@@ -520,7 +525,7 @@ mod tests {
         let mut s = ConsistentHashingSelector::new(10, false, 1000).unwrap();
         assert_eq!(s.add_consumer(1, b"a"), Ok(None));
         assert_eq!(s.remove_consumer(2), None);
-        assert!(s.selected.iter().all(|&(p, _)| (1..=1000).contains(&p)));
+        assert!(s.points.iter().all(|p| (1..=1000).contains(p)));
         assert_eq!(s.assignments(), &[(r(1, 1000), 1)]);
         assert_eq!(
             s.make_sticky_key_hash(b"hello"),
