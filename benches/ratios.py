@@ -130,9 +130,9 @@ FLOORS = [
     *(Floor(f"layout-{op}", "jvm-8192", 1.0, "keyshared-8192") for op in ("split", "merge")),
     Floor("layout-decide", "jvm-8192", 1.0, "keyshared-8192"),
     Floor("layout-assign", "jvm-8192", 1.0, "keyshared-8192"),
-    # Sixteen threads, where a machine has them, within 1.5x of the memory's own speed (a
+    # Sixteen threads, where a machine has them, within 1.3x of the memory's own speed (a
     # parallel read of the same bytes that hashes nothing, benches/test_hashing.py).
-    Floor("key-hashes-threads", "read-16-threads", 1 / 1.5, "keyshared-16-threads"),
+    Floor("key-hashes-threads", "read-16-threads", 1 / 1.3, "keyshared-16-threads"),
     # keyshared is the JVM ks_route here: 2.5x faster than the Arrow UDF and the pandas UDF,
     # within 1.6x of Spark's built-in hash() (1 / 1.6 = 0.625).
     Floor("spark-route-5m", "keyshared-arrow", 2.5),
