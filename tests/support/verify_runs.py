@@ -183,10 +183,11 @@ def reorder_key(scenario: ScenarioRecord, rng: random.Random) -> bool:
 
 
 def deliver_acked(scenario: ScenarioRecord, rng: random.Random) -> bool:
-    """A message acked is delivered again, right after its ack, to the consumer that acked
-    it."""
+    """A message acked, and never nacked, is delivered again, right after its ack, to the
+    consumer that acked it (a once-nacked message may come again after its ack)."""
     events = scenario.events
-    acks = [j for j, e in enumerate(events) if e[0] == "ack"]
+    nacked = {e[3] for e in events if e[0] == "nack"}
+    acks = [j for j, e in enumerate(events) if e[0] == "ack" and e[3] not in nacked]
     if not acks:
         return False
     j = rng.choice(acks)

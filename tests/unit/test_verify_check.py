@@ -63,6 +63,25 @@ def test_a_nacked_message_may_come_again_and_out_of_order() -> None:
     assert (s.duplicates_allowed, s.duplicates_unexpected) == (1, 0)
 
 
+def test_a_nacked_message_may_come_again_even_after_its_ack() -> None:
+    """The redelivery the nack asked for came again after the ack of the one before (Pulsar's
+    acks are not confirmed): allowed, late, and not timed by the model."""
+    log, mine, _ = two_consumers()
+    log.publish(mine[0], mine[0])
+    log.deliver("c1", 0, 1)
+    log.nack("c1", 0)
+    log.deliver("c1", 0)
+    log.ack("c1", 1, 0)
+    log.deliver("c1", 0)
+    log.ack("c1", 0)
+    verdict = check(log.record())
+    assert verdict.passed, verdict.first
+    [s] = verdict.scenarios
+    assert (s.delivered, s.redelivered, s.acked) == (4, 2, 2)
+    assert (s.duplicates_allowed, s.duplicates_unexpected) == (2, 0)
+    assert (s.predicted, s.matched) == (3, 3)
+
+
 @pytest.mark.parametrize("how", ["close", "crash", "timeout"])
 def test_a_leave_redelivers_what_it_held_to_the_new_owner(how: str) -> None:
     log, mine, theirs = two_consumers()
